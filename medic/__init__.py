@@ -1,0 +1,1 @@
+"""medic: keeps distributed GPU training jobs running."""

@@ -1,0 +1,1 @@
+"""Rules (detections to decisions, with guards) and executors (Slurm CLI, slurmrestd, recorder)."""

@@ -1,0 +1,170 @@
+"""Backtests: replay recordings through the one Pipeline and score them by the spec's rules.
+
+``backtest_recording`` is what ``medic backtest`` and the tuning notebook call per
+recording; ``run_backtest`` adds the files, the totals and the per-kind breakdown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from medic import schema
+from medic.config import from_dict
+from medic.detectors.base import detections_table
+from medic.ingest.replay import ReplayConfig, ReplaySource
+from medic.pipeline import Pipeline, Responder
+from medic.recording import Recording, read_recording
+from medic.scoring import Score, score
+
+ResponderFactory = Callable[[Recording, Mapping[str, Any]], list[Responder]]
+
+
+@dataclass
+class RecordingResult:
+    """One recording's backtest: what was detected, what would have been done, how it scored."""
+
+    name: str
+    path: Path | None
+    detections: pa.Table
+    score: Score
+    elapsed_s: float
+    rows: int
+    actions: pa.Table | None = None
+
+
+@dataclass
+class BacktestReport:
+    results: list[RecordingResult] = field(default_factory=list)
+
+    @property
+    def overall(self) -> Score:
+        total = Score()
+        for result in self.results:
+            total = total.merge(result.score)
+        return total
+
+    def by_kind(self) -> dict[str, dict[str, Any]]:
+        """Per kind: recall, latency, kind and attribution accuracy of the labels of that kind;
+        precision and false positives of the (de-duplicated) detections of that kind."""
+        out: dict[str, dict[str, Any]] = {}
+        overall = self.overall
+        for kind in schema.DETECTION_KINDS:
+            part = Score(detections=overall.detections_by_kind[kind])
+            part.matched = part.detections - sum(
+                1 for d in overall.false_positive_rows if d["kind"] == kind
+            )
+            for outcome in overall.outcomes:
+                if outcome.kind != kind:
+                    continue
+                part.labels += 1
+                if outcome.detected:
+                    part.detected += 1
+                    part.latencies_s.append(outcome.latency_s or 0.0)
+                    part.kind_correct += bool(outcome.kind_correct)
+                    part.attribution_correct += bool(outcome.attribution_correct)
+            if part.labels or part.detections:
+                out[kind] = part.summary()
+        return out
+
+    def actions_summary(self) -> dict[str, Any]:
+        """Actions by kind and status, suppressions by guard, over every recording."""
+        tables = [r.actions for r in self.results if r.actions is not None and r.actions.num_rows]
+        if not tables:
+            return {"by_action": {}, "suppressed_by_guard": {}}
+        table = pa.concat_tables(tables)
+        by_action: dict[str, dict[str, int]] = {}
+        guards: dict[str, int] = {}
+        for action, status, guard in zip(
+            table.column("action").to_pylist(),
+            table.column("status").to_pylist(),
+            table.column("guard").to_pylist(),
+            strict=True,
+        ):
+            by_action.setdefault(action, {}).setdefault(status, 0)
+            by_action[action][status] += 1
+            if guard:
+                guards[guard] = guards.get(guard, 0) + 1
+        return {"by_action": by_action, "suppressed_by_guard": guards}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recordings": [
+                {
+                    "name": r.name,
+                    "path": str(r.path) if r.path else None,
+                    **r.score.summary(),
+                    "elapsed_s": round(r.elapsed_s, 3),
+                    "rows": r.rows,
+                    "misses": [o.incident_id for o in r.score.outcomes if not o.detected],
+                }
+                for r in self.results
+            ],
+            "by_kind": self.by_kind(),
+            "actions": self.actions_summary(),
+            "overall": self.overall.summary(),
+        }
+
+
+def backtest_recording(
+    recording: Recording,
+    settings: Mapping[str, Any] | None = None,
+    responders: ResponderFactory | None = None,
+) -> RecordingResult:
+    """Replay one recording through a fresh pipeline built from ``settings`` and score it."""
+    settings = settings or {}
+    started = time.perf_counter()
+    stage = responders(recording, settings) if responders else []
+    pipeline = Pipeline.from_settings(settings, responders=stage)
+    replay = ReplaySource(recording, from_dict(ReplayConfig, settings.get("replay", {}), "replay"))
+    detections = detections_table(pipeline.run(replay))
+    actions = None
+    for responder in stage:
+        table = getattr(responder, "actions_table", None)
+        if callable(table):
+            actions = table()
+    rows = sum(recording.stream(s).num_rows for s in ("logs", "gpu", "scheduler"))
+    return RecordingResult(
+        name=recording.path.name if recording.path else recording.name,
+        path=recording.path,
+        detections=detections,
+        score=score(detections, recording.labels),
+        elapsed_s=time.perf_counter() - started,
+        rows=rows,
+        actions=actions,
+    )
+
+
+def write_result(result: RecordingResult, out_dir: Path) -> Path:
+    """``out_dir/<recording directory name>/detections.parquet`` (and ``actions.parquet``)."""
+    target = out_dir / result.name
+    target.mkdir(parents=True, exist_ok=True)
+    pq.write_table(result.detections, target / "detections.parquet")
+    if result.actions is not None:
+        pq.write_table(result.actions, target / "actions.parquet")
+    return target
+
+
+def run_backtest(
+    paths: Iterable[Path],
+    settings: Mapping[str, Any] | None = None,
+    out_dir: Path | None = None,
+    responders: ResponderFactory | None = None,
+    on_result: Callable[[RecordingResult], None] | None = None,
+) -> BacktestReport:
+    """Backtest every recording in ``paths`` (already expanded) in order."""
+    report = BacktestReport()
+    for path in paths:
+        result = backtest_recording(read_recording(path), settings, responders)
+        if out_dir is not None:
+            write_result(result, out_dir)
+        report.results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return report

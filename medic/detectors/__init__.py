@@ -1,0 +1,1 @@
+"""Detectors (one module per kind), the signature catalogue and root-cause attribution."""

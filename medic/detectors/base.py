@@ -1,0 +1,168 @@
+"""The Detector seam: the Detection record, the Detector protocol and the registry.
+
+A detector consumes batches of the streams it names and watermarks, owns its per-job /
+per-rank / per-GPU state, never reads the wall clock, and exposes its parameters as a
+frozen dataclass (``Config``) so backtests and notebooks can sweep them. The pipeline
+stamps ``detected_at`` with the event time it had reached when the detection came out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import pyarrow as pa
+
+from medic import schema
+from medic.config import ConfigError, from_dict
+from medic.ingest.base import Batch
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One detected incident of one job (the spec's detections row, plus an id and onset)."""
+
+    job_id: str | None
+    kind: str
+    culprits: tuple[str, ...] = ()
+    ranks: tuple[int, ...] = ()
+    score: float = 1.0
+    detector: str = ""
+    summary: str = ""
+    detected_at: int = 0
+    onset: int | None = None
+    evidence: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in schema.DETECTION_KINDS:
+            raise ValueError(f"unknown detection kind {self.kind!r}")
+
+    @property
+    def id(self) -> str:
+        """Stable id derived from the row, so it can be recomputed from detections.parquet."""
+        return detection_id(self.detected_at, self.job_id, self.kind, self.detector)
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "detected_at": self.detected_at,
+            "job_id": self.job_id,
+            "kind": self.kind,
+            "culprits": list(self.culprits),
+            "ranks": list(self.ranks),
+            "score": float(self.score),
+            "detector": self.detector,
+            "summary": self.summary,
+        }
+
+
+def detection_id(detected_at: int, job_id: str | None, kind: str, detector: str) -> str:
+    key = f"{detected_at}|{job_id or ''}|{kind}|{detector}".encode()
+    return hashlib.sha1(key, usedforsecurity=False).hexdigest()[:16]
+
+
+def detections_table(detections: Iterable[Detection]) -> pa.Table:
+    """Detections in the spec's ``detections.parquet`` schema, in emission order."""
+    rows = [d.row() for d in detections]
+    if not rows:
+        return schema.empty(schema.DETECTIONS)
+    columns = {name: [r[name] for r in rows] for name in schema.DETECTIONS.names}
+    return pa.Table.from_pydict(columns, schema=schema.DETECTIONS)
+
+
+@runtime_checkable
+class Detector(Protocol):
+    """What the pipeline drives. ``streams`` names the batches the detector wants."""
+
+    name: ClassVar[str]
+    streams: ClassVar[frozenset[str]]
+    Config: ClassVar[type]
+    config: Any
+
+    def update(self, batch: Batch) -> list[Detection]: ...
+
+    def advance(self, watermark: int) -> list[Detection]: ...
+
+    def state_size(self) -> int:
+        """Number of entities (jobs, ranks, GPUs) currently held: bounded and freed at job end."""
+        ...
+
+
+@runtime_checkable
+class Parser(Protocol):
+    """A vectorised stage deriving one stream from another (e.g. log lines to signature hits)."""
+
+    name: ClassVar[str]
+    input_stream: ClassVar[str]
+    output_stream: ClassVar[str]
+
+    def parse(self, batch: Batch) -> Batch | None: ...
+
+
+DETECTORS: dict[str, type[Any]] = {}
+PARSERS: dict[str, type[Any]] = {}
+
+
+def register(cls: type[Any]) -> type[Any]:
+    """Class decorator: make a detector available by its ``name``."""
+    if cls.name in DETECTORS and DETECTORS[cls.name] is not cls:
+        raise ValueError(f"detector {cls.name!r} registered twice")
+    DETECTORS[cls.name] = cls
+    return cls
+
+
+def register_parser(cls: type[Any]) -> type[Any]:
+    """Class decorator: make a parser available to the pipeline by its output stream."""
+    PARSERS[cls.output_stream] = cls
+    return cls
+
+
+def load_builtin() -> None:
+    """Import the built-in detector and parser modules so that they register themselves."""
+    import medic.detectors.builtin  # noqa: F401
+
+
+def build_detectors(
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+    enabled: Iterable[str] | None = None,
+) -> list[Any]:
+    """Instantiate detectors from ``{name: {setting: value}}``; all registered ones by default.
+
+    A table may carry ``enabled = false`` to switch a detector off.
+    """
+    load_builtin()
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - set(DETECTORS))
+    if unknown:
+        raise ConfigError(
+            f"unknown detector '{unknown[0]}' (known: {', '.join(sorted(DETECTORS)) or 'none'})"
+        )
+    names = list(enabled) if enabled is not None else sorted(DETECTORS)
+    detectors = []
+    for name in names:
+        if name not in DETECTORS:
+            raise ConfigError(f"unknown detector '{name}'")
+        values = dict(settings.get(name, {}))
+        if not values.pop("enabled", True):
+            continue
+        cls = DETECTORS[name]
+        detectors.append(cls(from_dict(cls.Config, values, f"detectors.{name}")))
+    return detectors
+
+
+def build_parsers(detectors: Iterable[Any]) -> list[Any]:
+    """The parsers whose output streams the given detectors consume (transitively)."""
+    load_builtin()
+    wanted = set().union(*(d.streams for d in detectors)) if detectors else set()
+    parsers: list[Any] = []
+    pending = [stream for stream in sorted(wanted) if stream in PARSERS]
+    while pending:
+        stream = pending.pop()
+        cls = PARSERS[stream]
+        if any(isinstance(p, cls) for p in parsers):
+            continue
+        parsers.insert(0, cls())
+        if cls.input_stream in PARSERS:
+            pending.append(cls.input_stream)
+    return parsers

@@ -1,0 +1,1 @@
+"""Imports every built-in detector and parser module so that each registers itself."""

@@ -1,0 +1,1 @@
+"""DuckDB history: detections, actions, incidents, job progress; migrations and report queries."""

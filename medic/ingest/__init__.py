@@ -1,0 +1,1 @@
+"""Sources of Arrow batches (replay, VictoriaLogs, files, telemetry, Slurm) and log parsing."""

@@ -1,0 +1,202 @@
+"""The single composition point: events -> parsers -> detectors -> incidents -> responders.
+
+``medic backtest``, ``medic serve`` and the notebooks all drive this same object; replay
+and live traffic differ only in where the events come from. The pipeline owns the event
+clock: every detection is stamped with the newest row time or watermark consumed so far,
+never with the wall clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import polars as pl
+
+from medic.config import from_dict
+from medic.detectors.base import Detection, build_detectors, build_parsers
+from medic.ingest.base import Batch, Event, Watermark
+from medic.timeutil import US
+
+# Job states after which a job runs again as a new attempt (a requeued job keeps its id).
+RESTART_STATES = ("RUNNING",)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Settings of the composition itself (detector settings live with each detector)."""
+
+    incident_window_s: float = 1800.0
+    """Later detections of a job within this span after the last symptom join its open incident
+    instead of being emitted again (one incident, one detection per job)."""
+    max_symptoms: int = 64
+    """Symptoms kept per incident for the history; the count keeps growing past it."""
+
+
+class Responder(Protocol):
+    """Something downstream of detection: the rules/executor stage, the history writer."""
+
+    def handle(self, detections: list[Detection], now: int) -> None: ...
+
+
+@dataclass
+class Incident:
+    """One job's incident: the detection that opened it plus the symptoms that joined it."""
+
+    first: Detection
+    last_seen: int
+    symptoms: list[Detection] = field(default_factory=list)
+    symptom_count: int = 0
+
+
+class IncidentCorrelator:
+    """Keeps one open incident per job, so later symptoms enrich instead of re-alerting."""
+
+    def __init__(self, window_us: int, max_symptoms: int) -> None:
+        self.window_us = window_us
+        self.max_symptoms = max_symptoms
+        self.open: dict[str, Incident] = {}
+        self.closed: list[Incident] = []
+
+    def admit(self, detection: Detection) -> bool:
+        """True when ``detection`` opens a new incident and must be emitted."""
+        if detection.job_id is None:
+            return True
+        incident = self.open.get(detection.job_id)
+        if incident is not None and detection.detected_at - incident.last_seen <= self.window_us:
+            incident.last_seen = detection.detected_at
+            incident.symptom_count += 1
+            if len(incident.symptoms) < self.max_symptoms:
+                incident.symptoms.append(detection)
+            return False
+        if incident is not None:
+            self.closed.append(self.open.pop(detection.job_id))
+        self.open[detection.job_id] = Incident(first=detection, last_seen=detection.detected_at)
+        return True
+
+    def observe_scheduler(self, frame: pl.DataFrame) -> None:
+        """A job that starts running again (after a requeue) begins a new attempt."""
+        if not self.open or frame.is_empty():
+            return
+        restarted = frame.filter(
+            (pl.col("kind") == "job") & pl.col("state").is_in(RESTART_STATES)
+        ).get_column("job_id")
+        for job_id in restarted.unique().to_list():
+            incident = self.open.get(job_id)
+            if incident is not None:
+                self.closed.append(self.open.pop(job_id))
+
+    def expire(self, now: int) -> None:
+        stale = [job for job, inc in self.open.items() if now - inc.last_seen > self.window_us]
+        for job in stale:
+            self.closed.append(self.open.pop(job))
+
+    def take_closed(self) -> list[Incident]:
+        """Closed incidents since the last call (for the history), forgetting them here."""
+        closed, self.closed = self.closed, []
+        return closed
+
+
+class Pipeline:
+    """Drives detectors over a stream of events and hands new incidents to responders."""
+
+    def __init__(
+        self,
+        detectors: list[Any],
+        config: PipelineConfig | None = None,
+        responders: Iterable[Responder] = (),
+        parsers: list[Any] | None = None,
+    ) -> None:
+        self.config = config or PipelineConfig()
+        self.detectors = list(detectors)
+        self.parsers = build_parsers(self.detectors) if parsers is None else parsers
+        self.responders = list(responders)
+        self.correlator = IncidentCorrelator(
+            round(self.config.incident_window_s * US), self.config.max_symptoms
+        )
+        self.now = 0
+        self.rows_in: dict[str, int] = {}
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Mapping[str, Any] | None = None,
+        responders: Iterable[Responder] = (),
+    ) -> Pipeline:
+        """Build from a config mapping with ``[pipeline]`` and ``[detectors.<name>]`` tables."""
+        settings = settings or {}
+        config = from_dict(PipelineConfig, settings.get("pipeline", {}), "pipeline")
+        detectors = build_detectors(settings.get("detectors", {}))
+        return cls(detectors, config, responders)
+
+    def process(self, event: Event) -> list[Detection]:
+        """Consume one batch or watermark; return the detections that opened new incidents."""
+        if isinstance(event, Watermark):
+            return self._advance(event.time)
+        return self._update(event)
+
+    def run(self, events: Iterable[Event]) -> list[Detection]:
+        """Consume a whole (replayed) stream; return every emitted detection."""
+        emitted: list[Detection] = []
+        for event in events:
+            emitted.extend(self.process(event))
+        return emitted
+
+    async def run_async(self, events: AsyncIterable[Event]) -> list[Detection]:
+        emitted: list[Detection] = []
+        async for event in events:
+            emitted.extend(self.process(event))
+        return emitted
+
+    def state_size(self) -> int:
+        held: int = sum(int(d.state_size()) for d in self.detectors)
+        return held + len(self.correlator.open)
+
+    def _update(self, batch: Batch) -> list[Detection]:
+        if batch.num_rows == 0:
+            return []
+        self.rows_in[batch.stream] = self.rows_in.get(batch.stream, 0) + batch.num_rows
+        newest = batch.max_time
+        if newest is not None and newest > self.now:
+            self.now = newest
+        batches = [batch, *self._derive(batch)]
+        found: list[Detection] = []
+        for derived in batches:
+            if derived.stream == "scheduler":
+                self.correlator.observe_scheduler(derived.frame)
+            for detector in self.detectors:
+                if derived.stream in detector.streams:
+                    found.extend(detector.update(derived))
+        return self._emit(found)
+
+    def _derive(self, batch: Batch) -> list[Batch]:
+        available = {batch.stream: batch}
+        for parser in self.parsers:
+            source = available.get(parser.input_stream)
+            if source is None:
+                continue
+            derived = parser.parse(source)
+            if derived is not None and derived.num_rows:
+                available[parser.output_stream] = derived
+        return [b for stream, b in available.items() if stream != batch.stream]
+
+    def _advance(self, watermark: int) -> list[Detection]:
+        if watermark > self.now:
+            self.now = watermark
+        found: list[Detection] = []
+        for detector in self.detectors:
+            found.extend(detector.advance(self.now))
+        self.correlator.expire(self.now)
+        return self._emit(found)
+
+    def _emit(self, found: list[Detection]) -> list[Detection]:
+        if not found:
+            return []
+        stamped = [dataclasses.replace(d, detected_at=self.now) for d in found]
+        emitted = [d for d in stamped if self.correlator.admit(d)]
+        if emitted:
+            for responder in self.responders:
+                responder.handle(emitted, self.now)
+        return emitted

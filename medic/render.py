@@ -1,0 +1,62 @@
+"""Terminal tables for backtest results (rich)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+COLUMNS = (
+    ("labels", "labels"),
+    ("detected", "found"),
+    ("recall", "recall"),
+    ("precision", "precision"),
+    ("false_positives", "FP"),
+    ("p50", "lat p50 s"),
+    ("p90", "lat p90 s"),
+    ("max", "lat max s"),
+    ("kind_accuracy", "kind acc"),
+    ("attribution_accuracy", "attrib acc"),
+)
+
+
+def _cell(summary: dict[str, Any], key: str) -> str:
+    value = summary["latency_s"].get(key) if key in ("p50", "p90", "max") else summary.get(key)
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}" if key in ("p50", "p90", "max") else f"{value:.3f}"
+    return str(value)
+
+
+def score_table(title: str, first: str, rows: list[tuple[str, dict[str, Any]]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column(first, overflow="fold")
+    for _, header in COLUMNS:
+        table.add_column(header, justify="right")
+    for name, summary in rows:
+        table.add_row(name, *(_cell(summary, key) for key, _ in COLUMNS))
+    return table
+
+
+def print_backtest(report: dict[str, Any], console: Console) -> None:
+    """The per-recording, per-kind and overall tables of a backtest's JSON report."""
+    rows = [(r["name"], r) for r in report["recordings"]]
+    rows.append(("overall", report["overall"]))
+    console.print(score_table("Backtest", "recording", rows))
+    kinds = [(kind, summary) for kind, summary in report["by_kind"].items()]
+    if kinds:
+        console.print(score_table("By kind", "kind", kinds))
+    actions = report.get("actions", {})
+    if actions.get("by_action"):
+        table = Table(title="Actions (what would have been done)", title_justify="left")
+        table.add_column("action")
+        table.add_column("outcome")
+        table.add_column("count", justify="right")
+        for action, statuses in sorted(actions["by_action"].items()):
+            for status, count in sorted(statuses.items()):
+                table.add_row(action, status, str(count))
+        for guard, count in sorted(actions["suppressed_by_guard"].items()):
+            table.add_row("(suppressed)", f"guard {guard}", str(count))
+        console.print(table)

@@ -1,0 +1,216 @@
+"""The spec's reference scoring rules (../shared/spec/recording.md, "Scoring").
+
+1. De-duplicate: of detections with the same ``job_id`` and ``kind`` within 600 s of the
+   first, only the first counts (the next one after that window starts a new group).
+2. A label is detected by the first de-duplicated detection of its job whose
+   ``detected_at`` lies in ``[onset - 10 s, onset + H(kind)]``; the kind need not match.
+3. Latency ``max(0, detected_at - onset)``; kind and attribution accuracy over detected labels.
+4. A de-duplicated detection outside every window of its job's labels is a false positive.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from medic.timeutil import US
+
+DEDUP_WINDOW_US = 600 * US
+EARLY_US = 10 * US
+HORIZON_US = {
+    "crash": 900 * US,
+    "gpu_fault": 900 * US,
+    "node_failure": 900 * US,
+    "hang": 1800 * US,
+    "straggler": 3600 * US,
+}
+
+
+@dataclass(frozen=True)
+class LabelOutcome:
+    """How one label fared."""
+
+    incident_id: str
+    job_id: str
+    kind: str
+    onset: int
+    detected: bool
+    latency_s: float | None = None
+    detected_kind: str | None = None
+    kind_correct: bool | None = None
+    attribution_correct: bool | None = None
+    culprits: tuple[str, ...] = ()
+    expected_culprits: tuple[str, ...] = ()
+
+
+@dataclass
+class Score:
+    """Counts and outcomes for one recording, or the sum of several (``merge``)."""
+
+    labels: int = 0
+    detected: int = 0
+    detections: int = 0
+    matched: int = 0
+    latencies_s: list[float] = field(default_factory=list)
+    kind_correct: int = 0
+    attribution_correct: int = 0
+    outcomes: list[LabelOutcome] = field(default_factory=list)
+    false_positive_rows: list[dict[str, Any]] = field(default_factory=list)
+    detections_by_kind: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def false_positives(self) -> int:
+        return self.detections - self.matched
+
+    @property
+    def recall(self) -> float | None:
+        return self.detected / self.labels if self.labels else None
+
+    @property
+    def precision(self) -> float | None:
+        return self.matched / self.detections if self.detections else None
+
+    @property
+    def kind_accuracy(self) -> float | None:
+        return self.kind_correct / self.detected if self.detected else None
+
+    @property
+    def attribution_accuracy(self) -> float | None:
+        return self.attribution_correct / self.detected if self.detected else None
+
+    def latency(self, percentile: float) -> float | None:
+        if not self.latencies_s:
+            return None
+        return float(np.percentile(self.latencies_s, percentile))
+
+    def merge(self, other: Score) -> Score:
+        return Score(
+            labels=self.labels + other.labels,
+            detected=self.detected + other.detected,
+            detections=self.detections + other.detections,
+            matched=self.matched + other.matched,
+            latencies_s=self.latencies_s + other.latencies_s,
+            kind_correct=self.kind_correct + other.kind_correct,
+            attribution_correct=self.attribution_correct + other.attribution_correct,
+            outcomes=self.outcomes + other.outcomes,
+            false_positive_rows=self.false_positive_rows + other.false_positive_rows,
+            detections_by_kind=self.detections_by_kind + other.detections_by_kind,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The figures of the score table, as plain JSON values."""
+        return {
+            "labels": self.labels,
+            "detected": self.detected,
+            "detections": self.detections,
+            "recall": _round(self.recall),
+            "precision": _round(self.precision),
+            "false_positives": self.false_positives,
+            "latency_s": {
+                "p50": _round(self.latency(50)),
+                "p90": _round(self.latency(90)),
+                "max": _round(self.latency(100)),
+            },
+            "kind_accuracy": _round(self.kind_accuracy),
+            "attribution_accuracy": _round(self.attribution_accuracy),
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
+    """Rows with timestamps as integer microseconds."""
+    columns = {}
+    for name in table.schema.names:
+        column = table.column(name)
+        if pa.types.is_timestamp(column.type):
+            column = column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        columns[name] = column.to_pylist()
+    return [
+        dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)
+    ]
+
+
+def deduplicate(detections: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Keep the first detection of each (job_id, kind) group per 600 s window of the first."""
+    ordered = sorted(detections, key=lambda d: d["detected_at"])
+    first_of_group: dict[tuple[Any, str], int] = {}
+    kept = []
+    for det in ordered:
+        key = (det["job_id"], det["kind"])
+        first = first_of_group.get(key)
+        if first is not None and det["detected_at"] - first <= DEDUP_WINDOW_US:
+            continue
+        first_of_group[key] = det["detected_at"]
+        kept.append(det)
+    return kept
+
+
+def _window(label: dict[str, Any]) -> tuple[int, int]:
+    onset = int(label["onset"])
+    return onset - EARLY_US, onset + HORIZON_US[label["kind"]]
+
+
+def score(detections: pa.Table, labels: pa.Table | None) -> Score:
+    """Score one recording's detections against its labels (none: every detection is false)."""
+    dets = deduplicate(_rows(detections))
+    label_rows = _rows(labels) if labels is not None else []
+    result = Score(
+        labels=len(label_rows),
+        detections=len(dets),
+        detections_by_kind=Counter(d["kind"] for d in dets),
+    )
+    by_job: dict[Any, list[dict[str, Any]]] = {}
+    for det in dets:
+        by_job.setdefault(det["job_id"], []).append(det)
+    for label in sorted(label_rows, key=lambda row: (row["onset"], row["incident_id"])):
+        result.outcomes.append(_match(label, by_job.get(label["job_id"], []), result))
+    windows: dict[Any, list[tuple[int, int]]] = {}
+    for label in label_rows:
+        windows.setdefault(label["job_id"], []).append(_window(label))
+    for det in dets:
+        spans = windows.get(det["job_id"], [])
+        if any(lo <= det["detected_at"] <= hi for lo, hi in spans):
+            result.matched += 1
+        else:
+            result.false_positive_rows.append(det)
+    return result
+
+
+def _match(label: dict[str, Any], job_dets: list[dict[str, Any]], result: Score) -> LabelOutcome:
+    lo, hi = _window(label)
+    expected = tuple(sorted(label["culprit_nodes"] or ()))
+    base = {
+        "incident_id": label["incident_id"],
+        "job_id": label["job_id"],
+        "kind": label["kind"],
+        "onset": int(label["onset"]),
+        "expected_culprits": expected,
+    }
+    hit = next((d for d in job_dets if lo <= d["detected_at"] <= hi), None)
+    if hit is None:
+        return LabelOutcome(detected=False, **base)
+    latency = max(0, hit["detected_at"] - int(label["onset"])) / US
+    culprits = tuple(sorted(hit["culprits"] or ()))
+    kind_ok = hit["kind"] == label["kind"]
+    attribution_ok = set(culprits) == set(expected)
+    result.detected += 1
+    result.latencies_s.append(latency)
+    result.kind_correct += kind_ok
+    result.attribution_correct += attribution_ok
+    return LabelOutcome(
+        detected=True,
+        latency_s=latency,
+        detected_kind=hit["kind"],
+        kind_correct=kind_ok,
+        attribution_correct=attribution_ok,
+        culprits=culprits,
+        **base,
+    )

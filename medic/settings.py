@@ -1,0 +1,37 @@
+"""Loading medic's TOML configuration file into plain tables, with one-line errors.
+
+One file configures everything: ``[pipeline]``, ``[detectors.<name>]``, ``[rules]``,
+``[sources.*]``, ``[history]``, ``[service]``. Each part validates its own table into a
+typed config when it is built; this module only reads the file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from medic.config import ConfigError
+
+KNOWN_TABLES = ("pipeline", "detectors", "rules", "sources", "history", "service", "replay")
+
+
+def load_settings(path: Path | str | None) -> dict[str, Any]:
+    """The parsed config file, or an empty config when ``path`` is None."""
+    if path is None:
+        return {}
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read config ({exc.strerror or exc})") from None
+    try:
+        settings = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML ({exc})") from None
+    unknown = sorted(set(settings) - set(KNOWN_TABLES))
+    if unknown:
+        raise ConfigError(
+            f"{file}: unknown table [{unknown[0]}] (known: {', '.join(KNOWN_TABLES)})"
+        )
+    return settings
