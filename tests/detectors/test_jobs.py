@@ -1,0 +1,31 @@
+from medic.detectors.jobs import JobTracker
+from tests.builders import at, batch, log
+
+
+def test_tracks_state_nodes_ranks_and_reports_end_once() -> None:
+    tracker = JobTracker()
+    sched = batch(
+        "scheduler",
+        [{"time": at(0), "kind": "job", "job_id": "7", "state": "RUNNING", "nodes": ["a", "b"]}],
+    )
+    assert tracker.observe(sched) == []
+    logs = batch(
+        "logs",
+        [log(1, "[rank9]: boom", node="b", job_id="7"), log(2, "x", node="a", job_id="7", rank=0)],
+    )
+    tracker.observe(logs)
+    info = tracker.jobs["7"]
+    assert info.nodes == ("a", "b")
+    assert info.rank_nodes == {9: "b", 0: "a"}
+    assert info.last_seen == {"b": at(1), "a": at(2)}
+    assert tracker.jobs_on("b") == ["7"]
+    end = batch(
+        "scheduler",
+        [
+            {"time": at(5), "kind": "job", "job_id": "7", "state": "FAILED", "exit_code": 1},
+            {"time": at(6), "kind": "job", "job_id": "7", "state": "FAILED", "exit_code": 1},
+        ],
+    )
+    assert tracker.observe(end) == ["7"]
+    assert tracker.jobs["7"].exit_code == 1
+    assert tracker.jobs_on("b") == []
