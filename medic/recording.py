@@ -171,8 +171,8 @@ def _validate_meta(root: Path) -> list[str]:
 def _validate_table(file: Path, name: str) -> list[str]:
     try:
         table = pq.read_table(file)
-    except (pa.ArrowInvalid, OSError) as exc:
-        return [f"not a parquet file ({str(exc).splitlines()[0]})"]
+    except (pa.ArrowInvalid, OSError):
+        return ["not a parquet file (cannot read its footer)"]
     target = schema.SCHEMAS[name]
     problems = [
         problem

@@ -1,0 +1,67 @@
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from medic.ingest.base import Batch, Watermark
+from medic.ingest.replay import ReplayConfig, ReplaySource
+from medic.timeutil import US
+from tests.builders import T0, at, log, recording
+
+
+def times(batch: Batch) -> list[int]:
+    return batch.data.column("time").cast(pa.int64()).to_pylist()
+
+
+def replay(rec, **config):  # type: ignore[no-untyped-def]
+    return list(ReplaySource(rec, ReplayConfig(**config)))
+
+
+def test_streams_are_merged_in_time_order_and_every_row_arrives_once() -> None:
+    rec = recording(
+        duration_s=10,
+        logs=[log(0.5, "a"), log(0.7, "b"), log(3.2, "c")],
+        gpu=[{"time": at(t), "node": "n1", "gpu": 0} for t in (0.1, 1.1, 2.1, 3.1)],
+        scheduler=[{"time": at(0.6), "kind": "job", "job_id": "100", "state": "RUNNING"}],
+    )
+    events = replay(rec)
+    seen = [t for e in events if isinstance(e, Batch) for t in times(e)]
+    assert sorted(seen) == sorted([at(t) for t in (0.5, 0.7, 3.2, 0.1, 1.1, 2.1, 3.1, 0.6)])
+    watermark = T0
+    for event in events:
+        if isinstance(event, Watermark):
+            assert event.time > watermark
+            watermark = event.time
+        else:
+            assert min(times(event)) >= watermark, "no row may arrive behind a watermark"
+
+
+def test_watermark_advances_every_second_through_silence() -> None:
+    rec = recording(duration_s=30, logs=[log(1, "start"), log(29, "end")])
+    marks = [e.time for e in replay(rec) if isinstance(e, Watermark)]
+    assert np.all(np.diff(marks) == US)
+    assert marks[0] == T0 + US and marks[-1] >= at(30)
+
+
+def test_batches_are_bounded_by_rows_and_by_event_time_span() -> None:
+    rows = [log(i / 1000, f"line {i}") for i in range(2500)]
+    events = replay(recording(duration_s=3, logs=rows), max_rows=1000, span_s=0.5)
+    batches = [e for e in events if isinstance(e, Batch)]
+    assert max(b.num_rows for b in batches) <= 1000
+    assert sum(b.num_rows for b in batches) == 2500
+    for b in batches:
+        t = times(b)
+        assert max(t) - min(t) < 0.5 * US
+
+
+def test_rows_outside_the_meta_span_are_still_replayed() -> None:
+    rec = recording(duration_s=5, logs=[log(-3, "before"), log(8, "after")])
+    messages = [
+        m for e in replay(rec) if isinstance(e, Batch) for m in e.data.column("message").to_pylist()
+    ]
+    assert messages == ["before", "after"]
+
+
+@pytest.mark.parametrize("span", [0, 1.5])
+def test_span_must_keep_watermarks_within_a_second(span: float) -> None:
+    with pytest.raises(ValueError, match="span_s"):
+        ReplayConfig(span_s=span)

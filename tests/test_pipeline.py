@@ -1,0 +1,104 @@
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar
+
+import polars as pl
+import pytest
+
+from medic.config import ConfigError
+from medic.detectors import base
+from medic.detectors.base import Detection
+from medic.ingest.base import Batch, Watermark
+from medic.ingest.replay import ReplaySource
+from medic.pipeline import Pipeline, PipelineConfig
+from tests.builders import at, batch, log, recording
+
+
+@dataclass(frozen=True)
+class EchoConfig:
+    word: str = "boom"
+    quiet_s: float = 0.0
+
+
+class EchoDetector:
+    """Fires on every line that holds ``word``, and on the watermark after ``quiet_s``."""
+
+    name: ClassVar[str] = "echo"
+    streams: ClassVar[frozenset[str]] = frozenset({"words"})
+    Config: ClassVar[type] = EchoConfig
+
+    def __init__(self, config: EchoConfig) -> None:
+        self.config = config
+        self.seen: list[int] = []
+
+    def update(self, b: Batch) -> list[Detection]:
+        hits = b.frame.filter(pl.col("word") == self.config.word)
+        return [Detection(job_id=j, kind="crash", detector=self.name) for j in hits["job_id"]]
+
+    def advance(self, watermark: int) -> list[Detection]:
+        self.seen.append(watermark)
+        return []
+
+    def state_size(self) -> int:
+        return 0
+
+
+class WordsParser:
+    name: ClassVar[str] = "words"
+    input_stream: ClassVar[str] = "logs"
+    output_stream: ClassVar[str] = "words"
+
+    def parse(self, b: Batch) -> Batch | None:
+        words = b.frame.select("time", "job_id", pl.col("message").alias("word"))
+        return Batch("words", words.to_arrow())
+
+
+@pytest.fixture
+def echo() -> Iterator[None]:
+    base.DETECTORS["echo"] = EchoDetector
+    base.PARSERS["words"] = WordsParser
+    yield
+    del base.DETECTORS["echo"]
+    del base.PARSERS["words"]
+
+
+def test_detections_are_stamped_with_event_time_and_correlated_per_job(echo: None) -> None:
+    pipeline = Pipeline([EchoDetector(EchoConfig())], PipelineConfig(incident_window_s=60))
+    assert [type(p) for p in pipeline.parsers] == [WordsParser]
+    first = pipeline.process(batch("logs", [log(1, "boom"), log(2, "fine")]))
+    assert [(d.job_id, d.detected_at) for d in first] == [("100", at(2))]
+    assert pipeline.process(batch("logs", [log(30, "boom")])) == [], "same incident"
+    assert pipeline.process(Watermark(at(200))) == []
+    again = pipeline.process(batch("logs", [log(201, "boom")]))
+    assert [d.detected_at for d in again] == [at(201)], "window passed: a new incident"
+
+
+def test_a_job_running_again_after_requeue_opens_a_new_incident(echo: None) -> None:
+    pipeline = Pipeline([EchoDetector(EchoConfig())])
+    assert len(pipeline.process(batch("logs", [log(1, "boom")]))) == 1
+    pipeline.process(
+        batch("scheduler", [{"time": at(5), "kind": "job", "job_id": "100", "state": "RUNNING"}])
+    )
+    assert len(pipeline.process(batch("logs", [log(9, "boom")]))) == 1
+
+
+def test_watermarks_reach_detectors_and_move_the_clock(echo: None) -> None:
+    detector = EchoDetector(EchoConfig())
+    pipeline = Pipeline([detector])
+    pipeline.run(ReplaySource(recording(duration_s=5, logs=[log(0.5, "x")])))
+    assert detector.seen == [at(s) for s in (1, 2, 3, 4, 5)]
+    assert pipeline.now == at(5)
+
+
+def test_from_settings_builds_typed_configs_and_rejects_bad_ones(echo: None) -> None:
+    pipeline = Pipeline.from_settings({"detectors": {"echo": {"word": "bang"}}})
+    (detector,) = [d for d in pipeline.detectors if isinstance(d, EchoDetector)]
+    assert detector.config == EchoConfig(word="bang")
+    with pytest.raises(ConfigError, match="'detectors.echo.word' must be a string"):
+        Pipeline.from_settings({"detectors": {"echo": {"word": 3}}})
+    with pytest.raises(ConfigError, match="unknown setting 'detectors.echo.wrod'"):
+        Pipeline.from_settings({"detectors": {"echo": {"wrod": "x"}}})
+    with pytest.raises(ConfigError, match="unknown detector 'nope'"):
+        Pipeline.from_settings({"detectors": {"nope": {}}})
+    off = Pipeline.from_settings({"detectors": {"echo": {"enabled": False}}})
+    assert not any(isinstance(d, EchoDetector) for d in off.detectors)

@@ -1,0 +1,55 @@
+import pyarrow as pa
+import pytest
+
+from medic import schema
+from tests.builders import T0, table
+
+
+@pytest.mark.parametrize("name", sorted(schema.SCHEMAS))
+def test_every_schema_round_trips_through_conform(name: str) -> None:
+    empty = schema.empty(schema.SCHEMAS[name])
+    assert schema.conform(empty, schema.SCHEMAS[name]).schema == schema.SCHEMAS[name]
+
+
+def test_conform_accepts_ns_large_strings_and_missing_optional_columns() -> None:
+    raw = pa.table(
+        {
+            "time": pa.array([T0 * 1000 + 999], pa.timestamp("ns", tz="UTC")),
+            "node": pa.array(["n1"], pa.large_string()),
+            "source": ["app"],
+            "message": ["hello"],
+            "unknown_extra": [1],
+        }
+    )
+    out = schema.conform(raw, schema.LOGS)
+    assert out.schema == schema.LOGS
+    assert out.column("time").cast(pa.int64()).to_pylist() == [T0]
+    assert out.column("job_id").null_count == 1
+
+
+def test_conform_names_the_bad_column() -> None:
+    bad = table("logs", [{"time": T0, "node": "n", "source": "app", "message": "m"}])
+    bad = bad.set_column(5, "message", pa.array([3], pa.int64()))
+    with pytest.raises(schema.SchemaError, match="column 'message' has type int64"):
+        schema.conform(bad, schema.LOGS)
+
+
+def test_conform_rejects_nulls_in_required_columns() -> None:
+    raw = pa.table(
+        {"time": pa.array([T0], schema.TIME), "node": [None], "source": ["app"], "message": ["m"]}
+    )
+    with pytest.raises(schema.SchemaError, match="'node'"):
+        schema.conform(raw, schema.LOGS)
+
+
+def test_conform_rejects_a_time_column_without_utc() -> None:
+    raw = pa.table(
+        {
+            "time": pa.array([T0], pa.timestamp("us")),
+            "node": ["n"],
+            "source": ["app"],
+            "message": ["m"],
+        }
+    )
+    with pytest.raises(schema.SchemaError, match="expected timestamp"):
+        schema.conform(raw, schema.LOGS)
