@@ -1,0 +1,261 @@
+"""``medic report``: the operator's figures, read from the history's report views.
+
+Time to detect and to act (mean and percentiles), detections and actions per day, the nodes
+and GPUs that fail most, restarts per job, and GPU-hours saved against waiting for the NCCL
+watchdog. ``build_report`` runs the queries; ``print_report`` renders rich tables;
+``medic.history.html`` renders the same report as one HTML file with plots.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+from medic.history.config import HistoryConfig
+from medic.history.store import HistoryStore
+
+OVERVIEW = """
+SELECT
+    (SELECT count(*) FROM v_incidents) AS incidents,
+    (SELECT count(*) FILTER (WHERE NOT closed) FROM v_incidents) AS open_incidents,
+    (SELECT min(detected_at) FROM detections) AS first_detection,
+    (SELECT max(detected_at) FROM detections) AS last_detection,
+    (SELECT count(*) FROM actions) AS action_decisions,
+    (SELECT count(*) FILTER (WHERE taken(status, guard)) FROM actions) AS actions_taken,
+    (SELECT count(*) FILTER (WHERE guard = 'monitor') FROM actions) AS actions_monitor,
+    (SELECT count(*) FILTER (WHERE guard <> 'monitor') FROM actions) AS actions_suppressed,
+    (SELECT count(*) FILTER (WHERE status = 'failed') FROM actions) AS actions_failed
+"""
+
+LATENCY_SAMPLES = """
+SELECT 1 AS position, 'time to detect' AS measure, kind, seconds FROM v_time_to_detect
+UNION ALL
+SELECT 2, 'time to act', kind, seconds_from_onset FROM v_time_to_act
+WHERE seconds_from_onset IS NOT NULL
+UNION ALL
+SELECT 3, 'act after detection', kind, seconds_from_detection FROM v_time_to_act
+"""
+
+LATENCY = f"""
+SELECT
+    measure,
+    coalesce(kind, 'all') AS kind,
+    count(*) AS n,
+    avg(seconds) AS mean_s,
+    quantile_cont(seconds, 0.5) AS p50_s,
+    quantile_cont(seconds, 0.9) AS p90_s,
+    quantile_cont(seconds, 0.99) AS p99_s,
+    max(seconds) AS max_s
+FROM ({LATENCY_SAMPLES})
+GROUP BY GROUPING SETS ((position, measure), (position, measure, kind))
+ORDER BY position, GROUPING(kind) DESC, kind
+"""
+
+ACTIONS_DAILY = """
+SELECT
+    day,
+    action,
+    sum(actions) AS decisions,
+    sum(taken) AS taken,
+    coalesce(sum(actions) FILTER (WHERE guard IS NOT NULL), 0) AS suppressed
+FROM v_actions_daily
+GROUP BY day, action
+ORDER BY day, action
+"""
+
+NODES = """
+SELECT node, incidents, jobs, kinds, drains, last_at FROM v_node_failures LIMIT ?
+"""
+
+GPUS = """
+SELECT node, gpu, fault_minutes, xids, ecc_dbe, nvlink_errors, pcie_replays, last_fault
+FROM v_gpu_failures LIMIT ?
+"""
+
+RESTARTS = """
+SELECT * FROM v_job_restarts
+WHERE restarts > 0 OR medic_requeues > 0 OR incidents > 0
+LIMIT ?
+"""
+
+SAVINGS = """
+SELECT
+    coalesce(kind, 'all') AS kind,
+    count(*) AS incidents,
+    coalesce(sum(gpu_hours_saved), 0) AS gpu_hours_saved,
+    median(response_s) AS median_response_s,
+    count(*) FILTER (WHERE NOT onset_known) AS onset_assumed,
+    count(*) FILTER (WHERE gpus IS NULL) AS gpus_unknown
+FROM gpu_hours_saved(?, ?)
+GROUP BY ROLLUP (kind)
+ORDER BY GROUPING(kind), kind
+"""
+
+SAVINGS_TIMELINE = """
+SELECT detected_at, kind, gpu_hours_saved
+FROM gpu_hours_saved(?, ?)
+WHERE gpu_hours_saved IS NOT NULL
+ORDER BY detected_at
+"""
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every figure of the report, as small frames."""
+
+    watchdog_s: float
+    gpus_per_node: int
+    overview: dict[str, Any]
+    latency: pl.DataFrame
+    latency_samples: pl.DataFrame
+    detections_daily: pl.DataFrame
+    actions_daily: pl.DataFrame
+    nodes: pl.DataFrame
+    gpus: pl.DataFrame
+    restarts: pl.DataFrame
+    savings: pl.DataFrame
+    savings_timeline: pl.DataFrame
+
+    @property
+    def gpu_hours_saved(self) -> float:
+        total = self.savings.filter(pl.col("kind") == "all").get_column("gpu_hours_saved")
+        return float(total[0]) if total.len() else 0.0
+
+
+def build_report(store: HistoryStore, config: HistoryConfig, top: int = 10) -> Report:
+    """Query the report views of ``store``; ``top`` bounds the node, GPU and job lists."""
+
+    def frame(query: str, *params: Any) -> pl.DataFrame:
+        result = pl.from_arrow(store.sql(query, params))
+        assert isinstance(result, pl.DataFrame)
+        return result
+
+    costs = (config.watchdog_timeout_s, config.gpus_per_node)
+    return Report(
+        watchdog_s=config.watchdog_timeout_s,
+        gpus_per_node=config.gpus_per_node,
+        overview=frame(OVERVIEW).row(0, named=True),
+        latency=frame(LATENCY),
+        latency_samples=frame(LATENCY_SAMPLES).drop("position"),
+        detections_daily=frame("FROM v_detections_daily"),
+        actions_daily=frame(ACTIONS_DAILY),
+        nodes=frame(NODES, top),
+        gpus=frame(GPUS, top),
+        restarts=frame(RESTARTS, top),
+        savings=frame(SAVINGS, *costs),
+        savings_timeline=frame(SAVINGS_TIMELINE, *costs),
+    )
+
+
+def savings_note(report: Report) -> str:
+    return (
+        f"per incident other than stragglers: max({report.watchdog_s:g} s watchdog - (action, "
+        "else detection, - onset), 0) x the job's GPUs (telemetry, else allocated nodes x "
+        f"{report.gpus_per_node}) / 3600"
+    )
+
+
+def format_cell(value: Any) -> str:
+    """One value as the report shows it."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def detections_by_day(report: Report) -> pl.DataFrame:
+    """Detections per day (rows) and kind (columns)."""
+    daily = report.detections_daily
+    if daily.is_empty():
+        return pl.DataFrame({"day": []})
+    return daily.pivot("kind", index="day", values="detections").fill_null(0).sort("day")
+
+
+def overview_rows(report: Report) -> list[tuple[str, Any]]:
+    o = report.overview
+    return [
+        ("incidents", o["incidents"]),
+        ("open incidents", o["open_incidents"]),
+        ("first detection", o["first_detection"]),
+        ("last detection", o["last_detection"]),
+        ("action decisions", o["action_decisions"]),
+        ("actions taken", o["actions_taken"]),
+        ("actions not run (monitor mode)", o["actions_monitor"]),
+        ("actions suppressed by a guard", o["actions_suppressed"]),
+        ("actions failed", o["actions_failed"]),
+        ("GPU-hours saved", report.gpu_hours_saved),
+    ]
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str
+    title: str
+    frame: pl.DataFrame
+    note: str = ""
+
+
+def sections(report: Report) -> list[Section]:
+    """The report's tables, in order."""
+    return [
+        Section(
+            "latency",
+            "Time to detect and to act (seconds)",
+            report.latency,
+            "from the detector's onset estimate; act = first Slurm action taken (done or recorded)",
+        ),
+        Section("detections", "Detections per day (UTC)", detections_by_day(report)),
+        Section("actions", "Actions per day (UTC)", report.actions_daily),
+        Section(
+            "nodes", "Nodes blamed most", report.nodes, "incidents whose culprits include the node"
+        ),
+        Section(
+            "gpus",
+            "GPUs with most faults",
+            report.gpus,
+            "minutes with an Xid or a new uncorrectable ECC error",
+        ),
+        Section("restarts", "Restarts per job", report.restarts),
+        Section(
+            "savings",
+            f"GPU-hours saved against the NCCL watchdog ({report.watchdog_s:g} s)",
+            report.savings,
+            savings_note(report),
+        ),
+    ]
+
+
+def frame_table(title: str, frame: pl.DataFrame, note: str = "") -> Table:
+    table = Table(title=title, title_justify="left", caption=note or None, caption_justify="left")
+    for name, dtype in frame.schema.items():
+        table.add_column(name.replace("_", " "), justify="right" if dtype.is_numeric() else "left")
+    for row in frame.iter_rows():
+        table.add_row(*(format_cell(value) for value in row))
+    if frame.is_empty():
+        table.caption = "none recorded" + (f"; {note}" if note else "")
+    return table
+
+
+def print_report(report: Report, console: Console) -> None:
+    overview = Table(title="medic report", title_justify="left", show_header=False)
+    overview.add_column("figure")
+    overview.add_column("value", justify="right")
+    for name, value in overview_rows(report):
+        overview.add_row(name, format_cell(value))
+    console.print(overview)
+    for section in sections(report):
+        console.print(frame_table(section.title, section.frame, section.note))

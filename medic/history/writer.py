@@ -1,0 +1,203 @@
+"""Writes what the pipeline sees and decides into a history store.
+
+``HistoryWriter`` is a pipeline ``Responder`` (the emitted detections) and is shaped like a
+detector that never detects anything, so the pipeline hands it the batches of the streams it
+names, including the derived "progress" stream, without a seam of its own:
+
+    writer = HistoryWriter(store, history_config(settings))
+    pipeline = Pipeline([*detectors, writer], config, responders=[actions_stage, writer])
+    writer.correlator = pipeline.correlator    # closed incidents, taken on each watermark
+    ...
+    writer.record_actions(actions_table)       # what the actions stage decided
+    writer.flush()                             # at shutdown: the minutes still open
+
+Scheduler rows become job events; GPU telemetry and progress are summarised per minute
+(``medic.history.rollup``). A failed write is logged and counted, never raised: the history
+must not stop the service.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from typing import ClassVar
+
+import polars as pl
+import pyarrow as pa
+
+from medic import schema
+from medic.detectors.base import Detection, detections_table
+from medic.history import HistoryError
+from medic.history.config import HistoryConfig
+from medic.history.rollup import GPU_ROLLUP, PROGRESS_ROLLUP, MinuteBuffer
+from medic.history.store import HistoryStore
+from medic.ingest.base import Batch
+from medic.pipeline import Incident, IncidentCorrelator
+from medic.timeutil import US
+
+log = logging.getLogger(__name__)
+
+DETECTION_ROWS = schema.DETECTIONS.append(pa.field("onset", schema.TIME))
+INCIDENT_ROWS = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("job_id", pa.string()),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("opened_at", schema.TIME, nullable=False),
+        pa.field("last_seen", schema.TIME, nullable=False),
+        pa.field("symptom_count", pa.int32(), nullable=False),
+        pa.field("symptom_kinds", schema.STRING_LIST, nullable=False),
+        pa.field("symptom_culprits", schema.STRING_LIST, nullable=False),
+    ]
+)
+
+
+def detection_rows(detections: Sequence[Detection]) -> pa.Table:
+    """Detections as rows of the ``detections`` table (the spec's columns plus ``onset``)."""
+    onsets = pa.array([d.onset for d in detections], schema.TIME)
+    return detections_table(detections).append_column(DETECTION_ROWS.field("onset"), onsets)
+
+
+def incident_rows(incidents: Sequence[Incident]) -> pa.Table:
+    """Closed incidents as rows of the ``incidents`` table, keyed by their first detection."""
+    columns = {
+        "id": [i.first.id for i in incidents],
+        "job_id": [i.first.job_id for i in incidents],
+        "kind": [i.first.kind for i in incidents],
+        "opened_at": [i.first.detected_at for i in incidents],
+        "last_seen": [i.last_seen for i in incidents],
+        "symptom_count": [i.symptom_count for i in incidents],
+        "symptom_kinds": [sorted({s.kind for s in i.symptoms}) for i in incidents],
+        "symptom_culprits": [
+            sorted({c for s in i.symptoms for c in s.culprits}) for i in incidents
+        ],
+    }
+    return pa.Table.from_pydict(columns, schema=INCIDENT_ROWS)
+
+
+def job_event_rows(frame: pl.DataFrame) -> pa.Table:
+    """The job rows of a scheduler batch, with the base Slurm state (no flags, no 'by 0')."""
+    jobs = frame.filter(
+        (pl.col("kind") == "job") & pl.col("job_id").is_not_null() & pl.col("state").is_not_null()
+    )
+    base_state = pl.col("state").str.split(" ").list.first().str.split("+").list.first()
+    return jobs.select(
+        "time",
+        "job_id",
+        base_state.str.to_uppercase().alias("state"),
+        "nodes",
+        "exit_code",
+        "reason",
+    ).to_arrow()
+
+
+class HistoryWriter:
+    """Feeds a ``HistoryStore`` from the pipeline: detections, incidents, actions, job events,
+    per-minute GPU telemetry and job progress."""
+
+    name: ClassVar[str] = "history"
+    streams: ClassVar[frozenset[str]] = frozenset({"gpu", "progress", "scheduler"})
+
+    def __init__(
+        self,
+        store: HistoryStore,
+        config: HistoryConfig | None = None,
+        correlator: IncidentCorrelator | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config or HistoryConfig()
+        self.correlator = correlator
+        self.buffers = {"gpu": MinuteBuffer(GPU_ROLLUP), "progress": MinuteBuffer(PROGRESS_ROLLUP)}
+        self.written: Counter[str] = Counter()
+        """Rows inserted, per table."""
+        self.skipped: Counter[str] = Counter()
+        """Rows already stored (written again after a restart, or a minute summarised before
+        late rows came), per table; unreadable batches under "batches"."""
+        self.errors = 0
+        """Writes the store refused (logged)."""
+
+    def handle(self, detections: list[Detection], now: int) -> None:
+        """Responder: record the detections the pipeline emitted."""
+        self._write("detections", detection_rows(detections))
+        self._take_incidents()
+
+    def update(self, batch: Batch) -> list[Detection]:
+        """Take a gpu, progress or scheduler batch; summarise the minutes it completes."""
+        try:
+            if batch.stream == "scheduler":
+                self._write("job_events", job_event_rows(batch.frame))
+            elif batch.stream in self.buffers:
+                self.buffers[batch.stream].add(batch.frame)
+        except (ValueError, pl.exceptions.PolarsError) as exc:
+            self.skipped["batches"] += 1
+            log.warning("history: skipped a %s batch: %s", batch.stream, str(exc).splitlines()[0])
+            return []
+        if batch.max_time is not None:
+            self._close_minutes(batch.max_time)
+        return []
+
+    def advance(self, watermark: int) -> list[Detection]:
+        """Event time moved on: summarise completed minutes, record closed incidents."""
+        self._close_minutes(watermark)
+        self._take_incidents()
+        return []
+
+    def state_size(self) -> int:
+        """Rows held for minutes not yet summarised."""
+        return sum(buffer.rows for buffer in self.buffers.values())
+
+    def record_detections(self, table: pa.Table) -> int:
+        """Detections in the spec's schema, with an optional ``onset`` column."""
+        return self._write_conformed("detections", table, DETECTION_ROWS)
+
+    def record_actions(self, table: pa.Table) -> int:
+        """Action decisions in ``medic.schema.ACTIONS``, suppressed ones included."""
+        return self._write_conformed("actions", table, schema.ACTIONS)
+
+    def record_incidents(self, incidents: Sequence[Incident]) -> int:
+        return self._write("incidents", incident_rows(incidents)) if incidents else 0
+
+    def flush(self) -> None:
+        """Summarise every minute still open and record closed incidents (at shutdown, or at the
+        end of a replay)."""
+        for buffer in self.buffers.values():
+            self._write_summary(buffer, None)
+        self._take_incidents()
+
+    def _take_incidents(self) -> None:
+        if self.correlator is not None:
+            self.record_incidents(self.correlator.take_closed())
+
+    def _close_minutes(self, now: int) -> None:
+        cutoff = now - round(self.config.lateness_s * US)
+        for buffer in self.buffers.values():
+            self._write_summary(buffer, cutoff)
+
+    def _write_summary(self, buffer: MinuteBuffer, before: int | None) -> None:
+        summary = buffer.close(before)
+        if summary is not None:
+            self._write(buffer.rollup.table, summary.to_arrow())
+
+    def _write_conformed(self, table: str, rows: pa.Table, target: pa.Schema) -> int:
+        try:
+            conformed = schema.conform(rows, target)
+        except schema.SchemaError as exc:
+            self.errors += 1
+            log.error("history: %s rows not recorded: %s", table, exc)
+            return 0
+        return self._write(table, conformed)
+
+    def _write(self, table: str, rows: pa.Table) -> int:
+        if rows.num_rows == 0:
+            return 0
+        try:
+            inserted = self.store.append(table, rows)
+        except HistoryError as exc:
+            self.errors += 1
+            log.error("%s", exc)
+            return 0
+        self.written[table] += inserted
+        if inserted < rows.num_rows:
+            self.skipped[table] += rows.num_rows - inserted
+        return inserted
