@@ -1,0 +1,103 @@
+"""The Executor seam: what the actions stage asks of Slurm, and the retry/poll helpers the
+executors share.
+
+Every executor call returns an ``Outcome`` instead of raising: a Slurm that is down, answers
+garbage or refuses ends as a ``failed`` outcome whose detail says why, and the stage records
+it. Calls are idempotent (draining a drained node succeeds without touching it) and verify their
+effect by re-reading Slurm state before they report ``done``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from medic.actions.model import JobFacts, Outcome
+
+T = TypeVar("T")
+
+
+class Executor(Protocol):
+    name: str
+    supports: frozenset[str]
+    """The actions it can carry out; the stage refuses routes that ask for others."""
+
+    def drain(self, node: str, reason: str) -> Outcome: ...
+
+    def resume(self, node: str) -> Outcome: ...
+
+    def requeue(self, job_id: str, exclude: Sequence[str] = ()) -> Outcome:
+        """Requeue the job so it restarts from its checkpoint, never on ``exclude``."""
+        ...
+
+    def hold(self, job_id: str) -> Outcome: ...
+
+    def release(self, job_id: str) -> Outcome: ...
+
+    def cancel(self, job_id: str) -> Outcome: ...
+
+    def job(self, job_id: str) -> JobFacts | None:
+        """What Slurm says about the job; None when it cannot tell."""
+        ...
+
+    def node_count(self) -> int | None:
+        """Nodes in the cluster; None when unknown."""
+        ...
+
+    def drained_nodes(self) -> dict[str, str] | None:
+        """Drained (or draining) nodes and their reasons; None when unknown."""
+        ...
+
+
+class Notifier(Protocol):
+    def notify(self, receiver: str, payload: dict[str, Any]) -> Outcome: ...
+
+
+class Retrier:
+    """Runs a call again after transient failures, pausing ``backoff_s`` and doubling it."""
+
+    def __init__(
+        self, retries: int, backoff_s: float, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.sleep = sleep
+
+    def run(self, call: Callable[[], T], transient: Callable[[T], bool]) -> tuple[T, int]:
+        """The first result that is not transient (or the last one) and the attempts made."""
+        result = call()
+        attempt = 1
+        while transient(result) and attempt <= self.retries:
+            self.sleep(self.backoff_s * 2 ** (attempt - 1))
+            result = call()
+            attempt += 1
+        return result, attempt
+
+
+class Poller:
+    """Re-reads state until a condition holds or the verify timeout passes (wall clock: this is
+    the I/O edge, never event time)."""
+
+    def __init__(
+        self,
+        timeout_s: float,
+        interval_s: float,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.interval_s = interval_s
+        self.sleep = sleep
+        self.clock = clock
+
+    def until(self, read: Callable[[], T], ok: Callable[[T], bool]) -> tuple[bool, T]:
+        """Whether ``ok`` held, and the last value read."""
+        deadline = self.clock() + self.timeout_s
+        value = read()
+        while not ok(value):
+            if self.clock() >= deadline:
+                return False, value
+            self.sleep(self.interval_s)
+            value = read()
+        return True, value

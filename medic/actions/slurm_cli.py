@@ -1,0 +1,342 @@
+"""The Slurm executor over its command-line tools (Slurm 22.05 and later).
+
+Changes go through ``scontrol``/``scancel``; state is read back with ``squeue -O``/``sinfo -o``
+and ``|``-separated fields (``scontrol`` has no ``--json`` in 22.05, and ``squeue --json``
+ignores its filters there, returning every job). Each command runs through an injected
+``CommandRunner`` with a timeout; transient failures (controller unreachable, timeouts) are
+retried with exponential backoff. Every action first reads the current state (draining a drained
+node, holding a held job or cancelling an ended one succeeds without a command), then acts,
+then polls until Slurm shows the effect.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from medic.actions.config import SlurmConfig
+from medic.actions.executor import Poller, Retrier
+from medic.actions.model import ENDED_JOB_STATES, JobFacts, Outcome, done, failed
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_RC = 124
+NODE_COUNT_TTL_S = 60.0
+TRANSIENT = re.compile(
+    r"unable to contact slurm controller|socket timed out|zero bytes were transmitted"
+    r"|connection refused|resource temporarily unavailable|timed out after"
+    r"|backup controller in standby",
+    re.IGNORECASE,
+)
+JOB_FIELDS = ("JobID", "State", "Partition", "UserName", "PriorityLong", "RestartCnt", "ReqNodes")
+JOB_FORMAT = ",".join(f"{name}:|" for name in JOB_FIELDS)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def message(self) -> str:
+        """The first line the command printed on stderr (else stdout), for errors."""
+        for text in (self.stderr, self.stdout):
+            for line in text.splitlines():
+                if line.strip():
+                    return line.strip()
+        return f"exit status {self.returncode}"
+
+
+CommandRunner = Callable[[Sequence[str], float], CommandResult]
+
+
+def run_command(argv: Sequence[str], timeout_s: float) -> CommandResult:
+    """Run ``argv`` (no shell) with a timeout; a missing program or a timeout is a result."""
+    try:
+        proc = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return CommandResult(TIMEOUT_RC, "", f"{argv[0]}: timed out after {timeout_s:g} s")
+    except OSError as exc:
+        return CommandResult(127, "", f"{argv[0]}: {exc.strerror or exc}")
+    return CommandResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def transient(result: CommandResult) -> bool:
+    return result.returncode != 0 and bool(TRANSIENT.search(result.stderr + result.stdout))
+
+
+class SlurmError(Exception):
+    """Slurm refused a command or could not be asked; the message is one line."""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    job_id: str
+    state: str
+    partition: str
+    user: str
+    priority: int
+    restarts: int
+    required: str
+    """``ReqNodes``: the hostlist the job insists on, empty when none."""
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    state: str
+    reason: str
+
+    @property
+    def drained(self) -> bool:
+        """``sinfo %T`` says ``draining`` or ``drained`` (``drng`` short), maybe with a ``*``."""
+        return "drain" in self.state or "drng" in self.state
+
+
+class SlurmCli:
+    """Executor over scontrol, scancel, squeue and sinfo."""
+
+    name = "slurm-cli"
+    supports = frozenset({"drain", "resume", "requeue", "hold", "release", "cancel"})
+
+    def __init__(
+        self,
+        config: SlurmConfig | None = None,
+        runner: CommandRunner = run_command,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config or SlurmConfig()
+        self.runner = runner
+        self.retrier = Retrier(self.config.retries, self.config.backoff_s, sleep)
+        self.poller = Poller(self.config.verify_timeout_s, self.config.poll_s, sleep, clock)
+        self.clock = clock
+        self._node_count: tuple[float, int] | None = None
+
+    # -- reading state -------------------------------------------------------------------
+
+    def _run(self, argv: Sequence[str]) -> CommandResult:
+        result, attempts = self.retrier.run(
+            lambda: self.runner(argv, self.config.timeout_s), transient
+        )
+        if transient(result):
+            raise SlurmError(f"{argv[0]}: {result.message} (after {attempts} attempts)")
+        return result
+
+    def _command(self, argv: Sequence[str]) -> str:
+        """stdout of a command that must succeed."""
+        result = self._run(argv)
+        if result.returncode != 0:
+            raise SlurmError(f"{' '.join(argv[:2])}: {result.message}")
+        return result.stdout
+
+    def read_job(self, job_id: str) -> SlurmJob | None:
+        """The job as squeue shows it (ended jobs too, within MinJobAge); None if unknown."""
+        result = self._run(["squeue", "-h", "-t", "all", "-j", job_id, "-O", JOB_FORMAT])
+        if result.returncode != 0:
+            if "invalid job id" in result.message.lower():
+                return None
+            raise SlurmError(f"squeue: {result.message}")
+        lines = [line for line in result.stdout.splitlines() if line.strip()]
+        if not lines:
+            return None
+        fields = lines[0].split("|")
+        if len(fields) < len(JOB_FIELDS):
+            raise SlurmError(f"squeue: unexpected output {lines[0]!r}")
+        try:
+            priority, restarts = int(fields[4]), int(fields[5])
+        except ValueError:
+            raise SlurmError(f"squeue: unexpected output {lines[0]!r}") from None
+        return SlurmJob(fields[0], fields[1], fields[2], fields[3], priority, restarts, fields[6])
+
+    def read_node(self, node: str) -> SlurmNode | None:
+        out = self._command(["sinfo", "-h", "-N", "-n", node, "-o", "%N|%T|%E"])
+        for line in out.splitlines():
+            name, _, rest = line.partition("|")
+            state, _, reason = rest.partition("|")
+            if name == node:
+                return SlurmNode(name, state, "" if reason == "none" else reason)
+        return None
+
+    def hostnames(self, hostlist: str) -> list[str]:
+        """A Slurm hostlist expression (``n[1-3],n7``) as node names."""
+        if not hostlist or hostlist == "(null)":
+            return []
+        return self._command(["scontrol", "show", "hostnames", hostlist]).split()
+
+    def excluded(self, job_id: str) -> set[str]:
+        out = self._command(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%x"])
+        lines = out.split()
+        return set(self.hostnames(lines[0])) if lines else set()
+
+    def job(self, job_id: str) -> JobFacts | None:
+        try:
+            job = self.read_job(job_id)
+        except SlurmError as exc:
+            log.warning("cannot read job %s: %s", job_id, exc)
+            return None
+        if job is None:
+            return None
+        return JobFacts(job_id, job.partition or None, job.user or None, job.state)
+
+    def node_count(self) -> int | None:
+        """Distinct nodes in the cluster (sinfo lists a node once per partition), cached."""
+        now = self.clock()
+        if self._node_count is not None and now - self._node_count[0] < NODE_COUNT_TTL_S:
+            return self._node_count[1]
+        try:
+            out = self._command(["sinfo", "-h", "-N", "-o", "%N"])
+        except SlurmError as exc:
+            log.warning("cannot count nodes: %s", exc)
+            return None
+        count = len(set(out.split()))
+        self._node_count = (now, count)
+        return count
+
+    def drained_nodes(self) -> dict[str, str] | None:
+        try:
+            out = self._command(["sinfo", "-h", "-N", "-t", "drain", "-o", "%N|%E"])
+        except SlurmError as exc:
+            log.warning("cannot list drained nodes: %s", exc)
+            return None
+        pairs = (line.partition("|") for line in out.splitlines() if line.strip())
+        return {name: reason for name, _, reason in pairs}
+
+    # -- actions -------------------------------------------------------------------------
+
+    def drain(self, node: str, reason: str) -> Outcome:
+        return self._guarded(lambda: self._drain(node, reason))
+
+    def resume(self, node: str) -> Outcome:
+        return self._guarded(lambda: self._resume(node))
+
+    def requeue(self, job_id: str, exclude: Sequence[str] = ()) -> Outcome:
+        return self._guarded(lambda: self._requeue(job_id, exclude))
+
+    def hold(self, job_id: str) -> Outcome:
+        return self._guarded(lambda: self._hold(job_id, held=True))
+
+    def release(self, job_id: str) -> Outcome:
+        return self._guarded(lambda: self._hold(job_id, held=False))
+
+    def cancel(self, job_id: str) -> Outcome:
+        return self._guarded(lambda: self._cancel(job_id))
+
+    @staticmethod
+    def _guarded(action: Callable[[], Outcome]) -> Outcome:
+        try:
+            return action()
+        except SlurmError as exc:
+            return failed(str(exc))
+
+    def _known_node(self, node: str) -> SlurmNode:
+        found = self.read_node(node)
+        if found is None:
+            raise SlurmError(f"node {node} is not known to Slurm")
+        return found
+
+    def _known_job(self, job_id: str) -> SlurmJob:
+        found = self.read_job(job_id)
+        if found is None:
+            raise SlurmError(f"job {job_id} is not known to Slurm")
+        return found
+
+    def _verify_timeout(self, what: str, seen: str) -> Outcome:
+        return failed(f"{what} not seen within {self.config.verify_timeout_s:g} s ({seen})")
+
+    def _drain(self, node: str, reason: str) -> Outcome:
+        before = self._known_node(node)
+        if before.drained:
+            return done(f"node {node} already {before.state}: {before.reason}", changed=False)
+        self._command(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
+        ok, after = self.poller.until(
+            lambda: self._known_node(node), lambda n: n.drained and n.reason == reason
+        )
+        if not ok:
+            return self._verify_timeout(f"drain of {node}", f"state {after.state}")
+        return done(f"node {node} {after.state}, reason set")
+
+    def _resume(self, node: str) -> Outcome:
+        before = self._known_node(node)
+        if not before.drained:
+            return done(f"node {node} is {before.state}, not drained", changed=False)
+        self._command(["scontrol", "update", f"nodename={node}", "state=resume"])
+        ok, after = self.poller.until(lambda: self._known_node(node), lambda n: not n.drained)
+        if not ok:
+            return self._verify_timeout(f"resume of {node}", f"state {after.state}")
+        return done(f"node {node} {after.state}")
+
+    def _requeue(self, job_id: str, exclude: Sequence[str]) -> Outcome:
+        job = self._known_job(job_id)
+        if job.state == "COMPLETING":
+            _, job = self.poller.until(
+                lambda: self._known_job(job_id), lambda j: j.state != "COMPLETING"
+            )
+        requeued = job.state != "PENDING"
+        if requeued:
+            before = job.restarts
+            self._command(["scontrol", "requeue", job_id])
+            ok, job = self.poller.until(
+                lambda: self._known_job(job_id),
+                lambda j: j.restarts > before and j.state in ("PENDING", "RUNNING"),
+            )
+            if not ok:
+                return self._verify_timeout(f"requeue of job {job_id}", f"state {job.state}")
+        excluded = self._exclude(job, exclude)
+        state = "requeued" if requeued else "was already pending"
+        where = f", excluding {', '.join(sorted(excluded))}" if excluded else ""
+        return done(f"job {job_id} {state} (restarts {job.restarts}){where}", changed=requeued)
+
+    def _exclude(self, job: SlurmJob, exclude: Sequence[str]) -> set[str]:
+        """Keep the pending job off ``exclude`` (and start it now, if configured); returns the
+        job's excluded nodes as Slurm reports them afterwards."""
+        excluded = self.excluded(job.job_id)
+        updates = []
+        if not set(exclude) <= excluded:
+            updates.append(f"ExcNodeList={','.join(sorted(excluded | set(exclude)))}")
+            if set(exclude) & set(self.hostnames(job.required)):
+                updates.append("ReqNodeList=")
+        if self.config.restart_now:
+            updates.append("StartTime=now")
+        if updates and job.state == "PENDING":
+            self._command(["scontrol", "update", f"jobid={job.job_id}", *updates])
+            excluded = self.excluded(job.job_id)
+        missing = set(exclude) - excluded
+        if missing:
+            raise SlurmError(
+                f"job {job.job_id} ({job.state}) could not exclude {', '.join(sorted(missing))}"
+            )
+        return excluded
+
+    def _hold(self, job_id: str, held: bool) -> Outcome:
+        verb = "hold" if held else "release"
+        job = self._known_job(job_id)
+        if (job.priority == 0) == held:
+            state = "already held" if held else "not held"
+            return done(f"job {job_id} {state} ({job.state})", changed=False)
+        self._command(["scontrol", verb, job_id])
+        ok, job = self.poller.until(
+            lambda: self._known_job(job_id), lambda j: (j.priority == 0) == held
+        )
+        if not ok:
+            return self._verify_timeout(f"{verb} of job {job_id}", f"priority {job.priority}")
+        return done(f"job {job_id} {'held' if held else 'released'} ({job.state})")
+
+    def _cancel(self, job_id: str) -> Outcome:
+        job = self._known_job(job_id)
+        if job.state in ENDED_JOB_STATES:
+            return done(f"job {job_id} already ended ({job.state})", changed=False)
+        self._command(["scancel", job_id])
+        ok, job = self.poller.until(
+            lambda: self._known_job(job_id), lambda j: j.state == "CANCELLED"
+        )
+        if not ok:
+            return self._verify_timeout(f"cancel of job {job_id}", f"state {job.state}")
+        return done(f"job {job_id} cancelled")

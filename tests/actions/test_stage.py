@@ -1,0 +1,182 @@
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import pytest
+
+from medic import schema
+from medic.actions.config import load_rules
+from medic.actions.notify import Webhooks
+from medic.actions.recorder import RecordingExecutor
+from medic.actions.slurm_cli import JOB_FORMAT, CommandResult, SlurmCli
+from medic.actions.slurmrest import SlurmRest
+from medic.actions.stage import ActionStage, drain_reason
+from medic.config import ConfigError
+from medic.detectors.base import Detection
+from tests.builders import at
+
+NODES = [f"n{i}" for i in range(100)]
+
+
+def stage(rules: dict[str, Any] | None = None, nodes: Sequence[str] = NODES) -> ActionStage:
+    recorder = RecordingExecutor(nodes)
+    return ActionStage(load_rules(rules), recorder, notifier=recorder)
+
+
+def fault(job: str | None = "42", *culprits: str, t: float = 0) -> Detection:
+    return Detection(
+        job, "gpu_fault", culprits or ("n3",), score=0.9, detector="xid", detected_at=at(t)
+    )
+
+
+def test_monitor_mode_records_every_decision_and_touches_nothing() -> None:
+    s = stage()
+    s.handle([fault()], at(0))
+    table = s.actions_table()
+    assert table.schema == schema.ACTIONS
+    rows = table.to_pylist()
+    assert [(r["action"], r["node"], r["job_id"]) for r in rows] == [
+        ("drain", "n3", "42"),
+        ("requeue", None, "42"),
+    ]
+    assert {(r["mode"], r["status"], r["guard"]) for r in rows} == {
+        ("monitor", "suppressed", "monitor")
+    }
+    assert rows[0]["detection_id"] == fault().id
+    assert rows[0]["reason"] == (
+        "route hardware-fault (gpu_fault of job 42, on n3, score 0.9): drain node n3: "
+        "monitor mode: enforce mode would run it"
+    )
+
+
+def test_enforce_mode_executes_through_the_executor() -> None:
+    s = stage({"mode": "enforce"})
+    s.handle([fault()], at(0))
+    rows = s.actions_table().to_pylist()
+    assert [(r["action"], r["status"], r["guard"]) for r in rows] == [
+        ("drain", "recorded", None),
+        ("requeue", "recorded", None),
+    ]
+
+
+def test_a_detection_handled_twice_runs_nothing_twice() -> None:
+    s = stage({"mode": "enforce", "guards": {"incident_window_s": 0, "node_cooldown_s": 0}})
+    s.handle([fault()], at(0))
+    s.handle([fault()], at(1))
+    rows = s.actions_table().to_pylist()
+    assert [r["guard"] for r in rows] == [None, None, "ledger", "ledger"]
+
+
+def test_guards_hold_under_a_flood_of_100_detections() -> None:
+    s = stage({"mode": "enforce"})
+    flood = [fault(str(i % 40), f"n{i % 30}", t=i) for i in range(100)]
+    s.handle(flood, at(100))
+    rows = s.actions_table().to_pylist()
+    done = Counter(r["action"] for r in rows if r["status"] == "recorded")
+    assert done["drain"] == 10  # max_drained_fraction 0.1 of 100 nodes, max 10 per hour
+    assert done["requeue"] == 40  # one per job: the rest are the same incidents
+    suppressed = Counter(r["guard"] for r in rows if r["status"] == "suppressed")
+    assert suppressed["incident"] == 60  # the repeated jobs' requeues
+    assert set(suppressed) == {"incident", "node_cooldown", "drains_per_hour"}
+    drained = {r["node"] for r in rows if r["action"] == "drain" and r["status"] == "recorded"}
+    assert len(drained) == 10
+
+
+def test_routes_asking_for_what_the_executor_cannot_do_are_refused_at_load() -> None:
+    rest = SlurmRest(client=httpx.Client())
+    with pytest.raises(ConfigError) as error:
+        ActionStage(load_rules(), rest)
+    assert str(error.value) == (
+        "rules: route 'hardware-fault' asks for drain, which the slurmrestd executor cannot do"
+    )
+
+
+class Runner:
+    """Answers squeue/sinfo like a small cluster and records every command."""
+
+    def __init__(self, partition: str = "gpu", drain_rc: int = 0) -> None:
+        self.partition = partition
+        self.drain_rc = drain_rc
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str], timeout_s: float) -> CommandResult:
+        argv = list(argv)
+        self.calls.append(argv)
+        if argv[:1] == ["squeue"] and JOB_FORMAT in argv:
+            return CommandResult(0, f"42|PENDING|{self.partition}|alice|100|0||\n", "")
+        if argv[:3] == ["sinfo", "-h", "-N"] and "-n" in argv:
+            return CommandResult(0, "n3|allocated|none\n", "")
+        if argv[:1] == ["sinfo"] and "%N" in argv:
+            return CommandResult(0, "\n".join(NODES[:10]) + "\n", "")
+        if argv[:1] == ["sinfo"]:
+            return CommandResult(0, "", "")
+        if argv[:2] == ["scontrol", "update"]:
+            return CommandResult(self.drain_rc, "", "slurm_update error: Invalid user id")
+        if argv[:2] == ["scontrol", "hold"]:
+            return CommandResult(1, "", "slurm_suspend error: Access/permission denied")
+        raise AssertionError(argv)
+
+
+def cli_stage(runner: Runner, rules: dict[str, Any]) -> ActionStage:
+    config = load_rules({"mode": "enforce", **rules})
+    return ActionStage(config, SlurmCli(config.slurm, runner=runner, sleep=lambda _: None))
+
+
+def test_partition_filters_ask_slurm_for_the_job() -> None:
+    route = {"name": "gpu", "partitions": ["gpu"], "actions": ["hold"]}
+    runner = Runner(partition="gpu")
+    decisions = cli_stage(runner, {"routes": [route]}).respond(fault(), at(0))
+    assert runner.calls[0] == ["squeue", "-h", "-t", "all", "-j", "42", "-O", JOB_FORMAT]
+    assert [(d.action, d.status) for d in decisions] == [("hold", "failed")]
+    assert decisions[0].reason.endswith(
+        "scontrol hold: slurm_suspend error: Access/permission denied"
+    )
+    other = cli_stage(Runner(partition="cpu"), {"routes": [route]}).respond(fault(), at(0))
+    assert other == []
+
+
+def test_a_failed_drain_does_not_use_up_the_drained_fraction() -> None:
+    runner = Runner(drain_rc=1)
+    rules = {"routes": [{"name": "d", "actions": ["drain"]}], "guards": {"node_cooldown_s": 0}}
+    s = cli_stage(runner, rules)
+    first = s.respond(fault("1", "n3"), at(0))
+    assert [(d.status, d.guard) for d in first] == [("failed", None)]
+    second = s.respond(fault("2", "n3"), at(1))
+    assert [(d.status, d.guard) for d in second] == [("failed", None)]
+
+
+def test_notifications_carry_the_detection_and_what_was_done() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200)
+
+    rules = {
+        "mode": "enforce",
+        "receivers": [{"name": "oncall", "url": "https://hooks.example.org/m"}],
+        "routes": [{"name": "all", "actions": ["drain", "requeue"], "notify": ["oncall"]}],
+    }
+    config = load_rules(rules)
+    webhooks = Webhooks(config.receivers, client=httpx.Client(transport=httpx.MockTransport(hook)))
+    s = ActionStage(config, RecordingExecutor(NODES), notifier=webhooks)
+    decisions = s.respond(fault(), at(0))
+    assert [(d.action, d.status) for d in decisions][-1] == ("notify", "done")
+    body = bodies[0]
+    assert body["detection"]["id"] == fault().id
+    assert body["detection"]["culprits"] == ["n3"]
+    assert [(d["action"], d["status"]) for d in body["decisions"]] == [
+        ("drain", "recorded"),
+        ("requeue", "recorded"),
+    ]
+    assert body["mode"] == "enforce"
+
+
+def test_drain_reason_names_the_detection_on_one_bounded_line() -> None:
+    d = Detection("42", "gpu_fault", ("n3",), summary="Xid 79\non n3 " + "x" * 300)
+    reason = drain_reason("medic", d)
+    assert reason.startswith(f"medic: gpu_fault job 42 detection {d.id}: Xid 79 on n3 x")
+    assert "\n" not in reason
+    assert len(reason) == 200
