@@ -1,0 +1,303 @@
+"""GPU telemetry source: scrapes dcgm-exporter (or ``medic agent``) endpoints into ``gpu`` batches.
+
+Metric names and labels are dcgm-exporter's (etc/default-counters.csv, NVIDIA/dcgm-exporter):
+one sample per GPU labelled ``gpu`` (device index), ``UUID``, ``device``, ``modelName``,
+``Hostname`` and, when dcgm-exporter maps GPUs to jobs, ``hpc_job``. ``DCGM_METRICS`` below is
+the one table of which metric feeds which column of the gpu schema; ``medic agent`` serves
+the same names. A metric an endpoint does not export leaves its column null.
+
+Xid: ``DCGM_FI_DEV_XID_ERRORS`` is only the *last* Xid a GPU saw, so a scrape can miss
+events and cannot tell a repeat of the same code. When the endpoint also exports
+``DCGM_EXP_XID_ERRORS_TOTAL{xid=...}`` (``medic agent`` and recent dcgm-exporters do), a row
+carries the code whose count grew since the previous scrape; otherwise the code the gauge
+changed to. The previous values are kept in the cursor, so a restart neither repeats an old
+Xid nor misses one that happened meanwhile (as far as the endpoint still shows it).
+
+Time and watermark (this source reads the wall clock): every sample of a scrape round is
+stamped with the round's start; after the round the watermark is that time. An endpoint
+that fails (down, an HTTP error, text that is not Prometheus exposition) is logged and
+counted and skipped for that round; the others go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import polars as pl
+import pyarrow as pa
+from prometheus_client.parser import text_string_to_metric_families
+
+from medic import schema
+from medic.ingest.base import Batch, Event, Watermark
+from medic.ingest.live import SourceStats, first_line, wall_us
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DcgmMetric:
+    """One dcgm-exporter metric: its Prometheus type and help (as dcgm-exporter writes them)
+    and the gpu-schema column it feeds (None: a part of a column, see ``NVLINK_ERRORS``)."""
+
+    name: str
+    kind: str
+    help: str
+    column: str | None
+
+
+DCGM_METRICS = (
+    DcgmMetric("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", "util"),
+    DcgmMetric("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", "mem_used_mib"),
+    DcgmMetric("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", "power_w"),
+    DcgmMetric("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", "temp_c"),
+    DcgmMetric("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", "sm_clock_mhz"),
+    DcgmMetric(
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "gauge",
+        "Current clock event reasons (bitmask of NVML clocks event reasons).",
+        "throttle_reasons",
+    ),
+    DcgmMetric(
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "counter",
+        "Total number of double-bit volatile ECC errors.",
+        "ecc_dbe",
+    ),
+    DcgmMetric(
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "counter",
+        "Total number of single-bit volatile ECC errors.",
+        "ecc_sbe",
+    ),
+    DcgmMetric(
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", "pcie_replay"
+    ),
+    DcgmMetric(
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "counter",
+        "Total number of NVLink flow-control CRC errors.",
+        None,
+    ),
+    DcgmMetric(
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+        "counter",
+        "Total number of NVLink data CRC errors.",
+        None,
+    ),
+    DcgmMetric(
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "counter",
+        "Total number of NVLink retries.",
+        None,
+    ),
+    DcgmMetric(
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+        "counter",
+        "Total number of NVLink recovery errors.",
+        None,
+    ),
+    DcgmMetric("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", None),
+    DcgmMetric(
+        "DCGM_EXP_XID_ERRORS_TOTAL",
+        "counter",
+        "Total XID errors observed since exporter start.",
+        None,
+    ),
+)
+ALIASES = {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
+"""Older dcgm-exporters name the clocks-event bitmask by its former name."""
+NVLINK_ERRORS = tuple(m.name for m in DCGM_METRICS if m.name.startswith("DCGM_FI_DEV_NVLINK_"))
+"""Summed into ``nvlink_errors`` (CRC flit + CRC data + replay + recovery)."""
+XID_LAST = "DCGM_FI_DEV_XID_ERRORS"
+XID_TOTAL = "DCGM_EXP_XID_ERRORS_TOTAL"
+COLUMNS = {m.name: m.column for m in DCGM_METRICS if m.column}
+LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
+
+
+@dataclass(frozen=True)
+class PrometheusConfig:
+    """``[sources.prometheus]``."""
+
+    targets: tuple[str, ...] = ()
+    """Endpoints, e.g. ``http://gpu001:9400/metrics``."""
+    interval_s: float = 1.0
+    timeout_s: float = 2.0
+    node_label: str = "Hostname"
+    """Label naming the node; the target's host name when a sample lacks it."""
+    job_label: str = "hpc_job"
+    max_concurrency: int = 64
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            raise ValueError("targets must list at least one endpoint URL")
+        for target in self.targets:
+            if not target.startswith(("http://", "https://")):
+                raise ValueError(f"target {target!r} must start with http:// or https://")
+        if self.interval_s <= 0 or self.timeout_s <= 0 or self.max_concurrency < 1:
+            raise ValueError("interval_s, timeout_s and max_concurrency must be positive")
+
+
+@dataclass
+class _XidSeen:
+    last: int | None = None
+    totals: dict[str, float] | None = None
+
+
+class PrometheusSource:
+    """dcgm-exporter style endpoints as ``gpu`` batches, one scrape round per interval."""
+
+    name = "prometheus"
+
+    def __init__(
+        self,
+        config: PrometheusConfig,
+        client: httpx.AsyncClient,
+        cursor: dict[str, Any] | None = None,
+        *,
+        clock: Callable[[], int] = wall_us,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.clock = clock
+        self.stats = SourceStats()
+        self.watermark: int | None = None
+        self._xid: dict[tuple[str, int], _XidSeen] = {}
+        for key, seen in (cursor or {}).get("xid", {}).items():
+            node, _, gpu = key.rpartition("|")
+            self._xid[(node, int(gpu))] = _XidSeen(seen.get("last"), seen.get("totals"))
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Last Xid values seen per GPU (so a restart does not report an old Xid again)."""
+        return {
+            "watermark": self.watermark,
+            "xid": {
+                f"{node}|{gpu}": {"last": seen.last, "totals": seen.totals}
+                for (node, gpu), seen in self._xid.items()
+            },
+        }
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        interval = self.config.interval_s
+        while True:
+            started = time.monotonic()
+            for event in await self.scrape_round():
+                yield event
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+    async def scrape_round(self) -> list[Event]:
+        """Scrape every target once: one gpu batch (when any answered) and the watermark."""
+        now = self.clock()
+        if self.watermark is not None:
+            now = max(now, self.watermark)
+        limit = asyncio.Semaphore(self.config.max_concurrency)
+
+        async def bounded(target: str) -> list[dict[str, Any]]:
+            async with limit:
+                return await self._scrape(target, now)
+
+        results = await asyncio.gather(*(bounded(t) for t in self.config.targets))
+        rows = [row for rows in results for row in rows]
+        events: list[Event] = []
+        if rows:
+            frame = pl.DataFrame(rows, schema=_ROW_SCHEMA).with_columns(
+                pl.col("time").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+            )
+            table: pa.Table = schema.conform(frame.sort("node", "gpu").to_arrow(), schema.GPU)
+            self.stats.add("samples", table.num_rows)
+            events.append(Batch("gpu", table))
+        self.watermark = now
+        events.append(Watermark(now))
+        return events
+
+    async def _scrape(self, target: str, now: int) -> list[dict[str, Any]]:
+        try:
+            response = await self.client.get(target, timeout=self.config.timeout_s)
+        except httpx.HTTPError as exc:
+            return self._failed(target, f"unreachable ({exc or type(exc).__name__})")
+        if response.status_code != 200:
+            why = f"answered {response.status_code}: {first_line(response.text)}"
+            return self._failed(target, why)
+        try:
+            return self._rows(response.text, target, now)
+        except ValueError as exc:
+            return self._failed(target, f"sent text that is not Prometheus exposition ({exc})")
+
+    def _failed(self, target: str, why: str) -> list[dict[str, Any]]:
+        self.stats.add("scrape_errors")
+        log.warning("prometheus: %s %s", target, why)
+        return []
+
+    def _rows(self, text: str, target: str, now: int) -> list[dict[str, Any]]:
+        host = urllib.parse.urlsplit(target).hostname or target
+        per_gpu: dict[tuple[str, int], dict[str, Any]] = {}
+        xid_totals: dict[tuple[str, int], dict[str, float]] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                # the parser names a counter's samples <family>_total: undo it for dcgm names
+                name = family.name if sample.name == f"{family.name}_total" else sample.name
+                name = ALIASES.get(name, name)
+                if name not in COLUMNS and name not in NVLINK_ERRORS and name not in _XID_NAMES:
+                    continue
+                labels = sample.labels
+                if "gpu" not in labels:
+                    continue
+                key = (labels.get(self.config.node_label) or host, int(labels["gpu"]))
+                row = per_gpu.setdefault(key, {"job_id": labels.get(self.config.job_label)})
+                if name in COLUMNS:
+                    row[COLUMNS[name]] = sample.value
+                elif name in NVLINK_ERRORS:
+                    row["nvlink_errors"] = row.get("nvlink_errors", 0) + sample.value
+                elif name == XID_LAST:
+                    row["xid_last"] = int(sample.value)
+                else:
+                    totals = xid_totals.setdefault(key, {})
+                    code = labels.get("xid", "")
+                    totals[code] = totals.get(code, 0.0) + sample.value
+        rows = []
+        for (node, gpu), row in per_gpu.items():
+            row["xid"] = self._new_xid(
+                (node, gpu), row.pop("xid_last", None), xid_totals.get((node, gpu))
+            )
+            rows.append({"time": now, "node": node, "gpu": gpu, **row})
+        return rows
+
+    def _new_xid(
+        self, key: tuple[str, int], last: int | None, totals: dict[str, float] | None
+    ) -> int | None:
+        seen = self._xid.get(key)
+        self._xid[key] = _XidSeen(last, totals)
+        if seen is None:
+            return None
+        if totals is not None and seen.totals is not None:
+            grown = [int(c) for c, n in totals.items() if c.isdigit() and n > seen.totals.get(c, 0)]
+            return max(grown) if grown else None
+        if last and last != seen.last:
+            return last
+        return None
+
+
+_XID_NAMES = (XID_LAST, XID_TOTAL)
+_ROW_SCHEMA: dict[str, Any] = {
+    "time": pl.Int64,
+    "node": pl.String,
+    "gpu": pl.Int16,
+    "job_id": pl.String,
+    "util": pl.Float32,
+    "mem_used_mib": pl.Float32,
+    "power_w": pl.Float32,
+    "temp_c": pl.Float32,
+    "sm_clock_mhz": pl.Float32,
+    "throttle_reasons": pl.Int64,
+    "ecc_dbe": pl.Int64,
+    "ecc_sbe": pl.Int64,
+    "xid": pl.Int32,
+    "pcie_replay": pl.Int64,
+    "nvlink_errors": pl.Int64,
+}

@@ -1,0 +1,98 @@
+"""The live sources a config asks for: ``[sources]`` with one table per source.
+
+```toml
+[sources]
+cursor_dir = "/var/lib/medic/cursors"   # where each source's resume cursor is kept
+
+[sources.victorialogs]                   # logs from a log store...
+url = "http://victorialogs:9428"
+query = '{app="training"}'
+
+[sources.files]                          # ...or, without one, from job output files
+paths = ["/shared/jobs/*/slurm-%j.out"]
+
+[sources.prometheus]                     # GPU telemetry: dcgm-exporter or `medic agent`
+targets = ["http://gpu001:9400/metrics"]
+
+[sources.slurm]                          # job and node state
+poll_interval_s = 5
+```
+
+Logs come from VictoriaLogs when ``[sources.victorialogs]`` is present, else from files:
+the file source is the embedded default (``slurm-%j.out`` in the working directory when
+``[sources.files]`` is absent too). Telemetry and Slurm are read only when configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from medic.config import from_dict
+from medic.ingest.base import Source
+from medic.ingest.cursor import CursorStore
+from medic.ingest.files import FilesConfig, FileSource
+from medic.ingest.prometheus import PrometheusConfig, PrometheusSource
+from medic.ingest.slurm import SlurmSource, SlurmSourceConfig
+from medic.ingest.victorialogs import VictoriaLogsConfig, VictoriaLogsSource
+
+
+@dataclass(frozen=True)
+class SourcesConfig:
+    """``[sources]``."""
+
+    cursor_dir: str = ".medic/cursors"
+    victorialogs: VictoriaLogsConfig | None = None
+    files: FilesConfig | None = None
+    prometheus: PrometheusConfig | None = None
+    slurm: SlurmSourceConfig | None = None
+
+
+def sources_config(settings: Mapping[str, Any]) -> SourcesConfig:
+    """``[sources]`` of a loaded config file, checked (one-line ConfigError)."""
+    return from_dict(SourcesConfig, settings.get("sources", {}), "sources")
+
+
+def open_sources(
+    config: SourcesConfig,
+    client: httpx.AsyncClient,
+    cursors: CursorStore | None = None,
+    *,
+    start_us: int | None = None,
+    until_us: int | None = None,
+) -> list[Source]:
+    """The configured sources, resumed from ``cursors`` when given. ``start_us``/``until_us``
+    bound a capture (``medic record``): the log store is read from ``start_us``, files only
+    from what they gain from now on."""
+
+    def saved(name: str) -> dict[str, Any] | None:
+        return cursors.load(name) if cursors is not None else None
+
+    sources: list[Source] = []
+    if config.victorialogs is not None:
+        sources.append(
+            VictoriaLogsSource(
+                config.victorialogs,
+                client,
+                saved(VictoriaLogsSource.name),
+                start_us=start_us,
+                until_us=until_us,
+            )
+        )
+    else:
+        sources.append(
+            FileSource(
+                config.files or FilesConfig(),
+                saved(FileSource.name),
+                start_at_end=start_us is not None,
+            )
+        )
+    if config.prometheus is not None:
+        sources.append(PrometheusSource(config.prometheus, client, saved(PrometheusSource.name)))
+    if config.slurm is not None:
+        rest = client if config.slurm.rest_url else None
+        sources.append(SlurmSource(config.slurm, saved(SlurmSource.name), client=rest))
+    return sources

@@ -1,0 +1,362 @@
+"""The VictoriaLogs source against the local VictoriaLogs server (real sockets, chunked NDJSON)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from medic import schema
+from medic.config import ConfigError, from_dict
+from medic.ingest.base import Batch, Watermark
+from medic.ingest.cursor import CursorStore
+from medic.ingest.live import SourceError
+from medic.ingest.victorialogs import (
+    StreamCursor,
+    VictoriaLogsConfig,
+    VictoriaLogsSource,
+    rfc3339_ns,
+)
+from tests.ingest.vlserver import VictoriaLogsServer
+
+FAST = {
+    "offset_s": 0.05,
+    "refresh_interval_s": 0.05,
+    "watermark_lag_s": 0.25,
+    "backoff_initial_s": 0.01,
+    "backoff_max_s": 0.05,
+}
+
+
+@pytest.fixture
+def vl() -> Iterator[VictoriaLogsServer]:
+    with VictoriaLogsServer() as server:
+        yield server
+
+
+def config(vl: VictoriaLogsServer, **overrides: object) -> VictoriaLogsConfig:
+    return from_dict(VictoriaLogsConfig, {"url": vl.url, **FAST, **overrides})
+
+
+def line(i: int, t_ns: int, host: str = "n1", job: str = "42") -> dict[str, str]:
+    return {"_time": str(t_ns), "_msg": f"line {i}", "host": host, "job_id": job, "rank": "3"}
+
+
+class Collector:
+    """Runs a source and keeps what it yielded."""
+
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+        self.watermarks: list[int] = []
+
+    @property
+    def table(self) -> pa.Table:
+        return pa.concat_tables(self.tables) if self.tables else schema.empty(schema.LOGS)
+
+    @property
+    def messages(self) -> list[str]:
+        return [str(m) for m in self.table.column("message").to_pylist()]
+
+    async def run(
+        self,
+        source: VictoriaLogsSource,
+        until: Callable[[Collector], bool],
+        timeout: float = 30.0,
+    ) -> None:
+        async def consume() -> None:
+            async with contextlib.aclosing(source.__aiter__()) as events:
+                async for event in events:
+                    if isinstance(event, Batch):
+                        assert event.data.schema == schema.LOGS
+                        self.tables.append(pa.table(event.data))
+                    else:
+                        assert isinstance(event, Watermark)
+                        if self.watermarks:
+                            assert event.time >= self.watermarks[-1]
+                        self.watermarks.append(event.time)
+                    if until(self):
+                        return
+
+        await asyncio.wait_for(consume(), timeout)
+
+
+async def test_tail_maps_fields_into_the_logs_schema(vl: VictoriaLogsServer) -> None:
+    now = time.time_ns()
+    vl.ingest(
+        [
+            {
+                "_time": str(now - 10**9),
+                "_msg": "NCCL error",
+                "hostname": "gpu7",
+                "slurm_job": "9_2",
+                "task": "5",
+                "src": "system",
+            },
+            {
+                "_time": str(now - 10**9 + 1),
+                "_msg": "hello",
+                "hostname": "gpu7",
+                "task": "x",
+                "src": "weird",
+            },
+            {"_time": str(now - 10**9 + 2), "_msg": "no host"},
+        ],
+        stream_fields=["hostname"],
+    )
+    fields = {"job_id": "slurm_job", "node": "hostname", "rank": "task", "source": "src"}
+    source = VictoriaLogsSource(config(vl, fields=fields, default_node="?"), httpx.AsyncClient())
+    got = Collector()
+    await got.run(source, lambda c: len(c.messages) == 3)
+    rows = got.table.to_pylist()
+    assert [(r["job_id"], r["node"], r["rank"], r["source"], r["message"]) for r in rows] == [
+        ("9_2", "gpu7", 5, "system", "NCCL error"),
+        (None, "gpu7", None, "app", "hello"),
+        (None, "?", None, "app", "no host"),
+    ]
+    assert rows[0]["time"].timestamp() == pytest.approx((now - 10**9) / 1e9, abs=1e-6)
+
+
+async def test_filter_and_field_selection_are_pushed_into_logsql(vl: VictoriaLogsServer) -> None:
+    now = time.time_ns()
+    vl.ingest(
+        [
+            line(0, now - 10**9, job="1"),
+            line(1, now - 10**9 + 5, job="2"),
+            {**line(2, now - 10**9 + 9, job="1"), "bulky": "x" * 1000},
+        ],
+        stream_fields=["host"],
+    )
+    source = VictoriaLogsSource(config(vl, query='job_id:="1"'), httpx.AsyncClient())
+    got = Collector()
+    await got.run(source, lambda c: len(c.messages) >= 2 and len(c.watermarks) > 3)
+    assert got.messages == ["line 0", "line 2"]
+    tail_args = next(args for path, args in vl.requests if path == "/select/logsql/tail")
+    assert (
+        tail_args["query"]
+        == 'job_id:="1" | fields _time, _stream_id, _msg, job_id, host, rank, source'
+    )
+
+
+async def test_batches_are_bounded_and_time_sorted(vl: VictoriaLogsServer) -> None:
+    now = time.time_ns() - 2 * 10**9
+    rows = [line(i, now + (i * 7919) % 50 * 1000, host=f"n{i % 3}") for i in range(50)]
+    vl.ingest(rows, stream_fields=["host"])
+    source = VictoriaLogsSource(config(vl, max_rows=7), httpx.AsyncClient())
+    got = Collector()
+    await got.run(source, lambda c: len(c.messages) == 50)
+    assert max(t.num_rows for t in got.tables) <= 7
+    for t in got.tables:
+        times = t.column("time").cast(pa.int64()).to_pylist()
+        assert times == sorted(times)
+    assert sorted(got.messages) == sorted(r["_msg"] for r in rows)
+
+
+async def test_twenty_forced_disconnects_lose_and_duplicate_no_line(vl: VictoriaLogsServer) -> None:
+    sent: list[str] = []
+
+    async def write() -> None:
+        for i in range(300):
+            t = time.time_ns()
+            batch = [line(i * 4 + k, t + k, host=f"n{k}") for k in range(4)]
+            vl.ingest(batch, stream_fields=["host"])
+            sent.extend(r["_msg"] for r in batch)
+            await asyncio.sleep(0.01)
+
+    async def disconnect() -> int:
+        cuts = 0
+        while cuts < 20:
+            await asyncio.sleep(0.12)
+            cuts += vl.disconnect_tails() > 0
+        return cuts
+
+    source = VictoriaLogsSource(config(vl), httpx.AsyncClient())
+    got = Collector()
+    writer = asyncio.create_task(write())
+    cutter = asyncio.create_task(disconnect())
+
+    def done(c: Collector) -> bool:
+        return writer.done() and cutter.done() and len(c.messages) >= len(sent)
+
+    await got.run(source, done, timeout=60)
+    await asyncio.wait_for(asyncio.sleep(0.5), 1)
+    assert cutter.result() == 20
+    assert source.stats["tail_connects"] >= 21
+    counts = Counter(got.messages)
+    assert sorted(counts) == sorted(sent)
+    assert max(counts.values()) == 1
+    assert source.stats["duplicates"] > 0  # reconnects did re-send rows; the cursor dropped them
+
+
+async def test_restart_from_a_saved_cursor_backfills_the_gap_exactly(
+    vl: VictoriaLogsServer, tmp_path: Path
+) -> None:
+    store = CursorStore(tmp_path / "cursors")
+    base = time.time_ns()
+    first = [line(i, base + i * 1000, host=f"n{i % 5}") for i in range(40)]
+    vl.ingest(first, stream_fields=["host"])
+    settings = config(vl, max_tail_catchup_s=0.3, backfill_window_s=0.2)
+    source = VictoriaLogsSource(settings, httpx.AsyncClient())
+    got = Collector()
+    await got.run(source, lambda c: len(c.messages) == 40 and len(c.watermarks) > 2)
+    store.save(source.name, source.checkpoint())
+
+    # while medic is down: more lines in the same streams, pairs of them at one instant
+    down = time.time_ns()
+    gap = [line(100 + i, down + i // 2 * 1000, host=f"n{i // 2 % 5}") for i in range(40)]
+    vl.ingest(gap, stream_fields=["host"])
+    await asyncio.sleep(1.0)
+    later = time.time_ns()
+    tail = [line(200 + i, later + i, host="n9") for i in range(10)]
+    vl.ingest(tail, stream_fields=["host"])
+
+    cursor = store.load(source.name)
+    assert cursor is not None
+    resumed = VictoriaLogsSource(settings, httpx.AsyncClient(), json.loads(json.dumps(cursor)))
+    again = Collector()
+    await again.run(resumed, lambda c: len(c.messages) >= 50 and len(c.watermarks) > 3)
+    assert resumed.stats["backfill_windows"] >= 1
+    assert sorted(again.messages) == sorted(r["_msg"] for r in gap + tail)
+
+
+async def test_record_range_is_backfilled_in_windows_split_while_too_big(
+    vl: VictoriaLogsServer,
+) -> None:
+    t0 = time.time_ns() - 120 * 10**9
+    rows = [line(i, t0 + i * 10**8, host=f"n{i % 4}") for i in range(300)]
+    vl.ingest(rows, stream_fields=["host"])
+    start_us, until_us = (t0 + 5 * 10**8) // 1000, (t0 + 25 * 10**9) // 1000
+    settings = config(vl, backfill_window_s=30.0, backfill_max_rows=40)
+    source = VictoriaLogsSource(settings, httpx.AsyncClient(), start_us=start_us, until_us=until_us)
+    got = Collector()
+    await got.run(source, lambda c: False)
+    expected = [r["_msg"] for r in rows if start_us <= int(r["_time"]) // 1000 <= until_us]
+    assert got.messages == expected
+    assert source.stats["backfill_splits"] > 0
+    assert got.watermarks[-1] >= until_us
+    queries = [a for p, a in vl.requests if p == "/select/logsql/query"]
+    assert queries[0]["start"] == rfc3339_ns(start_us * 1000)
+    assert "/select/logsql/tail" not in [p for p, _ in vl.requests]
+
+
+async def test_5xx_answers_are_retried(vl: VictoriaLogsServer) -> None:
+    vl.fail_next("/select/logsql/tail", 503, "cannot execute query: timeout", count=2)
+    vl.ingest([line(0, time.time_ns() - 10**9)], stream_fields=["host"])
+    source = VictoriaLogsSource(config(vl), httpx.AsyncClient())
+    got = Collector()
+    await got.run(source, lambda c: len(c.messages) == 1)
+    assert source.stats["retries"] == 2
+
+
+async def test_a_query_broken_after_its_first_bytes_is_retried_without_duplicates(
+    vl: VictoriaLogsServer,
+) -> None:
+    t0 = time.time_ns() - 60 * 10**9
+    rows = [line(i, t0 + i * 10**7, host=f"n{i % 3}") for i in range(100)]
+    vl.ingest(rows, stream_fields=["host"])
+    vl.break_next_query()
+    source = VictoriaLogsSource(
+        config(vl), httpx.AsyncClient(), start_us=t0 // 1000, until_us=(t0 + 2 * 10**9) // 1000
+    )
+    got = Collector()
+    await got.run(source, lambda c: False)
+    assert got.messages == [r["_msg"] for r in rows]
+    assert source.stats["retries"] == 1
+
+
+async def test_a_rejected_query_is_a_one_line_error(vl: VictoriaLogsServer) -> None:
+    source = VictoriaLogsSource(config(vl, query="level:(error OR"), httpx.AsyncClient())
+    with pytest.raises(SourceError) as error:
+        await Collector().run(source, lambda c: False)
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith(f"victorialogs: {vl.url}/select/logsql/tail answered 400")
+    assert "cannot parse query" in message
+
+
+async def test_an_unreachable_server_is_retried_then_reported(vl: VictoriaLogsServer) -> None:
+    url = vl.url
+    vl.stop()
+    settings = from_dict(VictoriaLogsConfig, {"url": url, **FAST, "retry_limit": 3})
+    source = VictoriaLogsSource(settings, httpx.AsyncClient())
+    with pytest.raises(SourceError, match=r"unreachable .*gave up after 3 attempts"):
+        await Collector().run(source, lambda c: False)
+    assert source.stats["retries"] == 3
+
+
+def test_config_comes_from_a_toml_table_with_a_nested_field_map() -> None:
+    cfg = from_dict(
+        VictoriaLogsConfig,
+        {
+            "url": "http://vl:9428",
+            "query": '{app="train"}',
+            "fields": {"node": "k8s-node", "rank": "meta.rank"},
+        },
+        "sources.victorialogs",
+    )
+    assert cfg.fields.node == "k8s-node"
+    assert cfg.logsql == (
+        '{app="train"} | fields _time, _stream_id, _msg, job_id, "k8s-node", meta.rank, source'
+    )
+    with pytest.raises(ConfigError, match="default_source"):
+        from_dict(VictoriaLogsConfig, {"default_source": "kernel"}, "sources.victorialogs")
+    with pytest.raises(ConfigError, match="sources.victorialogs.fields.host"):
+        from_dict(VictoriaLogsConfig, {"fields": {"host": "x"}}, "sources.victorialogs")
+    with pytest.raises(ConfigError, match="without pipes"):
+        from_dict(VictoriaLogsConfig, {"query": "* | limit 5"})
+
+
+KEY = pl.col("msg")
+
+
+def rows(*items: tuple[str, int, str]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [{"sid": s, "t": t, "msg": m} for s, t, m in items],
+        schema={"sid": pl.String, "t": pl.Int64, "msg": pl.String},
+    )
+
+
+def test_cursor_keeps_rows_of_one_instant_apart_across_a_reconnect() -> None:
+    cursor = StreamCursor(watermark_ns=0, horizon_ns=0)
+    first = cursor.admit(rows(("a", 10, "x"), ("a", 20, "p"), ("a", 20, "p"), ("b", 20, "q")), KEY)
+    assert first.height == 4
+    # the connection broke inside the instant t=20 of stream a: a new tail re-sends everything
+    resent = rows(
+        ("a", 10, "x"),
+        ("a", 20, "p"),
+        ("a", 20, "p"),
+        ("a", 20, "p"),
+        ("a", 20, "r"),
+        ("b", 20, "q"),
+        ("b", 21, "s"),
+    )
+    again = cursor.admit(resent, KEY)
+    assert sorted(again.select("sid", "t", "msg").rows()) == [
+        ("a", 20, "p"),
+        ("a", 20, "r"),
+        ("b", 21, "s"),
+    ]
+    restored = StreamCursor.from_json(json.loads(json.dumps(cursor.to_json())))
+    assert restored.admit(resent, KEY).is_empty()
+
+
+def test_cursor_forgets_streams_idle_past_the_horizon() -> None:
+    cursor = StreamCursor(watermark_ns=0, horizon_ns=0)
+    cursor.admit(rows(*[(f"s{i}", 100 + i, "m") for i in range(100)]), KEY)
+    assert len(cursor) == 100
+    cursor.advance(100 + 50 + 5 * 10**9)
+    assert len(cursor) == 49
+    assert cursor.admit(rows(("s1", 101, "m"), ("s1", 10**10, "new")), KEY).height == 1
+
+
+def test_a_corrupt_cursor_is_a_clear_error() -> None:
+    with pytest.raises(SourceError, match="cannot resume from cursor"):
+        StreamCursor.from_json({"watermark_ns": "soon"})
