@@ -17,6 +17,7 @@ import polars as pl
 
 from medic.config import from_dict
 from medic.detectors.base import Detection, build_detectors, build_parsers
+from medic.detectors.jobs import job_state
 from medic.ingest.base import Batch, Event, Watermark
 from medic.timeutil import US
 
@@ -41,6 +42,18 @@ class Responder(Protocol):
     def handle(self, detections: list[Detection], now: int) -> None: ...
 
 
+class Observer(Protocol):
+    """Something that watches the streams without detecting (the history's summaries): it gets
+    the batches of the streams it names, derived ones included, and every watermark."""
+
+    @property
+    def streams(self) -> frozenset[str]: ...
+
+    def update(self, batch: Batch) -> object: ...
+
+    def advance(self, watermark: int) -> object: ...
+
+
 @dataclass
 class Incident:
     """One job's incident: the detection that opened it plus the symptoms that joined it."""
@@ -49,6 +62,9 @@ class Incident:
     last_seen: int
     symptoms: list[Detection] = field(default_factory=list)
     symptom_count: int = 0
+    job_stopped: bool = False
+    """The scheduler showed the job leave RUNNING (failed, requeued, ...) since the incident
+    opened; its next RUNNING row is a new attempt."""
 
 
 class IncidentCorrelator:
@@ -77,16 +93,29 @@ class IncidentCorrelator:
         return True
 
     def observe_scheduler(self, frame: pl.DataFrame) -> None:
-        """A job that starts running again (after a requeue) begins a new attempt."""
+        """A job that stopped and then runs again (a requeue) begins a new attempt: its open
+        incident closes. A RUNNING row of a job that never stopped (a poller's snapshot after a
+        restart) changes nothing."""
         if not self.open or frame.is_empty():
             return
-        restarted = frame.filter(
-            (pl.col("kind") == "job") & pl.col("state").is_in(RESTART_STATES)
-        ).get_column("job_id")
-        for job_id in restarted.unique().to_list():
+        rows = frame.filter((pl.col("kind") == "job") & pl.col("job_id").is_in(list(self.open)))
+        for job_id, state in rows.select("job_id", "state").iter_rows():
             incident = self.open.get(job_id)
-            if incident is not None:
+            if incident is None:
+                continue
+            running = job_state(state) in RESTART_STATES
+            if running and incident.job_stopped:
                 self.closed.append(self.open.pop(job_id))
+            elif not running:
+                incident.job_stopped = True
+
+    def restore(self, incidents: Iterable[Incident]) -> None:
+        """Reopen incidents a previous run had open (read back from the history), so a restarted
+        service does not alert again on what it already reported."""
+        for incident in incidents:
+            job_id = incident.first.job_id
+            if job_id is not None:
+                self.open[job_id] = incident
 
     def expire(self, now: int) -> None:
         stale = [job for job, inc in self.open.items() if now - inc.last_seen > self.window_us]
@@ -108,15 +137,21 @@ class Pipeline:
         config: PipelineConfig | None = None,
         responders: Iterable[Responder] = (),
         parsers: list[Any] | None = None,
+        observers: Iterable[Observer] = (),
     ) -> None:
         self.config = config or PipelineConfig()
         self.detectors = list(detectors)
-        self.parsers = build_parsers(self.detectors) if parsers is None else parsers
+        self.observers = list(observers)
+        consumers = [*self.detectors, *self.observers]
+        self.parsers = build_parsers(consumers) if parsers is None else parsers
         self.responders = list(responders)
         self.correlator = IncidentCorrelator(
             round(self.config.incident_window_s * US), self.config.max_symptoms
         )
         self.now = 0
+        """Event time reached: the newest row or watermark consumed (detections' stamp)."""
+        self.watermark = 0
+        """The newest watermark: every source is complete up to it."""
         self.rows_in: dict[str, int] = {}
 
     @classmethod
@@ -124,12 +159,16 @@ class Pipeline:
         cls,
         settings: Mapping[str, Any] | None = None,
         responders: Iterable[Responder] = (),
+        observers: Iterable[Observer] = (),
     ) -> Pipeline:
-        """Build from a config mapping with ``[pipeline]`` and ``[detectors.<name>]`` tables."""
+        """Build from a config mapping with ``[pipeline]``, ``[parsers.<name>]`` and
+        ``[detectors.<name>]`` tables."""
         settings = settings or {}
         config = from_dict(PipelineConfig, settings.get("pipeline", {}), "pipeline")
         detectors = build_detectors(settings.get("detectors", {}))
-        return cls(detectors, config, responders)
+        observers = list(observers)
+        parsers = build_parsers([*detectors, *observers], settings.get("parsers", {}))
+        return cls(detectors, config, responders, parsers, observers)
 
     def process(self, event: Event) -> list[Detection]:
         """Consume one batch or watermark; return the detections that opened new incidents."""
@@ -169,6 +208,9 @@ class Pipeline:
             for detector in self.detectors:
                 if derived.stream in detector.streams:
                     found.extend(detector.update(derived))
+            for observer in self.observers:
+                if derived.stream in observer.streams:
+                    observer.update(derived)
         return self._emit(found)
 
     def _derive(self, batch: Batch) -> list[Batch]:
@@ -183,11 +225,15 @@ class Pipeline:
         return [b for stream, b in available.items() if stream != batch.stream]
 
     def _advance(self, watermark: int) -> list[Detection]:
-        if watermark > self.now:
-            self.now = watermark
+        if watermark <= self.watermark:
+            return []
+        self.watermark = watermark
+        self.now = max(self.now, watermark)
         found: list[Detection] = []
         for detector in self.detectors:
-            found.extend(detector.advance(self.now))
+            found.extend(detector.advance(watermark))
+        for observer in self.observers:
+            observer.advance(watermark)
         self.correlator.expire(self.now)
         return self._emit(found)
 

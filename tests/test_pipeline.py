@@ -73,12 +73,18 @@ def test_detections_are_stamped_with_event_time_and_correlated_per_job(echo: Non
     assert [d.detected_at for d in again] == [at(201)], "window passed: a new incident"
 
 
+def job_row(t: float, state: str) -> dict[str, object]:
+    return {"time": at(t), "kind": "job", "job_id": "100", "state": state}
+
+
 def test_a_job_running_again_after_requeue_opens_a_new_incident(echo: None) -> None:
     pipeline = Pipeline([EchoDetector(EchoConfig())])
     assert len(pipeline.process(batch("logs", [log(1, "boom")]))) == 1
-    pipeline.process(
-        batch("scheduler", [{"time": at(5), "kind": "job", "job_id": "100", "state": "RUNNING"}])
-    )
+    pipeline.process(batch("scheduler", [job_row(3, "RUNNING")]))
+    assert pipeline.process(batch("logs", [log(4, "boom")])) == [], "a snapshot, not a restart"
+    pipeline.process(batch("scheduler", [job_row(5, "REQUEUED"), job_row(6, "PENDING")]))
+    assert pipeline.process(batch("logs", [log(7, "boom")])) == [], "still the same attempt"
+    pipeline.process(batch("scheduler", [job_row(8, "RUNNING")]))
     assert len(pipeline.process(batch("logs", [log(9, "boom")]))) == 1
 
 

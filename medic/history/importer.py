@@ -81,7 +81,8 @@ def import_backtest(
     for path in recordings:
         writer = HistoryWriter(store, config)
         parsers = build_parsers([writer], settings.get("parsers", {}))
-        Pipeline([writer], parsers=parsers).run(ReplaySource(read_recording(path)))
+        pipeline = Pipeline([], parsers=parsers, observers=[writer])
+        pipeline.run(ReplaySource(read_recording(path)))
         writer.flush()
         if writer.errors:
             raise HistoryError(f"{path}: {writer.errors} write(s) to the history failed")

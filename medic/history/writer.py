@@ -1,11 +1,10 @@
 """Writes what the pipeline sees and decides into a history store.
 
-``HistoryWriter`` is a pipeline ``Responder`` (the emitted detections) and is shaped like a
-detector that never detects anything, so the pipeline hands it the batches of the streams it
-names, including the derived "progress" stream, without a seam of its own:
+``HistoryWriter`` is a pipeline ``Responder`` (the emitted detections) and ``Observer`` (the
+batches of the streams it names, including the derived "progress" stream, and watermarks):
 
     writer = HistoryWriter(store, history_config(settings))
-    pipeline = Pipeline([*detectors, writer], config, responders=[actions_stage, writer])
+    pipeline = Pipeline(detectors, config, responders=[actions_stage, writer], observers=[writer])
     writer.correlator = pipeline.correlator    # closed incidents, taken on each watermark
     ...
     writer.record_actions(actions_table)       # what the actions stage decided
@@ -122,7 +121,7 @@ class HistoryWriter:
         self._write("detections", detection_rows(detections))
         self._take_incidents()
 
-    def update(self, batch: Batch) -> list[Detection]:
+    def update(self, batch: Batch) -> None:
         """Take a gpu, progress or scheduler batch; summarise the minutes it completes."""
         try:
             if batch.stream == "scheduler":
@@ -132,16 +131,14 @@ class HistoryWriter:
         except (ValueError, pl.exceptions.PolarsError) as exc:
             self.skipped["batches"] += 1
             log.warning("history: skipped a %s batch: %s", batch.stream, str(exc).splitlines()[0])
-            return []
+            return
         if batch.max_time is not None:
             self._close_minutes(batch.max_time)
-        return []
 
-    def advance(self, watermark: int) -> list[Detection]:
+    def advance(self, watermark: int) -> None:
         """Event time moved on: summarise completed minutes, record closed incidents."""
         self._close_minutes(watermark)
         self._take_incidents()
-        return []
 
     def state_size(self) -> int:
         """Rows held for minutes not yet summarised."""

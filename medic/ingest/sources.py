@@ -93,6 +93,7 @@ def open_sources(
     if config.prometheus is not None:
         sources.append(PrometheusSource(config.prometheus, client, saved(PrometheusSource.name)))
     if config.slurm is not None:
+        # Never resumed: a fresh snapshot on start tells the detectors which jobs run where.
         rest = client if config.slurm.rest_url else None
-        sources.append(SlurmSource(config.slurm, saved(SlurmSource.name), client=rest))
+        sources.append(SlurmSource(config.slurm, client=rest))
     return sources

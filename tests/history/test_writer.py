@@ -243,7 +243,7 @@ def test_the_pipeline_feeds_the_writer_like_a_detector(store: DuckDBStore) -> No
         scheduler=[job(0, "100", "RUNNING", ["n1"]), job(170, "100", "COMPLETED")],
     )
     writer = HistoryWriter(store)
-    pipeline = Pipeline([writer], responders=[writer])
+    pipeline = Pipeline([], responders=[writer], observers=[writer])
     writer.correlator = pipeline.correlator
 
     assert pipeline.run(ReplaySource(rec)) == []
@@ -271,7 +271,7 @@ def test_a_failing_store_is_logged_and_counted_never_raised(
 def test_unreadable_batches_are_skipped_and_counted(store: DuckDBStore) -> None:
     writer = HistoryWriter(store)
     no_time = progress([{"time": at(1), "job_id": "7", "step": 1}]).data.drop_columns(["time"])
-    assert writer.update(Batch("progress", no_time)) == []
+    writer.update(Batch("progress", no_time))
     assert writer.record_actions(actions(action(1, "d1")).drop_columns(["action"])) == 0
 
     assert writer.skipped["batches"] == 1

@@ -1,0 +1,314 @@
+"""`medic serve`: the configured live sources through the one Pipeline, the rules and
+executor, into the history; Prometheus metrics and health over HTTP.
+
+One asyncio task per source puts ``(source, event, cursor)`` on a bounded queue; one
+consumer feeds the pipeline on a single worker thread (Slurm actions block), so slow actions
+never stall ingest and the history's DuckDB connection is only ever used from one thread.
+
+Event time: each source has a watermark; the pipeline's watermark is their minimum, so a
+source that lags or is being retried holds back time-based detection (hangs, silence) rather
+than letting it fire on missing data. Evidence in the batches that do arrive is still acted on.
+
+Crash safety (kill -9): a source's cursor is saved only after the events before it went
+through the pipeline, whose detections and actions are already in DuckDB (written as they
+happen) and whose actions are claimed in the ledger file before they run. After a restart,
+sources resume from their cursors (no lost rows), the incidents still open in the history
+are reopened in the correlator (no repeated detection), and the ledger refuses keys it has
+seen (no repeated action). The Slurm source is not resumed: it starts with a fresh snapshot,
+which tells the detectors which jobs run where.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+
+from medic.actions.executor import Executor
+from medic.actions.ledger import Ledger
+from medic.actions.stage import ActionStage
+from medic.config import from_dict
+from medic.detectors.base import Detection
+from medic.history.config import history_config
+from medic.history.store import DuckDBStore
+from medic.history.writer import HistoryWriter
+from medic.ingest.base import Batch, Event, Source, Watermark
+from medic.ingest.cursor import CursorStore
+from medic.ingest.live import Backoff, wall_us
+from medic.ingest.slurm import SlurmSource
+from medic.ingest.sources import open_sources, sources_config
+from medic.pipeline import Incident, Pipeline
+from medic.service_http import HttpEndpoints, ServiceMetrics, parse_listen
+from medic.timeutil import US
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """``[service]``."""
+
+    listen: str = "127.0.0.1:9464"
+    """Where /metrics and /healthz are served (loopback by default)."""
+    state_dir: str = ".medic"
+    """Source cursors (``cursors/``) and the action ledger (``ledger.jsonl``)."""
+    checkpoint_interval_s: float = 5.0
+    """How often the cursors of what went through the pipeline are saved."""
+    queue_events: int = 256
+    """Events waiting for the pipeline; sources pause when it is full."""
+    retry_initial_s: float = 1.0
+    retry_max_s: float = 60.0
+    """Backoff for a source that failed (it is retried for ever and reported meanwhile)."""
+    stale_after_s: float = 120.0
+    """/healthz reports a source unhealthy once its data lags the wall clock this much."""
+
+    def __post_init__(self) -> None:
+        parse_listen(self.listen)
+        if min(self.checkpoint_interval_s, self.retry_initial_s, self.stale_after_s) <= 0:
+            raise ValueError("intervals must be positive")
+        if self.queue_events < 1:
+            raise ValueError("queue_events must be at least 1")
+
+
+@dataclass
+class SourceState:
+    """What the service knows of one running source."""
+
+    source: Source
+    resumable: bool
+    watermark: int | None = None
+    cursor: dict[str, Any] | None = None
+    up: bool = True
+    last_error: str | None = None
+
+
+class Service:
+    """The long-running service (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Mapping[str, Any],
+        *,
+        client: httpx.AsyncClient | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        self.config = from_dict(ServiceConfig, settings.get("service", {}), "service")
+        state_dir = Path(self.config.state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
+        self.metrics = ServiceMetrics()
+        self.store = DuckDBStore(history_config(settings).path)
+        self.writer = HistoryWriter(self.store, history_config(settings))
+        self.actions = ActionStage.from_settings(
+            settings, executor, ledger=Ledger(state_dir / "ledger.jsonl")
+        )
+        self.pipeline = Pipeline.from_settings(
+            settings,
+            responders=[self.actions, self.writer, self.metrics],
+            observers=[self.writer],
+        )
+        self.writer.correlator = self.pipeline.correlator
+        self.pipeline.correlator.restore(self._open_incidents())
+        self.cursors = CursorStore(state_dir / "cursors")
+        self.sources = {
+            source.name: SourceState(source, resumable=source.name != SlurmSource.name)
+            for source in open_sources(sources_config(settings), self.client, self.cursors)
+        }
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medic-pipeline")
+        self._rows: dict[str, int] = {}
+        self._stop = asyncio.Event()
+
+    def _open_incidents(self) -> list[Incident]:
+        """Incidents the history shows opened within the correlation window before now."""
+        window = round(self.pipeline.config.incident_window_s * US)
+        rows = self.store.sql(
+            "SELECT detected_at, job_id, kind, culprits, ranks, score, detector, summary "
+            "FROM detections WHERE job_id IS NOT NULL AND epoch_us(detected_at) >= ? "
+            "ORDER BY detected_at",
+            [wall_us() - window],
+        )
+        incidents: dict[str, Incident] = {}
+        for row in rows.to_pylist():
+            at = int(row["detected_at"].timestamp() * US)
+            first = Detection(
+                job_id=row["job_id"],
+                kind=row["kind"],
+                culprits=tuple(row["culprits"]),
+                ranks=tuple(row["ranks"]),
+                score=row["score"],
+                detector=row["detector"],
+                summary=row["summary"],
+                detected_at=at,
+            )
+            incidents[row["job_id"]] = Incident(first=first, last_seen=at)
+        if incidents:
+            log.info("reopened %d incident(s) from the history", len(incidents))
+        return list(incidents.values())
+
+    def stop(self) -> None:
+        """Ask the service to finish (what SIGTERM does)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Serve until stopped: ingest, detect, act, remember; then shut down cleanly."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+        host, port = parse_listen(self.config.listen)
+        http = HttpEndpoints(self.metrics, self.health, host, port).start()
+        log.info("medic serve: /metrics and /healthz on %s:%d", host, http.port)
+        queue: asyncio.Queue[tuple[str, Event, dict[str, Any]]] = asyncio.Queue(
+            self.config.queue_events
+        )
+        producers = [
+            asyncio.create_task(self._produce(name, queue), name=f"source:{name}")
+            for name in self.sources
+        ]
+        consumer = asyncio.create_task(self._consume(queue), name="pipeline")
+        ticker = asyncio.create_task(self._tick(), name="checkpoint")
+        try:
+            await self._stop.wait()
+        finally:
+            for task in producers:
+                task.cancel()
+            await asyncio.gather(*producers, return_exceptions=True)
+            await queue.join()
+            consumer.cancel()
+            ticker.cancel()
+            await asyncio.gather(consumer, ticker, return_exceptions=True)
+            await loop.run_in_executor(self._worker, self._shutdown)
+            self._worker.shutdown()
+            http.stop()
+            await self.client.aclose()
+            log.info("medic serve: stopped")
+
+    async def _produce(self, name: str, queue: asyncio.Queue[Any]) -> None:
+        """Feed one source's events to the queue; retry it with backoff whenever it fails."""
+        state = self.sources[name]
+        backoff = Backoff(self.config.retry_initial_s, self.config.retry_max_s)
+        while True:
+            try:
+                async for event in state.source:
+                    if not state.up:
+                        log.info("source %s: delivering again", name)
+                    state.up, state.last_error = True, None
+                    backoff.reset()
+                    await queue.put((name, event, state.source.checkpoint()))
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a source must never take the service down
+                state.up, state.last_error = False, str(exc).splitlines()[0] if str(exc) else ""
+                self.metrics.source_errors.labels(name).inc()
+                self.metrics.up.labels(name).set(0)
+                delay = backoff.next_delay()
+                log.error("source %s failed: %s; retrying in %.0f s", name, exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _consume(self, queue: asyncio.Queue[tuple[str, Event, dict[str, Any]]]) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            name, event, cursor = await queue.get()
+            try:
+                await loop.run_in_executor(self._worker, self._process, name, event, cursor)
+            except Exception:
+                log.exception("pipeline failed on an event from %s; event skipped", name)
+            finally:
+                queue.task_done()
+
+    def _process(self, name: str, event: Event, cursor: dict[str, Any]) -> None:
+        """On the worker thread: one event through the pipeline, then its bookkeeping."""
+        state = self.sources[name]
+        if isinstance(event, Watermark):
+            state.watermark = max(event.time, state.watermark or event.time)
+            combined = self.watermark()
+            if combined is not None:
+                self.pipeline.process(Watermark(combined))
+        else:
+            self._count(name, event)
+            self.pipeline.process(event)
+        actions = self.actions.log.take()
+        if actions.num_rows:
+            self.writer.record_actions(actions)
+            self.metrics.count_actions(_action_rows(actions))
+        state.cursor = cursor
+
+    def _count(self, name: str, batch: Batch) -> None:
+        self.metrics.rows.labels(name, batch.stream).inc(batch.num_rows)
+        self._rows[batch.stream] = self._rows.get(batch.stream, 0) + batch.num_rows
+
+    def watermark(self) -> int | None:
+        """The event time every source is complete up to: the least of their watermarks."""
+        marks = [s.watermark for s in self.sources.values()]
+        if not marks or any(m is None for m in marks):
+            return None
+        return min(m for m in marks if m is not None)
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = self.config.checkpoint_interval_s
+        while True:
+            await asyncio.sleep(interval)
+            await loop.run_in_executor(self._worker, self._checkpoint, interval)
+
+    def _checkpoint(self, interval: float) -> None:
+        """On the worker thread: save cursors of what the pipeline has consumed; refresh gauges."""
+        for name, state in self.sources.items():
+            if state.resumable and state.cursor is not None:
+                try:
+                    self.cursors.save(name, state.cursor)
+                except OSError as exc:
+                    log.error("cannot save the cursor of %s: %s", name, exc)
+        now = wall_us()
+        for name, state in self.sources.items():
+            self.metrics.up.labels(name).set(1 if state.up else 0)
+            if state.watermark is not None:
+                self.metrics.lag.labels(name).set(max(0, now - state.watermark) / US)
+        for stream, rows in self._rows.items():
+            self.metrics.rate.labels(stream).set(rows / interval)
+        self._rows = {}
+        self.metrics.event_time.set(self.pipeline.now / US)
+        self.metrics.watermark.set(self.pipeline.watermark / US)
+        self.metrics.state.set(self.pipeline.state_size())
+        self.metrics.history_errors.set(self.writer.errors)
+
+    def _shutdown(self) -> None:
+        self.writer.flush()
+        self._checkpoint(self.config.checkpoint_interval_s)
+        self.store.close()
+
+    def health(self) -> dict[str, Any]:
+        """Per source: delivering, and how far behind the wall clock its data is."""
+        now = wall_us()
+        sources = {}
+        healthy = True
+        for name, state in self.sources.items():
+            lag = None if state.watermark is None else max(0, now - state.watermark) / US
+            ok = state.up and lag is not None and lag <= self.config.stale_after_s
+            healthy = healthy and ok
+            sources[name] = {"up": state.up, "lag_s": lag, "error": state.last_error, "ok": ok}
+        return {"healthy": healthy, "sources": sources, "history_errors": self.writer.errors}
+
+
+def _action_rows(table: pa.Table) -> list[tuple[str, str, str | None]]:
+    return list(
+        zip(
+            table.column("action").to_pylist(),
+            table.column("status").to_pylist(),
+            table.column("guard").to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def serve(settings: Mapping[str, Any]) -> None:
+    """Run the service in the foreground until SIGTERM or SIGINT."""
+    asyncio.run(Service(settings).run())

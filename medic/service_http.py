@@ -1,0 +1,148 @@
+"""`medic serve`'s HTTP side: Prometheus metrics on ``/metrics`` and health on ``/healthz``.
+
+prometheus-client renders the metrics; the standard library's WSGI server serves them from a
+daemon thread, so the event loop and the pipeline never wait on a scrape. It binds to
+loopback unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
+
+from medic.detectors.base import Detection
+
+StartResponse = Callable[..., Any]
+
+
+@dataclass
+class ServiceMetrics:
+    """Every series ``medic serve`` exports, in a registry of its own."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.rows = Counter(
+            "medic_ingested_rows", "Rows taken from each source", ["source", "stream"], registry=r
+        )
+        self.rate = Gauge(
+            "medic_ingest_rows_per_second",
+            "Rows per second over the last checkpoint interval (log lines, GPU samples, ...)",
+            ["stream"],
+            registry=r,
+        )
+        self.lag = Gauge(
+            "medic_ingest_lag_seconds",
+            "Wall clock minus the event time up to which the source is complete",
+            ["source"],
+            registry=r,
+        )
+        self.up = Gauge(
+            "medic_source_up",
+            "1 while the source delivers, 0 while it is retried",
+            ["source"],
+            registry=r,
+        )
+        self.source_errors = Counter(
+            "medic_source_errors",
+            "Failures of a source (each one retried)",
+            ["source"],
+            registry=r,
+        )
+        self.detections = Counter(
+            "medic_detections",
+            "Detections emitted (new incidents)",
+            ["kind", "detector"],
+            registry=r,
+        )
+        self.actions = Counter(
+            "medic_actions",
+            "Action decisions by outcome; guard names the guard that suppressed one",
+            ["action", "status", "guard"],
+            registry=r,
+        )
+        self.event_time = Gauge(
+            "medic_event_time_seconds", "Event time the pipeline has reached", registry=r
+        )
+        self.watermark = Gauge(
+            "medic_watermark_seconds", "Event time every source is complete up to", registry=r
+        )
+        self.state = Gauge(
+            "medic_detector_state_entities",
+            "Jobs, ranks and GPUs held by the detectors",
+            registry=r,
+        )
+        self.history_errors = Gauge(
+            "medic_history_write_errors", "Writes the history store refused", registry=r
+        )
+
+    def handle(self, detections: list[Detection], now: int) -> None:
+        """Pipeline responder: count what was emitted."""
+        for detection in detections:
+            self.detections.labels(detection.kind, detection.detector).inc()
+
+    def count_actions(self, rows: Iterable[tuple[str, str, str | None]]) -> None:
+        for action, status, guard in rows:
+            self.actions.labels(action, status, guard or "").inc()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes every few seconds would flood the service's log."""
+
+
+class HttpEndpoints:
+    """Serves ``/metrics`` and ``/healthz`` (JSON from ``health()``: 200 when healthy, else 503)."""
+
+    def __init__(
+        self,
+        metrics: ServiceMetrics,
+        health: Callable[[], dict[str, Any]],
+        host: str,
+        port: int,
+    ) -> None:
+        self.health = health
+        self.metrics_app = make_wsgi_app(metrics.registry)
+        self.server: WSGIServer = make_server(host, port, self.app, handler_class=_QuietHandler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_port)
+
+    def start(self) -> HttpEndpoints:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == "/metrics":
+            body: Iterable[bytes] = self.metrics_app(environ, start_response)
+            return body
+        if path == "/healthz":
+            report = self.health()
+            status = "200 OK" if report.get("healthy") else "503 Service Unavailable"
+            data = json.dumps(report).encode()
+            start_response(status, [("Content-Type", "application/json")])
+            return [data]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"medic serves /metrics and /healthz\n"]
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:9464`` for IPv6) into its parts; ValueError names the problem."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"listen must be host:port, got {listen!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
