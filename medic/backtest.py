@@ -16,14 +16,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from medic import schema
+from medic.actions.stage import ActionStage
 from medic.config import from_dict
 from medic.detectors.base import detections_table
+from medic.history.config import history_config
+from medic.history.store import HistoryStore
+from medic.history.writer import HistoryWriter
 from medic.ingest.replay import ReplayConfig, ReplaySource
-from medic.pipeline import Pipeline, Responder
+from medic.pipeline import Pipeline
 from medic.recording import Recording, read_recording
 from medic.scoring import Score, score
-
-ResponderFactory = Callable[[Recording, Mapping[str, Any]], list[Responder]]
 
 
 @dataclass
@@ -36,7 +38,7 @@ class RecordingResult:
     score: Score
     elapsed_s: float
     rows: int
-    actions: pa.Table | None = None
+    actions: pa.Table
 
 
 @dataclass
@@ -75,7 +77,7 @@ class BacktestReport:
 
     def actions_summary(self) -> dict[str, Any]:
         """Actions by kind and status, suppressions by guard, over every recording."""
-        tables = [r.actions for r in self.results if r.actions is not None and r.actions.num_rows]
+        tables = [r.actions for r in self.results if r.actions.num_rows]
         if not tables:
             return {"by_action": {}, "suppressed_by_guard": {}}
         table = pa.concat_tables(tables)
@@ -115,20 +117,27 @@ class BacktestReport:
 def backtest_recording(
     recording: Recording,
     settings: Mapping[str, Any] | None = None,
-    responders: ResponderFactory | None = None,
+    history: HistoryStore | None = None,
 ) -> RecordingResult:
-    """Replay one recording through a fresh pipeline built from ``settings`` and score it."""
+    """Replay one recording through a fresh pipeline built from ``settings`` (detectors, and
+    the ``[rules]`` with the recording executor) and score it. With ``history``, the replay
+    also writes what ``medic serve`` would have: detections, actions, incidents, summaries."""
     settings = settings or {}
     started = time.perf_counter()
-    stage = responders(recording, settings) if responders else []
-    pipeline = Pipeline.from_settings(settings, responders=stage)
+    stage = ActionStage.for_recording(recording, settings)
+    writer = None if history is None else HistoryWriter(history, history_config(settings))
+    pipeline = Pipeline.from_settings(
+        settings,
+        responders=[stage] if writer is None else [stage, writer],
+        observers=[] if writer is None else [writer],
+    )
     replay = ReplaySource(recording, from_dict(ReplayConfig, settings.get("replay", {}), "replay"))
     detections = detections_table(pipeline.run(replay))
-    actions = None
-    for responder in stage:
-        table = getattr(responder, "actions_table", None)
-        if callable(table):
-            actions = table()
+    actions = stage.actions_table()
+    if writer is not None:
+        writer.correlator = pipeline.correlator
+        writer.record_actions(actions)
+        writer.flush()
     rows = sum(recording.stream(s).num_rows for s in ("logs", "gpu", "scheduler"))
     return RecordingResult(
         name=recording.path.name if recording.path else recording.name,
@@ -146,8 +155,7 @@ def write_result(result: RecordingResult, out_dir: Path) -> Path:
     target = out_dir / result.name
     target.mkdir(parents=True, exist_ok=True)
     pq.write_table(result.detections, target / "detections.parquet")
-    if result.actions is not None:
-        pq.write_table(result.actions, target / "actions.parquet")
+    pq.write_table(result.actions, target / "actions.parquet")
     return target
 
 
@@ -155,13 +163,13 @@ def run_backtest(
     paths: Iterable[Path],
     settings: Mapping[str, Any] | None = None,
     out_dir: Path | None = None,
-    responders: ResponderFactory | None = None,
     on_result: Callable[[RecordingResult], None] | None = None,
+    history: HistoryStore | None = None,
 ) -> BacktestReport:
     """Backtest every recording in ``paths`` (already expanded) in order."""
     report = BacktestReport()
     for path in paths:
-        result = backtest_recording(read_recording(path), settings, responders)
+        result = backtest_recording(read_recording(path), settings, history)
         if out_dir is not None:
             write_result(result, out_dir)
         report.results.append(result)

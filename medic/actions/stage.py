@@ -29,7 +29,6 @@ from medic.actions.slurm_cli import SlurmCli
 from medic.actions.slurmrest import SlurmRest
 from medic.config import ConfigError
 from medic.detectors.base import Detection
-from medic.pipeline import Responder
 from medic.recording import Recording
 
 log = logging.getLogger(__name__)
@@ -87,6 +86,13 @@ class ActionStage:
         """From a settings mapping's ``[rules]`` table (the shipped defaults when absent)."""
         config = load_rules(settings.get("rules"))
         return cls(config, executor or build_executor(config.slurm), notifier, ledger)
+
+    @classmethod
+    def for_recording(cls, recording: Recording, settings: Mapping[str, Any]) -> ActionStage:
+        """The backtest's actions stage: ``[rules]`` from ``settings``, the recording executor
+        (which also takes the notifications down instead of sending them)."""
+        recorder = RecordingExecutor.for_recording(recording)
+        return cls(load_rules(settings.get("rules")), recorder, notifier=recorder)
 
     def handle(self, detections: list[Detection], now: int) -> None:
         for detection in detections:
@@ -191,10 +197,3 @@ class ActionStage:
             "text": f"medic: {describe(detection)}: {detection.summary}",
         }
         return self.notifier.notify(receiver, payload)
-
-
-def for_recording(recording: Recording, settings: Mapping[str, Any]) -> list[Responder]:
-    """The backtest's actions stage: ``[rules]`` from ``settings``, the recording executor
-    (which also takes the notifications down instead of sending them)."""
-    recorder = RecordingExecutor.for_recording(recording)
-    return [ActionStage(load_rules(settings.get("rules")), recorder, notifier=recorder)]

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from medic import schema
-from medic.actions.stage import ActionStage, for_recording
+from medic.actions.stage import ActionStage
 from medic.cli import main
 from medic.detectors.base import Detection
 from medic.ingest.base import Batch
@@ -59,8 +59,7 @@ def test_the_actions_stage_rides_the_pipeline_in_event_time() -> None:
         ],
     )
     rules = {"mode": "enforce", "guards": {"node_cooldown_s": 60}}
-    (stage,) = for_recording(rec, {"rules": rules})
-    assert isinstance(stage, ActionStage)
+    stage = ActionStage.for_recording(rec, {"rules": rules})
     Pipeline([XidLines()], responders=[stage]).run(ReplaySource(rec))
     rows = stage.actions_table().to_pylist()
     assert [(r["job_id"], r["action"], r["status"], r["guard"]) for r in rows] == [
