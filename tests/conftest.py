@@ -78,9 +78,13 @@ class SlurmCluster:
         return set(self.run("sinfo", "-h", "-N", "-t", "drain", "-o", "%N").stdout.split())
 
     def wait(
-        self, read: Callable[[], dict[str, str]], ok: Callable[[dict[str, str]], bool], what: str
+        self,
+        read: Callable[[], dict[str, str]],
+        ok: Callable[[dict[str, str]], bool],
+        what: str,
+        timeout: float = 30.0,
     ) -> dict[str, str]:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + timeout
         value = read()
         while not ok(value):
             if time.monotonic() > deadline:
