@@ -15,13 +15,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from medic.config import ConfigError
+from medic.history import HistoryError
 from medic.recording import RecordingError, find_recordings, validate_recording
-from medic.schema import SchemaError
+from medic.schema import DETECTION_KINDS, SchemaError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 USER_ERRORS: tuple[type[Exception], ...] = (
     ConfigError,
+    HistoryError,
     RecordingError,
     SchemaError,
     FileNotFoundError,
@@ -87,34 +89,53 @@ def validate(paths: tuple[Path, ...]) -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write results here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option(
+    "--history",
+    "history_path",
+    type=click.Path(path_type=Path),
+    help="Also write what medic serve would have into this DuckDB history file.",
+)
 @user_errors
 def backtest(
-    paths: tuple[Path, ...], out_dir: Path | None, as_json: bool, config_file: Path | None
+    paths: tuple[Path, ...],
+    out_dir: Path | None,
+    as_json: bool,
+    config_file: Path | None,
+    history_path: Path | None,
 ) -> None:
-    """Replay recordings through the detectors and score them against their labels."""
+    """Replay recordings through the detectors and rules (recording executor: nothing is
+    touched) and score them against their labels."""
+    import contextlib
+
     from medic.backtest import run_backtest
+    from medic.history.store import DuckDBStore
     from medic.render import print_backtest
     from medic.settings import load_settings
 
     settings = load_settings(config_file)
     recordings = expand_recordings(paths)
+    history = None if history_path is None else DuckDBStore(history_path)
     console = Console(stderr=True)
-    with Progress(
-        TextColumn("backtest"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=as_json or not console.is_terminal,
-    ) as progress:
+    with (
+        Progress(
+            TextColumn("backtest"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=as_json or not console.is_terminal,
+        ) as progress,
+        contextlib.closing(history) if history else contextlib.nullcontext(),
+    ):
         task = progress.add_task("", total=len(recordings))
         report = run_backtest(
             recordings,
             settings,
             out_dir,
             on_result=lambda r: progress.update(task, advance=1, description=r.name),
+            history=history,
         )
     data = report.to_json()
     if as_json:
@@ -123,3 +144,395 @@ def backtest(
         print_backtest(data, wide_console())
         if out_dir is not None:
             click.echo(f"results written under {out_dir}/")
+
+
+@main.group()
+def rules() -> None:
+    """Inspect the rules that turn detections into Slurm actions."""
+
+
+@rules.command("test")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option("--json", "json_text", help="The detection as a JSON object ('-': read stdin).")
+@click.option("--kind", type=click.Choice(DETECTION_KINDS), help="Detection kind.")
+@click.option("--job", "job_id", help="Job id.")
+@click.option("--culprit", "culprits", multiple=True, help="A blamed node (repeatable).")
+@click.option("--score", type=float, default=1.0, show_default=True)
+@click.option("--partition", help="The job's partition (Slurm is not asked).")
+@click.option("--user", help="The job's user (Slurm is not asked).")
+@click.option(
+    "--nodes",
+    "cluster_nodes",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Cluster size for the drained-fraction budget.",
+)
+@user_errors
+def rules_test(
+    config_file: Path | None,
+    json_text: str | None,
+    kind: str | None,
+    job_id: str | None,
+    culprits: tuple[str, ...],
+    score: float,
+    partition: str | None,
+    user: str | None,
+    cluster_nodes: int,
+) -> None:
+    """Show what a detection would trigger under a config, and why (touches nothing)."""
+    from medic.actions.config import load_rules
+    from medic.actions.explain import (
+        detection_from_json,
+        explain,
+        make_detection,
+        make_facts,
+        render,
+    )
+    from medic.settings import load_settings
+
+    config = load_rules(load_settings(config_file).get("rules"))
+    try:
+        if json_text is not None:
+            text = sys.stdin.read() if json_text == "-" else json_text
+            detection, facts = detection_from_json(text)
+        elif kind is None:
+            raise ValueError("give the detection with --kind (and --job, --culprit, ...) or --json")
+        else:
+            detection = make_detection(kind, job_id, culprits, score=score)
+            facts = make_facts(job_id, partition, user)
+    except ValueError as exc:
+        fail(str(exc))
+    for line in render(explain(config, detection, facts, cluster_nodes)):
+        click.echo(line)
+
+
+@main.command()
+@click.option(
+    "--db", "--history", "db_path", type=click.Path(path_type=Path), help="History database."
+)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option("--html", "html_file", type=click.Path(path_type=Path), help="Also write HTML.")
+@click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--watchdog-s", type=click.FloatRange(min=0, min_open=True))
+@user_errors
+def report(
+    db_path: Path | None,
+    config_file: Path | None,
+    html_file: Path | None,
+    top: int,
+    watchdog_s: float | None,
+) -> None:
+    """Time to detect and to act, detections and actions per day, the nodes and GPUs that fail
+    most, restarts per job and GPU-hours saved against the NCCL watchdog, from the history
+    database ([history] path unless --db). --html writes one self-contained file with plots;
+    --top bounds the node, GPU and job lists; --watchdog-s overrides [history]
+    watchdog_timeout_s."""
+    import dataclasses
+
+    from medic.history.config import history_config
+    from medic.history.report import build_report, print_report
+    from medic.history.store import DuckDBStore
+    from medic.settings import load_settings
+
+    config = history_config(load_settings(config_file))
+    if watchdog_s is not None:
+        config = dataclasses.replace(config, watchdog_timeout_s=watchdog_s)
+    with DuckDBStore(db_path or config.path, read_only=True) as store:
+        figures = build_report(store, config, top)
+    print_report(figures, wide_console())
+    if html_file is not None:
+        from medic.history.html import write_html
+
+        write_html(figures, html_file)
+        click.echo(f"report written to {html_file}")
+
+
+@main.group()
+def history() -> None:
+    """The history database: detections, actions, incidents, job progress, GPU telemetry."""
+
+
+@history.command("import")
+@click.argument("results", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--recordings",
+    "recording_paths",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Recordings to replay for job events, GPU telemetry and progress (repeatable).",
+)
+@click.option(
+    "--db", "--history", "db_path", type=click.Path(path_type=Path), help="History database."
+)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@user_errors
+def history_import(
+    results: tuple[Path, ...],
+    recording_paths: tuple[Path, ...],
+    db_path: Path | None,
+    config_file: Path | None,
+) -> None:
+    """Load backtest results (the detections.parquet and actions.parquet files under RESULTS,
+    as `medic backtest --out` writes them) into the history database ([history] path unless
+    --db), created if needed. Importing the same files again adds nothing."""
+    from medic.history.config import history_config
+    from medic.history.importer import import_backtest
+    from medic.history.store import DuckDBStore
+    from medic.settings import load_settings
+
+    if not results and not recording_paths:
+        fail("nothing to import: name backtest result directories or --recordings")
+    settings = load_settings(config_file)
+    recordings = expand_recordings(recording_paths) if recording_paths else []
+    path = db_path or Path(history_config(settings).path)
+    with DuckDBStore(path) as store:
+        counts = import_backtest(store, results, recordings, settings)
+    for table in sorted(counts.inserted.keys() | counts.read.keys()):
+        read = f" of {counts.read[table]} read" if table in counts.read else ""
+        click.echo(f"{table}: {counts.inserted[table]} new row(s){read}")
+    click.echo(f"{counts.recordings} recording(s) replayed into {path}")
+
+
+@main.group()
+def simulate() -> None:
+    """Generate realistic recordings with labelled faults and healthy traps."""
+
+
+@simulate.command("list")
+def simulate_list() -> None:
+    """List the scenarios, the label kind each produces and their parameters."""
+    from medic.simulate.listing import print_scenarios
+
+    print_scenarios(wide_console())
+
+
+@simulate.command("run")
+@click.argument("scenario")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Parent directory; the recording is written to OUT/<scenario>-s<seed>.",
+)
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Scenario parameter (repeatable), e.g. --set job_nodes=16.",
+)
+@user_errors
+def simulate_run(scenario: str, seed: int, out_dir: Path, assignments: tuple[str, ...]) -> None:
+    """Generate one recording of SCENARIO."""
+    from medic.recording import write_recording
+    from medic.simulate import simulate as generate
+    from medic.simulate.listing import parse_assignments
+
+    recording = generate(scenario, seed, **parse_assignments(assignments))
+    path = write_recording(out_dir / recording.name, recording)
+    labels = 0 if recording.labels is None else recording.labels.num_rows
+    click.echo(f"{path}: {labels} label(s)")
+
+
+@simulate.command("suite")
+@click.argument("name")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
+@click.option("--seeds", type=int, default=None, help="Seeds per scenario (broad suite).")
+@user_errors
+def simulate_suite(name: str, out_dir: Path, seeds: int | None) -> None:
+    """Generate suite NAME: 'datasets' (the committed datasets/) or 'broad' (evaluation)."""
+    from medic.simulate import write_suite
+
+    paths = write_suite(name, out_dir, seeds)
+    click.echo(f"{len(paths)} recording(s) written under {out_dir}/")
+
+
+@main.command()
+@click.option("--address", default="0.0.0.0", show_default=True, help="Listen address.")
+@click.option("--port", default=9400, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--interval",
+    "interval_s",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds between samples.",
+)
+@click.option("--hostname", default="", help="Hostname label (default: this host's name).")
+@click.option(
+    "--job-map-dir",
+    default="",
+    type=click.Path(),
+    help="dcgm-exporter style job mapping: a file per GPU index holding the job id.",
+)
+@click.option("--once", is_flag=True, help="Sample once, print the exposition and exit.")
+def agent(
+    address: str, port: int, interval_s: float, hostname: str, job_map_dir: str, once: bool
+) -> None:
+    """Sample this node's GPUs through NVML and serve them as Prometheus text under
+    dcgm-exporter's metric names (GET /metrics)."""
+    import signal
+    import threading
+
+    import pynvml
+
+    from medic.ingest.nvml import Agent, AgentConfig, exposition
+
+    config = AgentConfig(address, port, interval_s, hostname, job_map_dir)
+    try:
+        running = Agent(config, pynvml)
+    except pynvml.NVMLError as exc:
+        fail(f"NVML unavailable: {exc}")
+    if once:
+        running.step()
+        click.echo(exposition(running.collector), nl=False)
+        running.sampler.close()
+        return
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    bound = running.start()
+    gpus = running.sampler.gpus
+    click.echo(
+        f"medic agent: {len(gpus)} GPU(s) on {running.sampler.hostname}: "
+        + ", ".join(f"{g.index}={g.model} {g.uuid}" for g in gpus)
+    )
+    click.echo(f"medic agent: serving http://{address}:{bound}/metrics every {interval_s:g} s")
+    try:
+        running.run(stop, lambda readings: None)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        running.close()
+
+
+@main.command()
+@click.option("--start", "start", required=True, help="ISO-8601 time, now, or now-10m.")
+@click.option("--end", "end", required=True, help="ISO-8601 time, now, or now+5m.")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path))
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option("--name", default=None, help="Recording name (default: the directory's name).")
+@click.option("--description", default="", help="Free text for meta.json.")
+@click.option(
+    "--grace",
+    "grace_s",
+    default=60.0,
+    show_default=True,
+    type=float,
+    help="Seconds past --end to wait for a lagging source.",
+)
+@user_errors
+def record(
+    start: str,
+    end: str,
+    out_dir: Path,
+    config_file: Path | None,
+    name: str | None,
+    description: str,
+    grace_s: float,
+) -> None:
+    """Capture a time range from the configured sources ([sources] in medic.toml) into a
+    recording, so that a real incident becomes a backtest case (add labels with medic label)."""
+    import asyncio
+
+    from medic.ingest.live import SourceError, wall_us
+    from medic.record import parse_when
+    from medic.record import record as capture_range
+    from medic.settings import load_settings
+
+    settings = load_settings(config_file)
+    now = wall_us()
+    start_us, end_us = parse_when(start, now), parse_when(end, now)
+    try:
+        recording = asyncio.run(
+            capture_range(settings, start_us, end_us, out_dir, name, description, grace_s)
+        )
+    except SourceError as exc:
+        fail(str(exc))
+    counts = ", ".join(
+        f"{recording.stream(s).num_rows} {s} rows" for s in ("logs", "gpu", "scheduler")
+    )
+    click.echo(f"{out_dir}: {counts}")
+    for late in recording.meta.get("incomplete_sources", []):
+        click.echo(f"warning: {late} did not deliver up to --end", err=True)
+
+
+@main.command()
+@click.argument("recording_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--job", "job_id", help="The affected job.")
+@click.option("--kind", type=click.Choice(DETECTION_KINDS), help="What went wrong.")
+@click.option("--onset", help="When the fault first shows (ISO-8601 with a zone).")
+@click.option("--culprit", "culprits", multiple=True, help="A node to isolate (repeatable).")
+@click.option("--rank", "ranks", multiple=True, type=int, help="A root-cause rank (repeatable).")
+@click.option("--note", default=None, help="Free text.")
+@click.option("--id", "incident_id", default=None, help="Incident id (default: job-kind-N).")
+@click.option("--list", "show", is_flag=True, help="Print the recording's labels.")
+@click.option("--remove", "remove_id", default=None, help="Remove the label with this id.")
+@user_errors
+def label(
+    recording_dir: Path,
+    job_id: str | None,
+    kind: str | None,
+    onset: str | None,
+    culprits: tuple[str, ...],
+    ranks: tuple[int, ...],
+    note: str | None,
+    incident_id: str | None,
+    show: bool,
+    remove_id: str | None,
+) -> None:
+    """Add ground truth to a recording (labels.parquet): one label per incident."""
+    from medic.record import add_label, remove_label
+    from medic.recording import read_recording
+    from medic.timeutil import iso
+
+    if remove_id is not None:
+        remove_label(recording_dir, remove_id)
+        click.echo(f"removed {remove_id}")
+    elif not show:
+        if job_id is None or kind is None or onset is None:
+            fail("give --job, --kind and --onset (or --list, --remove ID)")
+        row = add_label(
+            recording_dir, str(job_id), str(kind), str(onset), culprits, ranks, note, incident_id
+        )
+        click.echo(f"added {row['incident_id']}")
+    labels = read_recording(recording_dir).labels
+    for item in [] if labels is None else labels.to_pylist():
+        culprit = ",".join(item["culprit_nodes"]) or "-"
+        click.echo(
+            f"{item['incident_id']}  job {item['job_id']}  {item['kind']}  "
+            f"onset {iso(int(item['onset'].timestamp() * 1_000_000))}  culprits {culprit}"
+            + (
+                f"  ranks {','.join(map(str, item['culprit_ranks']))}"
+                if item["culprit_ranks"]
+                else ""
+            )
+            + (f"  ({item['note']})" if item["note"] else "")
+        )
+
+
+@main.command()
+@click.option(
+    "--config", "config_file", required=True, type=click.Path(path_type=Path), help="medic.toml"
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+@user_errors
+def serve(config_file: Path, log_level: str) -> None:
+    """Run medic as a service: live sources through the detectors, rules and Slurm executor
+    into the history, with /metrics and /healthz (loopback by default). Stops on SIGTERM."""
+    import logging
+
+    from medic.service import serve as run_service
+    from medic.settings import load_settings
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    run_service(load_settings(config_file))

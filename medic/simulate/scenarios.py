@@ -1,0 +1,369 @@
+"""The scenario catalogue: each a named, seeded, parameterised recipe for one recording.
+
+A scenario's parameters are a frozen dataclass (validated with ``medic.config.from_dict``);
+``None`` means "drawn from the seed". Fault scenarios inject their fault into the featured
+job; every scenario also runs background jobs and cluster-wide healthy traps, so faults
+happen amid normal noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from medic.simulate import faults
+from medic.simulate.frameworks import FRAMEWORK_NAMES
+from medic.simulate.plan import Run
+from medic.simulate.world import World
+
+TRAPS = (
+    "checkpoint_pause",
+    "evaluation",
+    "long_startup",
+    "slow_job",
+    "power_cap",
+    "throttle_blip",
+    "completed",
+    "timeout",
+    "cancelled",
+    "requeue",
+    "benign_xid",
+    "ecc_sbe",
+    "admin_drain",
+    "scrape_gap",
+)
+
+
+@dataclass(frozen=True)
+class Common:
+    """Parameters every scenario takes."""
+
+    duration_min: float | None = None
+    """Recording length in minutes (default: 20-90 from the seed)."""
+    cluster_nodes: int | None = None
+    """Nodes in the cluster (default: what the jobs need plus a few idle ones)."""
+    job_nodes: int | None = None
+    """Nodes of the featured job (default: 2-8, sometimes 9-16)."""
+    framework: str | None = None
+    """Featured job's framework: megatron, torchtitan, deepspeed, hf_trainer, lightning."""
+    jobs: int | None = None
+    """Background jobs besides the featured one (default: 1-3, or enough to fill a large
+    cluster)."""
+    traps: tuple[str, ...] | None = None
+    """Healthy traps to force (default: a random subset)."""
+
+    def __post_init__(self) -> None:
+        if self.duration_min is not None and not 5 <= self.duration_min <= 24 * 60:
+            raise ValueError("duration_min must be between 5 and 1440")
+        if self.job_nodes is not None and not 1 <= self.job_nodes <= 1024:
+            raise ValueError("job_nodes must be between 1 and 1024")
+        if self.cluster_nodes is not None and not 1 <= self.cluster_nodes <= 16384:
+            raise ValueError("cluster_nodes must be between 1 and 16384")
+        if (
+            self.cluster_nodes is not None
+            and self.job_nodes is not None
+            and self.job_nodes > self.cluster_nodes
+        ):
+            raise ValueError("job_nodes cannot exceed cluster_nodes")
+        if self.framework is not None and self.framework not in FRAMEWORK_NAMES:
+            raise ValueError(f"framework must be one of {', '.join(FRAMEWORK_NAMES)}")
+        if self.jobs is not None and self.jobs < 0:
+            raise ValueError("jobs must be >= 0")
+        unknown = sorted(set(self.traps or ()) - set(TRAPS))
+        if unknown:
+            raise ValueError(f"unknown trap {unknown[0]!r} (known: {', '.join(TRAPS)})")
+
+
+@dataclass(frozen=True)
+class Fault(Common):
+    at_min: float | None = None
+    """When the fault strikes, in minutes from the recording start (default: from the seed)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.at_min is not None and self.at_min < 0:
+            raise ValueError("at_min must be >= 0")
+
+
+@dataclass(frozen=True)
+class Xid79(Fault):
+    pg_timeout_s: int | None = None
+    """ProcessGroup NCCL timeout (default: 600 s, or another common value from the seed)."""
+    telemetry: Literal["vanish", "null"] | None = None
+    """What the lost GPU's telemetry does: disappears, or reports nulls."""
+    culprit_reports: bool | None = None
+    """Whether the lost GPU's own rank prints a CUDA error before the others time out."""
+
+
+@dataclass(frozen=True)
+class Ecc(Fault):
+    xid: Literal[48, 94, 95] | None = None
+    """Xid reported with the uncorrectable error."""
+
+
+@dataclass(frozen=True)
+class NvLink(Fault):
+    precursor: bool | None = None
+    """NVLink error counters climb for minutes before the fatal Xid 74."""
+    pg_timeout_s: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuHang(Fault):
+    xid: Literal[0, 109, 119] | None = None
+    """Xid that surfaces minutes after the hang (0: none)."""
+    stuck: Literal["idle", "busy"] | None = None
+    """The hung GPU's telemetry: util 0 at idle power, or util 100 at idle power."""
+    pg_timeout_s: int | None = None
+
+
+@dataclass(frozen=True)
+class Deadlock(Fault):
+    ending: Literal["watchdog", "cancel", "none"] | None = None
+    """How the hung job ends: NCCL watchdog, the user's scancel, or not in the recording."""
+    pg_timeout_s: int | None = None
+
+
+@dataclass(frozen=True)
+class Straggler(Fault):
+    slowdown: float | None = None
+    """Step-time factor of the whole job once the culprit degrades (1.1-1.6)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.slowdown is not None and not 1.0 < self.slowdown <= 2.5:
+            raise ValueError("slowdown must be in (1, 2.5]")
+
+
+@dataclass(frozen=True)
+class Oom(Fault):
+    ranks: int | None = None
+    """How many ranks run out of memory."""
+
+
+@dataclass(frozen=True)
+class UserError(Fault):
+    error: Literal["KeyError", "FileNotFoundError", "ValueError"] | None = None
+
+
+@dataclass(frozen=True)
+class NodeFailure(Fault):
+    slurmd_timeout_s: int | None = None
+    """Slurm's SlurmdTimeout: how long before the dead node is NOT_RESPONDING (default 300)."""
+    requeue: bool | None = None
+    """Whether Slurm requeues the job on other nodes."""
+    fast_errors: bool | None = None
+    """Whether peers see NCCL network errors within a minute or two (else the watchdog)."""
+
+
+@dataclass(frozen=True)
+class Mixed(Common):
+    faults: int | None = None
+    """Number of faulty jobs, each with a fault of another kind (default 2-3)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.faults is not None and not 1 <= self.faults <= 16:
+            raise ValueError("faults must be between 1 and 16")
+
+
+Inject = Callable[[World, Run, Any], None]
+
+
+def _fields(params: Any, *names: str) -> dict[str, Any]:
+    return {name: getattr(params, name) for name in names}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A recipe: name, one-line description, the label kind it produces (None: healthy),
+    its parameters (a frozen dataclass with defaults) and the fault it injects."""
+
+    name: str
+    description: str
+    label_kind: str | None
+    params: type[Common]
+    inject: Inject | None = None
+    default_traps: tuple[str, ...] = ()
+
+    def parameters(self) -> list[tuple[str, str, Any]]:
+        """(name, type, default) of every parameter, for ``medic simulate list``."""
+        hints = typing.get_type_hints(self.params)
+        return [
+            (f.name, type_name(hints[f.name]), f.default) for f in dataclasses.fields(self.params)
+        ]
+
+
+def type_name(hint: Any) -> str:
+    """``int``, ``'vanish' | 'null'``, ``list of str``: how a parameter's type reads in help."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in args if a is not type(None))
+    if origin is Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin is tuple:
+        return f"list of {type_name(args[0])}"
+    return str(getattr(hint, "__name__", hint))
+
+
+def _inject(fn: Callable[..., None], *names: str) -> Inject:
+    def run(world: World, target: Run, params: Any) -> None:
+        fn(world, target, **_fields(params, *names, "at_min"))
+
+    return run
+
+
+FAULTS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "xid79_cascade",
+            "A GPU falls off the bus (Xid 79); minutes later every other rank hits the NCCL "
+            "watchdog and torchrun reports ChildFailedError naming an innocent rank.",
+            "gpu_fault",
+            Xid79,
+            _inject(faults.xid79, "pg_timeout_s", "telemetry", "culprit_reports"),
+        ),
+        Scenario(
+            "ecc_uncorrectable",
+            "Uncorrectable ECC error (Xid 48/94/95, ecc_dbe rises) surfaces as a CUDA error on "
+            "that GPU's rank; the job fails.",
+            "gpu_fault",
+            Ecc,
+            _inject(faults.ecc, "xid"),
+        ),
+        Scenario(
+            "nvlink_error",
+            "NVLink failure (Xid 74), often after minutes of rising NVLink error counters; all "
+            "ranks time out in NCCL.",
+            "gpu_fault",
+            NvLink,
+            _inject(faults.nvlink, "precursor", "pg_timeout_s"),
+        ),
+        Scenario(
+            "gpu_hang",
+            "One GPU stops (util 0 or stuck at idle power) while the others spin in NCCL; no "
+            "error line for many minutes, then the watchdog.",
+            "hang",
+            GpuHang,
+            _inject(faults.gpu_hang, "xid", "stuck", "pg_timeout_s"),
+        ),
+        Scenario(
+            "deadlock",
+            "Software deadlock: every rank waits in a collective, all GPUs spin alike, nobody is "
+            "at fault; ends by watchdog, cancel, or not at all.",
+            "hang",
+            Deadlock,
+            _inject(faults.deadlock, "ending", "pg_timeout_s"),
+        ),
+        Scenario(
+            "thermal_straggler",
+            "One GPU overheats and throttles (thermal clocks-event bits, low SM clock); the whole "
+            "job runs 10-60 % slower.",
+            "straggler",
+            Straggler,
+            _inject(faults.thermal, "slowdown"),
+        ),
+        Scenario(
+            "pcie_straggler",
+            "A GPU's PCIe link degrades (replay counter climbing); the whole job runs slower.",
+            "straggler",
+            Straggler,
+            _inject(faults.pcie, "slowdown"),
+        ),
+        Scenario(
+            "oom",
+            "torch.OutOfMemoryError on one or a few ranks: a software crash, no node at fault.",
+            "crash",
+            Oom,
+            _inject(faults.oom, "ranks"),
+        ),
+        Scenario(
+            "user_error",
+            "A user traceback (KeyError or missing shard in the data pipeline, ValueError on "
+            "every rank): no node at fault.",
+            "crash",
+            UserError,
+            _inject(faults.user_error, "error"),
+        ),
+        Scenario(
+            "illegal_access",
+            "A kernel bug: Xid 31/13 names the rank's GPU and the rank dies of an illegal memory "
+            "access; an application crash, no node at fault.",
+            "crash",
+            Fault,
+            _inject(faults.illegal_access),
+        ),
+        Scenario(
+            "segfault",
+            "A rank dies of a segmentation fault (exit code -11): no node at fault.",
+            "crash",
+            Fault,
+            _inject(faults.segfault),
+        ),
+        Scenario(
+            "node_failure",
+            "A node goes silent (logs and telemetry stop); peers' NCCL errors follow; Slurm marks "
+            "it NOT_RESPONDING, then DOWN, and the job NODE_FAIL (often requeued).",
+            "node_failure",
+            NodeFailure,
+            _inject(faults.node_failure, "slurmd_timeout_s", "requeue", "fast_errors"),
+        ),
+    )
+}
+
+HEALTHY: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "healthy",
+            "Healthy cluster with a random mix of traps (checkpoint pauses, evaluations, "
+            "warnings, benign Xids, normal job endings).",
+            None,
+            Common,
+        ),
+        Scenario(
+            "healthy_checkpoints",
+            "Healthy jobs whose checkpoint saves pause progress for minutes, with evaluation "
+            "phases and a long start-up.",
+            None,
+            Common,
+            default_traps=("checkpoint_pause", "evaluation", "long_startup"),
+        ),
+        Scenario(
+            "healthy_lifecycle",
+            "Jobs that complete, hit their time limit, are cancelled by the user or requeued by "
+            "an admin, and jobs starting mid-recording.",
+            None,
+            Common,
+            default_traps=("completed", "timeout", "cancelled", "requeue", "long_startup"),
+        ),
+        Scenario(
+            "healthy_slow",
+            "A job uniformly slow everywhere (power-capped GPUs or a heavier model) next to "
+            "normal ones, and a job whose whole allocation gets power-capped mid-run.",
+            None,
+            Common,
+            default_traps=("slow_job", "power_cap"),
+        ),
+        Scenario(
+            "healthy_noisy",
+            "Scary but harmless: Xid 63/92, corrected ECC ticks, NCCL WARN, socket retries, "
+            "exporter scrape gaps, brief thermal throttling, an admin draining an idle node.",
+            None,
+            Common,
+            default_traps=("benign_xid", "ecc_sbe", "admin_drain", "scrape_gap", "throttle_blip"),
+        ),
+    )
+}
+
+MIXED = Scenario(
+    "mixed",
+    "Several faulty jobs (different fault kinds) amid healthy ones on one cluster.",
+    "mixed",
+    Mixed,
+)
