@@ -11,26 +11,15 @@ from typing import Literal
 import pyarrow as pa
 
 from medic import schema
+from medic.detectors.jobs import TERMINAL_STATES
 
 SlurmAction = Literal["drain", "requeue", "hold", "release", "cancel"]
 SLURM_ACTIONS: tuple[SlurmAction, ...] = ("drain", "requeue", "hold", "release", "cancel")
 NODE_ACTIONS = frozenset({"drain", "resume"})
 JOB_ACTIONS = frozenset({"requeue", "hold", "release", "cancel"})
 NOTIFY = "notify"
-ENDED_JOB_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-    }
-)
-"""Job states after which ``scancel`` has nothing left to do."""
+ENDED_JOB_STATES = TERMINAL_STATES - {"REQUEUED"}
+"""Job states after which ``scancel`` has nothing left to do (a REQUEUED job comes back)."""
 
 Status = Literal["done", "failed", "suppressed", "recorded"]
 """``done``: executed and its effect verified in Slurm; ``failed``: the executor gave up or the
