@@ -1,8 +1,8 @@
 """Loading medic's TOML configuration file into plain tables, with one-line errors.
 
-One file configures everything: ``[pipeline]``, ``[detectors.<name>]``, ``[rules]``,
-``[sources.*]``, ``[history]``, ``[service]``. Each part validates its own table into a
-typed config when it is built; this module only reads the file.
+One file configures everything: ``[pipeline]``, ``[parsers.<name>]``, ``[detectors.<name>]``,
+``[rules]``, ``[sources.*]``, ``[history]``, ``[service]``. Each part validates its own table
+into a typed config when it is built; this module only reads the file.
 """
 
 from __future__ import annotations
@@ -13,7 +13,16 @@ from typing import Any
 
 from medic.config import ConfigError
 
-KNOWN_TABLES = ("pipeline", "detectors", "rules", "sources", "history", "service", "replay")
+KNOWN_TABLES = (
+    "pipeline",
+    "parsers",
+    "detectors",
+    "rules",
+    "sources",
+    "history",
+    "service",
+    "replay",
+)
 
 
 def load_settings(path: Path | str | None) -> dict[str, Any]:

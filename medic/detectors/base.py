@@ -151,9 +151,16 @@ def build_detectors(
     return detectors
 
 
-def build_parsers(detectors: Iterable[Any]) -> list[Any]:
-    """The parsers whose output streams the given detectors consume (transitively)."""
+def build_parsers(
+    detectors: Iterable[Any], settings: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[Any]:
+    """The parsers whose output streams the given detectors consume (transitively). A parser
+    class with a ``Config`` is configured from ``settings[<output stream>]`` ([parsers.<name>])."""
     load_builtin()
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - set(PARSERS))
+    if unknown:
+        raise ConfigError(f"unknown parser '{unknown[0]}' (known: {', '.join(sorted(PARSERS))})")
     wanted = set().union(*(d.streams for d in detectors)) if detectors else set()
     parsers: list[Any] = []
     pending = [stream for stream in sorted(wanted) if stream in PARSERS]
@@ -162,7 +169,16 @@ def build_parsers(detectors: Iterable[Any]) -> list[Any]:
         cls = PARSERS[stream]
         if any(isinstance(p, cls) for p in parsers):
             continue
-        parsers.insert(0, cls())
+        parsers.insert(0, _make_parser(cls, settings.get(stream, {})))
         if cls.input_stream in PARSERS:
             pending.append(cls.input_stream)
     return parsers
+
+
+def _make_parser(cls: type[Any], values: Mapping[str, Any]) -> Any:
+    config = getattr(cls, "Config", None)
+    if config is None:
+        if values:
+            raise ConfigError(f"parser '{cls.output_stream}' takes no settings")
+        return cls()
+    return cls(from_dict(config, values, f"parsers.{cls.output_stream}"))

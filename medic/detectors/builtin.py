@@ -1,1 +1,10 @@
 """Imports every built-in detector and parser module so that each registers itself."""
+
+import medic.detectors.crash
+import medic.detectors.gpu_fault
+import medic.detectors.hang
+import medic.detectors.liveness
+import medic.detectors.node_failure
+import medic.detectors.signatures
+import medic.detectors.straggler
+import medic.ingest.progress  # noqa: F401

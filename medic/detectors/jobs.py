@@ -28,6 +28,8 @@ TERMINAL_STATES = frozenset(
         "REQUEUED",
     }
 )
+FAILURE_STATES = frozenset({"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"})
+"""Terminal states of a job that something went wrong in (the others are deliberate ends)."""
 RANK_PREFIX = r"^\[rank(\d+)\]:"
 
 
@@ -59,6 +61,16 @@ def job_state(state: str) -> str:
     return state.split()[0].split("+")[0].upper() if state else state
 
 
+def started_jobs(frame: pl.DataFrame) -> list[str]:
+    """Jobs that a scheduler frame shows (re)starting to run: a requeued job is a new attempt."""
+    if frame.is_empty():
+        return []
+    rows = frame.filter(
+        (pl.col("kind") == "job") & pl.col("state").str.to_uppercase().str.starts_with("RUNNING")
+    )
+    return rows.get_column("job_id").drop_nulls().unique().to_list()
+
+
 class JobTracker:
     """Per-job state, placement and liveness, folded from scheduler, logs and gpu batches."""
 
@@ -77,9 +89,20 @@ class JobTracker:
     def forget(self, job_id: str) -> None:
         self.jobs.pop(job_id, None)
 
-    def jobs_on(self, node: str) -> list[str]:
-        """Running jobs that hold ``node``."""
-        return [j.job_id for j in self.jobs.values() if j.running and node in j.all_nodes]
+    def jobs_on(self, node: str, ended_since: int | None = None) -> list[str]:
+        """Running jobs that hold ``node``; with ``ended_since``, also jobs that ended then or later
+        (a job that failed a moment ago still explains its nodes' symptoms)."""
+        return [
+            j.job_id
+            for j in self.jobs.values()
+            if node in j.all_nodes
+            and (
+                j.running
+                or (
+                    ended_since is not None and j.ended_at is not None and j.ended_at >= ended_since
+                )
+            )
+        ]
 
     def observe(self, batch: Batch) -> list[str]:
         """Fold ``batch`` in; return the ids of jobs that this batch ended."""

@@ -1,0 +1,160 @@
+"""Root-cause attribution: of everything a job's incident shows, which node (if any) is at fault.
+
+Rules (the same for every detector):
+
+* hardware evidence (a fatal Xid, an uncorrectable ECC error, a vanished GPU, a silent or
+  failed node) blames the node it was seen on; when several nodes show some, the earliest
+  is the root and the others are consequences;
+* NCCL timeouts and aborts are collateral: every peer of a failed rank reports them, so by
+  themselves they blame no node;
+* software errors (out of memory, user exceptions, configuration errors) blame no node.
+
+An ``Incident`` collects the evidence of one job's incident in arrival order, bounded, and
+answers culprits, ranks, onset and a one-line summary from it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from medic.detectors.jobs import RANK_PREFIX
+
+MAX_EVIDENCE = 32
+"""Evidence items kept per incident (the count keeps growing past it)."""
+MAX_RANKS = 16
+"""Ranks named in a detection, earliest first."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One observation supporting an incident."""
+
+    time: int
+    what: str
+    node: str | None = None
+    gpu: int | None = None
+    rank: int | None = None
+    role: str = "root"
+    hardware: bool = False
+    signature: str | None = None
+
+    def where(self) -> str:
+        parts = []
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        if self.node is not None:
+            parts.append(self.node if self.gpu is None else f"{self.node} GPU {self.gpu}")
+        return " on ".join(parts) if parts else "an unknown place"
+
+
+def root_cause(evidence: Iterable[Evidence]) -> Evidence | None:
+    """The earliest hardware evidence; else the earliest root or context item; else the earliest."""
+    items = sorted(evidence, key=lambda e: e.time)
+    hardware = [e for e in items if e.hardware and e.node is not None]
+    if hardware:
+        return hardware[0]
+    for role in ("root", "context"):
+        found = [e for e in items if e.role == role]
+        if found:
+            return found[0]
+    return items[0] if items else None
+
+
+@dataclass
+class Incident:
+    """The evidence gathered so far for one job's incident."""
+
+    job_id: str
+    evidence: list[Evidence] = field(default_factory=list)
+    count: int = 0
+
+    def add(self, items: Iterable[Evidence], total: int | None = None) -> None:
+        """Keep ``items`` (bounded); ``total`` counts signs summarised by them, when more."""
+        added = 0
+        for item in items:
+            added += 1
+            if len(self.evidence) < MAX_EVIDENCE:
+                self.evidence.append(item)
+            elif item.hardware and not any(e.hardware for e in self.evidence):
+                self.evidence[-1] = item
+        self.count += max(added, total or 0)
+
+    @property
+    def onset(self) -> int:
+        return min(e.time for e in self.evidence)
+
+    @property
+    def root(self) -> Evidence | None:
+        return root_cause(self.evidence)
+
+    def culprits(self) -> tuple[str, ...]:
+        """The node of the earliest hardware evidence; none when the fault is not hardware."""
+        root = self.root
+        if root is None or not root.hardware or root.node is None:
+            return ()
+        return (root.node,)
+
+    def ranks(self) -> tuple[int, ...]:
+        """Ranks of the root items (or of the root's node, for hardware), earliest first."""
+        root = self.root
+        if root is None or not (root.hardware or root.role == "root"):
+            return ()
+        if root.hardware:
+            chosen = [e for e in self.evidence if e.node == root.node and e.role == "root"]
+        else:
+            chosen = [e for e in self.evidence if e.role == root.role]
+        ranks: list[int] = []
+        for item in sorted(chosen, key=lambda e: e.time):
+            if item.rank is not None and item.rank not in ranks:
+                ranks.append(item.rank)
+        return tuple(ranks[:MAX_RANKS])
+
+    def summary(self, headline: str) -> str:
+        root = self.root
+        if root is None:
+            return headline
+        others = self.count - 1
+        tail = f"; {others} more sign{'s' if others != 1 else ''} followed" if others > 0 else ""
+        return f"{headline}: {root.what} at {root.where()}{tail}"
+
+    def details(self) -> dict[str, Any]:
+        """Structured evidence for the history and the rules (not part of the spec's row)."""
+        return {
+            "signatures": sorted({e.signature for e in self.evidence if e.signature}),
+            "nodes": sorted({e.node for e in self.evidence if e.node}),
+            "evidence": self.count,
+        }
+
+
+def evidence_rows(frame: pl.DataFrame, hardware: bool) -> list[Evidence]:
+    """Evidence from rows of the ``signatures`` stream (a few rows: only matched lines)."""
+    out = []
+    for row in frame.iter_rows(named=True):
+        if row.get("xid") is not None:
+            what = f"Xid {row['xid']}" + (f" ({row['xid_name']})" if row.get("xid_name") else "")
+        else:
+            what = _excerpt(row["message"])
+        out.append(
+            Evidence(
+                time=int(row["time_us"]),
+                what=what,
+                node=row.get("host") or row.get("node"),
+                gpu=row.get("gpu"),
+                rank=row.get("rank"),
+                role=row["role"],
+                hardware=hardware,
+                signature=row["signature"],
+            )
+        )
+    return out
+
+
+def _excerpt(message: str, width: int = 160) -> str:
+    """The line without its torchrun rank tag, quoted and cut to ``width`` characters."""
+    text = re.sub(RANK_PREFIX, "", message).strip()
+    return repr(text if len(text) <= width else text[: width - 3] + "...")

@@ -1,0 +1,191 @@
+"""The failure-signature catalogue (``signatures.toml``) as polars tables, validated once.
+
+The catalogue is data, not code: each entry says what a log line, an NVIDIA Xid code or a
+job exit code means, what it implicates and where that knowledge comes from. The matcher
+(``medic.detectors.signatures``) and the detectors only read these tables.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+KINDS = ("crash", "gpu_fault", "node_failure", "hang", "straggler", "none")
+IMPLICATES = ("gpu", "node", "rank", "none")
+SEVERITIES = ("fatal", "error", "warning", "info")
+ROLES = ("root", "collateral", "context", "benign")
+ACTIONS = ("drain", "reset_gpu", "reboot", "restart_job", "none")
+GROUPS = ("xid", "pci", "rank", "host", "exit_code")
+"""Named groups a pattern may capture; each becomes a column of the ``signatures`` stream."""
+
+_SIGNATURE_KEYS = {
+    "id": str,
+    "literals": list,
+    "pattern": str,
+    "kind": str,
+    "implicates": str,
+    "severity": str,
+    "role": str,
+    "action": str,
+    "xid_table": bool,
+    "source": str,
+    "example": str,
+}
+_XID_KEYS = {
+    "code": int,
+    "mnemonic": str,
+    "nvidia_action": str,
+    "kind": str,
+    "severity": str,
+    "action": str,
+}
+_EXIT_KEYS = {"code": int, "meaning": str, "source": str}
+_OPTIONAL = {"xid_table"}
+_VOCABULARY = {
+    "kind": KINDS,
+    "implicates": IMPLICATES,
+    "severity": SEVERITIES,
+    "role": ROLES,
+    "action": ACTIONS,
+}
+
+
+class CatalogueError(ValueError):
+    """The catalogue file is malformed; the message names the entry and the problem."""
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The three tables of the catalogue; ``signatures`` rows are in match order."""
+
+    signatures: pl.DataFrame
+    xids: pl.DataFrame
+    exit_codes: pl.DataFrame
+
+    @functools.cached_property
+    def prefilter(self) -> str:
+        """One regex that every line matching any signature also matches (its literals)."""
+        literals = sorted({lit for lits in self.signatures["literals"] for lit in lits})
+        return "|".join(re.escape(lit) for lit in literals)
+
+    def groups(self, index: int) -> dict[str, int]:
+        """The named groups of signature ``index``, mapped to their group numbers."""
+        return dict(re.compile(self.signatures["pattern"][index]).groupindex)
+
+    def fatal_xids(self, kind: str = "gpu_fault") -> list[int]:
+        """Xid codes that are fatal evidence of ``kind``."""
+        rows = self.xids.filter((pl.col("kind") == kind) & (pl.col("severity") == "fatal"))
+        return [int(code) for code in rows["code"]]
+
+    def exit_meaning(self, code: int | None) -> str | None:
+        if code is None:
+            return None
+        rows = self.exit_codes.filter(pl.col("code") == code)
+        return None if rows.is_empty() else str(rows["meaning"][0])
+
+
+def _check(entry: dict[str, Any], keys: dict[str, type], where: str) -> None:
+    unknown = sorted(set(entry) - set(keys))
+    if unknown:
+        raise CatalogueError(f"{where}: unknown key '{unknown[0]}'")
+    for key, type_ in keys.items():
+        if key not in entry:
+            if key in _OPTIONAL:
+                continue
+            raise CatalogueError(f"{where}: missing key '{key}'")
+        if not isinstance(entry[key], type_):
+            raise CatalogueError(f"{where}: '{key}' must be {type_.__name__}")
+    for key, allowed in _VOCABULARY.items():
+        if key in entry and key in keys and entry[key] not in allowed:
+            raise CatalogueError(f"{where}: {key} '{entry[key]}' not one of {', '.join(allowed)}")
+
+
+def _check_signature(entry: dict[str, Any], where: str) -> None:
+    _check(entry, _SIGNATURE_KEYS, where)
+    if not entry["literals"] or not all(isinstance(lit, str) and lit for lit in entry["literals"]):
+        raise CatalogueError(f"{where}: 'literals' must be a list of non-empty strings")
+    try:
+        compiled = re.compile(entry["pattern"])
+    except re.error as exc:
+        raise CatalogueError(f"{where}: bad pattern ({exc})") from None
+    extra = sorted(set(compiled.groupindex) - set(GROUPS))
+    if extra:
+        raise CatalogueError(f"{where}: unknown group '{extra[0]}' (known: {', '.join(GROUPS)})")
+
+
+def parse_catalogue(data: dict[str, Any]) -> Catalogue:
+    """Validate the parsed TOML and build the tables."""
+    unknown = sorted(set(data) - {"signature", "xid", "exit_code"})
+    if unknown:
+        raise CatalogueError(f"unknown table [[{unknown[0]}]]")
+    signatures = data.get("signature", [])
+    seen: set[str] = set()
+    for i, entry in enumerate(signatures):
+        where = f"signature #{i + 1} ({entry.get('id', '?')})"
+        _check_signature(entry, where)
+        if entry["id"] in seen:
+            raise CatalogueError(f"{where}: duplicate id")
+        seen.add(entry["id"])
+    for i, entry in enumerate(data.get("xid", [])):
+        _check(entry, _XID_KEYS, f"xid #{i + 1} ({entry.get('code', '?')})")
+    for i, entry in enumerate(data.get("exit_code", [])):
+        _check(entry, _EXIT_KEYS, f"exit_code #{i + 1} ({entry.get('code', '?')})")
+    signature_rows = [{"xid_table": False, **entry} for entry in signatures]
+    return Catalogue(
+        signatures=pl.DataFrame(
+            signature_rows,
+            schema={
+                "id": pl.String,
+                "literals": pl.List(pl.String),
+                "pattern": pl.String,
+                "kind": pl.String,
+                "implicates": pl.String,
+                "severity": pl.String,
+                "role": pl.String,
+                "action": pl.String,
+                "xid_table": pl.Boolean,
+                "source": pl.String,
+                "example": pl.String,
+            },
+        ).with_row_index("entry"),
+        xids=pl.DataFrame(
+            data.get("xid", []),
+            schema={
+                "code": pl.Int32,
+                "mnemonic": pl.String,
+                "nvidia_action": pl.String,
+                "kind": pl.String,
+                "severity": pl.String,
+                "action": pl.String,
+            },
+        ),
+        exit_codes=pl.DataFrame(
+            data.get("exit_code", []),
+            schema={"code": pl.Int32, "meaning": pl.String, "source": pl.String},
+        ),
+    )
+
+
+def read_catalogue(path: Path) -> Catalogue:
+    """A catalogue from a TOML file, with one-line errors."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise CatalogueError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogueError(f"{path}: invalid TOML ({exc})") from None
+    return parse_catalogue(data)
+
+
+@functools.cache
+def builtin_catalogue() -> Catalogue:
+    """The catalogue shipped in the package (loaded once per process)."""
+    text = resources.files("medic.detectors").joinpath("signatures.toml").read_text()
+    return parse_catalogue(tomllib.loads(text))

@@ -1,0 +1,248 @@
+"""``crash``: a rank hit a fatal error, or the job ended FAILED with a non-zero exit code.
+
+The first fatal sign of a job opens a pending incident that is held for ``hold_s`` of event
+time (released by watermarks) before it goes out, so that hardware evidence arriving in the
+same moment (an Xid, an uncorrectable ECC error) is reported by ``gpu_fault`` instead: the
+first detection of an incident must name the right kind and culprit, since the pipeline
+suppresses the later ones. While a GPU or node of the job has stopped reporting telemetry the
+hold extends (up to ``gap_wait_s``) so that ``gpu_fault`` or ``node_failure`` can confirm it;
+if it stays gone and the job shows only its peers' complaints (no error of a rank's own), they
+are that failure's consequence and no crash is reported. So are
+the errors of a job after hardware evidence against one of its GPUs or nodes, however late
+(a NCCL watchdog may only fire half an hour after a GPU fell off the bus).
+
+A crash blames no node: software errors and the collateral NCCL errors of peers never do.
+Errors that a program may survive (a traceback, an exception line) wait up to ``confirm_s``
+for the process death that confirms them. Signs that follow a deliberate end (a user's
+cancel, the time limit, a preemption) are its consequence and are dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from medic.detectors.attribution import MAX_EVIDENCE, Evidence, Incident, evidence_rows
+from medic.detectors.base import Detection, register
+from medic.detectors.catalogue import builtin_catalogue
+from medic.detectors.incidents import IncidentBook
+from medic.detectors.liveness import Liveness
+from medic.ingest.base import Batch
+from medic.timeutil import US
+
+CRASH_STATES = frozenset({"FAILED", "OUT_OF_MEMORY"})
+HARDWARE_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
+"""Job ends that are another detector's (node_failure)."""
+HARDWARE_KINDS = ("gpu_fault", "node_failure")
+RETENTION_US = 3600 * US
+"""How long the state of a job the scheduler never reports ending is kept."""
+
+
+@dataclass(frozen=True)
+class CrashConfig:
+    hold_s: float = 3.0
+    """Event time a confirmed crash waits for hardware evidence before it is reported."""
+    gap_hint_s: float = 2.5
+    """A telemetry gap this long on one of the job's GPUs or nodes may be a dying GPU or node."""
+    gap_wait_s: float = 30.0
+    """Longest extra wait for such a gap (above gpu_fault.vanish_s and node_failure.silence_s);
+    a gap still open then is a failed GPU or node, and peers' complaints its consequence."""
+    confirm_s: float = 60.0
+    """How long a survivable error (a traceback) waits for the process death that confirms it."""
+    end_grace_s: float = 5.0
+    """Signs this close before a deliberate end (cancel, time limit) are its consequence."""
+
+    def __post_init__(self) -> None:
+        for name in ("hold_s", "gap_hint_s", "gap_wait_s", "confirm_s", "end_grace_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+
+
+@dataclass
+class _Pending:
+    incident: Incident
+    confirmed_at: int | None = None
+    nodes: set[str] = field(default_factory=set)
+
+
+@register
+class CrashDetector:
+    """Fatal errors on ranks and failed jobs, held briefly for hardware evidence."""
+
+    name = "crash"
+    streams = frozenset({"signatures", "scheduler", "gpu_latest"})
+    Config = CrashConfig
+
+    def __init__(self, config: CrashConfig | None = None) -> None:
+        self.config = config or CrashConfig()
+        self.catalogue = builtin_catalogue()
+        self.liveness = Liveness()
+        self.book = IncidentBook(self.name, self.name, 0, self.liveness)
+        """Placement of jobs, and the jobs whose crash went out (quiet until they run again)."""
+        self.pending: dict[str, _Pending] = {}
+        self.stopping: dict[str, int] = {}
+        """Job -> event time a deliberate end (cancel, time limit, preemption) began."""
+        self.faulted: dict[str, int] = {}
+        """Job -> event time of hardware evidence against one of its GPUs or nodes."""
+
+    def state_size(self) -> int:
+        return (
+            len(self.book)
+            + len(self.liveness)
+            + len(self.pending)
+            + len(self.stopping)
+            + len(self.faulted)
+        )
+
+    def update(self, batch: Batch) -> list[Detection]:
+        if batch.num_rows == 0:
+            return []
+        if batch.stream == "gpu_latest":
+            self.liveness.observe_gpu(batch.frame)
+        elif batch.stream == "scheduler":
+            self._scheduler(batch)
+        elif batch.stream == "signatures":
+            self._signatures(batch.frame)
+        return []
+
+    def advance(self, watermark: int) -> list[Detection]:
+        cfg = self.config
+        found = []
+        for job_id, pending in list(self.pending.items()):
+            if pending.confirmed_at is None:
+                if watermark - pending.incident.onset > cfg.confirm_s * US:
+                    del self.pending[job_id]
+                continue
+            if watermark < pending.confirmed_at + cfg.hold_s * US:
+                continue
+            gap = self._gap(pending, pending.confirmed_at)
+            if (
+                gap >= cfg.gap_hint_s * US
+                and watermark - pending.confirmed_at < cfg.gap_wait_s * US
+            ):
+                continue
+            del self.pending[job_id]
+            root = pending.incident.root
+            own_error = root is not None and root.role == "root"
+            if job_id not in self.faulted and (own_error or gap < cfg.gap_wait_s * US):
+                self.book.reported.add(job_id)
+                found.append(self._detection(pending))
+        stale = watermark - RETENTION_US
+        for state in (self.stopping, self.faulted):
+            for job_id in [j for j, t in state.items() if t < stale]:
+                del state[job_id]
+        self.book.forget_ended(stale)
+        self.liveness.forget_before(stale)
+        return found
+
+    def _gap(self, pending: _Pending, before: int) -> int:
+        """The longest telemetry gap among the job's GPUs and nodes that began by ``before``."""
+        info = self.book.jobs.jobs.get(pending.incident.job_id)
+        nodes = set(info.all_nodes) if info is not None else set()
+        gap = self.liveness.longest_gap(sorted(nodes | pending.nodes), began_by=before + US)
+        return 0 if gap is None else gap.length
+
+    def _signatures(self, frame: pl.DataFrame) -> None:
+        self._hardware(frame)
+        rows = frame.filter(pl.col("job_id").is_not_null()).with_columns(
+            pl.col("time").dt.epoch("us").alias("time_us")
+        )
+        ends = (
+            rows.filter(pl.col("role") == "benign").group_by("job_id").agg(pl.col("time_us").min())
+        )
+        for job_id, time in ends.iter_rows():
+            self._stop(job_id, time)
+        signs = rows.filter((pl.col("kind") == "crash") & (pl.col("role") != "benign"))
+        if signs.is_empty():
+            return
+        for (job_id,), group in signs.partition_by("job_id", as_dict=True).items():
+            self._add_signs(str(job_id), group)
+
+    def _hardware(self, frame: pl.DataFrame) -> None:
+        """Remember the jobs that hardware evidence concerns: their later errors follow from it."""
+        rows = frame.filter(
+            pl.col("kind").is_in(HARDWARE_KINDS) & (pl.col("severity") == "fatal")
+        ).select("job_id", "node", pl.col("time").dt.epoch("us"))
+        for job_id, node, time in rows.iter_rows():
+            for job in self.book.concerned(job_id, node, time):
+                self.faulted[job] = min(time, self.faulted.get(job, time))
+                self.pending.pop(job, None)
+
+    def _add_signs(self, job_id: str, group: pl.DataFrame) -> None:
+        if job_id in self.book.reported or job_id in self.faulted:
+            return
+        stop = self.stopping.get(job_id)
+        if stop is not None:
+            group = group.filter(pl.col("time_us") < stop)
+            if group.is_empty():
+                return
+        pending = self.pending.setdefault(job_id, _Pending(Incident(job_id)))
+        roots = group.filter(pl.col("role") == "root").sort("time_us").head(MAX_EVIDENCE)
+        rest = group.filter(pl.col("role") != "root").sort("time_us").head(MAX_EVIDENCE)
+        pending.incident.add(evidence_rows(pl.concat([roots, rest]), hardware=False), group.height)
+        pending.nodes.update(n for n in group["node"].unique().to_list() if n)
+        fatal = group.filter(pl.col("severity") == "fatal")["time_us"].min()
+        if fatal is not None and pending.confirmed_at is None:
+            pending.confirmed_at = int(fatal)  # type: ignore[arg-type]
+
+    def _stop(self, job_id: str, time: int) -> None:
+        """A deliberate end began at ``time``: later signs of the job are its consequence."""
+        self.stopping[job_id] = min(time, self.stopping.get(job_id, time))
+        pending = self.pending.get(job_id)
+        if pending is None:
+            return
+        if (
+            pending.confirmed_at is None
+            or pending.incident.onset >= time - self.config.end_grace_s * US
+        ):
+            del self.pending[job_id]
+
+    def _scheduler(self, batch: Batch) -> None:
+        changes = self.book.observe(batch)
+        for job_id in changes.started:
+            self.stopping.pop(job_id, None)
+            self.faulted.pop(job_id, None)
+        for job_id in changes.ended:
+            info = self.book.jobs.jobs[job_id]
+            end = info.ended_at if info.ended_at is not None else 0
+            if info.state in HARDWARE_STATES:
+                self.pending.pop(job_id, None)
+            elif (
+                info.state in CRASH_STATES
+                and info.exit_code != 0
+                and job_id not in self.book.reported
+                and job_id not in self.faulted
+            ):
+                self._failed(job_id, info.state, info.exit_code, end, info.all_nodes)
+            elif info.state not in CRASH_STATES:
+                self._stop(job_id, end)
+
+    def _failed(
+        self, job_id: str, state: str, exit_code: int | None, end: int, nodes: tuple[str, ...]
+    ) -> None:
+        pending = self.pending.setdefault(job_id, _Pending(Incident(job_id)))
+        meaning = self.catalogue.exit_meaning(exit_code)
+        what = f"job {state}" + (f" with exit code {exit_code}" if exit_code is not None else "")
+        pending.incident.add(
+            [Evidence(end, what + (f" ({meaning})" if meaning else ""), role="context")]
+        )
+        pending.nodes.update(nodes)
+        if pending.confirmed_at is None:
+            pending.confirmed_at = end
+
+    def _detection(self, pending: _Pending) -> Detection:
+        incident = pending.incident
+        root = incident.root
+        sure = root is not None and root.role == "root"
+        return Detection(
+            job_id=incident.job_id,
+            kind="crash",
+            culprits=(),
+            ranks=incident.ranks(),
+            score=1.0 if sure else 0.7,
+            detector=self.name,
+            summary=incident.summary(f"Job {incident.job_id} crashed"),
+            onset=incident.onset,
+            evidence=incident.details(),
+        )

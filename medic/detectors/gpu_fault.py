@@ -1,0 +1,238 @@
+"""``gpu_fault``: hardware evidence against a GPU, reported at once and blaming its node.
+
+Evidence, in the order it usually arrives:
+
+* a fatal Xid (by NVIDIA's catalogue: RESET_GPU, RESTART_BM, the ECC and NVLink workflows)
+  from the kernel log (``NVRM: Xid (PCI:...)``) or from telemetry's ``xid`` column;
+* a CUDA error that only hardware produces (uncorrectable ECC or NVLink error), a GPU that
+  "has fallen off the bus";
+* a rise of the volatile uncorrectable (double-bit) ECC counter, or a burst of NVLink errors;
+* a GPU whose telemetry vanishes while the other GPUs of its node keep reporting.
+
+Kernel lines carry no job: the node's jobs are taken from the scheduler and from telemetry.
+The PCI address of an Xid line is mapped to a GPU index when telemetry shows the same Xid
+code on a GPU of that node around the same time; the mapping is remembered per node.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import polars as pl
+
+from medic.detectors.attribution import Evidence, Incident, evidence_rows
+from medic.detectors.base import Detection, register
+from medic.detectors.catalogue import builtin_catalogue
+from medic.detectors.incidents import IncidentBook
+from medic.detectors.liveness import Liveness
+from medic.ingest.base import Batch
+from medic.timeutil import US
+
+RETENTION_US = 3600 * US
+Located = tuple[str | None, Evidence]
+"""Evidence and the job it was reported with (None: whatever runs on its node)."""
+
+
+@dataclass(frozen=True)
+class GpuFaultConfig:
+    vanish_s: float = 10.0
+    """A GPU missing from telemetry this long, while its node reports, has failed."""
+    fresh_s: float = 5.0
+    """The node counts as reporting if its newest sample is this close to the cluster's newest."""
+    nvlink_burst: int = 50
+    """NVLink CRC/replay/recovery errors within ``nvlink_window_s`` that make a failing link
+    (0: off); a healthy link may count a few errors a day."""
+    nvlink_window_s: float = 300.0
+    """The span NVLink errors are counted over."""
+    xid_match_s: float = 30.0
+    """How far apart a kernel Xid line and a telemetry Xid may be to map PCI address to GPU."""
+    ended_grace_s: float = 60.0
+    """A job that failed this recently is still held responsible for its GPUs' evidence."""
+
+    def __post_init__(self) -> None:
+        if self.vanish_s <= 0 or self.fresh_s <= 0 or self.xid_match_s < 0:
+            raise ValueError("vanish_s and fresh_s must be positive, xid_match_s not negative")
+        if self.nvlink_burst < 0 or self.nvlink_window_s <= 0:
+            raise ValueError("nvlink_burst must not be negative and nvlink_window_s positive")
+
+
+@register
+class GpuFaultDetector:
+    """Fatal Xids, uncorrectable ECC, fallen-off-the-bus, NVLink failures, vanished GPUs."""
+
+    name = "gpu_fault"
+    streams = frozenset({"signatures", "gpu_latest", "scheduler"})
+    Config = GpuFaultConfig
+
+    def __init__(self, config: GpuFaultConfig | None = None) -> None:
+        self.config = config or GpuFaultConfig()
+        catalogue = builtin_catalogue()
+        self.fatal_xids = set(catalogue.fatal_xids("gpu_fault"))
+        self.xid_names: dict[int, str] = dict(catalogue.xids.select("code", "mnemonic").iter_rows())
+        self.liveness = Liveness()
+        self.book = IncidentBook(
+            self.name, self.name, round(self.config.ended_grace_s * US), self.liveness
+        )
+        self.ecc: dict[tuple[str, int], int] = {}
+        self.nvlink: dict[tuple[str, int], deque[tuple[int, int]]] = {}
+        """Per GPU: (time, count) where its NVLink error count changed, over the last window."""
+        self.telemetry_xids: list[tuple[str, int, int, int]] = []
+        """Recent (node, GPU, Xid, time) reported by telemetry, for PCI mapping."""
+        self.kernel_xids: list[tuple[str, str, int, int]] = []
+        """Recent (node, PCI address, Xid, time) of kernel lines not mapped to a GPU yet."""
+        self.pci_gpu: dict[tuple[str, str], int] = {}
+        self.vanished: dict[tuple[str, int], int] = {}
+        """(node, GPU) -> last sample time of a vanish already reported."""
+
+    def state_size(self) -> int:
+        return (
+            len(self.book)
+            + len(self.liveness)
+            + len(self.ecc)
+            + len(self.nvlink)
+            + len(self.telemetry_xids)
+            + len(self.kernel_xids)
+            + len(self.pci_gpu)
+            + len(self.vanished)
+        )
+
+    def update(self, batch: Batch) -> list[Detection]:
+        if batch.num_rows == 0:
+            return []
+        if batch.stream == "scheduler":
+            self.book.observe(batch)
+        elif batch.stream == "gpu_latest":
+            self.liveness.observe_gpu(batch.frame)
+            return self._emit(self._xids(batch.frame) + self._counter_jumps(batch.frame))
+        elif batch.stream == "signatures":
+            return self._signatures(batch.frame)
+        return []
+
+    def advance(self, watermark: int) -> list[Detection]:
+        cfg = self.config
+        evidence: list[Located] = []
+        for gap in self.liveness.vanished_gpus(round(cfg.vanish_s * US), round(cfg.fresh_s * US)):
+            key = (gap.node, int(gap.gpu or 0))
+            if self.vanished.get(key) == gap.since:
+                continue
+            self.vanished[key] = gap.since
+            what = f"GPU {gap.gpu} stopped reporting telemetry {gap.length / US:.0f} s ago"
+            evidence.append(
+                (gap.job_id, Evidence(gap.since, what, gap.node, gap.gpu, hardware=True))
+            )
+        found = self._emit(evidence, confirmed_at=watermark)
+        stale = watermark - RETENTION_US
+        self.book.forget_ended(stale)
+        self.liveness.forget_before(stale)
+        if self.telemetry_xids and self.telemetry_xids[0][3] < stale:
+            self.telemetry_xids = [x for x in self.telemetry_xids if x[3] >= stale]
+        if self.kernel_xids and self.kernel_xids[0][3] < stale:
+            self.kernel_xids = [x for x in self.kernel_xids if x[3] >= stale]
+        known = self.liveness.gpu_seen
+        for state in (self.ecc, self.nvlink, self.vanished):
+            for key in [k for k in state if k not in known]:
+                del state[key]
+        return found
+
+    def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
+        rows = frame.filter(
+            pl.col("xid").is_not_null()
+            | ((pl.col("kind") == "gpu_fault") & (pl.col("severity") == "fatal"))
+        )
+        if rows.is_empty():
+            return []
+        rows = rows.with_columns(pl.col("time").dt.epoch("us").alias("time_us"), host=None)
+        rows = rows.with_columns(pl.Series("gpu", self._gpus_of(rows), dtype=pl.Int16)).filter(
+            (pl.col("kind") == "gpu_fault") & (pl.col("severity") == "fatal")
+        )
+        items = evidence_rows(rows, hardware=True)
+        return self._emit(list(zip(rows["job_id"].to_list(), items, strict=True)))
+
+    def _gpus_of(self, rows: pl.DataFrame) -> list[int | None]:
+        """GPU index of each row, from its PCI address when the mapping is known."""
+        for node, pci, xid, time in rows.select("node", "pci", "xid", "time_us").iter_rows():
+            if pci and xid is not None and (node, pci) not in self.pci_gpu:
+                self.kernel_xids.append((node, pci, xid, time))
+        self._learn_pci()
+        return [
+            self.pci_gpu.get((node, pci)) if pci else None
+            for node, pci in rows.select("node", "pci").iter_rows()
+        ]
+
+    def _learn_pci(self) -> None:
+        """Map a kernel Xid line's PCI address to the one GPU of its node whose telemetry reported
+        the same Xid within ``xid_match_s`` (whichever of the two arrived first)."""
+        window = self.config.xid_match_s * US
+        unmapped = []
+        for node, pci, xid, time in self.kernel_xids:
+            near = {
+                g
+                for n, g, x, t in self.telemetry_xids
+                if n == node and x == xid and abs(t - time) <= window
+            }
+            if len(near) == 1:
+                self.pci_gpu[(node, pci)] = near.pop()
+            elif (node, pci) not in self.pci_gpu:
+                unmapped.append((node, pci, xid, time))
+        self.kernel_xids = unmapped
+
+    def _xids(self, latest: pl.DataFrame) -> list[Located]:
+        """Xid events reported by telemetry: remembered for PCI mapping, evidence when fatal."""
+        xids = latest.filter(pl.col("xid").is_not_null())
+        if xids.is_empty():
+            return []
+        out = []
+        for node, gpu, job_id, xid, time in xids.select(
+            "node", "gpu", "job_id", "xid", pl.col("xid_time").dt.epoch("us")
+        ).iter_rows():
+            self.telemetry_xids.append((node, gpu, xid, time))
+            if xid in self.fatal_xids:
+                what = f"Xid {xid} ({self.xid_names.get(xid, 'unknown')}) in telemetry"
+                out.append((job_id, Evidence(time, what, node, gpu, hardware=True)))
+        if self.kernel_xids:
+            self._learn_pci()
+        return out
+
+    def _counter_jumps(self, latest: pl.DataFrame) -> list[Located]:
+        """A rise of the uncorrectable-ECC counter since the GPU's previous sample, or a burst of
+        NVLink errors within the window (a counter that goes down was reset with the GPU)."""
+        keys = list(zip(latest["node"].to_list(), latest["gpu"].to_list(), strict=True))
+        times = latest["time"].cast(pl.Int64).to_list()
+        jobs = latest["job_id"].to_list()
+        out: list[Located] = []
+        for i, (key, value) in enumerate(zip(keys, latest["ecc_dbe"].to_list(), strict=True)):
+            if value is None:
+                continue
+            previous = self.ecc.get(key)
+            self.ecc[key] = value
+            if previous is not None and value > previous:
+                what = f"uncorrectable ECC errors rose by {value - previous}"
+                out.append((jobs[i], Evidence(times[i], what, *key, hardware=True)))
+        if self.config.nvlink_burst <= 0:
+            return out
+        window = round(self.config.nvlink_window_s * US)
+        for i, (key, value) in enumerate(zip(keys, latest["nvlink_errors"].to_list(), strict=True)):
+            if value is None:
+                continue
+            history = self.nvlink.setdefault(key, deque())
+            if history and value < history[-1][1]:
+                history.clear()
+            if not history or value != history[-1][1]:
+                history.append((times[i], value))
+            while len(history) > 1 and history[1][0] <= times[i] - window:
+                history.popleft()
+            rise = value - history[0][1]
+            if rise >= self.config.nvlink_burst:
+                what = f"{rise} NVLink errors within {self.config.nvlink_window_s:.0f} s"
+                out.append((jobs[i], Evidence(times[i], what, *key, hardware=True)))
+                history.clear()
+        return out
+
+    def _emit(self, evidence: list[Located], confirmed_at: int | None = None) -> list[Detection]:
+        return self.book.report(evidence, _headline, confirmed_at)
+
+
+def _headline(job_id: str, incident: Incident) -> str:
+    root = incident.root
+    return f"GPU fault on {root.node if root and root.node else 'a node'} in job {job_id}"

@@ -1,0 +1,323 @@
+"""``hang``: a job stopped making progress while it still runs.
+
+A hung job prints nothing until NCCL's watchdog fires 10 to 30 minutes later. This detector
+learns, per job, how long the gaps between training steps usually are (river rolling quantile
+over clean gaps, scored before learned, flagged gaps never learned) and fires when the current
+silence is improbable for that job: longer than ``gap_factor`` times its p99 gap and than
+``min_silence_s``. A checkpoint or evaluation in progress buys the job a longer allowance (at
+least ``phase_allowance_s``, more if its earlier phases took longer); the end of training or a
+cancel stops the watch.
+
+Telemetry corroborates (``medic.detectors.hang_evidence``): while the job's GPUs are pegged
+but draw much less power than when the job progressed (spinning in an NCCL wait), or one rank's
+GPU stopped while the others spin, the silence is suspicious sooner (``corroborated_silence_s``).
+While they work (evaluation, training without printing) the job gets ``working_silence_s``;
+while they all idle (a checkpoint or data stall that prints nothing) ``idle_silence_s``, and the
+next step is due counting from the end of such a spell. GPUs corroborating a hang for
+``spin_hold_s`` fire even inside an open phase or a long step gap, and are all that watches a
+job printing no progress at all. A culprit node is named only with evidence; when all it shows
+is that the blamed nodes stopped reporting, the detection's kind is ``node_failure``.
+
+Telemetry costs little while jobs progress: a snapshot of every job is taken from
+``baseline_sample_s`` of telemetry every ``baseline_every_s``; full windows are kept only for
+jobs silent for ``watch_after_s`` or more, or whose snapshot looks hung.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import polars as pl
+from river import stats
+
+from medic.detectors.base import Detection, register
+from medic.detectors.hang_evidence import (
+    CORROBORATING,
+    HOLDING,
+    JobTelemetry,
+    culprits,
+    held_us,
+    verdict,
+)
+from medic.detectors.online import QuantileScorer
+from medic.detectors.progress_state import JobProgress, WatchedJobs
+from medic.detectors.telemetry import COUNTERS, GpuWindows, Window
+from medic.ingest.base import Batch
+from medic.timeutil import US
+
+
+@dataclass(frozen=True)
+class HangConfig:
+    """Parameters of the hang detector; every one can be swept by backtests."""
+
+    min_silence_s: float = 60.0
+    """Never fire on a shorter silence (without corroborating telemetry)."""
+    corroborated_silence_s: float = 45.0
+    """Shortest silence that fires while telemetry shows the job's GPUs waiting."""
+    gap_quantile: float = 0.99
+    gap_factor: float = 3.0
+    """Fire when the silence exceeds this many times the job's ``gap_quantile`` step gap."""
+    gap_window: int = 256
+    """Step gaps the per-job model keeps."""
+    grace_gaps: int = 8
+    """Gaps learned before the model is trusted; until then ``cold_silence_s`` applies."""
+    cold_silence_s: float = 600.0
+    phase_allowance_s: float = 600.0
+    """Least silence tolerated while a checkpoint or an evaluation runs."""
+    phase_factor: float = 2.0
+    """... or this many times the longest such phase this job has had."""
+    working_silence_s: float = 1800.0
+    """Silence tolerated while the GPUs work (not pegged, or drawing more than a wait does)."""
+    idle_silence_s: float = 480.0
+    """Silence tolerated while most GPUs idle (a checkpoint or data stall printing nothing)."""
+    spin_hold_s: float = 120.0
+    """GPUs corroborating a hang this long fire even if the step model or an open phase would
+    wait longer; it is also all that fires for a job printing no progress."""
+    watch_after_s: float = 15.0
+    """Silence after which the job's telemetry is kept in full ``window_s`` windows."""
+    window_s: float = 10.0
+    baseline_every_s: float = 60.0
+    baseline_sample_s: float = 10.0
+    """A progressing job's healthy snapshot: this much telemetry out of every baseline period."""
+    busy_util: float = 50.0
+    idle_util: float = 10.0
+    spin_util: float = 95.0
+    spin_power_ratio: float = 0.5
+    """GPUs pegged at ``spin_util`` or more while drawing less than this share of the job's
+    progressing power are spinning in a wait."""
+    stuck_power_ratio: float = 0.6
+    """A pegged GPU drawing less than this share of its spinning peers' power has stopped."""
+    power_fading: float = 0.2
+    """Fading factor of the job's power baseline (river EWMean over healthy snapshots)."""
+    max_culprit_fraction: float = 0.5
+    """Evidence pointing at more of the job than this blames nobody."""
+    forget_after_s: float = 7200.0
+    """Drop a job not heard of for this long (no scheduler end seen)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.gap_quantile <= 1:
+            raise ValueError("gap_quantile must be in (0, 1]")
+        if self.gap_window < 1 or self.grace_gaps < 0:
+            raise ValueError("gap_window must be >= 1 and grace_gaps >= 0")
+        if self.window_s <= 0 or not 0 < self.baseline_sample_s <= self.baseline_every_s:
+            raise ValueError("windows must be positive, baseline_sample_s <= baseline_every_s")
+
+
+@dataclass
+class JobWatch:
+    """The hang model's state for one job."""
+
+    gaps: QuantileScorer
+    telemetry: JobTelemetry
+    alarmed: bool = False
+    suspicious: bool = False
+    """Its latest snapshot looked hung (jobs that print no progress)."""
+
+
+@register
+class HangDetector:
+    """Fires when a job's silence is improbable for its own step rhythm."""
+
+    name: ClassVar[str] = "hang"
+    streams: ClassVar[frozenset[str]] = frozenset({"progress", "gpu", "scheduler"})
+    Config: ClassVar[type] = HangConfig
+
+    def __init__(self, config: HangConfig | None = None) -> None:
+        c = self.config = config or HangConfig()
+        self.jobs = WatchedJobs(c.forget_after_s)
+        self.baseline = GpuWindows(
+            c.baseline_every_s, means=("util", "power_w"), sample_s=c.baseline_sample_s
+        )
+        self.silent = GpuWindows(c.window_s, means=("util", "power_w"), counters=COUNTERS, xid=True)
+        self.watch: dict[str, JobWatch] = {}
+        self._silent_jobs: set[str] = set()
+
+    def state_size(self) -> int:
+        return (
+            len(self.jobs) + len(self.watch) + self.baseline.state_size() + self.silent.state_size()
+        )
+
+    def update(self, batch: Batch) -> list[Detection]:
+        if batch.stream == "scheduler":
+            for job_id in self.jobs.observe_scheduler(batch):
+                self._forget(job_id)
+        elif batch.stream == "progress":
+            self._learn(batch.frame)
+        elif batch.stream == "gpu":
+            self.baseline.add(batch.frame, self.jobs.placement)
+            self.silent.add(batch.frame, self.jobs.placement, self._silent_jobs)
+        return []
+
+    def advance(self, watermark: int) -> list[Detection]:
+        for window in self.baseline.close(watermark):
+            self._fold_baseline(window)
+        for window in self.silent.close(watermark):
+            self._fold_silent(window)
+        for job_id in self.jobs.release(watermark):
+            self._forget(job_id)
+        horizon = watermark - round(self.config.forget_after_s * US)
+        found = []
+        watched = set()
+        for job_id, watch in list(self.watch.items()):
+            job = self.jobs.progress.jobs.get(job_id)
+            if self.jobs.done(job_id) or (job is None and watch.telemetry.last_seen < horizon):
+                self._forget(job_id)
+                continue
+            if watch.alarmed:
+                continue
+            if self._needs_windows(job, watch, watermark):
+                watched.add(job_id)
+            detection = self._check(job_id, job, watch, watermark)
+            if detection is not None:
+                watch.alarmed = True
+                found.append(detection)
+        resumed = self._silent_jobs - watched
+        for job_id in resumed:
+            if job_id in self.watch:
+                self.watch[job_id].telemetry.resume()
+        self.silent.forget(resumed)
+        self._silent_jobs = watched
+        return found
+
+    def _needs_windows(self, job: JobProgress | None, watch: JobWatch, now: int) -> bool:
+        """Full telemetry windows are kept for jobs silent a while, and for jobs that print
+        no progress while their snapshot looks hung."""
+        if job is not None and job.last_step_at is not None:
+            return _silence(job, now) >= self.config.watch_after_s * US
+        return watch.suspicious or watch.telemetry.corroborated_since is not None
+
+    # -- learning -------------------------------------------------------------------------
+
+    def _learn(self, rows: pl.DataFrame) -> None:
+        for step in self.jobs.observe_progress(rows):
+            watch = self._watch(step.job_id)
+            watch.alarmed = False
+            if not step.clean or step.gap_us is None:
+                continue
+            gap_s = step.gap_us / US
+            ratio = watch.gaps.score(gap_s)
+            if ratio is None or ratio < self.config.gap_factor:
+                watch.gaps.learn(gap_s)
+                watch.telemetry.progressed(step.time)
+
+    def _watch(self, job_id: str) -> JobWatch:
+        watch = self.watch.get(job_id)
+        if watch is None:
+            c = self.config
+            watch = self.watch[job_id] = JobWatch(
+                gaps=QuantileScorer(c.gap_quantile, c.gap_window, c.grace_gaps),
+                telemetry=JobTelemetry(power=stats.EWMean(fading_factor=c.power_fading)),
+            )
+        return watch
+
+    def _fold_baseline(self, window: Window) -> None:
+        """A snapshot of a job outside any phase becomes its healthy baseline once a step
+        ends an ordinary gap after it; a job that prints no progress is watched through its
+        snapshots alone."""
+        for job_id, rows in _by_job(window):
+            if self.jobs.done(job_id):
+                continue
+            watch, job = self._watch(job_id), self.jobs.progress.jobs.get(job_id)
+            gpus = rows.select("node", "gpu", "util", "power_w")
+            if job is None or job.last_step_at is None:
+                watch.suspicious = watch.telemetry.glance(gpus, window.end, self.config)
+            elif job.phase is None:
+                watch.telemetry.snapshot(gpus, window.end, self.config)
+
+    def _fold_silent(self, window: Window) -> None:
+        for job_id, rows in _by_job(window):
+            watch = self.watch.get(job_id)
+            if watch is not None:
+                watch.telemetry.observe_silence(rows, window.end, self.config)
+
+    # -- deciding -------------------------------------------------------------------------
+
+    def _check(
+        self, job_id: str, job: JobProgress | None, watch: JobWatch, now: int
+    ) -> Detection | None:
+        """Fire when the silence since the last step passes its threshold, or when the GPUs
+        have corroborated a hang for ``spin_hold_s`` (all a job printing no progress has)."""
+        c = self.config
+        held = held_us(watch.telemetry, now, c)
+        gpus = verdict(watch.telemetry, now, c)
+        if job is not None and job.last_step_at is not None:
+            silence = _silence(job, now)
+            quiet_until = watch.telemetry.quiet_until
+            if gpus not in HOLDING and quiet_until is not None:
+                # The GPUs were evidently busy with something until then (an evaluation or a
+                # checkpoint printing nothing): the next step is due counting from there.
+                silence = min(silence, now - quiet_until)
+            if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
+                return None
+            threshold = self._threshold_us(job, watch, gpus)
+            if silence < threshold and held < c.spin_hold_s * US:
+                return None
+            reference = watch.gaps.reference if watch.gaps.ready else None
+            step = job.last_step if job.last_step is not None else "?"
+            what = f"has made no progress for {silence / US:.0f}s since step {step}" + (
+                f" (its p{c.gap_quantile * 100:g} step gap is {reference:.1f}s)"
+                if reference
+                else ""
+            )
+            score = silence / (reference * US) if reference else silence / threshold
+            onset: int | None = job.last_step_at
+        elif held >= c.spin_hold_s * US:
+            what = f"prints no progress and its GPUs have looked hung for {held / US:.0f}s"
+            score, onset, silence, threshold = held / (c.spin_hold_s * US), now - held, held, held
+        else:
+            return None
+        blame = culprits(job, watch.telemetry, c)
+        summary = f"job {job_id} {what}; GPUs: {gpus}" + (
+            f"; culprit {blame.why}" if blame.nodes else "; no node at fault"
+        )
+        return Detection(
+            job_id=job_id,
+            kind="node_failure" if blame.nodes_went_silent else "hang",
+            culprits=blame.nodes,
+            ranks=blame.ranks,
+            score=float(score),
+            detector=self.name,
+            summary=summary,
+            onset=onset,
+            evidence={"silence_s": silence / US, "threshold_s": threshold / US, "gpus": gpus},
+        )
+
+    def _threshold_us(self, job: JobProgress, watch: JobWatch, gpus: str) -> int:
+        c = self.config
+        reference = watch.gaps.reference if watch.gaps.ready else None
+        scaled = c.gap_factor * reference if reference is not None else None
+        if gpus in CORROBORATING:
+            seconds = max(c.corroborated_silence_s, scaled) if scaled else c.min_silence_s
+        else:
+            seconds = max(c.min_silence_s, scaled) if scaled else c.cold_silence_s
+        if gpus == "working":
+            seconds = max(seconds, c.working_silence_s)
+        elif gpus == "idle":
+            seconds = max(seconds, c.idle_silence_s)
+        threshold = round(seconds * US)
+        if job.phase is not None:
+            allowance = job.phase_allowance_us(
+                job.phase.kind, round(c.phase_allowance_s * US), c.phase_factor
+            )
+            threshold = max(threshold, allowance)
+        return threshold
+
+    # -- forgetting -----------------------------------------------------------------------
+
+    def _forget(self, job_id: str) -> None:
+        self.watch.pop(job_id, None)
+        self._silent_jobs.discard(job_id)
+        self.baseline.forget([job_id])
+        self.silent.forget([job_id])
+
+
+def _silence(job: JobProgress, now: int) -> int:
+    return now - max(job.last_step_at or 0, job.last_event_at or 0)
+
+
+def _by_job(window: Window) -> list[tuple[str, pl.DataFrame]]:
+    if window.gpus.is_empty():
+        return []
+    groups = window.gpus.partition_by("job_id", as_dict=True)
+    return sorted(((str(key[0]), rows) for key, rows in groups.items()), key=lambda kv: kv[0])

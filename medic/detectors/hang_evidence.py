@@ -1,0 +1,222 @@
+"""What a silent job's telemetry says: the GPUs' state during the silence and the culprit.
+
+``JobTelemetry`` holds one job's healthy snapshot (per-GPU utilisation and power from a window
+in which the job progressed, confirmed by progress after it, so the window a hang began in is
+never the baseline), a river EWMean of its healthy median power, and, while the job is silent,
+the latest full window, the nodes heard from in the last windows and the hardware counter
+rises since the silence began.
+
+``verdict`` names the GPUs' state: ``spinning`` (pegged but drawing much less power than when
+progressing: an NCCL wait), ``rank stopped`` (a GPU that was busy went idle, or draws idle power
+while pegged, as its peers wait), ``working`` (not pegged, or drawing more than a wait: an
+evaluation, training without printing), ``idle`` (most GPUs), ``mixed``, ``busy`` (no baseline
+yet) or ``no telemetry``. ``culprits`` names nodes only with evidence, and only when
+the evidence points at a minority of the job: a GPU that stopped while its peers wait, a node
+whose telemetry stopped, hardware counters (PCIe replay, NVLink, uncorrectable ECC, Xid) that
+rose during the silence, or ranks a step behind the others. A software deadlock, where every
+GPU looks alike, blames no node.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import polars as pl
+from river import stats
+
+from medic.detectors.progress_state import JobProgress
+from medic.detectors.telemetry import COUNTERS
+from medic.timeutil import US
+
+if TYPE_CHECKING:
+    from medic.detectors.hang import HangConfig
+
+SILENT_NODE = "its telemetry stopped"
+CORROBORATING = frozenset({"spinning", "rank stopped"})
+HOLDING = frozenset({"idle", "working"})
+EVIDENCE_COLUMNS = [f"{c}_delta" for c in COUNTERS] + ["xid"]
+_GPU = {"node": pl.String, "gpu": pl.Int16}
+
+
+@dataclass
+class JobTelemetry:
+    """One job's telemetry as the hang detector keeps it."""
+
+    power: stats.EWMean
+    healthy: pl.DataFrame | None = None
+    pending: pl.DataFrame | None = None
+    pending_end: int = 0
+    last_seen: int = 0
+    latest: pl.DataFrame | None = None
+    latest_end: int = 0
+    state: str = "no telemetry"
+    corroborated_since: int | None = None
+    """Start of the run of windows whose state corroborates a hang, None outside one."""
+    quiet_until: int | None = None
+    """End of the latest window in which the GPUs worked or idled while the job printed
+    nothing (a spell of evaluation or checkpointing)."""
+    recent_nodes: deque[set[str]] = field(default_factory=lambda: deque(maxlen=2))
+    since: pl.DataFrame | None = None
+
+    def snapshot(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
+        """A window of a job that prints progress; healthy once an ordinary step follows.
+        Until the first such, a snapshot of busy GPUs stands in (a job printing rarely may
+        take a while to confirm one)."""
+        self.pending, self.pending_end, self.last_seen = gpus, end, end
+        if self.healthy is None and _state(self, gpus, config) in ("working", "busy"):
+            self._healthy(gpus)
+
+    def progressed(self, time: int) -> None:
+        if self.pending is not None and time >= self.pending_end:
+            self._healthy(self.pending)
+            self.pending = None
+
+    def glance(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> bool:
+        """A snapshot of a job that prints no progress: healthy if its GPUs work as before;
+        True when they look hung (then the detector watches it in full windows)."""
+        self.last_seen = end
+        state = _state(self, gpus, config)
+        if state in ("working", "busy"):
+            self._healthy(gpus)
+        return state in CORROBORATING
+
+    def observe_silence(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
+        """A full window while the job is silent (or looks hung)."""
+        self.latest, self.latest_end, self.last_seen = gpus, end, end
+        self.recent_nodes.append(set(gpus.get_column("node").to_list()))
+        rises = gpus.select("node", "gpu", *EVIDENCE_COLUMNS)
+        if self.since is not None:
+            rises = pl.concat([self.since, rises]).group_by("node", "gpu").agg(pl.all().sum())
+        self.since = rises
+        state = _state(self, gpus, config)
+        if state == "mixed" and self.state in HOLDING:
+            state = self.state  # a window half-way out of an idle or working spell
+        self.state = state
+        if state in HOLDING:
+            self.quiet_until = end
+        if self.state not in CORROBORATING:
+            self.corroborated_since = None
+        elif self.corroborated_since is None:
+            self.corroborated_since = end - round(config.window_s * US)
+
+    def resume(self) -> None:
+        """Progress came back: forget what the silence showed."""
+        self.latest, self.since, self.state = None, None, "no telemetry"
+        self.corroborated_since = self.quiet_until = None
+        self.recent_nodes.clear()
+
+    def stopped(self, gpus: pl.DataFrame | None, config: HangConfig) -> pl.DataFrame:
+        """GPUs that were busy in the healthy snapshot and are now idle, or pegged at idle
+        power while their peers spin."""
+        healthy = self.healthy
+        if gpus is None or healthy is None or gpus.is_empty():
+            return pl.DataFrame(schema=_GPU)
+        pegged = gpus.filter(pl.col("util") >= config.spin_util)
+        peers_power = (
+            pegged.get_column("power_w").median() if pegged.height * 2 > gpus.height else None
+        )
+        stopped = pl.col("util") < config.idle_util
+        if peers_power is not None:
+            low = config.stuck_power_ratio * float(peers_power)  # type: ignore[arg-type]
+            stopped = stopped | ((pl.col("util") >= config.spin_util) & (pl.col("power_w") < low))
+        busy_before = healthy.filter(pl.col("util") >= config.busy_util).select(list(_GPU))
+        now = gpus.filter(stopped).select(list(_GPU))
+        return now.join(busy_before, on=list(_GPU), how="semi")
+
+    def _healthy(self, gpus: pl.DataFrame) -> None:
+        self.healthy = gpus
+        power = gpus.get_column("power_w").median()
+        if power is not None:
+            self.power.update(float(power))  # type: ignore[arg-type]
+
+
+def verdict(telemetry: JobTelemetry, now: int, config: HangConfig) -> str:
+    """The GPUs' state in the latest silent window, if it is recent."""
+    if telemetry.latest is None or now - telemetry.latest_end > 2 * config.window_s * US:
+        return "no telemetry"
+    return telemetry.state
+
+
+def held_us(telemetry: JobTelemetry, now: int, config: HangConfig) -> int:
+    """How long the GPUs have corroborated a hang without a break (0 when they do not now)."""
+    since = telemetry.corroborated_since
+    if since is None or verdict(telemetry, now, config) not in CORROBORATING:
+        return 0
+    return now - since
+
+
+def _state(telemetry: JobTelemetry, gpus: pl.DataFrame, config: HangConfig) -> str:
+    if gpus.is_empty():
+        return "no telemetry"
+    util = gpus.get_column("util")
+    if int((util >= config.busy_util).sum()) * 2 < gpus.height:
+        idle = int((util < config.idle_util).sum())
+        return "idle" if idle * 2 >= gpus.height else "mixed"
+    if not telemetry.stopped(gpus, config).is_empty():
+        return "rank stopped"
+    busy = gpus.filter(pl.col("util") >= config.busy_util)
+    if float(busy.get_column("util").median()) < config.spin_util:  # type: ignore[arg-type]
+        return "working"
+    baseline = float(telemetry.power.get())
+    power = busy.get_column("power_w").median()
+    if telemetry.healthy is None or baseline <= 0 or power is None:
+        return "busy"
+    ratio = float(power) / baseline  # type: ignore[arg-type]
+    return "spinning" if ratio < config.spin_power_ratio else "working"
+
+
+@dataclass(frozen=True)
+class Blame:
+    """The nodes the evidence points at, the ranks on them, and each node's evidence."""
+
+    nodes: tuple[str, ...] = ()
+    ranks: tuple[int, ...] = ()
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def why(self) -> str:
+        return "; ".join(f"{node}: {self.reasons[node]}" for node in self.nodes)
+
+    @property
+    def nodes_went_silent(self) -> bool:
+        """Every blamed node stopped reporting: a node failure rather than a hang."""
+        return bool(self.nodes) and all(r == SILENT_NODE for r in self.reasons.values())
+
+
+def culprits(job: JobProgress | None, telemetry: JobTelemetry, config: HangConfig) -> Blame:
+    """Nodes the evidence points at, when they are a minority of the job."""
+    share = config.max_culprit_fraction
+    healthy = telemetry.healthy
+    gpus = healthy.height if healthy is not None else 0
+    reasons: dict[str, str] = {}
+    stopped = telemetry.stopped(telemetry.latest, config)
+    if not stopped.is_empty() and stopped.height <= share * max(gpus, 1):
+        for node in sorted(set(stopped.get_column("node").to_list())):
+            reasons.setdefault(node, "its GPU stopped while the others wait")
+    heard = set().union(*telemetry.recent_nodes) if telemetry.recent_nodes else set()
+    known = set(healthy.get_column("node").to_list()) if healthy is not None else set()
+    if heard and known - heard:
+        for node in sorted(known - heard):
+            reasons.setdefault(node, SILENT_NODE)
+    if telemetry.since is not None:
+        rising = telemetry.since.filter(pl.sum_horizontal(EVIDENCE_COLUMNS) > 0)
+        if not rising.is_empty() and rising.height <= share * max(gpus, 1):
+            for node in sorted(set(rising.get_column("node").to_list())):
+                reasons.setdefault(node, "hardware error counters rose")
+    rank_steps = job.rank_steps if job is not None else {}
+    for rank in _lagging_ranks(rank_steps):
+        reasons.setdefault(rank_steps[rank][1], "its ranks are a step behind")
+    nodes = known | heard | {node for _, node in rank_steps.values()}
+    if not reasons or (len(nodes) > 1 and len(reasons) > share * len(nodes)):
+        return Blame()
+    ranks = sorted(r for r, (_, node) in rank_steps.items() if node in reasons)
+    return Blame(tuple(sorted(reasons)), tuple(ranks), reasons)
+
+
+def _lagging_ranks(rank_steps: dict[int, tuple[int, str]]) -> list[int]:
+    if len(rank_steps) < 2:
+        return []
+    newest = max(step for step, _ in rank_steps.values())
+    return [rank for rank, (step, _) in rank_steps.items() if step < newest]

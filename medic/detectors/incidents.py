@@ -1,0 +1,136 @@
+"""Which jobs a piece of hardware evidence concerns, and one detection per job's incident.
+
+Shared by ``gpu_fault`` and ``node_failure`` (and by ``crash``, for placement): evidence seen
+on a node concerns the jobs running there (from the scheduler, or from what the node's GPUs
+report), and a job that *failed* a moment ago (its peers often crash before a dead node's
+silence is certain); a job that ended on purpose (completed, cancelled, timed out) is past
+caring. Each job gets one detection, for its earliest evidence, until it runs again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from medic.detectors.attribution import Evidence, Incident
+from medic.detectors.base import Detection
+from medic.detectors.jobs import FAILURE_STATES, JobTracker, started_jobs
+from medic.detectors.liveness import Liveness
+from medic.ingest.base import Batch
+
+Headline = Callable[[str, Incident], str]
+
+
+@dataclass(frozen=True)
+class JobChanges:
+    """Jobs a scheduler batch started (or restarted after a requeue) and ended."""
+
+    started: list[str]
+    ended: list[str]
+
+
+class IncidentBook:
+    """Job placement and state, the jobs already reported, and the recently ended ones."""
+
+    def __init__(self, kind: str, detector: str, grace_us: int, liveness: Liveness) -> None:
+        self.kind = kind
+        self.detector = detector
+        self.grace_us = grace_us
+        self.liveness = liveness
+        """Telemetry names the job each GPU holds, for jobs the scheduler stream never shows."""
+        self.jobs = JobTracker()
+        self.reported: set[str] = set()
+        self.ended: dict[str, int] = {}
+        """Job -> end time, until ``forget_ended`` frees it."""
+
+    def __len__(self) -> int:
+        return len(self.jobs) + len(self.reported) + len(self.ended)
+
+    def observe(self, batch: Batch) -> JobChanges:
+        """Fold a scheduler batch in: the jobs it (re)started and the jobs it ended."""
+        started = [
+            job_id
+            for job_id in started_jobs(batch.frame)
+            if job_id not in self.jobs.jobs or not self.jobs.jobs[job_id].running
+        ]
+        for job_id in started:
+            self.reported.discard(job_id)
+            self.ended.pop(job_id, None)
+        ended = self.jobs.observe(batch)
+        for job_id in ended:
+            self.ended[job_id] = self.jobs.jobs[job_id].ended_at or 0
+        return JobChanges(started, ended)
+
+    def concerned(self, job_id: str | None, node: str | None, time: int) -> list[str]:
+        """The jobs that evidence seen at ``time`` (on ``node``, or of ``job_id``) concerns."""
+        if job_id is not None:
+            candidates = [job_id]
+        elif node:
+            candidates = self.jobs.jobs_on(node, ended_since=time - self.grace_us)
+            candidates += sorted(self._telemetry_jobs(node) - set(candidates))
+        else:
+            candidates = []
+        return [job for job in candidates if self._responsible(job, time)]
+
+    def _telemetry_jobs(self, node: str) -> set[str]:
+        """Jobs the node's GPUs last reported holding, unless they reported it before the job's
+        current attempt started (a requeued job that left a dead node behind)."""
+        seen = self.liveness.node_seen.get(node, 0)
+        jobs = set()
+        for job_id in self.liveness.jobs_on(node):
+            info = self.jobs.jobs.get(job_id)
+            if info is None or info.started_at is None or seen >= info.started_at:
+                jobs.add(job_id)
+        return jobs
+
+    def _responsible(self, job_id: str, time: int) -> bool:
+        """Running then, or failed shortly before (a job seen only in this evidence counts)."""
+        info = self.jobs.jobs.get(job_id)
+        if info is None:
+            return True
+        if info.ended_at is None or info.ended_at >= time:
+            return True
+        return info.state in FAILURE_STATES and info.ended_at >= time - self.grace_us
+
+    def report(
+        self,
+        evidence: list[tuple[str | None, Evidence]],
+        headline: Headline,
+        confirmed_at: int | None = None,
+    ) -> list[Detection]:
+        """One detection per concerned, not yet reported job, from its earliest evidence.
+
+        Evidence that takes time to be sure of (a silence) concerns the jobs as they are when
+        it is ``confirmed_at``: a job that ended normally meanwhile took its GPUs with it."""
+        incidents: dict[str, Incident] = {}
+        for job_id, item in sorted(evidence, key=lambda pair: pair[1].time):
+            at = item.time if confirmed_at is None else confirmed_at
+            for job in self.concerned(job_id, item.node, at):
+                if job not in self.reported:
+                    incidents.setdefault(job, Incident(job)).add([item])
+        found = []
+        for job, incident in incidents.items():
+            self.reported.add(job)
+            culprits = incident.culprits()
+            found.append(
+                Detection(
+                    job_id=job,
+                    kind=self.kind,
+                    culprits=culprits,
+                    ranks=incident.ranks(),
+                    score=1.0 if culprits else 0.6,
+                    detector=self.detector,
+                    summary=incident.summary(headline(job, incident)),
+                    onset=incident.onset,
+                    evidence=incident.details(),
+                )
+            )
+        return found
+
+    def forget_ended(self, cutoff: int) -> None:
+        """Free the jobs that ended before ``cutoff`` (keep them past the grace, so that stale
+        telemetry naming an ended job does not bring it back)."""
+        for job_id in [j for j, end in self.ended.items() if end < cutoff]:
+            del self.ended[job_id]
+            self.jobs.forget(job_id)
+            self.reported.discard(job_id)

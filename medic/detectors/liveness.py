@@ -1,0 +1,238 @@
+"""Who is still reporting: the newest telemetry sample per GPU and per node, the newest log line
+per node, folded from batches with one aggregation each.
+
+GPU telemetry (NVML or dcgm-exporter, about 1 Hz) is the liveness signal: logs may be quiet
+for minutes in a healthy job. Gaps are measured against what the rest of the cluster has
+delivered, not against the clock, so a delayed feed does not look like a dead node:
+
+* a GPU *vanishes* when its node keeps reporting other GPUs and it does not;
+* a node falls *silent* when the rest of the cluster keeps reporting and it sends neither
+  telemetry nor log lines.
+
+The ``gpu_latest`` stream reduces each telemetry batch once to one row per GPU (its newest
+sample, the job it reported, the first Xid it reported, its error counters, its mean power),
+shared by every detector that watches GPUs. The liveness state is one entry per GPU and per
+node (plain dicts, updated from those rows in bulk, scanned once per check).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+import pyarrow as pa
+
+from medic import schema
+from medic.detectors.base import register_parser
+from medic.ingest.base import Batch
+from medic.timeutil import US
+
+PRUNE_EVERY_US = 60 * US
+
+
+GPU_LATEST = pa.schema(
+    [
+        pa.field("time", schema.TIME, nullable=False),
+        pa.field("node", pa.string(), nullable=False),
+        pa.field("gpu", pa.int16(), nullable=False),
+        pa.field("job_id", pa.string()),
+        pa.field("xid", pa.int32()),
+        pa.field("xid_time", schema.TIME),
+        pa.field("ecc_dbe", pa.int64()),
+        pa.field("nvlink_errors", pa.int64()),
+        pa.field("power_w", pa.float32()),
+    ]
+)
+"""Schema of the derived ``gpu_latest`` stream: one row per GPU per telemetry batch."""
+
+_OPTIONAL = {
+    "job_id": pl.String,
+    "xid": pl.Int32,
+    "ecc_dbe": pl.Int64,
+    "nvlink_errors": pl.Int64,
+    "power_w": pl.Float32,
+}
+
+
+@register_parser
+class GpuLatestParser:
+    """Derives ``gpu_latest`` from ``gpu`` batches: each GPU's newest state in the batch."""
+
+    name = "gpu_latest"
+    input_stream = "gpu"
+    output_stream = "gpu_latest"
+
+    def parse(self, batch: Batch) -> Batch | None:
+        frame = batch.frame
+        if frame.is_empty():
+            return None
+        missing = [pl.lit(None, t).alias(c) for c, t in _OPTIONAL.items() if c not in frame.columns]
+        if missing:
+            frame = frame.with_columns(missing)
+        has_xid = pl.col("xid").is_not_null()
+        latest = frame.group_by("node", "gpu").agg(
+            pl.col("time").max(),
+            pl.col("job_id").last(),
+            pl.col("xid").filter(has_xid).first(),
+            pl.col("time").filter(has_xid).first().alias("xid_time"),
+            pl.col("ecc_dbe").drop_nulls().last(),
+            pl.col("nvlink_errors").drop_nulls().last(),
+            pl.col("power_w").mean(),
+        )
+        return Batch(self.output_stream, schema.conform(latest.to_arrow(), GPU_LATEST))
+
+
+class Cadence:
+    """The newest event time per key (a node, a job) and the usual spacing of its events, a moving
+    average over batches: quiet means something only for a key that is usually chatty."""
+
+    MAX_STEP_US = 60 * US
+    """Longer pauses count as this much in the usual spacing."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, int] = {}
+        self.every: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.last)
+
+    def observe(self, keys: list[str], times: list[int]) -> None:
+        for key, time in zip(keys, times, strict=True):
+            last = self.last.get(key)
+            if last is not None and time <= last:
+                continue
+            self.last[key] = time
+            if last is not None:
+                step = min(time - last, self.MAX_STEP_US)
+                every = self.every.get(key)
+                self.every[key] = step if every is None else round(0.8 * every + 0.2 * step)
+
+    def went_quiet(self, key: str, since: int, now: int, slack: int, longest: int) -> bool:
+        """True when ``key`` wrote regularly (at least every ``longest``) up to about ``since``, and
+        nothing after ``since + slack`` for three of its usual spacings until ``now``."""
+        last, every = self.last.get(key), self.every.get(key)
+        if last is None or every is None or every > longest:
+            return False
+        return since - 2 * every - US <= last <= since + slack and now - last >= 3 * every
+
+    def forget_before(self, cutoff: int) -> None:
+        for key in [k for k, t in self.last.items() if t < cutoff]:
+            del self.last[key]
+            self.every.pop(key, None)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A node, or one GPU of it (``gpu`` set), that stopped reporting at ``since``."""
+
+    node: str
+    gpu: int | None
+    since: int
+    length: int
+    job_id: str | None = None
+
+
+class Liveness:
+    """Newest sample time per GPU and node; newest log line per node."""
+
+    def __init__(self) -> None:
+        self.gpu_seen: dict[tuple[str, int], int] = {}
+        self.gpu_job: dict[tuple[str, int], str] = {}
+        self.node_seen: dict[str, int] = {}
+        self.logs = Cadence()
+        """Per node: its newest log line and how often it writes."""
+        self.newest_gpu: int | None = None
+        self._pruned_at = 0
+
+    def __len__(self) -> int:
+        return len(self.gpu_seen) + len(self.node_seen) + len(self.logs)
+
+    def observe_gpu(self, latest: pl.DataFrame) -> None:
+        """Fold a ``gpu_latest`` batch in (one row per GPU)."""
+        if latest.is_empty():
+            return
+        keys = list(zip(latest["node"].to_list(), latest["gpu"].to_list(), strict=True))
+        seen = latest["time"].cast(pl.Int64).to_list()
+        self.gpu_seen.update(zip(keys, seen, strict=True))
+        for key, job_id in zip(keys, latest["job_id"].to_list(), strict=True):
+            if job_id is None:
+                self.gpu_job.pop(key, None)
+            else:
+                self.gpu_job[key] = job_id
+        for (node, _), time in zip(keys, seen, strict=True):
+            if time > self.node_seen.get(node, -1):
+                self.node_seen[node] = time
+        top = max(seen)
+        self.newest_gpu = top if self.newest_gpu is None else max(self.newest_gpu, top)
+
+    def jobs_on(self, node: str) -> set[str]:
+        """Jobs that the GPUs of ``node`` last reported holding them."""
+        return {job for (n, _), job in self.gpu_job.items() if n == node}
+
+    def observe_logs(self, frame: pl.DataFrame) -> None:
+        if frame.is_empty():
+            return
+        newest = frame.group_by("node").agg(pl.col("time").max().dt.epoch("us"))
+        self.logs.observe(newest["node"].to_list(), newest["time"].to_list())
+
+    def vanished_gpus(self, min_gap_us: int, fresh_us: int) -> list[Gap]:
+        """GPUs missing for at least ``min_gap_us`` from a node whose other GPUs reported within
+        ``fresh_us`` of the newest sample of the cluster."""
+        if self.newest_gpu is None:
+            return []
+        fresh = self.newest_gpu - fresh_us
+        out = []
+        for (node, gpu), seen in self.gpu_seen.items():
+            node_seen = self.node_seen[node]
+            if node_seen - seen >= min_gap_us and node_seen >= fresh:
+                gap = Gap(node, gpu, seen, node_seen - seen, self.gpu_job.get((node, gpu)))
+                out.append(gap)
+        return out
+
+    def silent_nodes(self, min_gap_us: int, now: int) -> list[Gap]:
+        """Nodes whose telemetry stopped ``min_gap_us`` before the cluster's newest sample and that
+        wrote no log line in the last ``min_gap_us`` either."""
+        if self.newest_gpu is None:
+            return []
+        out = []
+        for node, seen in self.node_seen.items():
+            lag = self.newest_gpu - seen
+            if lag >= min_gap_us and now - self.logs.last.get(node, seen) >= min_gap_us:
+                out.append(Gap(node, None, seen, lag))
+        return out
+
+    def node_gaps(self, nodes: list[str]) -> list[Gap]:
+        """How far each of ``nodes`` that has telemetry lags the cluster's newest sample."""
+        if self.newest_gpu is None:
+            return []
+        newest = self.newest_gpu
+        return [
+            Gap(node, None, self.node_seen[node], newest - self.node_seen[node])
+            for node in nodes
+            if node in self.node_seen
+        ]
+
+    def longest_gap(self, nodes: list[str], began_by: int | None = None) -> Gap | None:
+        """The longest telemetry gap among ``nodes`` and their GPUs (that began by ``began_by``)."""
+        gaps = [g for g in self.node_gaps(nodes) if g.length > 0]
+        wanted = set(nodes)
+        for (node, gpu), seen in self.gpu_seen.items():
+            if node in wanted and self.node_seen[node] > seen:
+                gaps.append(Gap(node, gpu, seen, self.node_seen[node] - seen))
+        if began_by is not None:
+            gaps = [g for g in gaps if g.since <= began_by]
+        return max(gaps, key=lambda g: g.length, default=None)
+
+    def forget_before(self, cutoff: int) -> None:
+        """Drop GPUs and nodes not heard from since ``cutoff`` (decommissioned, long dead).
+
+        Cheap to call at every watermark: it scans the state at most once a minute."""
+        if cutoff - self._pruned_at < PRUNE_EVERY_US:
+            return
+        self._pruned_at = cutoff
+        stale = [key for key, seen in self.gpu_seen.items() if seen < cutoff]
+        for key in stale:
+            del self.gpu_seen[key]
+            self.gpu_job.pop(key, None)
+        self.node_seen = {n: t for n, t in self.node_seen.items() if t >= cutoff}
+        self.logs.forget_before(cutoff)

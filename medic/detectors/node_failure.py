@@ -1,0 +1,279 @@
+"""``node_failure``: a node running a job stopped responding or the scheduler failed it.
+
+Evidence, from the fastest to the slowest:
+
+* the node falls silent: no telemetry for ``silence_s`` while the rest of the cluster keeps
+  reporting, and no log line either. Telemetry (~1 Hz) is the liveness signal, but exporters
+  restart and scrapes fail for tens of seconds, and most nodes of a job print nothing (rank 0
+  writes the progress). So the silence counts once something else agrees: the node or its
+  job used to write regularly and went quiet with it (three usual spacings), the job's ranks
+  report losing a peer since (NCCL aborts, and no error of a rank's own that would explain
+  them), the job's other GPUs stalled (their power fell: GPUs
+  blocked in a collective draw a fraction of their working power), or the silence outlasts
+  ``long_silence_s``. All this long before Slurm's SlurmdTimeout;
+* srun/salloc print ``error: Node failure on <node>``;
+* Slurm marks the node NOT_RESPONDING, DOWN or FAIL (admin drains are not failures);
+* the job ends NODE_FAIL (or slurmstepd cancels it "DUE TO NODE FAILURE"): the culprit is
+  then the job's node that has been silent the longest, when one is.
+
+A job that failed a moment ago still counts for ``ended_grace_s``: peers of a dead node often
+crash and end the job before the node's silence is long enough to be sure of.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import polars as pl
+
+from medic.detectors.attribution import Evidence, Incident, evidence_rows
+from medic.detectors.base import Detection, register
+from medic.detectors.incidents import IncidentBook
+from medic.detectors.liveness import Cadence, Gap, Liveness
+from medic.ingest.base import Batch
+from medic.timeutil import US
+
+FAILED_NODE_STATES = ("NOT_RESPONDING", "DOWN", "FAIL", "FAILING")
+NODE_FAIL_JOB_STATES = frozenset({"NODE_FAIL"})
+RETENTION_US = 3600 * US
+POWER_BASELINE_US = 60 * US
+"""The span before a silence that the job's working power is measured over."""
+
+
+@dataclass(frozen=True)
+class NodeFailureConfig:
+    silence_s: float = 20.0
+    """A node of a running job with neither telemetry nor logs this long has failed if it or its
+    job wrote regularly until then and has not for three of its usual spacings since, or if the
+    job's ranks report errors since: a healthy job keeps writing while a node's telemetry
+    exporter restarts."""
+    long_silence_s: float = 180.0
+    """A silence this long is a failure without corroboration (telemetry exporters restarting or
+    failing scrapes can stay silent for a minute or two)."""
+    slack_s: float = 5.0
+    """Lines written (and power drawn) this soon after the silence began were already in flight."""
+    stall_ratio: float = 0.6
+    """The job's other GPUs stalled with the node if their mean power since fell below this share
+    of the minute before (GPUs blocked in a collective draw a fraction of their working power)."""
+    ended_grace_s: float = 60.0
+    """A job that failed this recently is still watched for its nodes' silence."""
+    node_states: tuple[str, ...] = FAILED_NODE_STATES
+    """Slurm node state flags that mean the node failed."""
+
+    def __post_init__(self) -> None:
+        if self.silence_s <= 0 or self.long_silence_s < self.silence_s:
+            raise ValueError("silence_s must be positive and long_silence_s at least silence_s")
+        if min(self.slack_s, self.ended_grace_s) < 0:
+            raise ValueError("slack_s and ended_grace_s must not be negative")
+        if not 0 < self.stall_ratio < 1:
+            raise ValueError("stall_ratio must be between 0 and 1")
+
+
+class JobPower:
+    """Mean power of each job's reporting GPUs, per telemetry batch, over the last minutes."""
+
+    def __init__(self, keep_us: int) -> None:
+        self.keep_us = keep_us
+        self.samples: dict[str, deque[tuple[int, float]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def observe(self, latest: pl.DataFrame) -> None:
+        means = (
+            latest.filter(pl.col("job_id").is_not_null() & pl.col("power_w").is_not_null())
+            .group_by("job_id")
+            .agg(pl.col("time").max().cast(pl.Int64), pl.col("power_w").mean())
+        )
+        for job_id, time, power in means.iter_rows():
+            history = self.samples.setdefault(job_id, deque())
+            history.append((time, power))
+            while history[0][0] < time - self.keep_us:
+                history.popleft()
+
+    def stalled(self, job_id: str, since: int, now: int, settle: int, ratio: float) -> bool:
+        """Whether the job's GPUs drew under ``ratio`` of their power of the minute before
+        ``since`` from ``since + settle`` to ``now`` (three samples at least on each side)."""
+        history = self.samples.get(job_id, ())
+        before = [p for t, p in history if since - POWER_BASELINE_US <= t < since]
+        after = [p for t, p in history if since + settle <= t <= now]
+        if len(before) < 3 or len(after) < 3:
+            return False
+        return sum(after) / len(after) < ratio * sum(before) / len(before)
+
+    def forget_before(self, cutoff: int) -> None:
+        for job_id in [j for j, h in self.samples.items() if h[-1][0] < cutoff]:
+            del self.samples[job_id]
+
+
+def failed_state(state: str, failed: tuple[str, ...]) -> str | None:
+    """The first flag of a Slurm node state (``IDLE+NOT_RESPONDING``, ``down*``) in ``failed``."""
+    for flag in state.upper().split("+"):
+        flag = flag.strip().rstrip("*~#!%$@^-")
+        if flag in failed:
+            return flag
+    return None
+
+
+@register
+class NodeFailureDetector:
+    """Silent nodes, Slurm node failures and NODE_FAIL job ends, blamed on the failed node."""
+
+    name = "node_failure"
+    streams = frozenset({"scheduler", "gpu_latest", "logs", "signatures"})
+    Config = NodeFailureConfig
+
+    def __init__(self, config: NodeFailureConfig | None = None) -> None:
+        self.config = config or NodeFailureConfig()
+        self.liveness = Liveness()
+        self.book = IncidentBook(
+            self.name, self.name, round(self.config.ended_grace_s * US), self.liveness
+        )
+        self.job_logs = Cadence()
+        """Per job: its newest log line (from any node) and how often it writes."""
+        self.job_collateral: dict[str, int] = {}
+        """Job -> newest complaint of a rank about a peer (an NCCL timeout or abort)."""
+        self.job_root_errors: dict[str, int] = {}
+        """Job -> newest error of a rank's own (a traceback, out of memory, a CUDA error)."""
+        self.job_power = JobPower(POWER_BASELINE_US + round(self.config.long_silence_s * US))
+
+    def state_size(self) -> int:
+        return (
+            len(self.book)
+            + len(self.liveness)
+            + len(self.job_logs)
+            + len(self.job_collateral)
+            + len(self.job_root_errors)
+            + len(self.job_power)
+        )
+
+    def update(self, batch: Batch) -> list[Detection]:
+        if batch.num_rows == 0:
+            return []
+        if batch.stream == "gpu_latest":
+            self.liveness.observe_gpu(batch.frame)
+            self.job_power.observe(batch.frame)
+        elif batch.stream == "logs":
+            self.liveness.observe_logs(batch.frame)
+            self._job_activity(batch.frame)
+        elif batch.stream == "scheduler":
+            return self._scheduler(batch)
+        elif batch.stream == "signatures":
+            return self._signatures(batch.frame)
+        return []
+
+    def advance(self, watermark: int) -> list[Detection]:
+        cfg = self.config
+        evidence: list[tuple[str | None, Evidence]] = []
+        for gap in self.liveness.silent_nodes(round(cfg.silence_s * US), watermark):
+            for job_id in self.book.concerned(None, gap.node, watermark):
+                if job_id in self.book.reported:
+                    continue
+                why = self._corroboration(job_id, gap, watermark)
+                if why is not None:
+                    what = f"no telemetry or log line for {gap.length / US:.0f} s, and {why}"
+                    evidence.append((job_id, Evidence(gap.since, what, gap.node, hardware=True)))
+        found = self._emit(evidence, confirmed_at=watermark)
+        stale = watermark - RETENTION_US
+        self.book.forget_ended(stale)
+        self.liveness.forget_before(stale)
+        self.job_logs.forget_before(stale)
+        self.job_power.forget_before(stale)
+        for state in (self.job_collateral, self.job_root_errors):
+            for job_id in [j for j, t in state.items() if t < stale]:
+                del state[job_id]
+        return found
+
+    def _corroboration(self, job_id: str, gap: Gap, now: int) -> str | None:
+        """Why a silent node is a failed one rather than a restarting telemetry exporter."""
+        cfg = self.config
+        slack = round(cfg.slack_s * US)
+        longest = round(cfg.long_silence_s * US / 3)
+        if gap.length >= cfg.long_silence_s * US:
+            return "the silence lasts"
+        if self.liveness.logs.went_quiet(gap.node, gap.since, now, slack, longest):
+            return "it stopped logging"
+        if self.job_logs.went_quiet(job_id, gap.since, now, slack, longest):
+            return f"job {job_id} went quiet with it"
+        peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
+        own_error = self.job_root_errors.get(job_id, gap.since - slack - 1) >= gap.since - slack
+        if peers_complain and not own_error:
+            return f"ranks of job {job_id} report losing a peer"
+        if self.job_power.stalled(job_id, gap.since, now, slack, cfg.stall_ratio):
+            return f"the other GPUs of job {job_id} stalled with it"
+        return None
+
+    def _job_activity(self, logs: pl.DataFrame) -> None:
+        if "job_id" not in logs.columns:
+            return
+        newest = (
+            logs.filter(pl.col("job_id").is_not_null())
+            .group_by("job_id")
+            .agg(pl.col("time").max().dt.epoch("us"))
+        )
+        self.job_logs.observe(newest["job_id"].to_list(), newest["time"].to_list())
+
+    def _scheduler(self, batch: Batch) -> list[Detection]:
+        frame = batch.frame
+        ended = self.book.observe(batch).ended
+        evidence: list[tuple[str | None, Evidence]] = []
+        nodes = frame.filter((pl.col("kind") == "node") & pl.col("node").is_not_null())
+        for node, state, reason, time in nodes.select(
+            "node", "state", "reason", pl.col("time").dt.epoch("us")
+        ).iter_rows():
+            flag = failed_state(state or "", self.config.node_states)
+            if flag is None:
+                continue
+            what = f"Slurm set the node {flag}" + (f" ({reason})" if reason else "")
+            evidence.append((None, Evidence(time, what, node, role="root", hardware=True)))
+        for job_id in ended:
+            info = self.book.jobs.jobs[job_id]
+            if info.state in NODE_FAIL_JOB_STATES:
+                node = self._likeliest(list(info.all_nodes))
+                end = info.ended_at or 0
+                item = Evidence(end, "the job ended NODE_FAIL", node, role="root", hardware=True)
+                evidence.append((job_id, item))
+        return self._emit(evidence)
+
+    def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
+        errors = (
+            frame.filter(
+                (pl.col("kind") == "crash")
+                & pl.col("role").is_in(["root", "collateral"])
+                & pl.col("job_id").is_not_null()
+            )
+            .group_by("job_id", "role")
+            .agg(pl.col("time").max().dt.epoch("us"))
+        )
+        for job_id, role, time in errors.iter_rows():
+            state = self.job_collateral if role == "collateral" else self.job_root_errors
+            state[job_id] = max(time, state.get(job_id, time))
+        rows = frame.filter(pl.col("kind") == "node_failure").with_columns(
+            pl.col("time").dt.epoch("us").alias("time_us")
+        )
+        if rows.is_empty():
+            return []
+        evidence: list[tuple[str | None, Evidence]] = []
+        for job_id, item in zip(rows["job_id"].to_list(), evidence_rows(rows, True), strict=True):
+            if item.node is None or item.signature == "slurm_cancelled_node_failure":
+                info = self.book.jobs.jobs.get(job_id) if job_id else None
+                node = self._likeliest(list(info.all_nodes)) if info else None
+                item = Evidence(item.time, item.what, node, role="root", hardware=True)
+            evidence.append((job_id, item))
+        return self._emit(evidence)
+
+    def _likeliest(self, nodes: list[str]) -> str | None:
+        """Of a job's nodes, the one whose telemetry stopped first, if any stopped at all."""
+        gaps = [g for g in self.liveness.node_gaps(nodes) if g.length > 0]
+        return max(gaps, key=lambda g: g.length).node if gaps else None
+
+    def _emit(
+        self, evidence: list[tuple[str | None, Evidence]], confirmed_at: int | None = None
+    ) -> list[Detection]:
+        return self.book.report(evidence, _headline, confirmed_at)
+
+
+def _headline(job_id: str, incident: Incident) -> str:
+    culprits = incident.culprits()
+    return f"Node {culprits[0] if culprits else '(unknown)'} of job {job_id} failed"

@@ -1,0 +1,106 @@
+"""Online scoring pieces shared by the hang and straggler detectors.
+
+Scorers and alarm policies are kept apart (DESIGN.md, "Detector"): a scorer says how unusual a
+value is against what it has learned, *before* learning it, and learns only what its owner
+passes back as healthy, so an incident never becomes the baseline; an alarm policy (threshold,
+k-of-n persistence) turns scores into decisions and can be retuned without retraining.
+
+* ``QuantileScorer``: one entity's baseline (river's rolling quantile), score = value ÷ baseline.
+* ``KOfN``: persistence for one entity's stream of flags.
+* ``peer_z`` / ``push_flags``: the vectorised forms for many entities at once (the GPUs of a
+  job compared with their peers; per-entity k-of-n held as a bit history in an integer column).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+
+import polars as pl
+from river import stats
+
+MAD_TO_SIGMA = 1.4826
+"""Scales a median absolute deviation to a normal standard deviation."""
+
+
+class QuantileScorer:
+    """How a value compares with the ``q`` quantile of the last ``window`` healthy values.
+
+    ``score`` returns value ÷ quantile, or None during the grace period (less than ``grace``
+    observations learned): a cold model has no opinion.
+    """
+
+    def __init__(self, q: float, window: int, grace: int, floor: float = 0.0) -> None:
+        self._quantile = stats.RollingQuantile(q=q, window_size=window)
+        self.grace = grace
+        self.floor = floor
+        self.learned = 0
+
+    @property
+    def ready(self) -> bool:
+        return self.learned >= self.grace
+
+    @property
+    def reference(self) -> float | None:
+        """The learned quantile (at least ``floor``), None before anything was learned."""
+        value = self._quantile.get()
+        return None if value is None else max(float(value), self.floor)
+
+    def score(self, value: float) -> float | None:
+        reference = self.reference
+        if not self.ready or reference is None or reference <= 0:
+            return None
+        return value / reference
+
+    def learn(self, value: float, weight: int = 1) -> None:
+        """Learn ``value``; ``weight`` is how many observations it stands for (an average
+        printed over many steps counts as many) toward the grace period."""
+        self._quantile.update(value)
+        self.learned += weight
+
+
+class KOfN:
+    """True once at least ``k`` of the last ``n`` flags were raised."""
+
+    def __init__(self, k: int, n: int) -> None:
+        if not 1 <= k <= n:
+            raise ValueError(f"persistence needs 1 <= k <= n, got k={k}, n={n}")
+        self.k = k
+        self._flags: deque[bool] = deque(maxlen=n)
+
+    def push(self, flag: bool) -> bool:
+        self._flags.append(flag)
+        return self.active
+
+    @property
+    def active(self) -> bool:
+        return sum(self._flags) >= self.k
+
+    def clear(self) -> None:
+        self._flags.clear()
+
+
+def peer_z(frame: pl.DataFrame, by: str | list[str], columns: Mapping[str, float]) -> pl.DataFrame:
+    """Robust z-score of each row against its peers (rows with the same ``by``).
+
+    For every ``column -> floor`` adds ``z_<column>`` = (x - median) / max(1.4826 * MAD, floor),
+    all in one pass of window expressions; the floor keeps identical peers (MAD 0) from making
+    a tiny difference look huge.
+    """
+    exprs = []
+    for column, floor in columns.items():
+        median = pl.col(column).median().over(by)
+        mad = (pl.col(column) - median).abs().median().over(by)
+        scale = pl.max_horizontal(mad * MAD_TO_SIGMA, pl.lit(floor))
+        exprs.append(((pl.col(column) - median) / scale).fill_null(0.0).alias(f"z_{column}"))
+    return frame.with_columns(exprs)
+
+
+def push_flags(history: pl.Expr, flag: pl.Expr, n: int) -> pl.Expr:
+    """The k-of-n bit history after one more window: newest flag in bit 0, ``n`` bits kept."""
+    return ((history.fill_null(0) * 2 + flag.cast(pl.Int64)) % (1 << n)).cast(pl.Int64)
+
+
+def flag_count(history: pl.Expr) -> pl.Expr:
+    """How many of the kept windows were flagged."""
+    return history.fill_null(0).bitwise_count_ones().cast(pl.Int64)

@@ -1,0 +1,107 @@
+"""A job's pace (seconds per training step) against its own healthy baseline.
+
+Each new training step gives a pace from one source, chosen once per job from what it prints:
+the printed step time, the inverse of a printed throughput, or the time between two step lines
+divided by the steps between them. The baseline is a river rolling median of healthy paces,
+ready once they cover ``grace_steps`` training steps (a line printed every hundred iterations
+averages a hundred). Paces are scored before learned, and nothing is learned while the job is
+voted slow or its GPUs look unlike their peers, so a slowdown never becomes the baseline.
+
+Once per peer-comparison window the job's current pace, the median of the paces seen over the
+last ``pace_span_s`` (the latest one for jobs that print more rarely), votes slow or not;
+``slow_k`` slow votes out of the last ``slow_n`` make the job slowed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections import deque
+from typing import TYPE_CHECKING
+
+from medic.detectors.online import KOfN, QuantileScorer
+from medic.detectors.progress_state import Step
+from medic.timeutil import US
+
+if TYPE_CHECKING:
+    from medic.detectors.straggler import StragglerConfig
+
+PACE_SOURCES = ("step_time", "throughput", "measured")
+RECENT_PACES = 512
+"""Most paces kept for the current-pace median (a bound for jobs printing every step)."""
+STALE_SAMPLE = 16
+"""Latest paces whose spacing gives a job's usual print interval."""
+
+
+class PaceModel:
+    """One job's pace against its own healthy baseline, with k-of-n slow votes."""
+
+    def __init__(self, config: StragglerConfig) -> None:
+        self.config = config
+        self.source: str | None = None
+        self.baseline = QuantileScorer(0.5, config.pace_window, config.grace_steps)
+        self.votes = KOfN(config.slow_k, config.slow_n)
+        self.ratio: float | None = None
+        """The current pace over the baseline, as of the latest vote."""
+        self._recent: deque[tuple[int, float]] = deque(maxlen=RECENT_PACES)
+        self._previous: tuple[int, int] | None = None
+
+    def observe(self, step: Step, suspect: bool) -> None:
+        """A new step; ``suspect`` says the job's GPUs currently look unlike their peers."""
+        steps = self._steps_since_previous(step)
+        pace = self._pace(step, steps)
+        if pace is None:
+            return
+        self._recent.append((step.time, pace))
+        score = self.baseline.score(pace)
+        if suspect or self.votes.active:
+            return
+        if score is None or score < self.config.slowdown_ratio:
+            self.baseline.learn(pace, weight=steps or 1)
+
+    def vote(self, now: int) -> None:
+        """One vote per window, from the current pace; no vote while the model has no opinion
+        or the job printed no pace for ``stale_s`` (or three of its usual print intervals, if
+        longer): a silent job is the hang detector's business."""
+        c = self.config
+        reference = self.baseline.reference if self.baseline.ready else None
+        if reference is None or not self._recent or now - self._recent[-1][0] > self._stale_us():
+            self.ratio = None
+            return
+        span = [p for t, p in self._recent if now - t <= c.pace_span_s * US]
+        current = statistics.median(span) if span else self._recent[-1][1]
+        self.ratio = current / reference
+        self.votes.push(self.ratio >= c.slowdown_ratio)
+
+    def _stale_us(self) -> int:
+        times = [t for t, _ in list(self._recent)[-STALE_SAMPLE:]]
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        usual = statistics.median(gaps) if gaps else 0
+        return max(round(self.config.stale_s * US), 3 * round(usual))
+
+    @property
+    def slowed(self) -> bool:
+        return self.ratio is not None and self.votes.active
+
+    def _steps_since_previous(self, step: Step) -> int | None:
+        """Training steps the line stands for: since the previous step line, or since the
+        start for a job's first line (None when unknown). Remembers this line."""
+        previous = self._previous
+        if step.step is None:
+            return None
+        self._previous = (step.time, step.step)
+        if previous is None:
+            return step.step if step.step > 0 else None
+        return step.step - previous[1] if step.step > previous[1] else None
+
+    def _pace(self, step: Step, steps: int | None) -> float | None:
+        if not step.fresh:
+            return None  # a line after a phase or a restart is not a fair sample
+        measured = None
+        if steps is not None and step.clean and step.gap_us is not None:
+            measured = step.gap_us / US / steps
+        inverse = 1.0 / step.throughput if step.throughput and step.throughput > 0 else None
+        paces = dict(zip(PACE_SOURCES, (step.step_time_s, inverse, measured), strict=True))
+        if self.source is None:
+            self.source = next((s for s in PACE_SOURCES if paces[s] is not None), None)
+        return paces[self.source] if self.source is not None else None

@@ -1,0 +1,248 @@
+"""Per-job progress state folded from the ``progress`` stream: the step clock and the phases.
+
+Both the hang and the straggler detector own one ``ProgressTracker``. It turns progress rows
+into what those models need: new training steps (with the gap since the previous one and
+whether that gap was clean, i.e. spanned no checkpoint, evaluation or counter restart), the
+time of the last sign of life, the open phase (checkpoint or evaluation) with how long such
+phases have lasted in this job, and the last step each printing rank reached.
+
+The progress stream holds events, not raw lines (a step or a phase boundary each), so the fold
+visits them one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from medic.detectors.jobs import JobTracker
+from medic.detectors.telemetry import node_jobs
+from medic.ingest.base import Batch
+
+PHASE_OF = {
+    "checkpoint_start": "checkpoint",
+    "checkpoint_load": "checkpoint",
+    "eval_start": "eval",
+    "eval_step": "eval",
+}
+PHASE_END = {"checkpoint_end": "checkpoint", "eval_end": "eval"}
+FINAL_EVENTS = frozenset({"train_end", "job_end"})
+MAX_RANKS = 4096
+"""Most printing ranks remembered per job (a bound; ranks beyond it are not tracked)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One new training step of one job."""
+
+    job_id: str
+    time: int
+    step: int | None
+    gap_us: int | None
+    """Time since the previous training step of the job; None for its first."""
+    fresh: bool
+    """No phase (checkpoint, evaluation) and no counter restart came since the previous step:
+    what the line prints describes ordinary training steps."""
+    clean: bool
+    """``fresh`` and there was a previous step: the gap is a healthy-model sample."""
+    step_time_s: float | None
+    throughput: float | None
+    framework: str
+
+
+@dataclass
+class Phase:
+    kind: str
+    started: int
+    framework: str
+
+
+@dataclass
+class JobProgress:
+    """What the progress stream has shown of one job."""
+
+    first_step_at: int | None = None
+    last_step_at: int | None = None
+    last_step: int | None = None
+    last_event_at: int | None = None
+    phase: Phase | None = None
+    phase_touched: bool = False
+    longest_phase_us: dict[str, int] = field(default_factory=dict)
+    finished_at: int | None = None
+    rank_steps: dict[int, tuple[int, str]] = field(default_factory=dict)
+    """rank -> (last step it printed, node), for ranks that print steps."""
+
+    def phase_allowance_us(self, kind: str, minimum_us: int, factor: float) -> int:
+        return max(minimum_us, round(factor * self.longest_phase_us.get(kind, 0)))
+
+
+class ProgressTracker:
+    """Folds ``progress`` batches into per-job ``JobProgress``; reports new training steps."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, JobProgress] = {}
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def forget(self, job_id: str) -> None:
+        self.jobs.pop(job_id, None)
+
+    def observe(self, frame: pl.DataFrame) -> list[Step]:
+        """Fold progress rows (time-sorted) in; return the new training steps, in time order.
+        A step printed by several ranks counts once; a late print of an earlier step is
+        ignored."""
+        if frame.is_empty():
+            return []
+        steps: list[Step] = []
+        events = frame.with_columns(pl.col("time").dt.epoch("us"))
+        for row in events.iter_rows(named=True):
+            job = self.jobs.get(row["job_id"])
+            if job is None:
+                job = self.jobs[row["job_id"]] = JobProgress()
+            step = self._apply(job, row)
+            if step is not None:
+                steps.append(step)
+        return steps
+
+    def _apply(self, job: JobProgress, row: dict[str, Any]) -> Step | None:
+        time, event = row["time"], row["event"]
+        job.last_event_at = time if job.last_event_at is None else max(job.last_event_at, time)
+        if event in FINAL_EVENTS:
+            job.finished_at = time
+            return None
+        if event == "step":
+            return self._step(job, row)
+        if event in PHASE_END:
+            self._close_phase(job, time)
+            job.phase_touched = True
+            return None
+        kind = PHASE_OF.get(event)
+        if kind is not None and (job.phase is None or job.phase.kind != kind):
+            self._close_phase(job, time)
+            job.phase = Phase(kind, time, row["framework"])
+        job.phase_touched = True
+        return None
+
+    def _step(self, job: JobProgress, row: dict[str, Any]) -> Step | None:
+        time, number = row["time"], row["step"]
+        phase = job.phase
+        if phase is not None and phase.kind == "eval" and not _ends_eval(job, phase, row):
+            return None  # an evaluation bar counting its own batches
+        if row["rank"] is not None and number is not None:
+            self._remember_rank(job, row["rank"], number, row["node"])
+        restarted = False
+        if number is not None and job.last_step is not None and number <= job.last_step:
+            if number == job.last_step or number > job.last_step // 2:
+                return None  # the same step again, or a late print of a recent one
+            restarted = True  # the counter started over (a new epoch's bar, a resumed run)
+        self._close_phase(job, time)
+        job.finished_at = None  # a training loop that starts again (a second stage) is watched
+        gap = None if job.last_step_at is None else time - job.last_step_at
+        fresh = not job.phase_touched and not restarted
+        clean = fresh and gap is not None and gap > 0
+        if job.first_step_at is None:
+            job.first_step_at = time
+        job.last_step_at = time
+        job.last_step = number if number is not None else job.last_step
+        job.phase_touched = False
+        return Step(
+            job_id=row["job_id"],
+            time=time,
+            step=number,
+            gap_us=gap,
+            fresh=fresh,
+            clean=clean,
+            step_time_s=row["step_time_s"],
+            throughput=row["throughput"],
+            framework=row["framework"],
+        )
+
+    @staticmethod
+    def _remember_rank(job: JobProgress, rank: int, step: int, node: str) -> None:
+        if rank in job.rank_steps or len(job.rank_steps) < MAX_RANKS:
+            job.rank_steps[rank] = (step, node)
+
+    @staticmethod
+    def _close_phase(job: JobProgress, time: int) -> None:
+        phase = job.phase
+        if phase is None:
+            return
+        lasted = max(0, time - phase.started)
+        job.longest_phase_us[phase.kind] = max(job.longest_phase_us.get(phase.kind, 0), lasted)
+        job.phase = None
+
+
+def _ends_eval(job: JobProgress, phase: Phase, row: dict[str, Any]) -> bool:
+    """Whether a step row is training again (not an evaluation bar inside the eval phase)."""
+    if row["framework"] == phase.framework or row["step"] is None or job.last_step is None:
+        return True
+    return bool(row["step"] > job.last_step)
+
+
+class WatchedJobs:
+    """The jobs a progress-based detector watches, and when to let each one go.
+
+    Folds scheduler batches (placement, ends) and progress batches. A job is done when Slurm
+    ends it or its training loop says it finished, and released when nothing was heard of it
+    for ``forget_after_s``. An ended job stays as a tombstone for ``forget_after_s`` so that
+    late lines of it do not start a new watch (a requeued job that runs again is watched
+    afresh).
+    """
+
+    def __init__(self, forget_after_s: float) -> None:
+        self.forget_after_us = round(forget_after_s * 1_000_000)
+        self.scheduler = JobTracker()
+        self.progress = ProgressTracker()
+        self.placement: pl.DataFrame | None = None
+        self._ended: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.progress) + len(self.scheduler)
+
+    def observe_scheduler(self, batch: Batch) -> list[str]:
+        """Fold a scheduler batch in; return the jobs it ended."""
+        ended = self.scheduler.observe(batch)
+        for job_id in ended:
+            self.progress.forget(job_id)
+        self.placement = node_jobs(self.scheduler)
+        self._ended = [j.job_id for j in self.scheduler.jobs.values() if not j.running]
+        return ended
+
+    def observe_progress(self, frame: pl.DataFrame) -> list[Step]:
+        """Fold progress rows of jobs that have not ended; return their new training steps."""
+        if self._ended:
+            frame = frame.filter(~pl.col("job_id").is_in(self._ended))
+        return self.progress.observe(frame)
+
+    def release(self, now: int) -> list[str]:
+        """Jobs silent past ``forget_after_s`` at ``now``, forgotten here; ended jobs' tombstones
+        expire too. (A job whose training finished stays, marked, until then.)"""
+        horizon = now - self.forget_after_us
+        gone = [
+            job_id
+            for job_id, job in self.progress.jobs.items()
+            if (job.last_event_at or now) < horizon
+        ]
+        for job_id in gone:
+            self.progress.forget(job_id)
+        stale = [
+            job_id
+            for job_id, info in self.scheduler.jobs.items()
+            if info.ended_at is not None and info.ended_at < horizon
+        ]
+        for job_id in stale:
+            self.scheduler.forget(job_id)
+        if stale:
+            self._ended = [j.job_id for j in self.scheduler.jobs.values() if not j.running]
+        return gone
+
+    def done(self, job_id: str) -> bool:
+        """Whether Slurm ended the job or its training said it finished."""
+        info = self.scheduler.jobs.get(job_id)
+        if info is not None and not info.running:
+            return True
+        job = self.progress.jobs.get(job_id)
+        return job is not None and job.finished_at is not None

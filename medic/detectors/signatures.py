@@ -1,0 +1,172 @@
+"""The ``signatures`` stream: log lines that match the catalogue, one row per matched line.
+
+Matching is vectorised in two stages so that the common line costs one regex scan:
+
+1. one combined prefilter (the alternation of every entry's literals) over the whole batch;
+2. on the few candidate rows only, each entry's pattern in catalogue order; the first match
+   names the line, and that entry's named groups (Xid code, PCI address, rank, host, exit
+   code) are extracted. Lines whose Xid code is in the catalogue's Xid table take the kind,
+   severity and action NVIDIA recommends for that code.
+
+Every detector that cares about log texts consumes this stream instead of raw lines.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+
+from medic import schema
+from medic.detectors.base import register_parser
+from medic.detectors.catalogue import GROUPS, Catalogue, builtin_catalogue
+from medic.detectors.jobs import RANK_PREFIX
+from medic.ingest.base import Batch
+
+SIGNATURES = pa.schema(
+    [
+        pa.field("time", schema.TIME, nullable=False),
+        pa.field("job_id", pa.string()),
+        pa.field("node", pa.string()),
+        pa.field("rank", pa.int32()),
+        pa.field("source", pa.string()),
+        pa.field("signature", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("implicates", pa.string(), nullable=False),
+        pa.field("severity", pa.string(), nullable=False),
+        pa.field("role", pa.string(), nullable=False),
+        pa.field("action", pa.string(), nullable=False),
+        pa.field("xid", pa.int32()),
+        pa.field("xid_name", pa.string()),
+        pa.field("pci", pa.string()),
+        pa.field("host", pa.string()),
+        pa.field("exit_code", pa.int32()),
+        pa.field("message", pa.string(), nullable=False),
+    ]
+)
+"""Schema of the derived ``signatures`` stream."""
+
+_EMPTY = pl.DataFrame(SIGNATURES.empty_table())
+_OPTIONAL_LOG_COLUMNS = {"job_id": pl.String, "rank": pl.Int32, "source": pl.String}
+_INT_GROUPS = ("xid", "rank", "exit_code")
+
+
+class SignatureMatcher:
+    """Compiled view of a catalogue: the prefilter and per-entry match and extract expressions."""
+
+    def __init__(self, catalogue: Catalogue) -> None:
+        self.prefilter = catalogue.prefilter
+        message = pl.col("message")
+        patterns = catalogue.signatures["pattern"].to_list()
+        self._entry = pl.coalesce(
+            [
+                pl.when(message.str.contains(p)).then(pl.lit(i, pl.UInt32))
+                for i, p in enumerate(patterns)
+            ]
+        ).alias("entry")
+        self._groups: list[pl.Expr] = []
+        for name in GROUPS:
+            parts = [
+                pl.when(pl.col("entry") == i).then(
+                    message.str.extract(p, catalogue.groups(i)[name])
+                )
+                for i, p in enumerate(patterns)
+                if name in catalogue.groups(i)
+            ]
+            column = pl.coalesce(parts) if parts else pl.lit(None, pl.String)
+            if name in _INT_GROUPS:
+                column = column.cast(pl.Int32, strict=False)
+            self._groups.append(column.alias(f"_{name}"))
+        self._entries = catalogue.signatures.select(
+            "entry",
+            pl.col("id").alias("signature"),
+            "kind",
+            "implicates",
+            "severity",
+            "role",
+            "action",
+            "xid_table",
+        )
+        self._xids = catalogue.xids.select(
+            pl.col("code").alias("xid"),
+            pl.col("mnemonic").alias("xid_name"),
+            pl.col("kind").alias("xid_kind"),
+            pl.col("severity").alias("xid_severity"),
+            pl.col("action").alias("xid_action"),
+        )
+
+    def match(self, logs: pl.DataFrame) -> pl.DataFrame:
+        """The matched rows of a logs frame, in the ``SIGNATURES`` columns (maybe empty)."""
+        missing = [
+            pl.lit(None, dtype).alias(name)
+            for name, dtype in _OPTIONAL_LOG_COLUMNS.items()
+            if name not in logs.columns
+        ]
+        if missing:
+            logs = logs.with_columns(missing)
+        candidates = logs.filter(pl.col("message").str.contains(self.prefilter))
+        if candidates.is_empty():
+            return _EMPTY
+        hits = (
+            candidates.with_columns(self._entry)
+            .filter(pl.col("entry").is_not_null())
+            .with_columns(self._groups)
+            .join(self._entries, on="entry", how="left")
+        )
+        from_table = pl.col("xid_table") & pl.col("xid_kind").is_not_null()
+        return (
+            hits.rename({"_xid": "xid"})
+            .join(self._xids, on="xid", how="left")
+            .select(
+                "time",
+                "job_id",
+                "node",
+                pl.coalesce(
+                    pl.col("rank"),
+                    pl.col("_rank"),
+                    pl.col("message").str.extract(RANK_PREFIX, 1).cast(pl.Int32, strict=False),
+                ).alias("rank"),
+                "source",
+                "signature",
+                pl.when(from_table)
+                .then(pl.col("xid_kind"))
+                .otherwise(pl.col("kind"))
+                .alias("kind"),
+                "implicates",
+                pl.when(from_table)
+                .then(pl.col("xid_severity"))
+                .otherwise(pl.col("severity"))
+                .alias("severity"),
+                "role",
+                pl.when(from_table)
+                .then(pl.col("xid_action"))
+                .otherwise(pl.col("action"))
+                .alias("action"),
+                "xid",
+                "xid_name",
+                pl.col("_pci").str.to_lowercase().alias("pci"),
+                pl.col("_host").alias("host"),
+                pl.col("_exit_code").alias("exit_code"),
+                "message",
+            )
+        )
+
+
+@register_parser
+class SignatureParser:
+    """Derives the ``signatures`` stream from ``logs`` batches (shared by every detector)."""
+
+    name = "signatures"
+    input_stream = "logs"
+    output_stream = "signatures"
+
+    def __init__(self, catalogue: Catalogue | None = None) -> None:
+        self.matcher = SignatureMatcher(catalogue or builtin_catalogue())
+
+    def parse(self, batch: Batch) -> Batch | None:
+        frame = batch.frame
+        if frame.is_empty() or "message" not in frame.columns:
+            return None
+        hits = self.matcher.match(frame)
+        if hits.is_empty():
+            return None
+        return Batch(self.output_stream, schema.conform(hits.to_arrow(), SIGNATURES))

@@ -1,0 +1,185 @@
+"""GPU telemetry folded into fixed windows of event time, one row per job, node and GPU.
+
+Detectors that compare GPUs (peers within a job) or watch a job's GPUs over a silence do not
+need every 1 Hz sample: ``GpuWindows`` keeps the raw rows of the window being filled and, once
+the watermark passes the window's end, reduces them in one polars aggregation to per-GPU means
+of the metrics its owner asked for, the share of samples with slowdown throttle reasons set,
+the samples carrying an Xid, and how much cumulative error counters rose. Rows without a job id
+are given the job Slurm placed on their node. State is the open window's rows plus one row of
+counters per GPU, freed with ``forget`` when a job ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from medic.detectors.jobs import JobTracker
+
+KEYS = ["job_id", "node", "gpu"]
+COUNTERS = ("pcie_replay", "nvlink_errors", "ecc_dbe")
+DEFAULT_THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+"""NVML clocks-event reasons that slow a GPU: SW power cap, HW slowdown, SW thermal, HW thermal,
+HW power brake (nvml.h ``nvmlClocksEventReason*``); idle and application-clock bits are not."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """One closed window: per-GPU aggregates of the samples with start <= time < end."""
+
+    start: int
+    end: int
+    gpus: pl.DataFrame
+    """Columns: job_id, node, gpu, the mean of every requested metric, ``throttled`` (share of
+    samples with a slowdown reason set) and ``xid`` (samples carrying an Xid) when requested,
+    and ``<counter>_delta`` (rise since the GPU's previous window, never negative)."""
+
+
+def node_jobs(tracker: JobTracker) -> pl.DataFrame:
+    """node -> job for running jobs whose allocation Slurm reported (a node shared by several
+    running jobs is left out: its unlabelled rows cannot be attributed)."""
+    pairs = [(node, j.job_id) for j in tracker.jobs.values() if j.running for node in j.nodes]
+    frame = pl.DataFrame(pairs, schema={"node": pl.String, "job_id": pl.String}, orient="row")
+    return frame.filter(pl.len().over("node") == 1)
+
+
+class GpuWindows:
+    """Windows of per-GPU aggregates of the metrics one detector needs."""
+
+    def __init__(
+        self,
+        window_s: float,
+        means: Sequence[str],
+        counters: Sequence[str] = (),
+        throttle_mask: int | None = None,
+        xid: bool = False,
+        sample_s: float | None = None,
+    ) -> None:
+        if window_s <= 0 or (sample_s is not None and not 0 < sample_s <= window_s):
+            raise ValueError("window_s must be positive and sample_s within (0, window_s]")
+        self.window_us = round(window_s * 1_000_000)
+        self.sample_us = self.window_us if sample_s is None else round(sample_s * 1_000_000)
+        self.means = list(means)
+        self.counters = list(counters)
+        self.throttle_mask = throttle_mask
+        self.xid = xid
+        self._pending: list[pl.DataFrame] = []
+        self._window_end: int | None = None
+        self._last = pl.DataFrame(
+            schema={"job_id": pl.String, "node": pl.String, "gpu": pl.Int16}
+            | {f"last_{c}": pl.Int64 for c in self.counters}
+        )
+
+    def state_size(self) -> int:
+        return int(self._last.height)
+
+    def add(
+        self,
+        frame: pl.DataFrame,
+        placement: pl.DataFrame | None = None,
+        jobs: Collection[str] | None = None,
+    ) -> None:
+        """Keep a gpu batch's rows (of ``jobs`` only, when given) for the windows they fall in;
+        ``placement`` (node -> job_id) labels rows that came without a job id."""
+        if frame.is_empty() or (jobs is not None and not jobs):
+            return
+        if self.sample_us < self.window_us:
+            frame = self._sampled(frame)
+            if frame.is_empty():
+                return
+        unlabelled = frame.get_column("job_id").null_count() > 0
+        if unlabelled and placement is not None and not placement.is_empty():
+            frame = frame.join(
+                placement.rename({"job_id": "placed_job"}), on="node", how="left"
+            ).with_columns(pl.coalesce("job_id", "placed_job").alias("job_id"))
+        wanted = pl.col("job_id").is_not_null()
+        if jobs is not None:
+            wanted = pl.col("job_id").is_in(list(jobs))
+        columns = [pl.col("time").dt.epoch("us"), *KEYS, *self.means, *self.counters]
+        if self.throttle_mask is not None:
+            throttled = (pl.col("throttle_reasons") & self.throttle_mask) != 0
+            columns.append(throttled.cast(pl.Float32).alias("throttled"))
+        if self.xid:
+            columns.append(pl.col("xid").is_not_null().cast(pl.Int32).alias("xid"))
+        rows = frame.filter(wanted).select(columns)
+        if rows.is_empty():
+            return
+        if self._window_end is None:
+            first = int(rows.get_column("time").min())  # type: ignore[arg-type]
+            self._window_end = (first // self.window_us + 1) * self.window_us
+        self._pending.append(rows)
+
+    def _sampled(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Only the rows in the first ``sample_s`` of their window; a batch within one window
+        is kept or dropped whole without looking at its rows."""
+        times = frame.get_column("time").dt.epoch("us")
+        first, last = int(times.min()), int(times.max())  # type: ignore[arg-type]
+        if first // self.window_us == last // self.window_us:
+            if first % self.window_us >= self.sample_us:
+                return frame.clear()
+            if last % self.window_us < self.sample_us:
+                return frame
+        return frame.filter(times % self.window_us < self.sample_us)
+
+    def close(self, now: int) -> list[Window]:
+        """Every window that ends at or before ``now``, oldest first (empty ones included)."""
+        if self._window_end is None or now < self._window_end:
+            return []
+        pending = pl.concat(self._pending) if self._pending else None
+        closed = []
+        while self._window_end <= now:
+            end = self._window_end
+            inside = None
+            if pending is not None:
+                inside = pending.filter(pl.col("time") < end)
+                pending = pending.filter(pl.col("time") >= end)
+            closed.append(Window(end - self.window_us, end, self._aggregate(inside)))
+            self._window_end = end + self.window_us
+        self._pending = [pending] if pending is not None and not pending.is_empty() else []
+        return closed
+
+    def forget(self, job_ids: Iterable[str]) -> None:
+        ended = list(job_ids)
+        if not ended:
+            return
+        self._last = self._last.filter(~pl.col("job_id").is_in(ended))
+        self._pending = [f.filter(~pl.col("job_id").is_in(ended)) for f in self._pending]
+
+    def _aggregate(self, rows: pl.DataFrame | None) -> pl.DataFrame:
+        if rows is None or rows.is_empty():
+            return self._empty()
+        aggregations = [pl.col(c).mean() for c in self.means]
+        if self.throttle_mask is not None:
+            aggregations.append(pl.col("throttled").mean())
+        if self.xid:
+            aggregations.append(pl.col("xid").sum())
+        aggregations += [pl.col(c).max().alias(f"max_{c}") for c in self.counters]
+        gpus = rows.group_by(KEYS).agg(aggregations)
+        if self.counters:
+            # A counter's rise since the GPU's previous window (0 in its first window).
+            gpus = gpus.join(self._last, on=KEYS, how="left").with_columns(
+                (pl.col(f"max_{c}") - pl.coalesce(f"last_{c}", f"max_{c}"))
+                .clip(lower_bound=0)
+                .fill_null(0)
+                .alias(f"{c}_delta")
+                for c in self.counters
+            )
+            seen = gpus.select(
+                *KEYS,
+                *(pl.coalesce(f"max_{c}", f"last_{c}").alias(f"last_{c}") for c in self.counters),
+            )
+            self._last = pl.concat([self._last.join(seen, on=KEYS, how="anti"), seen])
+            gpus = gpus.drop(*(f"{p}_{c}" for p in ("max", "last") for c in self.counters))
+        return gpus.sort(KEYS)
+
+    def _empty(self) -> pl.DataFrame:
+        schema = {"job_id": pl.String, "node": pl.String, "gpu": pl.Int16}
+        schema |= {c: pl.Float64 for c in self.means}
+        if self.throttle_mask is not None:
+            schema["throttled"] = pl.Float64
+        if self.xid:
+            schema["xid"] = pl.Int32
+        schema |= {f"{c}_delta": pl.Int64 for c in self.counters}
+        return pl.DataFrame(schema=schema)

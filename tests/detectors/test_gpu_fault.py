@@ -1,0 +1,133 @@
+"""The gpu_fault detector: hardware evidence against a GPU, reported at once, blaming its node."""
+
+from __future__ import annotations
+
+import pytest
+
+from medic.detectors.gpu_fault import GpuFaultDetector
+from tests.builders import at, batch
+from tests.detectors.scenarios import Job, detect, kernel, seconds
+
+# leptonai/gpud#46 and NVIDIA/NVSentinel#155
+XID_79 = "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"
+XID_CTXSW = (
+    "NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, "
+    "errorString CTX SWITCH TIMEOUT, Info 0x58005"
+)
+
+
+def scenario(job: Job, duration: int = 120) -> tuple[list[dict], list[dict], list[dict]]:
+    return (
+        job.progress(0, duration),
+        job.telemetry(0, duration, extra_nodes=["idle1"]),
+        [job.start()],
+    )
+
+
+def test_a_fatal_xid_in_the_kernel_log_blames_its_node_at_once() -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    logs.append(kernel(50.3, "n3", XID_CTXSW))
+    found = detect(120, logs, gpu, sched)
+    assert [(d.kind, d.culprits, d.job_id) for d in found] == [("gpu_fault", ("n3",), "100")]
+    assert seconds(found[0].detected_at) == pytest.approx(50.3, abs=0.5)
+    assert "Xid 109 (CTXSW_TIMEOUT_ERROR)" in found[0].summary
+
+
+def test_the_pci_address_is_mapped_to_the_gpu_that_telemetry_shows_the_xid_on() -> None:
+    # a row remap recorded (Xid 63) in both the kernel log and telemetry teaches the mapping;
+    # the double-bit ECC error later is reported by the kernel only
+    job = Job(gpu_fields={("n2", 5, 20): {"xid": 63}})
+    logs, gpu, sched = scenario(job)
+    logs.append(kernel(20.4, "n2", "NVRM: Xid (PCI:0000:44:00): 63, pid=1896, Row Remapper"))
+    logs.append(kernel(60.2, "n2", "NVRM: Xid (PCI:0000:44:00): 48, pid=1896, DBE"))
+    found = detect(120, logs, gpu, sched)
+    assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("n2",))]
+    assert "Xid 48 (GPU_ECC_DBE) at n2 GPU 5" in found[0].summary
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # row remapping recorded, excessive corrected errors: NVIDIA says ignore
+        "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, "
+        "reset gpu to activate.",
+        "NVRM: Xid (PCI:0000:10:00): 92, pid=1896, excessive SBE interrupts",
+        # an application fault (NVIDIA: restart the app), leptonai/gpud#46
+        "NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp "
+        "Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter",
+        # NVLink5 warning, leptonai/gpud#1160
+        "NVRM: Xid (PCI:0000:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 "
+        "0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)",
+    ],
+)
+def test_informational_and_application_xids_do_not_fire(line: str) -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    logs.append(kernel(50, "n2", line))
+    assert detect(120, logs, gpu, sched) == []
+
+
+def test_an_xid_on_an_idle_node_concerns_no_job() -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    logs.append(kernel(50, "idle1", XID_79))
+    assert detect(120, logs, gpu, sched) == []
+
+
+def test_a_rise_of_uncorrectable_ecc_is_a_gpu_fault_and_corrected_ecc_is_not() -> None:
+    corrected = {("n1", g, s): {"ecc_sbe": s} for g in range(8) for s in range(120)}
+    job = Job(gpu_fields={**corrected, **{("n4", 2, s): {"ecc_dbe": 1} for s in range(70, 120)}})
+    logs, gpu, sched = scenario(job)
+    found = detect(120, logs, gpu, sched)
+    assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("n4",))]
+    assert seconds(found[0].detected_at) == pytest.approx(70, abs=0.5)
+    assert "n4 GPU 2" in found[0].summary
+
+
+def test_an_nvlink_error_burst_is_a_fault_and_a_trickle_is_not() -> None:
+    trickle = {("n1", 0, s): {"nvlink_errors": s // 10} for s in range(120)}
+    burst = {("n3", 6, s): {"nvlink_errors": 5000} for s in range(90, 120)}
+    logs, gpu, sched = scenario(Job(gpu_fields=trickle))
+    assert detect(120, logs, gpu, sched) == []
+    logs, gpu, sched = scenario(Job(gpu_fields={**trickle, **burst}))
+    assert [(d.kind, d.culprits) for d in detect(120, logs, gpu, sched)] == [("gpu_fault", ("n3",))]
+    # a link degrading: one error a second from t=30 s on, 50 within the window by t=80 s
+    climb = {("n2", 1, s): {"nvlink_errors": max(0, s - 30)} for s in range(120)}
+    logs, gpu, sched = scenario(Job(gpu_fields={**trickle, **climb}))
+    found = detect(120, logs, gpu, sched)
+    assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("n2",))]
+    assert seconds(found[0].detected_at) == pytest.approx(80, abs=0.5)
+
+
+def test_a_gpu_whose_telemetry_vanishes_while_its_node_reports_is_a_fault() -> None:
+    job = Job(stopped={("n2", 3): 40})
+    logs, gpu, sched = scenario(job)
+    found = detect(120, logs, gpu, sched)
+    assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("n2",))]
+    assert 48 <= seconds(found[0].detected_at) <= 51
+    assert seconds(found[0].onset or 0) == pytest.approx(39)
+
+
+def test_a_node_whose_exporter_stops_while_it_logs_is_not_a_fault() -> None:
+    job = Job(stopped={("n2", None): 40})
+    logs, gpu, sched = scenario(job)
+    logs += job.progress(40, 120, every=2)
+    assert detect(120, logs, gpu, sched) == []
+
+
+def test_a_gpu_that_leaves_with_its_job_is_not_a_fault() -> None:
+    job = Job(stopped={("n2", 3): 60})
+    logs, gpu, sched = scenario(job)
+    assert detect(120, logs, gpu, [*sched, job.end(59.5, "COMPLETED", 0)]) == []
+
+
+def test_state_is_bounded_and_freed() -> None:
+    job = Job()
+    detector = GpuFaultDetector()
+    detector.update(batch("scheduler", [job.start()]))
+    detector.update(batch("gpu", job.telemetry(0, 5)))
+    assert detector.state_size() > 0
+    detector.update(batch("scheduler", [job.end(6, "FAILED", 1)]))
+    detector.advance(at(4 * 3600))
+    assert detector.state_size() == 0

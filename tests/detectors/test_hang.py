@@ -1,0 +1,197 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from medic.config import ConfigError, from_dict
+from medic.detectors.hang import HangConfig, HangDetector
+from medic.timeutil import US
+from tests.builders import at
+from tests.detectors.training import COMPUTE, EVAL, IDLE, SPIN, Job, constant, run
+
+
+def healthy_until(t: float, **job: Any) -> Job:
+    return Job(**job).start().steps(10, t).telemetry(0, t, constant(COMPUTE))
+
+
+def silence_s(job: Job, detected_at: int) -> float:
+    return (detected_at - job.logs[-1]["time"]) / US
+
+
+def test_gpus_spinning_in_a_wait_fire_within_a_minute_and_blame_no_node() -> None:
+    job = healthy_until(400).telemetry(400, 700, constant(SPIN))
+    (found,) = run(HangDetector(), [job], 700)
+    assert found.kind == "hang" and found.job_id == "100"
+    assert found.culprits == ()
+    assert 45 <= silence_s(job, found.detected_at) <= 60
+    assert "no node at fault" in found.summary
+
+
+def test_one_gpu_idle_while_the_others_spin_names_its_node() -> None:
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return IDLE if (node, gpu) == ("n3", 2) else SPIN
+
+    job = healthy_until(400).telemetry(400, 700, stuck)
+    (found,) = run(HangDetector(), [job], 700)
+    assert found.culprits == ("n3",)
+    assert silence_s(job, found.detected_at) <= 60
+    assert "stopped while the others wait" in found.summary
+
+
+def test_a_gpu_pegged_at_idle_power_while_the_others_spin_names_its_node() -> None:
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return SPIN | {"power_w": 75.0} if (node, gpu) == ("n1", 0) else SPIN
+
+    job = healthy_until(400).telemetry(400, 700, stuck)
+    (found,) = run(HangDetector(), [job], 700)
+    assert found.culprits == ("n1",)
+
+
+def test_a_node_whose_telemetry_stops_is_a_node_failure() -> None:
+    job = healthy_until(400)
+    job.telemetry(400, 700, lambda t, node, gpu: SPIN)
+    job.gpu = [row for row in job.gpu if row["node"] != "n4" or row["time"] < at(400)]
+    (found,) = run(HangDetector(), [job], 700)
+    assert (found.kind, found.culprits) == ("node_failure", ("n4",))
+    assert "telemetry stopped" in found.summary
+
+
+def test_hardware_counters_rising_during_the_silence_name_their_node() -> None:
+    def replays(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return SPIN | {"pcie_replay": int(50 * (t - 400)) if (node, gpu) == ("n2", 1) else 0}
+
+    job = healthy_until(400).telemetry(400, 700, replays)
+    (found,) = run(HangDetector(), [job], 700)
+    assert found.culprits == ("n2",)
+
+
+def test_without_telemetry_the_silence_floor_applies() -> None:
+    job = Job().start().steps(10, 400)
+    (found,) = run(HangDetector(), [job], 700)
+    assert 60 <= silence_s(job, found.detected_at) <= 62
+    assert found.culprits == ()
+
+
+def test_long_step_gaps_scale_the_allowance() -> None:
+    job = Job().start().steps(10, 1200, every=30.0)
+    (found,) = run(HangDetector(), [job], 1500)
+    # p99 of ~30 s gaps -> three of them before it is improbable.
+    assert 90 <= silence_s(job, found.detected_at) <= 100
+
+
+def test_a_cold_model_waits_for_the_cold_silence() -> None:
+    job = Job().start().steps(10, 16)
+    (found,) = run(HangDetector(), [job], 700)
+    assert 600 <= silence_s(job, found.detected_at) <= 602
+
+
+def test_gpus_still_working_without_printing_hold_the_alarm() -> None:
+    job = healthy_until(400).telemetry(400, 2300, constant(COMPUTE))
+    (found,) = run(HangDetector(), [job], 2300)
+    assert 1800 <= silence_s(job, found.detected_at) <= 1802
+
+
+def test_an_evaluation_that_prints_nothing_is_healthy() -> None:
+    job = healthy_until(400).telemetry(400, 580, constant(EVAL)).steps(580, 900)
+    job.telemetry(580, 900, constant(COMPUTE))
+    assert run(HangDetector(), [job], 900) == []
+
+
+def test_the_next_step_after_a_quiet_evaluation_is_due_from_its_end() -> None:
+    # No healthy baseline yet (telemetry starts with the evaluation): when the GPUs go back to
+    # training, the step that follows 25 s later is on time.
+    job = Job().start().steps(10, 400).telemetry(400, 580, constant(EVAL))
+    job.telemetry(580, 900, constant(COMPUTE)).steps(605, 900)
+    assert run(HangDetector(), [job], 900) == []
+
+
+def test_a_six_minute_checkpoint_that_prints_nothing_is_healthy() -> None:
+    job = healthy_until(400).telemetry(400, 760, constant(IDLE)).steps(760, 1000)
+    job.telemetry(760, 1000, constant(COMPUTE))
+    assert run(HangDetector(), [job], 1000) == []
+
+
+def test_a_six_minute_checkpoint_is_healthy() -> None:
+    job = healthy_until(400)
+    job.say(401, "saving checkpoint at iteration     200 to /ckpt in torch_dist format")
+    job.telemetry(400, 761, constant(IDLE))
+    job.say(761, "  successfully saved checkpoint from iteration     200 to /ckpt")
+    job.steps(762, 1000).telemetry(761, 1000, constant(COMPUTE))
+    assert run(HangDetector(), [job], 1000) == []
+
+
+def test_an_evaluation_phase_is_healthy() -> None:
+    job = Job().start().steps(10, 400)
+    job.say(401, "Evaluating on 5120 samples")
+    job.say(641, " validation loss at iteration 200 | lm loss value: 2.1 | lm loss PPL: 8.2 |")
+    job.steps(642, 900)
+    assert run(HangDetector(), [job], 900) == []
+
+
+def test_a_hang_inside_a_checkpoint_still_fires_after_the_allowance() -> None:
+    job = Job().start().steps(10, 400)
+    job.say(401, "saving checkpoint at iteration     200 to /ckpt in torch_dist format")
+    (found,) = run(HangDetector(), [job], 1200)
+    assert 600 <= silence_s(job, found.detected_at) <= 602
+
+
+def test_jobs_that_finish_or_are_cancelled_are_not_hangs() -> None:
+    done = healthy_until(300).say(301, "[after training is done] datetime: 2026-03-01 10:05:01")
+    done.telemetry(301, 500, constant(IDLE)).end(500)
+    cancelled = healthy_until(300, nodes=("n5", "n6"), job_id="101")
+    cancelled.say(302, "slurmstepd: error: *** JOB 101 ON n5 CANCELLED AT 2026-03-01T10:05 ***")
+    cancelled.telemetry(302, 450, constant(IDLE)).end(450, "CANCELLED by 1000")
+    detector = HangDetector()
+    assert run(detector, [done, cancelled], 900) == []
+    assert detector.watch == {} and len(detector.jobs.progress) == 0
+    assert detector.state_size() == 2  # the two ended jobs' tombstones, until forget_after_s
+
+
+def test_late_lines_of_an_ended_job_start_no_watch() -> None:
+    job = healthy_until(300).end(301)
+    job.steps(303, 304)
+    detector = HangDetector()
+    assert run(detector, [job], 700) == []
+    assert detector.watch == {}
+
+
+def test_fires_once_per_silence_and_again_after_progress_resumes() -> None:
+    job = Job().start().steps(10, 400).steps(500, 800)
+    found = run(HangDetector(), [job], 1000)
+    assert len(found) == 2
+    assert found[0].detected_at < at(500) < found[1].detected_at
+
+
+def test_a_job_printing_no_progress_is_watched_through_its_gpus() -> None:
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return IDLE if (node, gpu) == ("n2", 3) else SPIN
+
+    job = Job().start().telemetry(0, 200, constant(COMPUTE)).telemetry(200, 600, stuck)
+    (found,) = run(HangDetector(), [job], 600)
+    assert found.culprits == ("n2",)
+    assert at(200 + 120) <= found.detected_at <= at(200 + 250)
+    assert "prints no progress" in found.summary
+
+
+def test_gpus_of_a_silent_job_idling_are_no_hang() -> None:
+    job = Job().start().telemetry(0, 200, constant(COMPUTE)).telemetry(200, 900, constant(IDLE))
+    assert run(HangDetector(), [job], 900) == []
+
+
+def test_a_hang_while_a_checkpoint_is_open_fires_once_the_gpus_wait_long_enough() -> None:
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return IDLE if (node, gpu) == ("n2", 3) else SPIN
+
+    job = healthy_until(400).say(401, "Saving model checkpoint to /out/checkpoint-500")
+    job.telemetry(400, 460, constant(IDLE)).telemetry(460, 900, stuck)
+    (found,) = run(HangDetector(), [job], 900)
+    assert found.culprits == ("n2",)
+    assert at(460 + 120) <= found.detected_at <= at(460 + 150)
+
+
+def test_config_is_typed_and_checked() -> None:
+    config = from_dict(HangConfig, {"min_silence_s": 90, "grace_gaps": 4}, "detectors.hang")
+    assert HangDetector(config).config.min_silence_s == 90.0
+    with pytest.raises(ConfigError, match="gap_quantile"):
+        from_dict(HangConfig, {"gap_quantile": 2.0}, "detectors.hang")

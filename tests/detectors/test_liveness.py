@@ -1,0 +1,105 @@
+"""Liveness: the ``gpu_latest`` stream, vanished GPUs, silent nodes and how chatty a writer is."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from medic.detectors.crash import CrashDetector
+from medic.detectors.gpu_fault import GpuFaultDetector
+from medic.detectors.liveness import GPU_LATEST, Cadence, GpuLatestParser, Liveness
+from medic.detectors.node_failure import NodeFailureDetector
+from medic.ingest.base import Batch
+from medic.timeutil import US
+from tests.builders import at, batch, log
+
+
+def sample(t: float, node: str, gpu: int, **fields: object) -> dict[str, object]:
+    return {"time": at(t), "node": node, "gpu": gpu, **fields}
+
+
+def latest(rows: list[dict[str, object]]) -> pl.DataFrame:
+    parsed = GpuLatestParser().parse(batch("gpu", rows))
+    assert parsed is not None
+    return parsed.frame
+
+
+def test_gpu_latest_keeps_each_gpus_newest_state_and_first_xid() -> None:
+    frame = latest(
+        [
+            sample(0, "n1", 0, job_id="7", ecc_dbe=0),
+            sample(0.5, "n1", 0, job_id="7", ecc_dbe=1, xid=48),
+            sample(0.9, "n1", 0, job_id=None, ecc_dbe=None, xid=79),
+            sample(0.2, "n1", 1, job_id="7"),
+        ]
+    ).sort("gpu")
+    assert frame.select("gpu", "job_id", "xid", "ecc_dbe").rows() == [
+        (0, None, 48, 1),
+        (1, "7", None, None),
+    ]
+    assert frame["time"].cast(pl.Int64).to_list() == [at(0.9), at(0.2)]
+    assert frame["xid_time"].cast(pl.Int64).to_list()[0] == at(0.5)
+
+
+def test_gpu_latest_accepts_telemetry_without_optional_columns() -> None:
+    bare = pl.DataFrame(
+        {"time": pl.Series([at(0)]).cast(pl.Datetime("us", "UTC")), "node": ["n1"], "gpu": [3]}
+    ).with_columns(pl.col("gpu").cast(pl.Int16))
+    parsed = GpuLatestParser().parse(Batch("gpu", bare.to_arrow()))
+    assert parsed is not None and parsed.data.schema == GPU_LATEST
+
+
+def test_vanished_gpus_and_silent_nodes_are_measured_against_the_rest_of_the_cluster() -> None:
+    liveness = Liveness()
+    for second in range(30):
+        rows = [sample(second, "a", g) for g in range(4) if not (g == 2 and second >= 10)]
+        rows += [sample(second, "b", g) for g in range(4) if second < 5]
+        rows += [sample(second, "c", g) for g in range(4)]
+        liveness.observe_gpu(latest(rows))
+    liveness.observe_logs(batch("logs", [log(29, "still here", node="b")]).frame)
+    vanished = liveness.vanished_gpus(10 * US, 5 * US)
+    assert [(g.node, g.gpu, g.since) for g in vanished] == [("a", 2, at(9))]
+    assert liveness.silent_nodes(10 * US, at(29)) == []
+    silent = liveness.silent_nodes(10 * US, at(45))
+    assert [(g.node, g.since, g.length) for g in silent] == [("b", at(4), 25 * US)]
+    gap = liveness.longest_gap(["a", "c"])
+    assert gap is not None and (gap.node, gap.gpu) == ("a", 2)
+
+
+def test_a_feed_that_stops_everywhere_shows_no_gap() -> None:
+    liveness = Liveness()
+    for second in range(10):
+        liveness.observe_gpu(latest([sample(second, n, 0) for n in ("a", "b")]))
+    assert liveness.silent_nodes(1 * US, at(100)) == []
+    assert liveness.vanished_gpus(1 * US, 1 * US) == []
+
+
+def test_quiet_means_something_only_for_a_regular_writer() -> None:
+    cadence = Cadence()
+    for second in range(20):
+        cadence.observe(["fast"], [at(second)])
+    for second in range(0, 20, 10):
+        cadence.observe(["slow"], [at(second)])
+    slack, longest = 5 * US, 30 * US
+    assert cadence.went_quiet("fast", at(20), at(23), slack, longest)
+    assert not cadence.went_quiet("fast", at(20), at(21), slack, longest)
+    assert not cadence.went_quiet("fast", at(40), at(60), slack, longest)
+    assert not cadence.went_quiet("slow", at(11), at(20), slack, longest)
+    assert cadence.went_quiet("slow", at(11), at(45), slack, longest)
+    assert not cadence.went_quiet("slow", at(11), at(45), slack, 5 * US)
+
+
+def test_detectors_accept_batches_with_missing_optional_columns_and_unseen_jobs() -> None:
+    bare_logs = pl.DataFrame(
+        {
+            "time": pl.Series([at(1)]).cast(pl.Datetime("us", "UTC")),
+            "node": ["n9"],
+            "message": ["NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"],
+        }
+    )
+    bare_sched = batch("scheduler", [{"time": at(2), "kind": "job", "state": "FAILED"}])
+    for detector in (CrashDetector(), GpuFaultDetector(), NodeFailureDetector()):
+        for stream in detector.streams:
+            if stream == "logs":
+                assert detector.update(Batch("logs", bare_logs.to_arrow())) == []
+        assert detector.update(bare_sched) == []
+        assert detector.advance(at(10)) == []

@@ -1,0 +1,188 @@
+"""The node_failure detector: silent nodes, Slurm node failures and NODE_FAIL job ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from medic.detectors.node_failure import FAILED_NODE_STATES, NodeFailureDetector, failed_state
+from tests.builders import at, batch, log
+from tests.detectors.scenarios import Job, detect, seconds
+
+
+def scenario(job: Job, duration: int = 200) -> tuple[list[dict], list[dict], list[dict]]:
+    return (
+        job.progress(0, duration),
+        job.telemetry(0, duration, extra_nodes=["idle1"]),
+        [job.start()],
+    )
+
+
+def node_row(t: float, node: str, state: str, reason: str | None = None) -> dict:
+    return {"time": at(t), "kind": "node", "node": node, "state": state, "reason": reason}
+
+
+def test_a_node_silent_in_telemetry_and_logs_is_detected_well_before_slurm() -> None:
+    job = Job(stopped={("n3", None): 60})
+    logs, gpu, sched = scenario(job)
+    logs = [r for r in logs if not (r["node"] == "n3" and r["time"] >= at(60))]
+    sched += [node_row(360, "n3", "DOWN+NOT_RESPONDING", "Not responding")]
+    found = detect(400, logs, gpu + job.telemetry(200, 400), sched)
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert 75 <= seconds(found[0].detected_at) <= 82
+    assert seconds(found[0].onset or 0) == pytest.approx(59)
+
+
+def chatty(job: Job, start: int, end: int, node: str = "n1", every: float = 1.0) -> list[dict]:
+    """Progress lines of rank 0 only (on ``node``), every ``every`` seconds."""
+    count = round((end - start) / every)
+    return [
+        log(start + i * every, f"[rank0]: iteration {i} | lm loss: 2.3", node=node)
+        for i in range(count)
+    ]
+
+
+def test_an_exporter_restart_on_a_node_that_never_logs_is_not_a_failure() -> None:
+    # telemetry of n3 pauses 35 s; the job (which only logs from rank 0 on n1) keeps going
+    job = Job()
+    gpu = [
+        r
+        for r in job.telemetry(0, 200, extra_nodes=["idle1"])
+        if not (r["node"] == "n3" and at(60) <= r["time"] < at(95))
+    ]
+    assert detect(200, chatty(job, 0, 200), gpu, [job.start()]) == []
+
+
+def test_a_dead_node_that_never_logs_is_confirmed_by_its_job_going_quiet() -> None:
+    job = Job(stopped={("n3", None): 60})
+    logs = chatty(job, 0, 61)
+    found = detect(200, logs, job.telemetry(0, 200, ["idle1"]), [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert 78 <= seconds(found[0].detected_at) <= 81
+    assert "went quiet" in found[0].summary
+
+
+def test_a_job_that_logs_rarely_confirms_later_and_peer_errors_confirm_at_once() -> None:
+    job = Job(stopped={("n3", None): 60})
+    rare = chatty(job, 0, 61, every=15.0)
+    found = detect(200, rare, job.telemetry(0, 200, ["idle1"]), [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert 80 <= seconds(found[0].detected_at) <= 106
+    # hiyouga/LlamaFactory#6849: a peer's NCCL error names no node, but confirms the silence
+    errors = rare + job.rank_logs(
+        65.0,
+        "[rank{rank}]:[E207 ProcessGroupNCCL.cpp:1895] Process group watchdog thread terminated "
+        "with exception: NCCL error: remote process exited or there was a network error",
+        ranks=[0],
+    )
+    found = detect(200, errors, job.telemetry(0, 200, ["idle1"]), [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert 78 <= seconds(found[0].detected_at) <= 81
+
+
+def power(job: Job, watts: float, start: int, end: int) -> dict[tuple[str, int, int], dict]:
+    return {
+        (node, gpu, second): {"power_w": watts}
+        for node in job.nodes
+        for gpu in range(job.gpus)
+        for second in range(start, end)
+    }
+
+
+def test_a_dead_node_is_confirmed_when_the_other_gpus_of_its_job_stall() -> None:
+    # the job logs once a minute; its GPUs draw 600 W, then 230 W spinning in NCCL
+    job = Job(stopped={("n3", None): 60})
+    job.gpu_fields = {**power(job, 600.0, 0, 61), **power(job, 230.0, 61, 200)}
+    logs = chatty(job, 0, 61, every=60.0)
+    found = detect(200, logs, job.telemetry(0, 200, ["idle1"]), [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert 78 <= seconds(found[0].detected_at) <= 81
+    assert "stalled" in found[0].summary
+
+
+def test_an_exporter_restart_while_the_job_works_on_is_not_a_failure() -> None:
+    job = Job()
+    job.gpu_fields = power(job, 600.0, 0, 300)
+    gpu = [
+        r
+        for r in job.telemetry(0, 300, extra_nodes=["idle1"])
+        if not (r["node"] == "n3" and at(60) <= r["time"] < at(170))
+    ]
+    assert detect(300, chatty(job, 0, 300, every=60.0), gpu, [job.start()]) == []
+
+
+def test_a_node_quiet_in_logs_but_alive_in_telemetry_is_healthy() -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job, 900)
+    logs = [r for r in logs if r["time"] < at(30)]
+    assert detect(900, logs, gpu, sched) == []
+
+
+def test_a_cluster_wide_telemetry_outage_is_not_a_node_failure() -> None:
+    job = Job(stopped={(node, None): 60 for node in ("n1", "n2", "n3", "n4", "idle1")})
+    logs, gpu, sched = scenario(job)
+    assert detect(200, [r for r in logs if r["time"] < at(60)], gpu, sched) == []
+
+
+@pytest.mark.parametrize("state", ["IDLE+NOT_RESPONDING", "DOWN*", "MIXED+FAIL", "down"])
+def test_slurm_failing_a_node_of_a_running_job_is_reported_at_once(state: str) -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    found = detect(200, logs, gpu, [*sched, node_row(90, "n2", state, "Not responding")])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n2",))]
+    assert seconds(found[0].detected_at) == pytest.approx(90, abs=0.5)
+    assert "Not responding" in found[0].summary
+
+
+@pytest.mark.parametrize("state", ["MIXED+DRAIN", "DRAINING", "DRAINED", "IDLE", "ALLOCATED"])
+def test_admin_drains_and_healthy_states_are_not_failures(state: str) -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    assert detect(200, logs, gpu, [*sched, node_row(90, "n2", state, "admin: firmware")]) == []
+
+
+def test_slurm_failing_an_idle_node_concerns_no_job() -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    assert detect(200, logs, gpu, [*sched, node_row(90, "idle1", "DOWN", "Not responding")]) == []
+
+
+def test_a_node_fail_job_end_blames_the_node_that_went_silent() -> None:
+    job = Job(stopped={("n4", None): 60})
+    logs, gpu, sched = scenario(job)
+    logs = [r for r in logs if r["time"] < at(60)]
+    found = detect(200, logs, gpu, [*sched, job.end(66, "NODE_FAIL")])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n4",))]
+    assert seconds(found[0].detected_at) == pytest.approx(66, abs=0.5)
+
+
+def test_srun_naming_the_failed_node_is_enough() -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    # nebius/soperator#854
+    logs.append(log(120, "srun: error: Node failure on n1", node="n2"))
+    found = detect(200, logs, gpu, sched)
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n1",))]
+
+
+def test_silence_of_a_node_whose_job_completed_is_not_a_failure() -> None:
+    job = Job(stopped={("n3", None): 60})
+    logs, gpu, sched = scenario(job)
+    logs = [r for r in logs if r["time"] < at(60)]
+    assert detect(200, logs, gpu, [*sched, job.end(59.5, "COMPLETED", 0)]) == []
+
+
+def test_node_state_flags_are_parsed_as_slurm_prints_them() -> None:
+    assert failed_state("IDLE+NOT_RESPONDING", FAILED_NODE_STATES) == "NOT_RESPONDING"
+    assert failed_state("down*", FAILED_NODE_STATES) == "DOWN"
+    assert failed_state("MIXED+DRAIN", FAILED_NODE_STATES) is None
+
+
+def test_state_is_bounded_and_freed() -> None:
+    job = Job()
+    detector = NodeFailureDetector()
+    detector.update(batch("scheduler", [job.start()]))
+    detector.update(batch("gpu", job.telemetry(0, 5)))
+    detector.update(batch("logs", job.progress(0, 5)))
+    detector.update(batch("scheduler", [job.end(6, "FAILED", 1)]))
+    detector.advance(at(4 * 3600))
+    assert detector.state_size() == 0

@@ -1,0 +1,116 @@
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from medic.detectors.progress_state import ProgressTracker, WatchedJobs
+from medic.ingest.progress import PROGRESS
+from medic.timeutil import US
+from tests.builders import at, batch
+
+
+def progress(*events: tuple[Any, ...]) -> pl.DataFrame:
+    """Rows (t, event, step[, framework[, rank, node]]) of job 7."""
+    rows = []
+    for t, event, step, *more in events:
+        framework = more[0] if more else "megatron"
+        rank, node = (more[1], more[2]) if len(more) > 1 else (None, "n1")
+        rows.append(
+            {
+                "time": at(t),
+                "job_id": "7",
+                "node": node,
+                "rank": rank,
+                "framework": framework,
+                "event": event,
+                "step": step,
+            }
+        )
+    frame = pl.from_arrow(pa.Table.from_pylist(rows, schema=PROGRESS))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def test_steps_report_their_gap_and_duplicates_count_once() -> None:
+    tracker = ProgressTracker()
+    steps = tracker.observe(
+        progress((0, "step", 1), (2, "step", 2), (2.1, "step", 2), (4, "step", 3), (4.5, "step", 2))
+    )
+    assert [(s.step, s.gap_us, s.clean) for s in steps] == [
+        (1, None, False),
+        (2, 2 * US, True),
+        (3, 2 * US, True),
+    ]
+    assert tracker.jobs["7"].last_event_at == at(4.5)
+
+
+def test_a_phase_opens_on_its_start_and_closes_on_its_end_or_the_next_step() -> None:
+    tracker = ProgressTracker()
+    tracker.observe(progress((0, "step", 1), (10, "checkpoint_start", 1)))
+    job = tracker.jobs["7"]
+    assert job.phase is not None and job.phase.kind == "checkpoint"
+    (step,) = tracker.observe(progress((70, "checkpoint_end", 1), (72, "step", 2)))
+    assert job.phase is None
+    assert job.longest_phase_us["checkpoint"] == 60 * US
+    assert not step.clean  # the gap spanned the checkpoint
+    assert job.phase_allowance_us("checkpoint", 600 * US, 2.0) == 600 * US
+    assert job.phase_allowance_us("checkpoint", 60 * US, 2.0) == 120 * US
+
+
+def test_evaluation_bars_of_another_framework_stay_inside_the_eval_phase() -> None:
+    # HF Trainer: "***** Running Evaluation *****", then the eval tqdm bar counts its own
+    # batches (1..20 < the training step), then the eval dict, then training goes on.
+    tracker = ProgressTracker()
+    steps = tracker.observe(
+        progress(
+            (0, "step", 500, "tqdm"),
+            (1, "eval_start", None, "hf"),
+            (2, "step", 1, "tqdm"),
+            (3, "step", 20, "tqdm"),
+            (4, "eval_end", None, "hf"),
+            (5, "step", 501, "tqdm"),
+        )
+    )
+    assert [s.step for s in steps] == [500, 501]
+    assert tracker.jobs["7"].longest_phase_us["eval"] == 3 * US
+
+
+def test_a_counter_that_starts_over_is_a_new_step_but_not_a_clean_gap() -> None:
+    tracker = ProgressTracker()
+    steps = tracker.observe(progress((0, "step", 1000, "lightning"), (2, "step", 0, "lightning")))
+    assert [(s.step, s.clean) for s in steps] == [(1000, False), (0, False)]
+
+
+def test_ranks_remember_their_last_step_and_node() -> None:
+    tracker = ProgressTracker()
+    tracker.observe(
+        progress((0, "step", 5, "megatron", 0, "a"), (0.1, "step", 5, "megatron", 9, "b"))
+    )
+    tracker.observe(progress((2, "step", 6, "megatron", 0, "a")))
+    assert tracker.jobs["7"].rank_steps == {0: (6, "a"), 9: (5, "b")}
+
+
+def test_training_end_finishes_and_a_new_step_revives() -> None:
+    tracker = ProgressTracker()
+    tracker.observe(progress((0, "step", 1), (1, "train_end", None)))
+    assert tracker.jobs["7"].finished_at == at(1)
+    tracker.observe(progress((5, "step", 2)))
+    assert tracker.jobs["7"].finished_at is None
+
+
+def test_watched_jobs_are_released_at_the_end_and_ended_jobs_stay_ignored() -> None:
+    jobs = WatchedJobs(forget_after_s=100)
+    jobs.observe_progress(progress((0, "step", 1)))
+    ended = jobs.observe_scheduler(
+        batch("scheduler", [{"time": at(1), "kind": "job", "job_id": "7", "state": "COMPLETED"}])
+    )
+    assert ended == ["7"] and len(jobs.progress) == 0
+    assert jobs.observe_progress(progress((2, "step", 2))) == []  # a late line
+    assert jobs.release(at(200)) == [] and len(jobs) == 0  # the tombstone expired
+
+
+def test_silent_jobs_are_released_after_forget_after_s() -> None:
+    jobs = WatchedJobs(forget_after_s=100)
+    jobs.observe_progress(progress((0, "step", 1)))
+    assert jobs.release(at(50)) == []
+    assert jobs.release(at(101)) == ["7"]

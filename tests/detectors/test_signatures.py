@@ -1,0 +1,380 @@
+"""The signature catalogue and its vectorised matcher, on real public log lines.
+
+Every line below is quoted from the public source named next to it (issue threads, driver
+and framework sources); the catalogue cites the same sources.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pytest
+
+from medic.detectors.catalogue import CatalogueError, builtin_catalogue, parse_catalogue
+from medic.detectors.signatures import SIGNATURES, SignatureParser
+from medic.ingest.base import Batch
+from tests.builders import batch, log
+
+CATALOGUE = builtin_catalogue()
+
+
+def match(*messages: str, **fields: Any) -> list[dict[str, Any]]:
+    rows = [log(i, m, **fields) for i, m in enumerate(messages)]
+    parsed = SignatureParser().parse(batch("logs", rows))
+    return [] if parsed is None else parsed.frame.to_dicts()
+
+
+def one(message: str, **fields: Any) -> dict[str, Any]:
+    rows = match(message, **fields)
+    assert len(rows) == 1, f"{message!r} matched {len(rows)} times"
+    return rows[0]
+
+
+@pytest.mark.parametrize("entry", CATALOGUE.signatures.to_dicts(), ids=lambda e: e["id"])
+def test_every_catalogue_example_is_named_by_its_own_entry(entry: dict[str, Any]) -> None:
+    assert entry["source"].startswith("https://")
+    assert any(lit in entry["example"] for lit in entry["literals"])
+    assert one(entry["example"])["signature"] == entry["id"]
+
+
+def test_every_xid_row_cites_nvidia_actions_and_fatal_codes_are_the_known_ones() -> None:
+    xids = CATALOGUE.xids
+    assert xids["code"].is_unique().all()
+    fatal = set(CATALOGUE.fatal_xids())
+    assert {46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143}.issubset(fatal)
+    assert fatal.isdisjoint({13, 31, 43, 45, 63, 92})
+    restart_app = xids.filter(pl.col("nvidia_action") == "RESTART_APP")
+    assert set(restart_app["action"]) == {"restart_job"}
+    ignore = xids.filter(pl.col("nvidia_action") == "IGNORE")
+    assert set(ignore["severity"]) == {"info"}
+
+
+@pytest.mark.parametrize(
+    ("line", "xid", "pci", "kind", "severity", "action"),
+    [
+        # NVIDIA/NVSentinel#155
+        (
+            "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus",
+            79,
+            "0000:44:00",
+            "gpu_fault",
+            "fatal",
+            "reboot",
+        ),
+        # leptonai/gpud#1174
+        (
+            "NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error",
+            94,
+            "0000:9b:00",
+            "gpu_fault",
+            "fatal",
+            "restart_job",
+        ),
+        # leptonai/gpud#1160: NVLink5 Xids say themselves whether they are fatal
+        (
+            "NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 "
+            "(0x025001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)",
+            149,
+            "0000:00:00",
+            "gpu_fault",
+            "fatal",
+            "drain",
+        ),
+        (
+            "NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 "
+            "(0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)",
+            145,
+            "0018:01:00",
+            "gpu_fault",
+            "warning",
+            "none",
+        ),
+        # leptonai/gpud#46: an application's illegal instruction, NVIDIA says restart the app
+        (
+            "[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', "
+            "name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): "
+            "Illegal Instruction Parameter",
+            13,
+            "0000:cb:00",
+            "crash",
+            "error",
+            "restart_job",
+        ),
+        # NVIDIA/open-gpu-kernel-modules#1150: a follow-on of another Xid
+        (
+            "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, "
+            "Ch 00000001 caused by previous Xid 149",
+            45,
+            "0000:dc:00",
+            "none",
+            "info",
+            "none",
+        ),
+        # row remapping recorded: NVIDIA says ignore (reset at the end of the job)
+        (
+            "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for "
+            "remapping, reset gpu to activate.",
+            63,
+            "0000:10:1c",
+            "none",
+            "info",
+            "none",
+        ),
+    ],
+)
+def test_xid_lines_take_nvidias_recommended_action_per_code(
+    line: str, xid: int, pci: str, kind: str, severity: str, action: str
+) -> None:
+    row = one(line, job_id=None, source="system")
+    assert (row["xid"], row["pci"], row["kind"], row["severity"], row["action"]) == (
+        xid,
+        pci,
+        kind,
+        severity,
+        action,
+    )
+
+
+def test_unknown_xid_codes_are_kept_as_warnings() -> None:
+    row = one("NVRM: Xid (PCI:0000:3b:00): 999, something new")
+    assert (row["xid"], row["kind"], row["severity"], row["xid_name"]) == (
+        999,
+        "gpu_fault",
+        "warning",
+        None,
+    )
+
+
+def test_multi_line_fallen_off_the_bus_message_is_a_gpu_fault() -> None:
+    # NVIDIA/NVSentinel#155: newer drivers split the message over several kernel lines
+    rows = match(
+        "NVRM: The NVIDIA GPU 0000:b3:00.0",
+        "NVRM: (PCI ID: 10de:26b5) installed in this system has",
+        "NVRM: fallen off the bus and is not responding to commands.",
+        job_id=None,
+    )
+    assert [(r["signature"], r["severity"]) for r in rows] == [("gpu_fallen_off_bus", "fatal")]
+
+
+@pytest.mark.parametrize(
+    ("line", "signature", "kind", "role", "rank"),
+    [
+        # hiyouga/LlamaFactory#7396
+        (
+            "[rank4]:[E321 02:07:08.414640780 ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, "
+            "NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600067 "
+            "milliseconds before timing out.",
+            "nccl_watchdog_timeout",
+            "crash",
+            "collateral",
+            4,
+        ),
+        # pytorch/pytorch#152780: the watchdog reports the CUDA error of this very rank
+        (
+            "[rank0]:[E504 22:44:08.389636235 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID "
+            "0(default_pg) Rank 0] Process group watchdog thread terminated with exception: "
+            "CUDA error: an illegal memory access was encountered",
+            "cuda_illegal_memory_access",
+            "crash",
+            "root",
+            0,
+        ),
+        # NVIDIA/nccl#1928
+        (
+            "[rank3]: torch.distributed.DistBackendError: NCCL error in: "
+            "/opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3763, "
+            "remote process exited or there was a network error, NCCL version 2.28.8",
+            "nccl_remote_error",
+            "crash",
+            "collateral",
+            3,
+        ),
+        # tatsu-lab/stanford_alpaca#207
+        (
+            "[E ProcessGroupNCCL.cpp:455] Some NCCL operations have failed or timed out. Due to "
+            "the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+            "corrupted/incomplete data. [E ProcessGroupNCCL.cpp:460] To avoid data "
+            "inconsistency, we are taking the entire process down.",
+            "nccl_taking_process_down",
+            "crash",
+            "collateral",
+            None,
+        ),
+        # murong-xu/CADS#4
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.78 GiB. GPU 0 has "
+            "a total capacity of 31.47 GiB of which 12.73 GiB is free.",
+            "cuda_oom",
+            "crash",
+            "root",
+            None,
+        ),
+        # vllm-project/vllm#5222
+        (
+            "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+            "cuda_uncorrectable_ecc",
+            "gpu_fault",
+            "root",
+            None,
+        ),
+        # ultralytics/yolov5#1752
+        (
+            "  what():  CUDA error: unspecified launch failure",
+            "cuda_error",
+            "crash",
+            "root",
+            None,
+        ),
+        # NVIDIA/nccl#795
+        (
+            "a100-st-p4d24xlarge-22:183006:183181 [1] misc/socket.cc:538 NCCL WARN Net : "
+            "Connection closed by remote peer a100-st-p4d24xlarge-22.luciodelelis-92732890-"
+            "0458-4f76-8369-c4fee80b23e7.pcluster<47861>",
+            "nccl_socket_error",
+            "crash",
+            "collateral",
+            None,
+        ),
+        # NVIDIA/nvidia-resiliency-ext straggler guide
+        (
+            "STRAGGLER DETECTION WARNING: Some GPUs performance dropped. Affected ranks: "
+            "[162, 79, 357]",
+            "nvrx_straggler",
+            "straggler",
+            "root",
+            None,
+        ),
+    ],
+)
+def test_framework_lines_name_their_signature_role_and_rank(
+    line: str, signature: str, kind: str, role: str, rank: int | None
+) -> None:
+    row = one(line)
+    assert (row["signature"], row["kind"], row["role"], row["rank"]) == (
+        signature,
+        kind,
+        role,
+        rank,
+    )
+
+
+def test_named_groups_are_extracted_only_for_their_entry() -> None:
+    rows = match(
+        # chrisknewman/tusas#149
+        "srun: error: nid001277: tasks 1-3: Out Of Memory",
+        # nebius/soperator#854
+        "salloc: error: Node failure on worker-1",
+        # TuSimple/centerformer#4
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local_rank: "
+        "0 (pid: 44260) of binary: /dkliang/miniconda3/envs/centerformer/bin/python",
+    )
+    got = [(r["signature"], r["host"], r["exit_code"], r["xid"]) for r in rows]
+    assert got == [
+        ("srun_task_oom", "nid001277", None, None),
+        ("slurm_node_failure", "worker-1", None, None),
+        ("torchrun_worker_failed", None, -11, None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "signature"),
+    [
+        # ZettaAI/zetta_utils#671 (host redacted by the reporter)
+        (
+            "slurmstepd: error: *** JOB 494583 ON ... CANCELLED AT 2024-04-20T09:09:37 DUE TO "
+            "TIME LIMIT ***",
+            "slurm_cancelled_time_limit",
+        ),
+        # qiskit-community/spank-plugins#17: scancel
+        ("slurmstepd: error: *** JOB 3 ON c1 CANCELLED AT 2025-02-13T15:47:35 ***", None),
+        # bcbio/bcbio-nextgen#741: older slurmstepd format
+        ("slurmstepd: *** JOB 1479012 CANCELLED AT 2015-02-04T06:33:25 *** on sh-2-3", None),
+    ],
+)
+def test_deliberate_ends_are_benign(line: str, signature: str | None) -> None:
+    row = one(line)
+    assert (row["role"], row["kind"], row["severity"]) == ("benign", "none", "info")
+    if signature:
+        assert row["signature"] == signature
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # NVIDIA/nccl#1609
+        "tj5-sc-ai-h800r-dev01:534:1763 [3] NCCL INFO NVLS comm 0x7f1928e6e060 headRank 3 "
+        "nHeads 4 buffSize 4194304 memSize 2097152 nvlsPerRankSize 201326592 nvlsTotalSize "
+        "805306368",
+        # NVIDIA/nccl-tests#252
+        "kolyoz1:27255:27930 [0] NCCL INFO [Service thread] Connection closed by localRank 2",
+        # pytorch/pytorch#118369 (a progress bar)
+        "Epoch 0:   6%|██ | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6, v_num=95nc]",
+        # enhuiz/vall-e#30
+        "/opt/conda/envs/valle/lib/python3.10/site-packages/torch/utils/data/dataloader.py:554: "
+        "UserWarning: This DataLoader will create 8 worker processes in total. Our suggested "
+        "max number of worker in current system is 4, which is smaller than what this "
+        "DataLoader is going to create.",
+        # pytorch/pytorch#16417 comment: a deprecation warning
+        "FutureWarning: `torch.cuda.amp.autocast(args...)` is deprecated. Please use "
+        "`torch.amp.autocast('cuda', args...)` instead.",
+        # torchrun's own shutdown of healthy workers (Salience-DETR#4)
+        "[2024-05-08 08:47:31,261] torch.distributed.elastic.multiprocessing.api: [WARNING] "
+        "Sending process 5938 closing signal SIGTERM",
+        "Epoch  1,   100/15756; ; ppl: 29296.45 ; lr: 0.0000084 ; updates:      25",
+        "[rank0]: iteration 1200/100000 | consumed samples: 2457600 | lm loss: 2.315E+00",
+    ],
+)
+def test_healthy_lines_match_nothing(line: str) -> None:
+    assert match(line) == []
+
+
+def test_parser_output_has_the_stream_schema_and_prefers_the_rank_column() -> None:
+    rows = [log(0, "[rank7]: torch.OutOfMemoryError: CUDA out of memory.", rank=3)]
+    parsed = SignatureParser().parse(batch("logs", rows))
+    assert parsed is not None
+    assert parsed.stream == "signatures"
+    assert parsed.data.schema == SIGNATURES
+    assert parsed.frame["rank"].to_list() == [3]
+
+
+def test_batches_without_candidates_or_optional_columns_are_handled() -> None:
+    parser = SignatureParser()
+    quiet = batch("logs", [log(i, f"step {i} loss 1.0") for i in range(100)])
+    assert parser.parse(quiet) is None
+    bare = pl.DataFrame(
+        {
+            "time": pl.Series([0]).cast(pl.Datetime("us", "UTC")),
+            "node": ["n1"],
+            "message": ["RuntimeError: CUDA error: uncorrectable ECC error encountered"],
+        }
+    )
+    parsed = parser.parse(Batch("logs", bare.to_arrow()))
+    assert parsed is not None
+    assert parsed.frame.select("job_id", "rank", "signature").row(0) == (
+        None,
+        None,
+        "cuda_uncorrectable_ecc",
+    )
+
+
+def test_first_matching_entry_wins() -> None:
+    # pytorch/pytorch#152780 quoted above also has a watchdog line: the CUDA error names it
+    row = one(
+        "Process group watchdog thread terminated with exception: CUDA error: uncorrectable "
+        "ECC error encountered"
+    )
+    assert row["signature"] == "cuda_uncorrectable_ecc"
+
+
+def test_malformed_catalogues_fail_with_one_line() -> None:
+    entry = dict(CATALOGUE.signatures.drop("entry").row(0, named=True))
+    with pytest.raises(CatalogueError, match="kind 'oops'"):
+        parse_catalogue({"signature": [{**entry, "kind": "oops"}]})
+    with pytest.raises(CatalogueError, match="unknown group 'peer'"):
+        parse_catalogue({"signature": [{**entry, "pattern": "(?P<peer>x)"}]})
+    with pytest.raises(CatalogueError, match="duplicate id"):
+        parse_catalogue({"signature": [entry, entry]})
+    with pytest.raises(CatalogueError, match="missing key 'source'"):
+        parse_catalogue({"signature": [{k: v for k, v in entry.items() if k != "source"}]})

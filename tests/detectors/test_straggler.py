@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from medic.config import ConfigError, from_dict
+from medic.detectors.straggler import StragglerConfig, StragglerDetector
+from medic.timeutil import US
+from tests.builders import at
+from tests.detectors.training import COMPUTE, GpuState, Job, megatron_line, run
+
+ONSET = 600.0
+HOT = {"sm_clock_mhz": 1350.0, "temp_c": 89.0, "power_w": 480.0, "throttle_reasons": 0x40}
+
+
+def one_gpu(node: str, gpu: int, changed: dict[str, Any], since: float = ONSET) -> GpuState:
+    def state(t: float, n: str, g: int) -> dict[str, Any]:
+        return COMPUTE | changed if (n, g) == (node, gpu) and t >= since else COMPUTE
+
+    return state
+
+
+def job_slowing(slowdown: float, telemetry: GpuState, until: float = 1000.0, **job: Any) -> Job:
+    return (
+        Job(**job)
+        .start()
+        .steps(10, ONSET)
+        .steps(ONSET, until, slowdown=slowdown)
+        .telemetry(0, until, telemetry)
+    )
+
+
+def test_a_throttled_gpu_that_slows_the_job_is_found_within_minutes() -> None:
+    job = job_slowing(1.4, one_gpu("n2", 3, HOT))
+    (found,) = run(StragglerDetector(), [job], 1000)
+    assert found.kind == "straggler"
+    assert found.culprits == ("n2",)
+    assert (found.detected_at - at(ONSET)) / US <= 180
+    assert "1.4" in found.summary and "n2 GPU 3" in found.summary
+
+
+def test_pcie_replays_on_one_gpu_name_its_node() -> None:
+    def replaying(t: float, node: str, gpu: int) -> dict[str, Any]:
+        rising = (node, gpu) == ("n4", 0) and t >= ONSET
+        return COMPUTE | {"pcie_replay": int(40 * (t - ONSET)) if rising else 0}
+
+    (found,) = run(StragglerDetector(), [job_slowing(1.3, replaying)], 1000)
+    assert found.culprits == ("n4",)
+    assert "PCIe" in found.summary
+
+
+def test_a_uniformly_slow_job_is_not_a_straggler() -> None:
+    def everyone_slower(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return COMPUTE | ({"sm_clock_mhz": 1500.0, "power_w": 500.0} if t >= ONSET else {})
+
+    assert run(StragglerDetector(), [job_slowing(1.4, everyone_slower)], 1000) == []
+
+
+def test_a_gpu_that_always_differed_is_learned_and_not_blamed() -> None:
+    def hot_slot(t: float, node: str, gpu: int) -> dict[str, Any]:
+        everyone = {"sm_clock_mhz": 1500.0} if t >= ONSET else {}
+        return COMPUTE | everyone | ({"temp_c": 80.0} if (node, gpu) == ("n1", 0) else {})
+
+    assert run(StragglerDetector(), [job_slowing(1.4, hot_slot)], 1000) == []
+
+
+def test_an_odd_gpu_without_a_slowdown_is_not_a_straggler() -> None:
+    assert run(StragglerDetector(), [job_slowing(1.0, one_gpu("n2", 3, HOT))], 1000) == []
+
+
+def test_a_small_slowdown_within_the_ratio_is_ignored() -> None:
+    assert run(StragglerDetector(), [job_slowing(1.05, one_gpu("n2", 3, HOT))], 1000) == []
+
+
+def test_too_few_gpus_make_no_peer_group() -> None:
+    job = job_slowing(1.4, one_gpu("n1", 1, HOT), nodes=("n1",))
+    config = from_dict(StragglerConfig, {"min_gpus": 5})
+    assert run(StragglerDetector(config), [job], 1000) == []
+
+
+def test_it_fires_once_and_not_again_while_the_job_stays_slow() -> None:
+    job = job_slowing(1.4, one_gpu("n2", 3, HOT), until=1800)
+    assert len(run(StragglerDetector(), [job], 1800)) == 1
+
+
+def test_state_is_freed_when_the_job_ends() -> None:
+    job = job_slowing(1.4, one_gpu("n2", 3, HOT), until=900).end(901)
+    detector = StragglerDetector()
+    assert len(run(detector, [job], 1000)) == 1
+    assert detector.state_size() == 1  # only the ended job's tombstone, until forget_after_s
+
+
+def test_pace_comes_from_throughput_when_no_step_time_is_printed() -> None:
+    job = Job().start()
+    step = 0
+    t = 10.0
+    while t < 1000:
+        step += 1
+        tps = 5000 if t < ONSET else 3500
+        job.say(t, f"[rank0]: step: {step}  loss:  9.1234  memory: 45GiB(48%)  tps: {tps:,}")
+        t += 2.0 * 5000 / tps
+    job.telemetry(0, 1000, one_gpu("n3", 0, HOT))
+    detector = StragglerDetector()
+    (found,) = run(detector, [job], 1000)
+    assert found.culprits == ("n3",)
+    assert "throughput pace" in found.summary
+
+
+def test_a_job_printing_every_minute_is_judged_from_its_averaged_step_times() -> None:
+    # Megatron-LM prints once per log interval (here 30 iterations of 2 s, averaged).
+    job = Job().start()
+    t, step = 10.0, 0
+    while t < 1000:
+        slowdown = 1.3 if t >= ONSET else 1.0
+        step += 30
+        job.say(t, megatron_line(step, 2000.0 * slowdown))
+        t += 60.0 * slowdown
+    job.telemetry(0, 1000, one_gpu("n4", 2, HOT))
+    (found,) = run(StragglerDetector(), [job], 1000)
+    assert found.culprits == ("n4",)
+    assert (found.detected_at - at(ONSET)) / US <= 240
+
+
+def test_config_is_typed_and_checked() -> None:
+    assert from_dict(StragglerConfig, {"z_threshold": 5}).z_threshold == 5.0
+    with pytest.raises(ConfigError, match="persistence"):
+        from_dict(StragglerConfig, {"peer_k": 5, "peer_n": 4}, "detectors.straggler")

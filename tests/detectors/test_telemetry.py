@@ -1,0 +1,109 @@
+from typing import Any
+
+import polars as pl
+import pytest
+
+from medic.detectors.jobs import JobTracker
+from medic.detectors.telemetry import GpuWindows, node_jobs
+from tests.builders import at, batch
+
+
+def sample(t: float, node: str = "n1", gpu: int = 0, job: str | None = "7", **values: Any) -> dict:
+    return {"time": at(t), "node": node, "gpu": gpu, "job_id": job, **values}
+
+
+def frame(*rows: dict) -> pl.DataFrame:
+    return batch("gpu", rows).frame
+
+
+def test_windows_average_per_gpu_and_close_when_the_watermark_passes() -> None:
+    windows = GpuWindows(10, means=("util", "power_w"))
+    windows.add(frame(*(sample(t, util=10.0 * t, power_w=100.0) for t in range(3, 13))))
+    assert windows.close(at(9)) == []
+    (first,) = windows.close(at(10))
+    assert (first.start, first.end) == (at(0), at(10))
+    assert first.gpus.select("job_id", "node", "gpu", "util", "power_w").rows() == [
+        ("7", "n1", 0, 60.0, 100.0)
+    ]
+    (second,) = windows.close(at(20))
+    assert second.gpus.get_column("util").to_list() == [110.0]
+
+
+def test_empty_windows_still_close_in_order() -> None:
+    windows = GpuWindows(10, means=("util",))
+    windows.add(frame(sample(1, util=1.0)))
+    closed = windows.close(at(40))
+    assert [w.end for w in closed] == [at(10), at(20), at(30), at(40)]
+    assert [w.gpus.height for w in closed] == [1, 0, 0, 0]
+
+
+def test_counters_rise_between_windows_and_never_go_negative() -> None:
+    windows = GpuWindows(10, means=(), counters=("pcie_replay",))
+    windows.add(frame(*(sample(t, pcie_replay=5) for t in range(0, 10))))
+    windows.add(frame(*(sample(t, pcie_replay=5 + t) for t in range(10, 20))))
+    windows.add(frame(sample(25, pcie_replay=0)))  # a reset (reboot) is no rise
+    deltas = [w.gpus.get_column("pcie_replay_delta").to_list() for w in windows.close(at(30))]
+    assert deltas == [[0], [24 - 5], [0]]
+
+
+def test_throttle_share_and_xid_samples() -> None:
+    windows = GpuWindows(10, means=(), throttle_mask=0x40, xid=True)
+    windows.add(
+        frame(
+            sample(1, throttle_reasons=0x40),
+            sample(2, throttle_reasons=0x1),
+            sample(3, throttle_reasons=0x40 | 0x1, xid=79),
+            sample(4, throttle_reasons=0),
+        )
+    )
+    (window,) = windows.close(at(10))
+    assert window.gpus.select("throttled", "xid").rows() == [(0.5, 1)]
+
+
+def test_sampling_keeps_only_the_start_of_each_window() -> None:
+    windows = GpuWindows(30, means=("util",), sample_s=10)
+    for t in range(0, 60):
+        windows.add(frame(sample(t, util=float(t))))
+    means = [w.gpus.get_column("util").to_list() for w in windows.close(at(60))]
+    assert means == [[4.5], [34.5]]
+
+
+def test_rows_without_a_job_take_the_job_slurm_placed_on_their_node() -> None:
+    tracker = JobTracker()
+    tracker.observe(
+        batch(
+            "scheduler",
+            [
+                {"time": at(0), "kind": "job", "job_id": "7", "state": "RUNNING", "nodes": ["a"]},
+                {"time": at(0), "kind": "job", "job_id": "8", "state": "RUNNING", "nodes": ["b"]},
+                {"time": at(0), "kind": "job", "job_id": "9", "state": "RUNNING", "nodes": ["b"]},
+            ],
+        )
+    )
+    placement = node_jobs(tracker)
+    assert placement.rows() == [("a", "7")]  # b is shared: its rows stay unattributed
+    windows = GpuWindows(10, means=("util",))
+    windows.add(
+        frame(sample(1, node="a", job=None, util=1.0), sample(1, node="b", job=None, util=2.0)),
+        placement,
+    )
+    (window,) = windows.close(at(10))
+    assert window.gpus.select("job_id", "node").rows() == [("7", "a")]
+
+
+def test_only_the_wanted_jobs_are_kept_and_forget_frees_them() -> None:
+    windows = GpuWindows(10, means=("util",), counters=("pcie_replay",))
+    rows = frame(sample(1, job="7", util=1.0, pcie_replay=0), sample(1, job="8", util=2.0))
+    windows.add(rows, jobs={"7"})
+    (window,) = windows.close(at(10))
+    assert window.gpus.get_column("job_id").to_list() == ["7"]
+    assert windows.state_size() == 1
+    windows.forget(["7"])
+    assert windows.state_size() == 0
+
+
+def test_bad_windows_are_refused() -> None:
+    with pytest.raises(ValueError):
+        GpuWindows(0, means=())
+    with pytest.raises(ValueError):
+        GpuWindows(10, means=(), sample_s=20)

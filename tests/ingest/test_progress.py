@@ -1,0 +1,269 @@
+"""Progress extraction from real framework lines (each case names the source that prints it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from medic.config import ConfigError, from_dict
+from medic.detectors.base import DETECTORS, load_builtin
+from medic.ingest.progress import FORMATS, PROGRESS, ProgressConfig, ProgressParser
+from medic.pipeline import Pipeline
+from tests.builders import batch, log
+
+
+def parse(*messages: str, parser: ProgressParser | None = None, **extra: Any) -> list[dict]:
+    rows = [log(i, m, **extra) for i, m in enumerate(messages)]
+    out = (parser or ProgressParser()).parse(batch("logs", rows))
+    if out is None:
+        return []
+    assert out.data.schema == PROGRESS
+    return out.frame.drop("time", "job_id", "node").to_dicts()
+
+
+def one(message: str, **extra: Any) -> dict:
+    rows = parse(message, **extra)
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+# Megatron-LM megatron/training/training.py training_log(): printed by the last rank.
+MEGATRON_STEP = (
+    " [2026-03-01 10:12:03] iteration      100/  500000 | consumed samples:        51200 |"
+    " elapsed time per iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 180.3 |"
+    " learning rate: 1.500000E-04 | global batch size:   512 | lm loss: 2.345678E+00 |"
+    " loss scale: 1.0 | grad norm: 0.876 | number of skipped iterations:   0 |"
+    " number of nan iterations:   0 |"
+)
+
+
+def test_megatron_iteration_line() -> None:
+    row = one(MEGATRON_STEP)
+    assert row["framework"] == "megatron" and row["event"] == "step"
+    assert row["step"] == 100
+    assert row["step_time_s"] == pytest.approx(1.2345)
+    assert row["throughput"] == pytest.approx(180.3)
+    assert row["throughput_unit"] == "TFLOP/s/GPU"
+
+
+def test_megatron_checkpoint_and_evaluation_phases() -> None:
+    # megatron/training/checkpointing.py save_checkpoint() / load_checkpoint();
+    # megatron/training/training.py evaluate() and evaluate_and_print_results().
+    rows = parse(
+        "saving checkpoint at iteration     200 to /ckpt in torch_dist format",
+        "  successfully saved checkpoint from iteration     200 to /ckpt [ t 1/8, p 1/1 ]",
+        " loading checkpoint from /ckpt at iteration 200",
+        "Evaluating on 5120 samples",
+        "Evaluating iter 3/10",
+        " validation loss at iteration 1000 | lm loss value: 2.1 | lm loss PPL: 8.2 |",
+        "[after training is done] datetime: 2026-03-01 12:00:00 ",
+    )
+    assert [(r["event"], r["step"]) for r in rows] == [
+        ("checkpoint_start", 200),
+        ("checkpoint_end", 200),
+        ("checkpoint_load", None),
+        ("eval_start", None),
+        ("eval_step", 3),
+        ("eval_end", 1000),
+        ("train_end", None),
+    ]
+    assert {r["framework"] for r in rows} == {"megatron"}
+
+
+def test_nemo_bar_with_step_timing() -> None:
+    # NeMo's TimingCallback metric on Lightning's bar, as in NeMo's performance docs;
+    # global_step is rounded by the bar ("2e+3"), so the counter gives the step.
+    row = one(
+        "Epoch 0: : 100%|██████████| 2000/603000 [1:03:17<317:00:58, v_num=, "
+        "reduced_train_loss=2.600, global_step=2e+3, consumed_samples=1.28e+6, "
+        "train_step_timing in s=1.900, val_loss=2.800]"
+    )
+    assert (row["framework"], row["step"], row["step_time_s"]) == ("nemo", 2000, 1.9)
+    row = one(
+        "Epoch 1: : 1it [00:04,  4.36s/it, v_num=d3c7, reduced_train_loss=0.674, "
+        "global_step=1.000, consumed_samples=128.0, train_step_timing in s=3.370]"
+    )
+    assert (row["framework"], row["step"], row["step_time_s"]) == ("nemo", 1, 3.37)
+
+
+def test_torchtitan_metrics_line_with_colours() -> None:
+    # torchtitan/components/metrics.py MetricsProcessor.log(), colour codes included.
+    line = (
+        "[rank0]:[titan] 2026-03-01 10:23:45,123 - root - INFO - \x1b[31mstep: 10  "
+        "\x1b[32mloss:  9.1234  \x1b[33mmemory: 45.67GiB(48.12%)  \x1b[34mtps: 5,432  "
+        "\x1b[36mtflops: 123.45  \x1b[35mmfu: 39.57%\x1b[39m"
+    )
+    row = one(line)
+    assert (row["framework"], row["step"], row["throughput"]) == ("torchtitan", 10, 5432.0)
+    assert row["throughput_unit"] == "tokens/s"
+    assert row["rank"] == 0
+    older = one("[rank0]:2024-05-01 00:00:01,000 - root - INFO - step:  5  loss: 10.1  wps: 1,234")
+    assert (older["step"], older["throughput"]) == (5, 1234.0)
+
+
+def test_torchtitan_checkpoint_and_lifecycle() -> None:
+    # torchtitan/components/checkpoint.py CheckpointManager.save()/load(); torchtitan/train.py.
+    rows = parse(
+        "[rank0]:[titan] 2026-03-01 10:00:00,000 - root - INFO - Training starts at step 1.",
+        "[rank0]:[titan] ... - root - INFO - Saving the checkpoint (or staging if async is "
+        "enabled).",
+        "[rank0]:[titan] ... - root - INFO - Finished saving the checkpoint (or staging if async "
+        "is enabled)in 12.34 seconds.",
+        "[rank0]:[titan] ... - root - INFO - Saving a full checkpoint at step 500",
+        "[rank0]:[titan] ... - root - INFO - Training completed",
+    )
+    assert [r["event"] for r in rows] == [
+        "startup",
+        "checkpoint_start",
+        "checkpoint_end",
+        "checkpoint_start",
+        "train_end",
+    ]
+
+
+def test_deepspeed_progress_and_checkpoint() -> None:
+    # deepspeed/runtime/engine.py _report_progress() and _save_checkpoint();
+    # deepspeed/utils/timer.py ThroughputTimer; torch_checkpoint_engine.py commit().
+    rows = parse(
+        "[2026-03-01 10:00:00,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=100, "
+        "skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]",
+        "[2026-03-01 10:00:00,123] [INFO] [timer.py:260:stop] epoch=0/micro_step=100/"
+        "global_step=100, RunningAvgSamplesPerSec=123.45, CurrSamplesPerSec=120.1, "
+        "MemAllocated=12.3GB, MaxMemAllocated=14.5GB",
+        "[2026-03-01 10:00:01,000] [INFO] [engine.py:3000:_save_checkpoint] [Rank 0] Saving "
+        "model checkpoint: /ckpt/global_step100/mp_rank_00_model_states.pt",
+        "[2026-03-01 10:00:09,000] [INFO] [torch_checkpoint_engine.py:33:commit] [Torch] "
+        "Checkpoint global_step100 is ready now!",
+    )
+    assert [(r["event"], r["step"], r["throughput"]) for r in rows] == [
+        ("step", 100, None),
+        ("step", 100, 120.1),
+        ("checkpoint_start", None, None),
+        ("checkpoint_end", None, None),
+    ]
+    assert rows[0]["rank"] == 0
+    assert rows[1]["throughput_unit"] == "samples/s"
+
+
+def test_hf_trainer_dicts_bars_and_phases() -> None:
+    # transformers trainer_callback.py ProgressCallback.on_log (str(logs)) and its tqdm bar;
+    # trainer.py evaluation_loop / _save / _inner_training_loop.
+    rows = parse(
+        "***** Running training *****",
+        " 12%|█▏        | 120/1000 [02:00<14:40,  1.00s/it]",
+        "{'loss': 2.3456, 'grad_norm': 1.23, 'learning_rate': 4.5e-05, 'epoch': 0.12}",
+        "***** Running Evaluation *****",
+        "{'eval_loss': 2.1, 'eval_runtime': 12.3, 'eval_samples_per_second': 3.0, 'epoch': 0.5}",
+        "Saving model checkpoint to /out/checkpoint-500",
+        "{'train_runtime': 1234.5, 'train_samples_per_second': 3.2, 'train_loss': 2.0}",
+    )
+    assert [(r["framework"], r["event"], r["step"]) for r in rows] == [
+        ("hf", "startup", None),
+        ("tqdm", "step", 120),
+        ("hf", "step", None),
+        ("hf", "eval_start", None),
+        ("hf", "eval_end", None),
+        ("hf", "checkpoint_start", None),
+        ("hf", "train_end", None),
+    ]
+    assert rows[1]["step_time_s"] == 1.0
+
+
+def test_tqdm_carriage_return_updates_keep_the_last() -> None:
+    # tqdm/std.py format_meter: updates separated by \r may arrive as one line.
+    row = one(
+        " 12%|█▏        | 120/1000 [02:00<14:40,  1.00s/it]\r"
+        " 12%|█▏        | 121/1000 [02:01<14:39,  2.00it/s]"
+    )
+    assert (row["step"], row["step_time_s"]) == (121, 0.5)
+    assert one("  0%|          | 0/1000 [00:00<?, ?it/s]")["step_time_s"] is None
+
+
+def test_lightning_bars_and_checkpoint() -> None:
+    # lightning/pytorch/callbacks/progress/tqdm_progress.py and callbacks/model_checkpoint.py.
+    rows = parse(
+        "Epoch 0:  12%|█▏        | 120/1000 [02:00<14:40,  1.00it/s, v_num=0, train_loss=2.340]",
+        "Validation DataLoader 0:  50%|█████     | 10/20 [00:01<00:01,  8.00it/s]",
+        "Epoch 0, global step 500: 'val_loss' reached 2.10000 (best 2.10000), saving model to "
+        "'/ckpt/epoch=0-step=500.ckpt' as top 1",
+        "`Trainer.fit` stopped: `max_epochs=1` reached.",
+    )
+    assert [(r["framework"], r["event"], r["step"]) for r in rows] == [
+        ("lightning", "step", 120),
+        ("lightning", "eval_step", None),
+        ("lightning", "checkpoint_start", 500),
+        ("lightning", "train_end", None),
+    ]
+    assert rows[0]["step_time_s"] == 1.0
+
+
+def test_slurm_cancel_ends_the_job() -> None:
+    # slurmstepd's cancel banner (also for the time limit).
+    row = one(
+        "slurmstepd: error: *** JOB 4242 ON n1 CANCELLED AT 2026-03-01T10:00:00 DUE TO TIME "
+        "LIMIT ***"
+    )
+    assert (row["framework"], row["event"]) == ("slurm", "job_end")
+
+
+def test_unrelated_lines_lines_without_job_and_lookalikes_are_skipped() -> None:
+    assert parse("Epoch 3 finished with loss 2.0", "random line about a checkpoint") == []
+    assert parse(MEGATRON_STEP, job_id=None) == []
+    assert ProgressParser().parse(batch("logs", [])) is None
+
+
+def test_rank_from_the_column_wins_over_the_prefix() -> None:
+    assert one(MEGATRON_STEP, rank=63)["rank"] == 63
+
+
+def test_custom_pattern_from_settings() -> None:
+    config = from_dict(
+        ProgressConfig,
+        {
+            "patterns": [
+                {"pattern": r"it (?P<step>\d+) took (?P<step_time_s>[\d.]+)s", "framework": "mine"},
+                {"pattern": r"snapshot begins", "event": "checkpoint_start"},
+            ]
+        },
+    )
+    rows = parse("my loop: it 7 took 1.5s", "snapshot begins", parser=ProgressParser(config))
+    assert [(r["framework"], r["event"], r["step"], r["step_time_s"]) for r in rows] == [
+        ("mine", "step", 7, 1.5),
+        ("custom", "checkpoint_start", None, None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"pattern": "(?P<step>"}, "not a valid regex"),
+        ({"pattern": r"(?P<iteration>\d+)"}, "'iteration' is not one of"),
+        ({"pattern": "x", "event": "sleep"}, "event must be one of"),
+        ({"regex": "x"}, "unknown setting"),
+    ],
+)
+def test_bad_custom_pattern_is_a_one_line_config_error(entry: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        from_dict(ProgressConfig, {"patterns": [entry]}, "parsers.progress")
+    assert "\n" not in str(caught.value)
+
+
+def test_every_format_cites_its_source_and_has_a_prefilter_anchor() -> None:
+    for fmt in FORMATS:
+        assert fmt.source and fmt.anchors
+
+
+def test_parsers_table_in_settings_configures_the_pipeline_s_parser() -> None:
+    pattern = r"it (?P<step>\d+) took (?P<step_time_s>[\d.]+)s"
+    load_builtin()
+    pipeline = Pipeline.from_settings(
+        {
+            "parsers": {"progress": {"patterns": [{"pattern": pattern}]}},
+            "detectors": {name: {"enabled": False} for name in DETECTORS if name != "hang"},
+        }
+    )
+    (parser,) = [p for p in pipeline.parsers if isinstance(p, ProgressParser)]
+    assert parser.config.patterns[0].pattern == pattern
+    with pytest.raises(ConfigError, match="unknown parser 'progres'"):
+        Pipeline.from_settings({"parsers": {"progres": {}}})
