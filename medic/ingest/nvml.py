@@ -37,8 +37,8 @@ from prometheus_client import CollectorRegistry, generate_latest, start_http_ser
 from prometheus_client.core import Metric
 
 from medic import schema
+from medic.ingest.dcgm import DCGM_METRICS, NVLINK_ERRORS, XID_LAST, XID_TOTAL
 from medic.ingest.live import SourceStats, wall_us
-from medic.ingest.prometheus import DCGM_METRICS, NVLINK_ERRORS, XID_LAST, XID_TOTAL
 
 log = logging.getLogger(__name__)
 

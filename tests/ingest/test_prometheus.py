@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -10,6 +12,8 @@ from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.prometheus import PrometheusConfig, PrometheusSource
 from tests.builders import T0
+
+DATA = Path(__file__).parent / "data"
 
 LABELS = (
     'gpu="{gpu}",UUID="GPU-{gpu}abc",pci_bus_id="00000000:{gpu}7:00.0",device="nvidia{gpu}",'
@@ -122,3 +126,17 @@ def test_config_is_checked() -> None:
         from_dict(PrometheusConfig, {}, "sources.prometheus")
     with pytest.raises(ConfigError, match="must start with http"):
         from_dict(PrometheusConfig, {"targets": ["gpu001:9400"]}, "sources.prometheus")
+
+
+async def test_medic_agent_text_from_a_real_h200_becomes_gpu_rows() -> None:
+    """What ``medic agent`` served on an NVIDIA H200 (driver 580.159.04) under a bf16 matmul load;
+    the GPU has no active NVLink, so its NVLink counters are absent and the column stays null."""
+    endpoints = Endpoints()
+    endpoints.text["h200-node"] = (DATA / "h200_agent_busy.prom").read_text()
+    [row] = await rows(source(endpoints, "h200-node"))
+    assert row["node"] == "h200-node" and row["gpu"] == 0 and row["job_id"] is None
+    assert row["util"] == 100 and row["power_w"] == pytest.approx(690.835)
+    assert (row["sm_clock_mhz"], row["throttle_reasons"], row["temp_c"]) == (1410, 4, 60)
+    assert (row["ecc_dbe"], row["ecc_sbe"], row["pcie_replay"]) == (0, 0, 0)
+    assert row["mem_used_mib"] == pytest.approx(1625.875)
+    assert row["xid"] is None and row["nvlink_errors"] is None
