@@ -63,6 +63,8 @@ class HangConfig:
     grace_gaps: int = 8
     """Gaps learned before the model is trusted; until then ``cold_silence_s`` applies."""
     cold_silence_s: float = 600.0
+    """Silence tolerated before ``grace_gaps`` are learned (or ``gap_factor`` times the longest
+    gap learned so far, if longer)."""
     phase_allowance_s: float = 600.0
     """Least silence tolerated while a checkpoint or an evaluation runs."""
     phase_factor: float = 2.0
@@ -88,8 +90,9 @@ class HangConfig:
     progressing power are spinning in a wait."""
     stuck_power_ratio: float = 0.6
     """A pegged GPU drawing less than this share of its spinning peers' power has stopped."""
-    power_fading: float = 0.2
-    """Fading factor of the job's power baseline (river EWMean over healthy snapshots)."""
+    power_window: int = 9
+    """Healthy snapshots whose median power makes the job's power baseline (river rolling
+    median: a stand-in snapshot taken while the job was still warming up is outvoted)."""
     max_culprit_fraction: float = 0.5
     """Evidence pointing at more of the job than this blames nobody."""
     forget_after_s: float = 7200.0
@@ -207,7 +210,9 @@ class HangDetector:
             c = self.config
             watch = self.watch[job_id] = JobWatch(
                 gaps=QuantileScorer(c.gap_quantile, c.gap_window, c.grace_gaps),
-                telemetry=JobTelemetry(power=stats.EWMean(fading_factor=c.power_fading)),
+                telemetry=JobTelemetry(
+                    power=stats.RollingQuantile(q=0.5, window_size=c.power_window)
+                ),
             )
         return watch
 
@@ -290,7 +295,7 @@ class HangDetector:
         if gpus in CORROBORATING:
             seconds = max(c.corroborated_silence_s, scaled) if scaled else c.min_silence_s
         else:
-            seconds = max(c.min_silence_s, scaled) if scaled else c.cold_silence_s
+            seconds = max(c.min_silence_s, scaled) if scaled else self._cold_s(watch)
         if gpus == "working":
             seconds = max(seconds, c.working_silence_s)
         elif gpus == "idle":
@@ -302,6 +307,14 @@ class HangDetector:
             )
             threshold = max(threshold, allowance)
         return threshold
+
+    def _cold_s(self, watch: JobWatch) -> float:
+        """Before the step model is trusted: ``cold_silence_s``, or ``gap_factor`` times the
+        longest gap the job has already shown (one that prints every ten minutes is not hung
+        after ten)."""
+        longest = watch.gaps.longest
+        c = self.config
+        return max(c.cold_silence_s, c.gap_factor * longest) if longest else c.cold_silence_s
 
     # -- forgetting -----------------------------------------------------------------------
 

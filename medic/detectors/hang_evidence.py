@@ -2,8 +2,8 @@
 
 ``JobTelemetry`` holds one job's healthy snapshot (per-GPU utilisation and power from a window
 in which the job progressed, confirmed by progress after it, so the window a hang began in is
-never the baseline), a river EWMean of its healthy median power, and, while the job is silent,
-the latest full window, the nodes heard from in the last windows and the hardware counter
+never the baseline), a river rolling median of its healthy median power, and, while the job is
+silent, the latest full window, the nodes heard from in the last windows and the hardware counter
 rises since the silence began.
 
 ``verdict`` names the GPUs' state: ``spinning`` (pegged but drawing much less power than when
@@ -44,7 +44,7 @@ _GPU = {"node": pl.String, "gpu": pl.Int16}
 class JobTelemetry:
     """One job's telemetry as the hang detector keeps it."""
 
-    power: stats.EWMean
+    power: stats.RollingQuantile
     healthy: pl.DataFrame | None = None
     pending: pl.DataFrame | None = None
     pending_end: int = 0
@@ -159,9 +159,9 @@ def _state(telemetry: JobTelemetry, gpus: pl.DataFrame, config: HangConfig) -> s
     busy = gpus.filter(pl.col("util") >= config.busy_util)
     if float(busy.get_column("util").median()) < config.spin_util:  # type: ignore[arg-type]
         return "working"
-    baseline = float(telemetry.power.get())
+    baseline = telemetry.power.get()
     power = busy.get_column("power_w").median()
-    if telemetry.healthy is None or baseline <= 0 or power is None:
+    if telemetry.healthy is None or not baseline or power is None:
         return "busy"
     ratio = float(power) / baseline  # type: ignore[arg-type]
     return "spinning" if ratio < config.spin_power_ratio else "working"

@@ -10,13 +10,14 @@ delivered, not against the clock, so a delayed feed does not look like a dead no
   telemetry nor log lines.
 
 The ``gpu_latest`` stream reduces each telemetry batch once to one row per GPU (its newest
-sample, the job it reported, the first Xid it reported, its error counters, its mean power),
-shared by every detector that watches GPUs. The liveness state is one entry per GPU and per
-node (plain dicts, updated from those rows in bulk, scanned once per check).
+sample, the job it reported, the first Xid it reported, its error counters, its mean power and
+utilisation), shared by every detector that watches GPUs. The liveness state is one entry per
+GPU and per node (plain dicts, updated from those rows in bulk, scanned once per check).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import polars as pl
@@ -41,6 +42,7 @@ GPU_LATEST = pa.schema(
         pa.field("ecc_dbe", pa.int64()),
         pa.field("nvlink_errors", pa.int64()),
         pa.field("power_w", pa.float32()),
+        pa.field("util", pa.float32()),
     ]
 )
 """Schema of the derived ``gpu_latest`` stream: one row per GPU per telemetry batch."""
@@ -51,6 +53,7 @@ _OPTIONAL = {
     "ecc_dbe": pl.Int64,
     "nvlink_errors": pl.Int64,
     "power_w": pl.Float32,
+    "util": pl.Float32,
 }
 
 
@@ -78,20 +81,24 @@ class GpuLatestParser:
             pl.col("ecc_dbe").drop_nulls().last(),
             pl.col("nvlink_errors").drop_nulls().last(),
             pl.col("power_w").mean(),
+            pl.col("util").mean(),
         )
         return Batch(self.output_stream, schema.conform(latest.to_arrow(), GPU_LATEST))
 
 
 class Cadence:
-    """The newest event time per key (a node, a job) and the usual spacing of its events, a moving
-    average over batches: quiet means something only for a key that is usually chatty."""
+    """The newest event time per key (a node, a job) and its usual spacing: the longest of its
+    last ``RECENT`` spacings between batches. Quiet means something only for a key that is
+    usually chatty, and a burst of lines (start-up chatter, a warning repeated by every rank)
+    must not make a key that pauses for tens of seconds look like one that never pauses."""
 
     MAX_STEP_US = 60 * US
     """Longer pauses count as this much in the usual spacing."""
+    RECENT = 8
 
     def __init__(self) -> None:
         self.last: dict[str, int] = {}
-        self.every: dict[str, int] = {}
+        self.steps: dict[str, deque[int]] = {}
 
     def __len__(self) -> int:
         return len(self.last)
@@ -103,14 +110,18 @@ class Cadence:
                 continue
             self.last[key] = time
             if last is not None:
-                step = min(time - last, self.MAX_STEP_US)
-                every = self.every.get(key)
-                self.every[key] = step if every is None else round(0.8 * every + 0.2 * step)
+                steps = self.steps.setdefault(key, deque(maxlen=self.RECENT))
+                steps.append(min(time - last, self.MAX_STEP_US))
+
+    def every(self, key: str) -> int | None:
+        """The key's usual spacing (None before two batches)."""
+        steps = self.steps.get(key)
+        return max(steps) if steps else None
 
     def went_quiet(self, key: str, since: int, now: int, slack: int, longest: int) -> bool:
         """True when ``key`` wrote regularly (at least every ``longest``) up to about ``since``, and
         nothing after ``since + slack`` for three of its usual spacings until ``now``."""
-        last, every = self.last.get(key), self.every.get(key)
+        last, every = self.last.get(key), self.every(key)
         if last is None or every is None or every > longest:
             return False
         return since - 2 * every - US <= last <= since + slack and now - last >= 3 * every
@@ -118,7 +129,7 @@ class Cadence:
     def forget_before(self, cutoff: int) -> None:
         for key in [k for k, t in self.last.items() if t < cutoff]:
             del self.last[key]
-            self.every.pop(key, None)
+            self.steps.pop(key, None)
 
 
 @dataclass(frozen=True)

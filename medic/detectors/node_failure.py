@@ -8,8 +8,9 @@ Evidence, from the fastest to the slowest:
   writes the progress). So the silence counts once something else agrees: the node or its
   job used to write regularly and went quiet with it (three usual spacings), the job's ranks
   report losing a peer since (NCCL aborts, and no error of a rank's own that would explain
-  them), the job's other GPUs stalled (their power fell: GPUs
-  blocked in a collective draw a fraction of their working power), or the silence outlasts
+  them), the job's other GPUs stalled (their power fell while
+  they stayed pegged: GPUs blocked in a collective spin at full utilisation on a fraction of
+  their working power, where a checkpoint or a data stall leaves them idle), or the silence outlasts
   ``long_silence_s``. All this long before Slurm's SlurmdTimeout;
 * srun/salloc print ``error: Node failure on <node>``;
 * Slurm marks the node NOT_RESPONDING, DOWN or FAIL (admin drains are not failures);
@@ -55,7 +56,10 @@ class NodeFailureConfig:
     """Lines written (and power drawn) this soon after the silence began were already in flight."""
     stall_ratio: float = 0.6
     """The job's other GPUs stalled with the node if their mean power since fell below this share
-    of the minute before (GPUs blocked in a collective draw a fraction of their working power)."""
+    of the minute before (GPUs blocked in a collective draw a fraction of their working power)..."""
+    spin_util: float = 80.0
+    """... while their mean utilisation stayed at least this high (NCCL kernels spin while they
+    wait; GPUs idling through a checkpoint save or a data stall are not blocked on a peer)."""
     ended_grace_s: float = 60.0
     """A job that failed this recently is still watched for its nodes' silence."""
     node_states: tuple[str, ...] = FAILED_NODE_STATES
@@ -71,11 +75,12 @@ class NodeFailureConfig:
 
 
 class JobPower:
-    """Mean power of each job's reporting GPUs, per telemetry batch, over the last minutes."""
+    """Mean power and utilisation of each job's reporting GPUs, per telemetry batch, over the
+    last minutes."""
 
     def __init__(self, keep_us: int) -> None:
         self.keep_us = keep_us
-        self.samples: dict[str, deque[tuple[int, float]]] = {}
+        self.samples: dict[str, deque[tuple[int, float, float]]] = {}
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -84,23 +89,32 @@ class JobPower:
         means = (
             latest.filter(pl.col("job_id").is_not_null() & pl.col("power_w").is_not_null())
             .group_by("job_id")
-            .agg(pl.col("time").max().cast(pl.Int64), pl.col("power_w").mean())
+            .agg(
+                pl.col("time").max().cast(pl.Int64),
+                pl.col("power_w").mean(),
+                pl.col("util").mean().fill_null(0.0),
+            )
         )
-        for job_id, time, power in means.iter_rows():
+        for job_id, time, power, util in means.iter_rows():
             history = self.samples.setdefault(job_id, deque())
-            history.append((time, power))
+            history.append((time, power, util))
             while history[0][0] < time - self.keep_us:
                 history.popleft()
 
-    def stalled(self, job_id: str, since: int, now: int, settle: int, ratio: float) -> bool:
+    def stalled(
+        self, job_id: str, since: int, now: int, settle: int, ratio: float, spin_util: float
+    ) -> bool:
         """Whether the job's GPUs drew under ``ratio`` of their power of the minute before
-        ``since`` from ``since + settle`` to ``now`` (three samples at least on each side)."""
+        ``since`` from ``since + settle`` to ``now`` while staying at ``spin_util`` or more
+        (three samples at least on each side)."""
         history = self.samples.get(job_id, ())
-        before = [p for t, p in history if since - POWER_BASELINE_US <= t < since]
-        after = [p for t, p in history if since + settle <= t <= now]
+        before = [p for t, p, _ in history if since - POWER_BASELINE_US <= t < since]
+        after = [(p, u) for t, p, u in history if since + settle <= t <= now]
         if len(before) < 3 or len(after) < 3:
             return False
-        return sum(after) / len(after) < ratio * sum(before) / len(before)
+        power = sum(p for p, _ in after) / len(after)
+        util = sum(u for _, u in after) / len(after)
+        return util >= spin_util and power < ratio * sum(before) / len(before)
 
     def forget_before(self, cutoff: int) -> None:
         for job_id in [j for j, h in self.samples.items() if h[-1][0] < cutoff]:
@@ -200,7 +214,7 @@ class NodeFailureDetector:
         own_error = self.job_root_errors.get(job_id, gap.since - slack - 1) >= gap.since - slack
         if peers_complain and not own_error:
             return f"ranks of job {job_id} report losing a peer"
-        if self.job_power.stalled(job_id, gap.since, now, slack, cfg.stall_ratio):
+        if self.job_power.stalled(job_id, gap.since, now, slack, cfg.stall_ratio, cfg.spin_util):
             return f"the other GPUs of job {job_id} stalled with it"
         return None
 

@@ -35,6 +35,8 @@ class QuantileScorer:
         self.grace = grace
         self.floor = floor
         self.learned = 0
+        self.longest: float | None = None
+        """The largest value learned: all a cold model knows of how far the values reach."""
 
     @property
     def ready(self) -> bool:
@@ -57,6 +59,7 @@ class QuantileScorer:
         printed over many steps counts as many) toward the grace period."""
         self._quantile.update(value)
         self.learned += weight
+        self.longest = value if self.longest is None else max(self.longest, value)
 
 
 class KOfN:

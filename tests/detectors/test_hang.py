@@ -195,3 +195,12 @@ def test_config_is_typed_and_checked() -> None:
     assert HangDetector(config).config.min_silence_s == 90.0
     with pytest.raises(ConfigError, match="gap_quantile"):
         from_dict(HangConfig, {"gap_quantile": 2.0}, "detectors.hang")
+
+
+def test_a_job_printing_every_ten_minutes_is_not_hung_after_ten_minutes_of_silence() -> None:
+    # one gap learned (610 s): the cold model waits three of those, not cold_silence_s
+    job = Job().start().steps(10, 700, every=610.0).telemetry(0, 1240, constant(COMPUTE))
+    job.telemetry(1240, 1290, constant(IDLE))
+    assert run(HangDetector(), [job], 1290) == []
+    (found,) = run(HangDetector(), [job.telemetry(1290, 2800, constant(IDLE))], 2800)
+    assert silence_s(job, found.detected_at) >= 3 * 610

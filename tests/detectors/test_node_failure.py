@@ -186,3 +186,38 @@ def test_state_is_bounded_and_freed() -> None:
     detector.update(batch("scheduler", [job.end(6, "FAILED", 1)]))
     detector.advance(at(4 * 3600))
     assert detector.state_size() == 0
+
+
+def test_an_exporter_restart_during_a_checkpoint_save_is_not_a_failure() -> None:
+    # the job logs once a minute; at 61 s it saves a checkpoint (GPUs idle at 90 W) while the
+    # exporter of n3 restarts for 40 s: power fell, but nothing spins waiting for a peer
+    job = Job()
+    job.gpu_fields = {
+        **power(job, 600.0, 0, 61),
+        **{
+            (node, gpu, second): {"power_w": 90.0, "util": 0.0}
+            for node in job.nodes
+            for gpu in range(job.gpus)
+            for second in range(61, 200)
+        },
+    }
+    gpu = [
+        r
+        for r in job.telemetry(0, 200, ["idle1"])
+        if not (r["node"] == "n3" and at(62) <= r["time"] < at(102))
+    ]
+    assert detect(200, chatty(job, 0, 200, every=60.0), gpu, [job.start()]) == []
+
+
+def test_a_burst_of_lines_does_not_make_a_node_that_pauses_look_chatty() -> None:
+    # start-up chatter: a line every 19 s, a burst of warnings, then 65 s to the first step;
+    # the exporter restarts for 37 s in that pause
+    job = Job()
+    times = [0.0, 19.0, 38.0, 39.0, 40.0, 41.0, 42.0, 59.0, 78.0, 143.0, 153.0, 163.0]
+    logs = [log(t, "[rank0]: starting", node="n3") for t in times]
+    gpu = [
+        r
+        for r in job.telemetry(0, 200, ["idle1"])
+        if not (r["node"] == "n3" and at(84) <= r["time"] < at(121))
+    ]
+    assert detect(200, logs, gpu, [job.start()]) == []
