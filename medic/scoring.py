@@ -60,6 +60,7 @@ class Score:
     kind_correct: int = 0
     attribution_correct: int = 0
     outcomes: list[LabelOutcome] = field(default_factory=list)
+    matched_rows: list[dict[str, Any]] = field(default_factory=list)
     false_positive_rows: list[dict[str, Any]] = field(default_factory=list)
     detections_by_kind: Counter[str] = field(default_factory=Counter)
 
@@ -98,6 +99,7 @@ class Score:
             kind_correct=self.kind_correct + other.kind_correct,
             attribution_correct=self.attribution_correct + other.attribution_correct,
             outcomes=self.outcomes + other.outcomes,
+            matched_rows=self.matched_rows + other.matched_rows,
             false_positive_rows=self.false_positive_rows + other.false_positive_rows,
             detections_by_kind=self.detections_by_kind + other.detections_by_kind,
         )
@@ -179,6 +181,7 @@ def score(detections: pa.Table, labels: pa.Table | None) -> Score:
         spans = windows.get(det["job_id"], [])
         if any(lo <= det["detected_at"] <= hi for lo, hi in spans):
             result.matched += 1
+            result.matched_rows.append(det)
         else:
             result.false_positive_rows.append(det)
     return result

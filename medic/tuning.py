@@ -4,17 +4,24 @@ A sweep replays every recording once per point of a parameter grid through the s
 ``backtest_recording`` that ``medic backtest`` uses, and returns one row per point with the
 scores, overall and for the detection kind being tuned. The chosen point is written back as a
 ``medic.toml`` fragment (``[detectors.<name>]``) that ``--config`` accepts.
+
+``fit_min_score`` is the offline fit of the other knob an operator turns: the ``min_score`` of
+a rules route, from the scores of a backtest's true and false detections (scikit-learn's
+precision-recall curve).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import tomli_w
+from sklearn.metrics import precision_recall_curve
 
 from medic.backtest import BacktestReport, backtest_recording
 from medic.recording import Recording, find_recordings, read_recording
@@ -85,3 +92,41 @@ def write_detector_config(path: Path | str, detector: str, values: Mapping[str, 
     target = Path(path)
     target.write_text(tomli_w.dumps({"detectors": {detector: dict(values)}}))
     return target
+
+
+@dataclass(frozen=True)
+class ScoreFit:
+    """The lowest score that keeps a kind's detections at the wanted precision."""
+
+    kind: str
+    min_score: float
+    precision: float
+    recall: float
+    """Share of the kind's true detections kept at ``min_score``."""
+    detections: int
+
+
+def fit_min_score(report: BacktestReport, kind: str, min_precision: float = 0.97) -> ScoreFit:
+    """Fit a rules route's ``min_score`` for ``kind`` on a backtest: the lowest detection score
+    at which the detections kept reach ``min_precision`` (a detection is true when it falls in a
+    label's window, as the scoring rules say). Raises ValueError without true detections."""
+    rows = [(d["score"], True) for d in report.overall.matched_rows if d["kind"] == kind]
+    rows += [(d["score"], False) for d in report.overall.false_positive_rows if d["kind"] == kind]
+    truth = np.array([matched for _, matched in rows], dtype=bool)
+    if not truth.any():
+        raise ValueError(f"no true {kind} detection to fit a score on")
+    scores = np.array([score for score, _ in rows], dtype=float)
+    if truth.all():
+        return ScoreFit(kind, float(scores.min()), 1.0, 1.0, len(rows))
+    precision, recall, thresholds = precision_recall_curve(truth, scores)
+    good = np.flatnonzero(precision[:-1] >= min_precision)
+    if good.size == 0:
+        raise ValueError(f"no score keeps {kind} detections at precision {min_precision}")
+    best_at = int(good[0])
+    return ScoreFit(
+        kind,
+        float(thresholds[best_at]),
+        float(precision[best_at]),
+        float(recall[best_at]),
+        len(rows),
+    )

@@ -57,7 +57,9 @@ def test_tune_detectors_sweeps_and_writes_a_config(
     config = (tmp_path / "medic-hang-tuned.toml").read_text()
     assert config.startswith("[detectors.hang]")
     assert "min_silence_s" in config and "gap_factor" in config
-    assert "2 recordings; tuning the 'hang' detector" in outputs(book)
+    text = outputs(book)
+    assert "2 recordings; tuning the 'hang' detector" in text
+    assert "min_score = " in text and "of the true hang detections at precision" in text
 
 
 def test_reports_queries_a_history_built_from_a_replay(small_recordings: list[Path]) -> None:
