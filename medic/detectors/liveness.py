@@ -92,8 +92,6 @@ class Cadence:
     usually chatty, and a burst of lines (start-up chatter, a warning repeated by every rank)
     must not make a key that pauses for tens of seconds look like one that never pauses."""
 
-    MAX_STEP_US = 60 * US
-    """Longer pauses count as this much in the usual spacing."""
     RECENT = 8
 
     def __init__(self) -> None:
@@ -111,7 +109,7 @@ class Cadence:
             self.last[key] = time
             if last is not None:
                 steps = self.steps.setdefault(key, deque(maxlen=self.RECENT))
-                steps.append(min(time - last, self.MAX_STEP_US))
+                steps.append(time - last)
 
     def every(self, key: str) -> int | None:
         """The key's usual spacing (None before two batches)."""

@@ -221,3 +221,14 @@ def test_a_burst_of_lines_does_not_make_a_node_that_pauses_look_chatty() -> None
         if not (r["node"] == "n3" and at(84) <= r["time"] < at(121))
     ]
     assert detect(200, logs, gpu, [job.start()]) == []
+
+
+def test_a_job_that_logs_every_few_minutes_does_not_confirm_an_exporter_gap() -> None:
+    # rank 0 prints every 190 s; the exporter of n3 is away for 165 s in between
+    job = Job()
+    gpu = [
+        r
+        for r in job.telemetry(0, 700, extra_nodes=["idle1"])
+        if not (r["node"] == "n3" and at(400) <= r["time"] < at(565))
+    ]
+    assert detect(700, chatty(job, 0, 700, every=190.0), gpu, [job.start()]) == []
