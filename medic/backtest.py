@@ -6,9 +6,14 @@ recording; ``run_backtest`` adds the files, the totals and the per-kind breakdow
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -159,17 +164,57 @@ def write_result(result: RecordingResult, out_dir: Path) -> Path:
     return target
 
 
+def backtest_path(path: Path, settings: Mapping[str, Any] | None = None) -> RecordingResult:
+    """Read and backtest one recording (what a worker process of ``run_backtest`` runs)."""
+    return backtest_recording(read_recording(path), settings)
+
+
 def run_backtest(
     paths: Iterable[Path],
     settings: Mapping[str, Any] | None = None,
     out_dir: Path | None = None,
     on_result: Callable[[RecordingResult], None] | None = None,
     history: HistoryStore | None = None,
+    jobs: int = 1,
 ) -> BacktestReport:
-    """Backtest every recording in ``paths`` (already expanded) in order."""
+    """Backtest every recording in ``paths`` (already expanded); results come in input order.
+
+    With ``jobs`` > 1 and several recordings, up to ``jobs`` worker processes replay them at
+    once: each recording gets a fresh pipeline either way, so the results are the same as in
+    one process. A ``history`` store is written by this process alone, so it replays in order.
+    """
+    paths = list(paths)
+    workers = min(jobs, len(paths)) if history is None else 1
+    if workers > 1:
+        # spawn, not fork: polars' thread pool does not survive a fork.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
+        ) as pool:
+            return _collect(pool.map(backtest_path, paths, repeat(settings)), out_dir, on_result)
+    results = (backtest_recording(read_recording(path), settings, history) for path in paths)
+    return _collect(results, out_dir, on_result)
+
+
+def _exit_with(parent: int) -> None:
+    """Worker initializer: end the worker once the process that started it is gone (a killed
+    ``medic backtest`` would otherwise leave its workers waiting on the task queue forever)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _collect(
+    results: Iterable[RecordingResult],
+    out_dir: Path | None,
+    on_result: Callable[[RecordingResult], None] | None,
+) -> BacktestReport:
     report = BacktestReport()
-    for path in paths:
-        result = backtest_recording(read_recording(path), settings, history)
+    for result in results:
         if out_dir is not None:
             write_result(result, out_dir)
         report.results.append(result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -95,6 +96,13 @@ def validate(paths: tuple[Path, ...]) -> None:
     type=click.Path(path_type=Path),
     help="Also write what medic serve would have into this DuckDB history file.",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=lambda: len(os.sched_getaffinity(0)),
+    show_default="the CPU count",
+    help="Recordings replayed at once, each in its own process (same results as one).",
+)
 @user_errors
 def backtest(
     paths: tuple[Path, ...],
@@ -102,6 +110,7 @@ def backtest(
     as_json: bool,
     config_file: Path | None,
     history_path: Path | None,
+    jobs: int,
 ) -> None:
     """Replay recordings through the detectors and rules (recording executor: nothing is
     touched) and score them against their labels."""
@@ -136,6 +145,7 @@ def backtest(
             out_dir,
             on_result=lambda r: progress.update(task, advance=1, description=r.name),
             history=history,
+            jobs=jobs,
         )
     data = report.to_json()
     if as_json:

@@ -179,6 +179,8 @@ class GpuFaultDetector:
 
     def _xids(self, latest: pl.DataFrame) -> list[Located]:
         """Xid events reported by telemetry: remembered for PCI mapping, evidence when fatal."""
+        if latest.get_column("xid").null_count() == latest.height:
+            return []
         xids = latest.filter(pl.col("xid").is_not_null())
         if xids.is_empty():
             return []
@@ -201,20 +203,30 @@ class GpuFaultDetector:
         times = latest["time"].cast(pl.Int64).to_list()
         jobs = latest["job_id"].to_list()
         out: list[Located] = []
-        for i, (key, value) in enumerate(zip(keys, latest["ecc_dbe"].to_list(), strict=True)):
-            if value is None:
-                continue
-            previous = self.ecc.get(key)
-            self.ecc[key] = value
-            if previous is not None and value > previous:
+        # One row per GPU: bulk dict lookups, then Python work only where a counter changed.
+        ecc = latest["ecc_dbe"].to_list()
+        before = list(map(self.ecc.get, keys))
+        self.ecc.update(
+            (key, value) for key, value in zip(keys, ecc, strict=True) if value is not None
+        )
+        for i, (value, previous) in enumerate(zip(ecc, before, strict=True)):
+            if value is not None and previous is not None and value > previous:
                 what = f"uncorrectable ECC errors rose by {value - previous}"
-                out.append((jobs[i], Evidence(times[i], what, *key, hardware=True)))
+                out.append((jobs[i], Evidence(times[i], what, *keys[i], hardware=True)))
         if self.config.nvlink_burst <= 0:
             return out
         window = round(self.config.nvlink_window_s * US)
-        for i, (key, value) in enumerate(zip(keys, latest["nvlink_errors"].to_list(), strict=True)):
-            if value is None:
-                continue
+        # A count equal to the last one kept cannot complete a burst (it would have when it
+        # was kept); expiring its old entries can wait for the GPU's next change.
+        counts = latest["nvlink_errors"].to_list()
+        kept = map(self.nvlink.get, keys)
+        changed = [
+            i
+            for i, (value, history) in enumerate(zip(counts, kept, strict=True))
+            if value is not None and not (history and history[-1][1] == value)
+        ]
+        for i in changed:
+            key, value = keys[i], counts[i]
             history = self.nvlink.setdefault(key, deque())
             if history and value < history[-1][1]:
                 history.clear()

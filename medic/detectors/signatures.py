@@ -3,10 +3,10 @@
 Matching is vectorised in two stages so that the common line costs one regex scan:
 
 1. one combined prefilter (the alternation of every entry's literals) over the whole batch;
-2. on the few candidate rows only, each entry's pattern in catalogue order; the first match
-   names the line, and that entry's named groups (Xid code, PCI address, rank, host, exit
-   code) are extracted. Lines whose Xid code is in the catalogue's Xid table take the kind,
-   severity and action NVIDIA recommends for that code.
+2. on the few candidate rows only, the pattern of each entry whose literals they hold, in
+   catalogue order; the first match names the line, and that entry's named groups (Xid code,
+   PCI address, rank, host, exit code) are extracted. Lines whose Xid code is in the
+   catalogue's Xid table take the kind, severity and action NVIDIA recommends for that code.
 
 Every detector that cares about log texts consumes this stream instead of raw lines.
 """
@@ -48,34 +48,19 @@ SIGNATURES = pa.schema(
 _EMPTY = pl.DataFrame(SIGNATURES.empty_table())
 _OPTIONAL_LOG_COLUMNS = {"job_id": pl.String, "rank": pl.Int32, "source": pl.String}
 _INT_GROUPS = ("xid", "rank", "exit_code")
+PLAN_CACHE = 256
+"""Match plans kept (one per set of entries whose literals a batch holds)."""
 
 
 class SignatureMatcher:
     """Compiled view of a catalogue: the prefilter and per-entry match and extract expressions."""
 
     def __init__(self, catalogue: Catalogue) -> None:
+        self.catalogue = catalogue
         self.prefilter = catalogue.prefilter
-        message = pl.col("message")
-        patterns = catalogue.signatures["pattern"].to_list()
-        self._entry = pl.coalesce(
-            [
-                pl.when(message.str.contains(p)).then(pl.lit(i, pl.UInt32))
-                for i, p in enumerate(patterns)
-            ]
-        ).alias("entry")
-        self._groups: list[pl.Expr] = []
-        for name in GROUPS:
-            parts = [
-                pl.when(pl.col("entry") == i).then(
-                    message.str.extract(p, catalogue.groups(i)[name])
-                )
-                for i, p in enumerate(patterns)
-                if name in catalogue.groups(i)
-            ]
-            column = pl.coalesce(parts) if parts else pl.lit(None, pl.String)
-            if name in _INT_GROUPS:
-                column = column.cast(pl.Int32, strict=False)
-            self._groups.append(column.alias(f"_{name}"))
+        self.literals = sorted({lit for lits in catalogue.signatures["literals"] for lit in lits})
+        self._entry_literals = [frozenset(lits) for lits in catalogue.signatures["literals"]]
+        self._plans: dict[tuple[int, ...], tuple[pl.Expr, list[pl.Expr]]] = {}
         self._entries = catalogue.signatures.select(
             "entry",
             pl.col("id").alias("signature"),
@@ -106,10 +91,16 @@ class SignatureMatcher:
         candidates = logs.filter(pl.col("message").str.contains(self.prefilter))
         if candidates.is_empty():
             return _EMPTY
+        found = candidates.get_column("message").str.extract_many(self.literals, overlapping=True)
+        seen = set(found.explode().drop_nulls().to_list())
+        present = tuple(
+            i for i, lits in enumerate(self._entry_literals) if not lits.isdisjoint(seen)
+        )
+        entry, groups = self._plan(present)
         hits = (
-            candidates.with_columns(self._entry)
+            candidates.with_columns(entry)
             .filter(pl.col("entry").is_not_null())
-            .with_columns(self._groups)
+            .with_columns(groups)
             .join(self._entries, on="entry", how="left")
         )
         from_table = pl.col("xid_table") & pl.col("xid_kind").is_not_null()
@@ -149,6 +140,38 @@ class SignatureMatcher:
                 "message",
             )
         )
+
+    def _plan(self, present: tuple[int, ...]) -> tuple[pl.Expr, list[pl.Expr]]:
+        """Which entry names each line (the first of ``present`` whose pattern matches) and the
+        groups it extracts, for a batch whose candidates hold the literals of the entries
+        ``present`` only: the others cannot match there. Built once per set of entries; a
+        batch compiles only its entries' patterns, so they stay in polars' regex cache (32
+        per thread) from batch to batch."""
+        plan = self._plans.get(present)
+        if plan is not None:
+            return plan
+        message = pl.col("message")
+        patterns = self.catalogue.signatures["pattern"]
+        entry = pl.coalesce(
+            [pl.when(message.str.contains(patterns[i])).then(pl.lit(i, pl.UInt32)) for i in present]
+        ).alias("entry")
+        groups: list[pl.Expr] = []
+        for name in GROUPS:
+            parts = [
+                pl.when(pl.col("entry") == i).then(
+                    message.str.extract(patterns[i], self.catalogue.groups(i)[name])
+                )
+                for i in present
+                if name in self.catalogue.groups(i)
+            ]
+            column = pl.coalesce(parts) if parts else pl.lit(None, pl.String)
+            if name in _INT_GROUPS:
+                column = column.cast(pl.Int32, strict=False)
+            groups.append(column.alias(f"_{name}"))
+        plan = (entry, groups)
+        if len(self._plans) < PLAN_CACHE:
+            self._plans[present] = plan
+        return plan
 
 
 @register_parser

@@ -71,6 +71,8 @@ REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
 PLAN_CACHE = 256
 """Extraction plans kept (one per set of formats seen together in a batch)."""
 NUMBER = r"[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?"
+Plan = tuple[list[pl.Expr], list[pl.Expr], list[pl.Expr]]
+"""Expressions applied in turn: reading the lines, the measures, the output columns."""
 
 
 @dataclass(frozen=True)
@@ -426,7 +428,7 @@ class ProgressParser:
             custom = "|".join(f"(?:{p.pattern})" for p in self.config.patterns)
             self._prefilter = self._prefilter | pl.col("message").str.contains(custom)
         self._groups = [_named_groups(f.pattern) for f in self.formats]
-        self._plans: dict[tuple[int, ...], tuple[list[pl.Expr], list[pl.Expr]]] = {}
+        self._plans: dict[tuple[int, ...], Plan] = {}
 
     def parse(self, batch: Batch) -> Batch | None:
         frame = batch.frame
@@ -445,18 +447,19 @@ class ProgressParser:
             for i, f in enumerate(self.formats)
             if not f.anchors or anchors.intersection(f.anchors)
         )
-        reading, output = self._plan(present)
-        rows = candidates.with_columns(reading).select(output)
+        reading, measures, output = self._plan(present)
+        rows = candidates.with_columns(reading).with_columns(measures).select(output)
         rows = rows.filter(pl.col("event").is_not_null())
         if rows.is_empty():
             return None
         rows = rows.sort("time", maintain_order=True)
         return Batch(self.output_stream, rows.to_arrow().cast(PROGRESS))
 
-    def _plan(self, present: tuple[int, ...]) -> tuple[list[pl.Expr], list[pl.Expr]]:
+    def _plan(self, present: tuple[int, ...]) -> Plan:
         """How to read lines when the formats ``present`` (by priority) may match: first which
         format reads each line (the first whose regex matches) and each format's groups, every
-        regex run once; then the output columns. Built once per set of formats."""
+        regex run once; then the step, step time and throughput, once each; then the output columns.
+        Built once per set of formats."""
         plan = self._plans.get(present)
         if plan is not None:
             return plan
@@ -474,8 +477,8 @@ class ProgressParser:
         chosen = pl.col("_format")
 
         def pick(attribute: str) -> pl.Expr:
-            table = {i: getattr(self.formats[i], attribute) for i in present}
-            return chosen.replace_strict(table, default=None, return_dtype=pl.String)
+            values = [getattr(f, attribute) for f in self.formats]
+            return pl.lit(pl.Series(values, dtype=pl.String)).gather(chosen)
 
         def value(name: str) -> pl.Expr:
             per_format = [
@@ -494,7 +497,12 @@ class ProgressParser:
             value("s_per_it"),
             1.0 / value("it_per_s"),
         )
-        throughput = value("throughput")
+        measures = [
+            value("step").cast(pl.Int64, strict=False).alias("_step"),
+            step_time.alias("_step_time"),
+            value("throughput").alias("_throughput"),
+        ]
+        step_time, throughput = pl.col("_step_time"), pl.col("_throughput")
         rank = pl.coalesce(
             pl.col("rank"),
             *(
@@ -509,12 +517,12 @@ class ProgressParser:
             rank.alias("rank"),
             pick("framework").alias("framework"),
             pick("event").alias("event"),
-            value("step").cast(pl.Int64, strict=False).alias("step"),
+            pl.col("_step").alias("step"),
             pl.when(step_time.is_finite() & (step_time > 0)).then(step_time).alias("step_time_s"),
             throughput.alias("throughput"),
             pl.when(throughput.is_not_null()).then(pick("unit")).alias("throughput_unit"),
         ]
-        plan = (reading, output)
+        plan = (reading, measures, output)
         if len(self._plans) < PLAN_CACHE:
             self._plans[present] = plan
         return plan

@@ -1,0 +1,336 @@
+"""Pipeline throughput on one core: log lines/s and GPU samples/s through parsing and every
+detector, each against baselines run in the same process.
+
+Logs: every log line of the recordings under ``--datasets`` (faults, tracebacks, NCCL
+errors, progress bars of every framework, noise), tiled to ``--lines`` lines and cut into
+batches of ``--batch-lines`` lines, one second of event time each (a cluster printing that
+many lines a second). Printed against:
+
+* the naive baseline (``naive_parsing.py``): the same signature catalogue and progress formats
+  applied line by line with Python's ``re``, checked first to find exactly the rows medic's
+  parsers find;
+* drain3 template mining (for context: what a generic log parser costs per line).
+
+GPU telemetry: a simulated ``--gpus`` cluster (``medic simulate`` scenario ``--scenario``)
+replayed for ``--minutes`` through every detector, one batch per stream per second as
+``medic backtest`` does (its few log lines and scheduler rows included), and its telemetry
+alone in batches of ``--batch-lines`` samples (per-batch costs amortised), against a naive
+per-sample Python fold of the newest state of each GPU (what the ``gpu_latest`` stream holds).
+
+Per core: polars runs on one thread (POLARS_MAX_THREADS=1, set here) and figures are CPU
+seconds of this process (``time.process_time``); pin it to one core for clean figures:
+
+    taskset -c 0 .venv/bin/python bench/pipeline_throughput.py
+    taskset -c 0 .venv/bin/python bench/pipeline_throughput.py --lines 500000 --gpus 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("POLARS_MAX_THREADS", "1")
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from medic import schema
+from medic.detectors.catalogue import builtin_catalogue
+from medic.detectors.signatures import SignatureParser
+from medic.ingest.base import Batch, Event, Watermark
+from medic.ingest.progress import ProgressParser
+from medic.ingest.replay import ReplaySource
+from medic.pipeline import Pipeline
+from medic.recording import find_recordings
+from medic.simulate import simulate
+from medic.timeutil import US, to_us
+
+sys.path.insert(0, str(Path(__file__).parent))
+from naive_parsing import Line, NaiveProgress, NaiveSignatures
+
+T0 = to_us("2026-03-01T00:00:00Z")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cpu_seconds(work: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.process_time()
+    result = work()
+    return time.process_time() - started, result
+
+
+def log_corpus(datasets: Path, lines: int, batch_lines: int) -> pa.Table:
+    """The logs of every recording under ``datasets``, tiled to ``lines`` rows and re-stamped so
+    that each ``batch_lines`` rows span one second."""
+    tables = [
+        schema.conform(pq.read_table(path / "logs.parquet"), schema.LOGS)
+        for path in find_recordings([datasets])
+    ]
+    corpus = pa.concat_tables(tables)
+    repeats = -(-lines // corpus.num_rows)
+    tiled = pa.concat_tables([corpus] * repeats).slice(0, lines)
+    index = np.arange(lines, dtype=np.int64)
+    times = T0 + (index // batch_lines) * US + (index % batch_lines) * (US // batch_lines)
+    column = tiled.schema.get_field_index("time")
+    return tiled.set_column(column, "time", pa.array(times, schema.TIME))
+
+
+def log_events(table: pa.Table, batch_lines: int) -> Iterator[Event]:
+    for lo in range(0, table.num_rows, batch_lines):
+        batch = Batch("logs", table.slice(lo, batch_lines))
+        yield batch
+        yield Watermark((batch.max_time or T0) + 1)
+
+
+def gpu_events(table: pa.Table, batch_rows: int) -> Iterator[Event]:
+    for lo in range(0, table.num_rows, batch_rows):
+        batch = Batch("gpu", table.slice(lo, batch_rows))
+        yield batch
+        yield Watermark((batch.max_time or T0) + 1)
+
+
+def as_lines(table: pa.Table) -> list[Line]:
+    names = ("time", "job_id", "node", "rank", "source", "message")
+    times = table.column("time").cast(pa.int64()).to_pylist()
+    columns = [times, *(table.column(n).to_pylist() for n in names[1:])]
+    return list(zip(*columns, strict=True))
+
+
+def medic_parse(table: pa.Table, batch_lines: int) -> tuple[list[Any], list[Any]]:
+    signatures, progress = SignatureParser(), ProgressParser()
+    found_signatures: list[Any] = []
+    found_progress: list[Any] = []
+    for lo in range(0, table.num_rows, batch_lines):
+        batch = Batch("logs", table.slice(lo, batch_lines))
+        for parser, found in ((signatures, found_signatures), (progress, found_progress)):
+            derived = parser.parse(batch)
+            if derived is not None:
+                found.append(derived.data)
+    return found_signatures, found_progress
+
+
+def signature_rows(tables: list[pa.Table]) -> list[tuple[Any, ...]]:
+    names = (
+        "rank",
+        "signature",
+        "kind",
+        "severity",
+        "action",
+        "xid",
+        "xid_name",
+        "pci",
+        "host",
+        "exit_code",
+    )
+    return [row for t in tables for row in _rows(t, names)]
+
+
+def progress_rows(tables: list[pa.Table]) -> list[tuple[Any, ...]]:
+    names = (
+        "job_id",
+        "node",
+        "rank",
+        "framework",
+        "event",
+        "step",
+        "step_time_s",
+        "throughput",
+        "throughput_unit",
+    )
+    return [row for t in tables for row in _rows(t, names)]
+
+
+def _rows(table: pa.Table, names: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    times = table.column("time").cast(pa.int64()).to_pylist()
+    columns = [times, *(table.column(n).to_pylist() for n in names)]
+    return list(zip(*columns, strict=True))
+
+
+def check_same_output(table: pa.Table, batch_lines: int) -> tuple[int, int]:
+    """medic's parsers and the naive loop find the same rows; returns the row counts."""
+    signatures, progress = medic_parse(table, batch_lines)
+    lines = as_lines(table)
+    naive_signatures = NaiveSignatures(builtin_catalogue()).match(lines)
+    naive_progress = NaiveProgress().match(lines)
+    for what, ours, theirs in (
+        ("signatures", _rounded(signature_rows(signatures)), _rounded(naive_signatures)),
+        ("progress", _rounded(progress_rows(progress)), _rounded(naive_progress)),
+    ):
+        if ours != theirs:
+            diff = next((a, b) for a, b in zip(ours, theirs, strict=False) if a != b)
+            sys.exit(
+                f"{what}: medic found {len(ours)} rows, naive {len(theirs)}; first difference "
+                f"{diff}"
+            )
+    return len(naive_signatures), len(naive_progress)
+
+
+def _rounded(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Floats to 9 significant digits (polars divides by multiplying with the reciprocal)."""
+    return [tuple(float(f"{v:.9g}") if isinstance(v, float) else v for v in row) for row in rows]
+
+
+def drain3_lines(messages: list[str]) -> int:
+    import logging
+
+    from drain3 import TemplateMiner
+
+    logging.getLogger("drain3").setLevel(logging.ERROR)
+    miner = TemplateMiner()
+    for message in messages:
+        miner.add_log_message(message)
+    return len(miner.drain.clusters)
+
+
+def naive_gpu_fold(table: pa.Table) -> int:
+    """Per sample: newest time, job, first Xid and counters of each GPU (dicts)."""
+    names = ("node", "gpu", "time", "job_id", "xid", "ecc_dbe", "nvlink_errors")
+    columns = [table.column(n).to_pylist() for n in names]
+    newest: dict[tuple[str, int], list[Any]] = {}
+    for node, gpu, at, job_id, xid, ecc, nvlink in zip(*columns, strict=True):
+        state = newest.get((node, gpu))
+        if state is None:
+            newest[(node, gpu)] = [at, job_id, xid, ecc, nvlink]
+            continue
+        state[0], state[1] = at, job_id
+        if state[2] is None:
+            state[2] = xid
+        if ecc is not None:
+            state[3] = ecc
+        if nvlink is not None:
+            state[4] = nvlink
+    return len(newest)
+
+
+def rate(count: int, seconds: float) -> str:
+    return f"{count / seconds / 1e6:.2f} M" if count / seconds >= 1e5 else f"{count / seconds:,.0f}"
+
+
+def print_table(title: str, unit: str, rows: list[tuple[str, int, float, str]]) -> None:
+    print(f"\n{title}")
+    print(f"| {'stage':<58} | {unit:>10} | {'CPU s':>7} | {unit + '/s':>12} | {'ratio':>26} |")
+    print(f"|{'-' * 60}|{'-' * 12}|{'-' * 9}|{'-' * 14}|{'-' * 28}|")
+    for name, count, seconds, ratio in rows:
+        print(
+            f"| {name:<58} | {count:>10,} | {seconds:>7.2f} | {rate(count, seconds):>12} "
+            f"| {ratio:>26} |"
+        )
+
+
+def bench_logs(args: argparse.Namespace) -> None:
+    table = log_corpus(args.datasets, args.lines, args.batch_lines)
+    sample = table.slice(0, min(args.naive_lines, table.num_rows))
+    hits, steps = check_same_output(sample, args.batch_lines)
+    print(
+        f"same output checked on {sample.num_rows:,} lines: {hits:,} signature rows, "
+        f"{steps:,} progress rows, identical in medic and the naive loop"
+    )
+    lines = as_lines(sample)
+    naive_s, _ = cpu_seconds(
+        lambda: (NaiveSignatures(builtin_catalogue()).match(lines), NaiveProgress().match(lines))
+    )
+    messages = sample.column("message").to_pylist()[: args.drain3_lines]
+    drain_s, _ = cpu_seconds(lambda: drain3_lines(messages))
+    parse_s, _ = cpu_seconds(lambda: medic_parse(table, args.batch_lines))
+    pipeline = Pipeline.from_settings()
+    full_s, _ = cpu_seconds(lambda: pipeline.run(log_events(table, args.batch_lines)))
+    naive_rate, drain3_rate = sample.num_rows / naive_s, len(messages) / drain_s
+
+    def vs_naive(count: int, seconds: float) -> str:
+        per_second = count / seconds
+        return f"{per_second / naive_rate:.1f}x naive, {per_second / drain3_rate:.1f}x drain3"
+
+    print_table(
+        f"Log lines, {args.batch_lines:,} lines per batch (one core)",
+        "lines",
+        [
+            ("naive: per-line Python re, signatures + progress", sample.num_rows, naive_s, "1.0x"),
+            (
+                "drain3 template mining (context)",
+                len(messages),
+                drain_s,
+                f"{drain3_rate / naive_rate:.1f}x naive",
+            ),
+            (
+                "medic parsers: signatures + progress",
+                table.num_rows,
+                parse_s,
+                vs_naive(table.num_rows, parse_s),
+            ),
+            (
+                "medic pipeline: parsers + every detector",
+                table.num_rows,
+                full_s,
+                vs_naive(table.num_rows, full_s),
+            ),
+        ],
+    )
+
+
+def bench_gpu(args: argparse.Namespace) -> None:
+    recording = simulate(
+        args.scenario,
+        args.seed,
+        cluster_nodes=args.gpus // 8,
+        duration_min=args.minutes,
+    )
+    samples = recording.gpu.num_rows
+    naive_s, _ = cpu_seconds(lambda: naive_gpu_fold(recording.gpu))
+    pipeline = Pipeline.from_settings()
+    full_s, _ = cpu_seconds(lambda: pipeline.run(ReplaySource(recording)))
+    pipeline = Pipeline.from_settings()
+    pipeline.run([Batch("scheduler", recording.scheduler)])
+    big_s, _ = cpu_seconds(lambda: pipeline.run(gpu_events(recording.gpu, args.batch_lines)))
+    naive_rate = samples / naive_s
+    print_table(
+        f"GPU samples, {args.gpus:,} GPUs x {args.minutes:g} min of '{args.scenario}' replayed "
+        f"in 1 s batches (one core; with its {recording.logs.num_rows:,} log lines)",
+        "samples",
+        [
+            ("naive: per-sample Python fold of each GPU's newest state", samples, naive_s, "1.0x"),
+            (
+                "medic pipeline: replay + gpu_latest + every detector",
+                samples,
+                full_s,
+                f"{samples / full_s / naive_rate:.1f}x naive",
+            ),
+            (
+                f"medic pipeline: telemetry alone in {args.batch_lines:,}-sample batches",
+                samples,
+                big_s,
+                f"{samples / big_s / naive_rate:.1f}x naive",
+            ),
+        ],
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", type=Path, default=ROOT / "datasets")
+    parser.add_argument("--lines", type=int, default=2_000_000)
+    parser.add_argument("--batch-lines", type=int, default=65_536)
+    parser.add_argument("--naive-lines", type=int, default=200_000)
+    parser.add_argument("--drain3-lines", type=int, default=50_000)
+    parser.add_argument("--gpus", type=int, default=8192)
+    parser.add_argument("--minutes", type=float, default=5.0)
+    parser.add_argument("--scenario", default="healthy_noisy")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    load = os.getloadavg()
+    print(
+        f"POLARS_MAX_THREADS={os.environ['POLARS_MAX_THREADS']}, CPU affinity "
+        f"{sorted(os.sched_getaffinity(0))}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    bench_logs(args)
+    bench_gpu(args)
+    load = os.getloadavg()
+    print(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
