@@ -8,10 +8,10 @@ Evidence, from the fastest to the slowest:
   writes the progress). So the silence counts once something else agrees: the node or its
   job used to write regularly and went quiet with it (three usual spacings), the job's ranks
   report losing a peer since (NCCL aborts, and no error of a rank's own that would explain
-  them), the job's other GPUs stalled (their power fell while
-  they stayed pegged: GPUs blocked in a collective spin at full utilisation on a fraction of
-  their working power, where a checkpoint or a data stall leaves them idle), or the silence outlasts
-  ``long_silence_s``. All this long before Slurm's SlurmdTimeout;
+  them), the job's other GPUs stalled (their power fell while they stayed pegged: GPUs
+  blocked in a collective spin at full utilisation on a fraction of their working power, where
+  a checkpoint or a data stall leaves them idle), or the silence outlasts ``long_silence_s``.
+  All this long before Slurm's SlurmdTimeout;
 * srun/salloc print ``error: Node failure on <node>``;
 * Slurm marks the node NOT_RESPONDING, DOWN or FAIL (admin drains are not failures);
 * the job ends NODE_FAIL (or slurmstepd cancels it "DUE TO NODE FAILURE"): the culprit is
@@ -56,10 +56,11 @@ class NodeFailureConfig:
     """Lines written (and power drawn) this soon after the silence began were already in flight."""
     stall_ratio: float = 0.6
     """The job's other GPUs stalled with the node if their mean power since fell below this share
-    of the minute before (GPUs blocked in a collective draw a fraction of their working power)..."""
+    of the minute before (GPUs blocked in a collective draw a fraction of their working power)
+    while their mean utilisation stayed at ``spin_util`` or more."""
     spin_util: float = 80.0
-    """... while their mean utilisation stayed at least this high (NCCL kernels spin while they
-    wait; GPUs idling through a checkpoint save or a data stall are not blocked on a peer)."""
+    """NCCL kernels spin at full utilisation while they wait; GPUs idling through a checkpoint
+    save or a data stall are not blocked on a peer."""
     ended_grace_s: float = 60.0
     """A job that failed this recently is still watched for its nodes' silence."""
     node_states: tuple[str, ...] = FAILED_NODE_STATES
@@ -72,6 +73,8 @@ class NodeFailureConfig:
             raise ValueError("slack_s and ended_grace_s must not be negative")
         if not 0 < self.stall_ratio < 1:
             raise ValueError("stall_ratio must be between 0 and 1")
+        if not 0 <= self.spin_util <= 100:
+            raise ValueError("spin_util must be a utilisation between 0 and 100")
 
 
 class JobPower:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from medic.detectors.node_failure import FAILED_NODE_STATES, NodeFailureDetector, failed_state
+from medic.config import ConfigError, from_dict
+from medic.detectors.node_failure import (
+    FAILED_NODE_STATES,
+    NodeFailureConfig,
+    NodeFailureDetector,
+    failed_state,
+)
 from tests.builders import at, batch, log
 from tests.detectors.scenarios import Job, detect, seconds
 
@@ -232,3 +238,17 @@ def test_a_job_that_logs_every_few_minutes_does_not_confirm_an_exporter_gap() ->
         if not (r["node"] == "n3" and at(400) <= r["time"] < at(565))
     ]
     assert detect(700, chatty(job, 0, 700, every=190.0), gpu, [job.start()]) == []
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"stall_ratio": 1.5}, "stall_ratio must be between 0 and 1"),
+        ({"spin_util": 120.0}, "spin_util must be a utilisation between 0 and 100"),
+        ({"silence_s": 30.0, "long_silence_s": 10.0}, "long_silence_s at least silence_s"),
+    ],
+)
+def test_a_wrong_config_is_a_one_line_error(table: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as error:
+        from_dict(NodeFailureConfig, table, "detectors.node_failure")
+    assert "\n" not in str(error.value)
