@@ -106,6 +106,21 @@ def kill_task_failed(world: World, run: Run, node: int) -> None:
     )
 
 
+def _cuda_error(world: World, run: Run, rank: int, at: float, cuda: str) -> cascade.Exits:
+    """The rank dies of a CUDA error at ``at``: a Python traceback half the time, else the
+    ProcessGroupNCCL watchdog catching it and aborting the process (SIGABRT)."""
+    if world.rng.random() < 0.5:
+        return cascade.exception(
+            world,
+            run,
+            np.array([rank]),
+            np.array([at]),
+            [f"{{p}}RuntimeError: {cuda}", *texts.CUDA_ERROR_HINTS],
+        )
+    world.emit_ranks(run, [rank], [at], texts.CUDA_WATCHDOG, cuda=cuda)
+    return {rank: (at + 0.1, -6)}
+
+
 # --- GPU hardware faults -------------------------------------------------------------------
 
 
@@ -158,18 +173,7 @@ def ecc(world: World, run: Run, xid: int | None, at_min: float | None) -> None:
         xid_line(world, bad.node, bad.gpu, 63, int(run.pids[bad.rank]), t + 0.02, False)
     block_all(run, t)
     at = t + rng.uniform(0.2, 3.0)
-    cuda = texts.CUDA_FAILURE["ecc"]
-    if rng.random() < 0.5:
-        exits = cascade.exception(
-            world,
-            run,
-            np.array([bad.rank]),
-            np.array([at]),
-            [f"{{p}}RuntimeError: {cuda}", *texts.CUDA_ERROR_HINTS],
-        )
-    else:
-        world.emit_ranks(run, [bad.rank], [at], texts.CUDA_WATCHDOG, cuda=cuda)
-        exits = {bad.rank: (at + 0.1, -6)}
+    exits = _cuda_error(world, run, bad.rank, at, texts.CUDA_FAILURE["ecc"])
     exits |= _neighbours_notice(world, run, bad, at)
     done = cascade.agents(world, run, exits)
     cascade.teardown(world, run, done)
@@ -311,7 +315,9 @@ def deadlock(
 # --- stragglers ----------------------------------------------------------------------------
 
 
-def _slow_job(world: World, run: Run, bad: Culprit, t: float, factor: float) -> None:
+def _straggler(world: World, run: Run, bad: Culprit, t: float, factor: float, note: str) -> None:
+    """From ``t`` the whole job steps ``factor`` times slower, every GPU but the culprit's
+    waiting on it; labelled a straggler blaming the culprit from its first sample on."""
     run.slowdowns.append((t, factor))
     run.invalidate()
     wait = 1.0 - 1.0 / factor
@@ -319,6 +325,9 @@ def _slow_job(world: World, run: Run, bad: Culprit, t: float, factor: float) -> 
         for gpu in range(GPUS_PER_NODE):
             if i * GPUS_PER_NODE + gpu != bad.rank:
                 run.effects.append(GpuEffect(node, gpu, "waiting", t, run.end, wait))
+    world.label(
+        run.job, "straggler", world.first_sample([bad.node], t), [bad.node], [bad.rank], note
+    )
 
 
 def thermal(world: World, run: Run, slowdown: float | None, at_min: float | None) -> None:
@@ -333,16 +342,7 @@ def thermal(world: World, run: Run, slowdown: float | None, at_min: float | None
     heating = max(0.0, t - float(round(rng.uniform(120.0, 600.0))))
     world.effects.append(GpuEffect(bad.node, bad.gpu, "heating", heating, t, level))
     world.effects.append(GpuEffect(bad.node, bad.gpu, "thermal", t, np.inf, level))
-    _slow_job(world, run, bad, t, factor)
-    onset = world.first_sample([bad.node], t)
-    world.label(
-        run.job,
-        "straggler",
-        onset,
-        [bad.node],
-        [bad.rank],
-        f"thermal throttling, job {factor:.2f}x slower",
-    )
+    _straggler(world, run, bad, t, factor, f"thermal throttling, job {factor:.2f}x slower")
 
 
 def pcie(world: World, run: Run, slowdown: float | None, at_min: float | None) -> None:
@@ -361,16 +361,7 @@ def pcie(world: World, run: Run, slowdown: float | None, at_min: float | None) -
         world.counters.append(
             CounterEvent(bad.node, bad.gpu, "pcie_replay", float(tick), int(amount))
         )
-    _slow_job(world, run, bad, t, factor)
-    onset = world.first_sample([bad.node], t)
-    world.label(
-        run.job,
-        "straggler",
-        onset,
-        [bad.node],
-        [bad.rank],
-        f"PCIe replays, job {factor:.2f}x slower",
-    )
+    _straggler(world, run, bad, t, factor, f"PCIe replays, job {factor:.2f}x slower")
 
 
 # --- software crashes ----------------------------------------------------------------------
@@ -450,18 +441,7 @@ def illegal_access(world: World, run: Run, at_min: float | None) -> None:
     code = int(rng.choice([31, 13]))
     xid_line(world, bad.node, bad.gpu, code, int(run.pids[bad.rank]), t, False)
     at = t + rng.uniform(0.05, 1.5)
-    cuda = texts.CUDA_FAILURE["illegal"]
-    if rng.random() < 0.5:
-        exits = cascade.exception(
-            world,
-            run,
-            np.array([bad.rank]),
-            np.array([at]),
-            [f"{{p}}RuntimeError: {cuda}", *texts.CUDA_ERROR_HINTS],
-        )
-    else:
-        world.emit_ranks(run, [bad.rank], [at], texts.CUDA_WATCHDOG, cuda=cuda)
-        exits = {bad.rank: (at + 0.1, -6)}
+    exits = _cuda_error(world, run, bad.rank, at, texts.CUDA_FAILURE["illegal"])
     _crash(world, run, t, exits, f"illegal memory access (Xid {code}), application bug")
 
 
