@@ -6,12 +6,13 @@ recording; ``run_backtest`` adds the files, the totals and the per-kind breakdow
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -31,6 +32,8 @@ from medic.ingest.replay import ReplayConfig, ReplaySource
 from medic.pipeline import Pipeline
 from medic.recording import Recording, read_recording
 from medic.scoring import Score, score
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -164,9 +167,21 @@ def write_result(result: RecordingResult, out_dir: Path) -> Path:
     return target
 
 
-def backtest_path(path: Path, settings: Mapping[str, Any] | None = None) -> RecordingResult:
+MAX_DEFAULT_JOBS = 4
+"""Each worker holds a whole recording in memory and its own polars thread pool, so the default
+stays at a few workers however many CPUs the machine has."""
+
+
+def default_jobs() -> int:
+    """Worker processes ``medic backtest`` uses unless told: the CPU count, at most 4."""
+    return min(len(os.sched_getaffinity(0)), MAX_DEFAULT_JOBS)
+
+
+def backtest_path(
+    path: Path, settings: Mapping[str, Any] | None = None, history: HistoryStore | None = None
+) -> RecordingResult:
     """Read and backtest one recording (what a worker process of ``run_backtest`` runs)."""
-    return backtest_recording(read_recording(path), settings)
+    return backtest_recording(read_recording(path), settings, history)
 
 
 def run_backtest(
@@ -186,14 +201,40 @@ def run_backtest(
     paths = list(paths)
     workers = min(jobs, len(paths)) if history is None else 1
     if workers > 1:
-        # spawn, not fork: polars' thread pool does not survive a fork.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
-        ) as pool:
-            return _collect(pool.map(backtest_path, paths, repeat(settings)), out_dir, on_result)
-    results = (backtest_recording(read_recording(path), settings, history) for path in paths)
+        results = in_workers(paths, settings, lambda: _worker_pool(workers))
+    else:
+        results = (backtest_path(path, settings, history) for path in paths)
     return _collect(results, out_dir, on_result)
+
+
+def _worker_pool(workers: int) -> Executor:
+    # spawn, not fork: polars' thread pool does not survive a fork.
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
+    )
+
+
+def in_workers(
+    paths: list[Path], settings: Mapping[str, Any] | None, pool: Callable[[], Executor]
+) -> Iterator[RecordingResult]:
+    """Results of ``paths`` from a pool of workers, in input order. A worker that dies (killed
+    for memory, say) breaks the pool: the recordings without a result yet are then replayed in
+    this process, with a warning, rather than losing the results already made."""
+    done = 0
+    try:
+        with pool() as executor:
+            for result in executor.map(backtest_path, paths, repeat(settings)):
+                done += 1
+                yield result
+    except BrokenExecutor as exc:
+        log.warning(
+            "backtest: a worker process died (%s); replaying the other %d recording(s) here",
+            exc,
+            len(paths) - done,
+        )
+        for path in paths[done:]:
+            yield backtest_path(path, settings)
 
 
 def _exit_with(parent: int) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -99,8 +98,8 @@ def validate(paths: tuple[Path, ...]) -> None:
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
-    default=lambda: len(os.sched_getaffinity(0)),
-    show_default="the CPU count",
+    default=None,
+    show_default="the CPU count, at most 4",
     help="Recordings replayed at once, each in its own process (same results as one).",
 )
 @user_errors
@@ -110,13 +109,13 @@ def backtest(
     as_json: bool,
     config_file: Path | None,
     history_path: Path | None,
-    jobs: int,
+    jobs: int | None,
 ) -> None:
     """Replay recordings through the detectors and rules (recording executor: nothing is
     touched) and score them against their labels."""
     import contextlib
 
-    from medic.backtest import run_backtest
+    from medic.backtest import default_jobs, run_backtest
     from medic.history.store import DuckDBStore
     from medic.render import print_backtest
     from medic.settings import load_settings
@@ -145,7 +144,7 @@ def backtest(
             out_dir,
             on_result=lambda r: progress.update(task, advance=1, description=r.name),
             history=history,
-            jobs=jobs,
+            jobs=default_jobs() if jobs is None else jobs,
         )
     data = report.to_json()
     if as_json:

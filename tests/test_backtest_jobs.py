@@ -1,10 +1,15 @@
 import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 
+from medic.backtest import backtest_path, in_workers
 from medic.cli import main
 from medic.recording import write_recording
 from medic.simulate import simulate
@@ -38,3 +43,24 @@ def test_jobs_2_gives_what_jobs_1_gives_in_input_order(tmp_path: Path) -> None:
             one, two = tmp_path / "one" / name / table, tmp_path / "two" / name / table
             assert two.read_bytes() == one.read_bytes()
         assert pq.read_table(tmp_path / "two" / name / "detections.parquet").num_rows > 0
+
+
+class DyingPool(ThreadPoolExecutor):
+    """A pool whose worker dies after the first recording, as one killed for memory would."""
+
+    def map(self, fn: Any, *iterables: Any, **_: Any) -> Iterator[Any]:  # type: ignore[override]
+        first = next(zip(*iterables, strict=False))  # the settings come as an endless repeat()
+        yield fn(*first)
+        raise BrokenProcessPool("a child process terminated abruptly")
+
+
+def test_a_dying_worker_loses_no_result(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    paths = []
+    for scenario in ("xid79_cascade", "oom", "segfault"):
+        recording = simulate(scenario, 3, duration_min=15.0, cluster_nodes=4, job_nodes=2, jobs=1)
+        paths.append(write_recording(tmp_path / recording.name, recording))
+    results = list(in_workers(paths, None, DyingPool))
+    assert [r.name for r in results] == [p.name for p in paths]
+    expected = [backtest_path(p).detections for p in paths]
+    assert [r.detections.equals(e) for r, e in zip(results, expected, strict=True)] == [True] * 3
+    assert "replaying the other 2 recording(s) here" in caplog.text
