@@ -30,7 +30,7 @@ from medic.history.store import HistoryStore
 from medic.history.writer import HistoryWriter
 from medic.ingest.replay import ReplayConfig, ReplaySource
 from medic.pipeline import Pipeline
-from medic.recording import Recording, read_recording
+from medic.recording import Recording, open_recording
 from medic.scoring import Score, score
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ def backtest_recording(
         writer.correlator = pipeline.correlator
         writer.record_actions(actions)
         writer.flush()
-    rows = sum(recording.stream(s).num_rows for s in ("logs", "gpu", "scheduler"))
+    rows = sum(recording.num_rows(s) for s in schema.STREAMS)
     return RecordingResult(
         name=recording.path.name if recording.path else recording.name,
         path=recording.path,
@@ -168,8 +168,8 @@ def write_result(result: RecordingResult, out_dir: Path) -> Path:
 
 
 MAX_DEFAULT_JOBS = 4
-"""Each worker holds a whole recording in memory and its own polars thread pool, so the default
-stays at a few workers however many CPUs the machine has."""
+"""Each worker holds a recording's logs, its detectors' state and its own polars thread pool, so
+the default stays at a few workers however many CPUs the machine has."""
 
 
 def default_jobs() -> int:
@@ -180,8 +180,9 @@ def default_jobs() -> int:
 def backtest_path(
     path: Path, settings: Mapping[str, Any] | None = None, history: HistoryStore | None = None
 ) -> RecordingResult:
-    """Read and backtest one recording (what a worker process of ``run_backtest`` runs)."""
-    return backtest_recording(read_recording(path), settings, history)
+    """Read and backtest one recording (what a worker process of ``run_backtest`` runs); its
+    GPU telemetry is read from disk a batch at a time as the replay goes."""
+    return backtest_recording(open_recording(path), settings, history)
 
 
 def run_backtest(

@@ -17,8 +17,10 @@ import polars as pl
 
 from medic.config import from_dict
 from medic.detectors.base import Detection, build_detectors, build_parsers
+from medic.detectors.incidents import share_liveness
 from medic.detectors.jobs import job_state
 from medic.ingest.base import Batch, Event, Watermark
+from medic.readahead import parse_ahead, stretches
 from medic.timeutil import US
 
 # Job states after which a job runs again as a new attempt (a requeued job keeps its id).
@@ -141,6 +143,7 @@ class Pipeline:
     ) -> None:
         self.config = config or PipelineConfig()
         self.detectors = list(detectors)
+        share_liveness(self.detectors)
         self.observers = list(observers)
         consumers = [*self.detectors, *self.observers]
         self.parsers = build_parsers(consumers) if parsers is None else parsers
@@ -153,6 +156,8 @@ class Pipeline:
         self.watermark = 0
         """The newest watermark: every source is complete up to it."""
         self.rows_in: dict[str, int] = {}
+        self._parsed: dict[Batch, dict[str, Batch | None]] = {}
+        """What row-wise parsers already made of batches read ahead, by batch."""
 
     @classmethod
     def from_settings(
@@ -177,10 +182,19 @@ class Pipeline:
         return self._update(event)
 
     def run(self, events: Iterable[Event]) -> list[Detection]:
-        """Consume a whole (replayed) stream; return every emitted detection."""
+        """Consume a whole (replayed) stream; return every emitted detection. Row-wise parsers
+        parse a stretch of batches at once before its events are processed (``readahead``)."""
         emitted: list[Detection] = []
-        for event in events:
-            emitted.extend(self.process(event))
+        ahead = [p for p in self.parsers if getattr(p, "row_wise", False)]
+        for stretch in stretches(events) if ahead else ([e] for e in events):
+            for parser in ahead:
+                batches = [
+                    e for e in stretch if isinstance(e, Batch) and e.stream == parser.input_stream
+                ]
+                for batch, derived in parse_ahead(parser, batches).items():
+                    self._parsed.setdefault(batch, {})[parser.output_stream] = derived
+            for event in stretch:
+                emitted.extend(self.process(event))
         return emitted
 
     async def run_async(self, events: AsyncIterable[Event]) -> list[Detection]:
@@ -215,11 +229,15 @@ class Pipeline:
 
     def _derive(self, batch: Batch) -> list[Batch]:
         available = {batch.stream: batch}
+        parsed = self._parsed.pop(batch, {})
         for parser in self.parsers:
             source = available.get(parser.input_stream)
             if source is None:
                 continue
-            derived = parser.parse(source)
+            if source is batch and parser.output_stream in parsed:
+                derived = parsed[parser.output_stream]
+            else:
+                derived = parser.parse(source)
             if derived is not None and derived.num_rows:
                 available[parser.output_stream] = derived
         return [b for stream, b in available.items() if stream != batch.stream]

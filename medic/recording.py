@@ -3,13 +3,15 @@
 A recording is a directory with ``meta.json``, ``logs.parquet`` and optional ``gpu``,
 ``scheduler`` and ``labels`` parquet files. Readers accept either timestamp unit, tolerate
 missing optional columns and ignore unknown ones (``schema.conform``); writers sort by time.
-``validate_recording`` names every problem, one line each, and never raises.
+``validate_recording`` names every problem, one line each, and never raises; it reads each
+file a batch at a time. ``open_recording`` leaves ``gpu.parquet`` on disk (a ``TableFile``) for
+replays that must not hold an hour of thousands of GPUs in memory.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,8 @@ TABLE_FILES = {
     "labels": "labels.parquet",
 }
 REQUIRED_META = ("format", "name", "start", "end")
+BATCH_ROWS = 131_072
+"""Rows read from a parquet file at a time (a few MiB of telemetry)."""
 
 
 class RecordingError(ValueError):
@@ -36,12 +40,54 @@ class RecordingError(ValueError):
 
 
 @dataclass(frozen=True)
+class TableFile:
+    """A recording's parquet file left on disk and read a batch at a time, each batch in the
+    canonical ``schema``: how a backtest replays ``gpu.parquet`` without holding it whole (an
+    hour of 8,192 GPUs is ~30 M rows, over 2 GiB in memory). Validate the file before use."""
+
+    path: Path
+    schema: pa.Schema
+    batch_rows: int = BATCH_ROWS
+
+    @property
+    def num_rows(self) -> int:
+        return int(pq.read_metadata(self.path).num_rows)
+
+    def batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+        """The rows in file order, ``batch_rows`` at a time (only ``columns`` when given)."""
+        names = self.schema.names if columns is None else list(columns)
+        target = pa.schema([self.schema.field(name) for name in names])
+        with pq.ParquetFile(self.path) as parquet:
+            for batch in parquet.iter_batches(self.batch_rows, columns=columns):
+                yield schema.conform(batch, target)
+
+    def time_bounds(self) -> tuple[int, int] | None:
+        """First and last ``time``, read from the first and the last row group alone."""
+        target = pa.schema([self.schema.field("time")])
+        with pq.ParquetFile(self.path) as parquet:
+            meta = parquet.metadata
+            groups = [i for i in range(meta.num_row_groups) if meta.row_group(i).num_rows]
+            if not groups:
+                return None
+            first, last = (
+                time_us(schema.conform(parquet.read_row_group(i, columns=["time"]), target))
+                for i in (groups[0], groups[-1])
+            )
+        return int(first[0]), int(last[-1])
+
+    def read(self) -> pa.Table:
+        """The whole file in memory."""
+        return schema.conform(pq.read_table(self.path), self.schema)
+
+
+@dataclass(frozen=True)
 class Recording:
-    """One recording held in memory, every table in its canonical schema."""
+    """One recording, every table in its canonical schema: in memory, except ``gpu`` when
+    ``open_recording`` left it on disk."""
 
     meta: dict[str, Any]
     logs: pa.Table
-    gpu: pa.Table = field(default_factory=lambda: schema.empty(schema.GPU))
+    gpu: pa.Table | TableFile = field(default_factory=lambda: schema.empty(schema.GPU))
     scheduler: pa.Table = field(default_factory=lambda: schema.empty(schema.SCHEDULER))
     labels: pa.Table | None = None
     path: Path | None = None
@@ -59,8 +105,47 @@ class Recording:
         return to_us(str(self.meta["end"]))
 
     def stream(self, name: str) -> pa.Table:
-        table: pa.Table = getattr(self, name)
-        return table
+        """The whole stream in memory (a stream left on disk is read whole: replay ``batches``)."""
+        table: pa.Table | TableFile = getattr(self, name)
+        return table.read() if isinstance(table, TableFile) else table
+
+    def batches(self, name: str) -> Iterator[pa.Table]:
+        """The stream's rows in time order: the table itself when in memory, else its file a
+        batch at a time."""
+        table: pa.Table | TableFile = getattr(self, name)
+        return table.batches() if isinstance(table, TableFile) else iter([table])
+
+    def num_rows(self, name: str) -> int:
+        table: pa.Table | TableFile = getattr(self, name)
+        return int(table.num_rows)
+
+    def time_bounds(self, name: str) -> tuple[int, int] | None:
+        """The stream's first and last event time; None when it has no rows."""
+        table: pa.Table | TableFile = getattr(self, name)
+        if isinstance(table, TableFile):
+            return table.time_bounds()
+        if table.num_rows == 0:
+            return None
+        times = table.column("time")
+        return _scalar_us(times[0]), _scalar_us(times[-1])
+
+    def distinct(self, name: str, column: str) -> pa.ChunkedArray:
+        """The distinct values of one column of a stream (read batch by batch when on disk)."""
+        table: pa.Table | TableFile = getattr(self, name)
+        if isinstance(table, TableFile):
+            parts = [pc.unique(batch.column(column)) for batch in table.batches([column])]
+            return pa.chunked_array(parts, table.schema.field(column).type)
+        return pa.chunked_array([pc.unique(table.column(column))])
+
+
+def time_us(table: pa.Table, column: str = "time") -> np.ndarray:
+    """A conformed table's time column as integer microseconds."""
+    times: np.ndarray = table.column(column).cast(pa.int64()).to_numpy()
+    return times
+
+
+def _scalar_us(value: pa.Scalar) -> int:
+    return int(value.cast(pa.int64()).as_py())
 
 
 def make_meta(name: str, start_us: int, end_us: int, **extra: Any) -> dict[str, Any]:
@@ -79,7 +164,7 @@ def sort_by_time(table: pa.Table, column: str = "time") -> pa.Table:
     """Stable sort by the time column (writers must write sorted rows)."""
     if table.num_rows < 2:
         return table
-    times = table.column(column).cast(pa.int64()).to_numpy()
+    times = time_us(table, column)
     if bool(np.all(times[1:] >= times[:-1])):
         return table
     return table.take(pa.array(np.argsort(times, kind="stable")))
@@ -103,31 +188,47 @@ def write_recording(path: Path | str, recording: Recording) -> Path:
 
 
 def read_recording(path: Path | str) -> Recording:
-    """Read a recording directory; raises RecordingError with the first problem found."""
-    root = Path(path)
+    """Read a recording directory whole into memory; raises RecordingError with the first
+    problem found."""
+    return _load(Path(path), on_disk=())
+
+
+def open_recording(path: Path | str) -> Recording:
+    """Read a recording directory but leave ``gpu.parquet`` on disk, to be read a batch at a
+    time when replayed: what backtests use, so memory does not grow with the telemetry."""
+    return _load(Path(path), on_disk=("gpu",))
+
+
+def _load(root: Path, on_disk: Sequence[str]) -> Recording:
     problems = validate_recording(root)
     if problems:
         raise RecordingError(problems[0])
     meta = json.loads((root / "meta.json").read_text())
-    tables: dict[str, pa.Table | None] = {}
+    tables: dict[str, pa.Table | TableFile | None] = {}
     for name, filename in TABLE_FILES.items():
         file = root / filename
-        if file.exists():
-            tables[name] = schema.conform(pq.read_table(file), schema.SCHEMAS[name])
+        target = schema.SCHEMAS[name]
+        if not file.exists():
+            tables[name] = None if name == "labels" else schema.empty(target)
+        elif name in on_disk:
+            tables[name] = TableFile(file, target)
         else:
-            tables[name] = None if name == "labels" else schema.empty(schema.SCHEMAS[name])
+            tables[name] = schema.conform(pq.read_table(file), target)
+    gpu = tables["gpu"]
+    assert gpu is not None
     return Recording(
         meta=meta,
         logs=tables["logs"],
-        gpu=tables["gpu"],
+        gpu=gpu,
         scheduler=tables["scheduler"],
         labels=tables["labels"],
         path=root,
     )
 
 
-def validate_recording(path: Path | str) -> list[str]:
-    """Every problem with the recording at ``path``, one line each; empty when it is valid."""
+def validate_recording(path: Path | str, batch_rows: int = BATCH_ROWS) -> list[str]:
+    """Every problem with the recording at ``path``, one line each; empty when it is valid.
+    Each file is read ``batch_rows`` rows at a time, never whole."""
     root = Path(path)
     if not root.is_dir():
         return [f"{root}: not a directory"]
@@ -138,7 +239,7 @@ def validate_recording(path: Path | str) -> list[str]:
             if name == "logs":
                 problems.append(f"{file}: missing (logs.parquet is required)")
             continue
-        problems.extend(f"{file}: {p}" for p in _validate_table(file, name))
+        problems.extend(f"{file}: {p}" for p in _validate_table(file, name, batch_rows))
     return problems
 
 
@@ -168,45 +269,103 @@ def _validate_meta(root: Path) -> list[str]:
     return problems
 
 
-def _validate_table(file: Path, name: str) -> list[str]:
+def _validate_table(file: Path, name: str, batch_rows: int) -> list[str]:
     try:
-        table = pq.read_table(file)
+        parquet = pq.ParquetFile(file)
     except (pa.ArrowInvalid, OSError):
         return ["not a parquet file (cannot read its footer)"]
-    target = schema.SCHEMAS[name]
-    problems = [
-        problem
-        for field_ in target
-        if (problem := schema.column_problem(table.schema, field_.name, field_)) is not None
-    ]
-    if problems:
-        return problems
-    try:
-        table = schema.conform(table, target)
-    except schema.SchemaError as exc:
-        return [str(exc)]
-    time_column = schema.TIME_COLUMN.get(name)
-    if time_column and table.num_rows > 1:
-        times = table.column(time_column).cast(pa.int64()).to_numpy()
-        unsorted = np.flatnonzero(times[1:] < times[:-1])
-        if unsorted.size:
-            row = int(unsorted[0]) + 1
+    with parquet:
+        target = schema.SCHEMAS[name]
+        problems = [
+            problem
+            for field_ in target
+            if (problem := schema.column_problem(parquet.schema_arrow, field_.name, field_))
+            is not None
+        ]
+        if problems:
+            return problems
+        rows = _RowChecks(name, target)
+        try:
+            for batch in parquet.iter_batches(batch_rows):
+                rows.add(batch)
+        except schema.SchemaError as exc:
+            return [str(exc)]
+        except (pa.ArrowException, OSError) as exc:
+            return [f"cannot read its rows ({str(exc).splitlines()[0]})"]
+    return rows.problems()
+
+
+KNOWN_VALUES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "logs": ("source", schema.LOG_SOURCES),
+    "scheduler": ("kind", ("job", "node")),
+}
+"""Per table: the column whose values must be among those listed."""
+
+
+class _RowChecks:
+    """The checks of one table's rows, fed a batch at a time, with the messages a check of the
+    whole table would give: required columns without nulls, time order, known values."""
+
+    def __init__(self, name: str, target: pa.Schema) -> None:
+        self.name = name
+        # Casts are checked per batch; nulls in required columns are counted over the file.
+        self.cast_to = pa.schema([f.with_nullable(True) for f in target])
+        self.required = [f.name for f in target if not f.nullable]
+        self.nulls = dict.fromkeys(self.required, 0)
+        self.time_column = schema.TIME_COLUMN.get(name)
+        self.rows = 0
+        self.last_time = int(np.iinfo(np.int64).min)
+        self.unsorted = 0
+        self.first_unsorted: int | None = None
+        self.values: set[str] = set()
+        self.labels: list[pa.Table] = []
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        table = schema.conform(batch, self.cast_to)
+        for column in self.required:
+            self.nulls[column] += table.column(column).null_count
+        if not any(self.nulls.values()):
+            self._check(table)
+        self.rows += table.num_rows
+
+    def _check(self, table: pa.Table) -> None:
+        if self.time_column:
+            # Led by the previous batch's last time, so that index i of the pairs is row rows + i.
+            times = np.concatenate([[self.last_time], time_us(table, self.time_column)])
+            unsorted = np.flatnonzero(times[1:] < times[:-1])
+            if unsorted.size:
+                self.unsorted += unsorted.size
+                if self.first_unsorted is None:
+                    self.first_unsorted = self.rows + int(unsorted[0])
+            self.last_time = int(times[-1])
+        if self.name in KNOWN_VALUES:
+            column, _ = KNOWN_VALUES[self.name]
+            self.values.update(pc.unique(table.column(column)).to_pylist())
+        if self.name == "labels":
+            self.labels.append(table)
+
+    def problems(self) -> list[str]:
+        nulls = [f"column '{c}' has {n} null values" for c, n in self.nulls.items() if n]
+        if nulls:
+            return nulls[:1]
+        problems = []
+        if self.unsorted:
             problems.append(
-                f"rows not sorted by {time_column} "
-                f"({unsorted.size} out of order, first at row {row})"
+                f"rows not sorted by {self.time_column} "
+                f"({self.unsorted} out of order, first at row {self.first_unsorted})"
             )
-    if name == "labels":
-        problems.extend(_validate_labels(table))
-    if name == "logs":
-        problems.extend(_validate_values(table, "source", schema.LOG_SOURCES))
-    if name == "scheduler":
-        problems.extend(_validate_values(table, "kind", ("job", "node")))
-    return problems
+        if self.name in KNOWN_VALUES:
+            column, allowed = KNOWN_VALUES[self.name]
+            problems.extend(_validate_values(self.values, column, allowed))
+        if self.name == "labels":
+            problems.extend(
+                _validate_labels(pa.concat_tables([self.cast_to.empty_table(), *self.labels]))
+            )
+        return problems
 
 
-def _validate_values(table: pa.Table, column: str, allowed: Iterable[str]) -> list[str]:
+def _validate_values(values: set[str], column: str, allowed: Iterable[str]) -> list[str]:
     allowed = tuple(allowed)
-    values = pc.unique(table.column(column)).to_pylist()
     bad = sorted(v for v in values if v not in allowed)
     if not bad:
         return []

@@ -1,4 +1,6 @@
 import json
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -8,7 +10,9 @@ import pytest
 from medic import schema
 from medic.recording import (
     RecordingError,
+    TableFile,
     find_recordings,
+    open_recording,
     read_recording,
     validate_recording,
     write_recording,
@@ -134,3 +138,69 @@ def test_find_recordings_expands_directories(tmp_path: Path) -> None:
     b = sample(tmp_path / "suite" / "nested", "b")
     assert find_recordings([tmp_path / "suite"]) == [a, b]
     assert find_recordings([a, a]) == [a]
+
+
+def gpu_rows(times: list[float]) -> list[dict[str, object]]:
+    return [{"time": at(t), "node": f"n{i % 3}", "gpu": i % 2} for i, t in enumerate(times)]
+
+
+def test_open_recording_leaves_gpu_on_disk_and_reads_it_in_batches(tmp_path: Path) -> None:
+    path = write_recording(tmp_path / "r", recording(logs=[log(1, "a")], gpu=gpu_rows([3, 1, 2])))
+    held, opened = read_recording(path), open_recording(path)
+    assert isinstance(opened.gpu, TableFile)
+    streamed = replace(opened.gpu, batch_rows=2)
+    assert [b.num_rows for b in streamed.batches()] == [2, 1]
+    assert opened.num_rows("gpu") == held.num_rows("gpu") == 3
+    assert opened.time_bounds("gpu") == held.time_bounds("gpu") == (at(1), at(3))
+    assert sorted(opened.distinct("gpu", "node").to_pylist()) == ["n0", "n1", "n2"]
+    assert opened.stream("gpu").equals(held.gpu)
+    assert opened.logs.equals(held.logs) and opened.time_bounds("scheduler") is None
+
+
+def rewrite(path: Path, name: str, data: pa.Table) -> None:
+    pq.write_table(data, path / f"{name}.parquet", row_group_size=2)
+
+
+def unsorted_gpu(path: Path) -> None:
+    rewrite(path, "gpu", table("gpu", gpu_rows([1, 2, 3, 0, 4, 5, 0])))
+
+
+def nulls_in_gpu_node(path: Path) -> None:
+    nodes = pa.array(["a", None, "b", None, None])
+    rows = pa.table({"time": pa.array([at(t) for t in range(5)], schema.TIME), "node": nodes})
+    rewrite(path, "gpu", rows.append_column("gpu", pa.array([0] * 5, pa.int16())))
+
+
+def gpu_index_out_of_range(path: Path) -> None:
+    data = table("gpu", gpu_rows([1, 2, 3, 4]))
+    rewrite(path, "gpu", data.set_column(2, "gpu", pa.array([0, 1, 2, 70_000], pa.int64())))
+
+
+def unknown_sources(path: Path) -> None:
+    rows = [log(t, "x") | {"source": s} for t, s in enumerate(["app", "disk", "app", "tape"])]
+    rewrite(path, "logs", table("logs", rows))
+
+
+def labels_repeated(path: Path) -> None:
+    rows = [label(i, "crash", 2) for i in ("i1", "i2", "i3", "i1")]
+    rewrite(path, "labels", table("labels", rows))
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (unsorted_gpu, "gpu.parquet: rows not sorted by time (2 out of order, first at row 3)"),
+        (nulls_in_gpu_node, "gpu.parquet: column 'node' has 3 null values"),
+        (gpu_index_out_of_range, "gpu.parquet: column 'gpu' cannot be cast to int16"),
+        (unknown_sources, "logs.parquet: column 'source' has unknown value(s) 'disk', 'tape'"),
+        (labels_repeated, "labels.parquet: duplicate incident_id 'i1'"),
+    ],
+)
+def test_validation_in_small_batches_names_what_a_whole_read_names(
+    tmp_path: Path, damage: Callable[[Path], None], expected: str
+) -> None:
+    path = sample(tmp_path)
+    damage(path)
+    (problem,) = validate_recording(path, batch_rows=2)
+    assert expected in problem
+    assert validate_recording(path) == [problem]

@@ -31,7 +31,7 @@ class RecordingExecutor:
         """Every node named anywhere in the recording's logs, telemetry or scheduler rows."""
         columns = [
             recording.logs.column("node"),
-            recording.gpu.column("node"),
+            recording.distinct("gpu", "node"),
             recording.scheduler.column("node"),
             pc.list_flatten(recording.scheduler.column("nodes")),
         ]

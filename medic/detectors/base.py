@@ -91,7 +91,11 @@ class Detector(Protocol):
 
 @runtime_checkable
 class Parser(Protocol):
-    """A vectorised stage deriving one stream from another (e.g. log lines to signature hits)."""
+    """A vectorised stage deriving one stream from another (e.g. log lines to signature hits).
+
+    A parser may set ``row_wise = True`` when each output row comes from one input row and keeps
+    its time, in time order: a replay then parses many batches in one call (``medic.readahead``).
+    """
 
     name: ClassVar[str]
     input_stream: ClassVar[str]

@@ -26,7 +26,7 @@ import polars as pl
 from medic.detectors.attribution import MAX_EVIDENCE, Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.catalogue import builtin_catalogue
-from medic.detectors.incidents import IncidentBook
+from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -67,7 +67,7 @@ class _Pending:
 
 
 @register
-class CrashDetector:
+class CrashDetector(WatchesLiveness):
     """Fatal errors on ranks and failed jobs, held briefly for hardware evidence."""
 
     name = "crash"

@@ -24,12 +24,14 @@ import polars as pl
 from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.catalogue import builtin_catalogue
-from medic.detectors.incidents import IncidentBook
+from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
 RETENTION_US = 3600 * US
+COUNTER_KEYS = ("node", "gpu")
+COUNTERS = ("ecc_dbe", "nvlink_errors")
 Located = tuple[str | None, Evidence]
 """Evidence and the job it was reported with (None: whatever runs on its node)."""
 
@@ -58,7 +60,7 @@ class GpuFaultConfig:
 
 
 @register
-class GpuFaultDetector:
+class GpuFaultDetector(WatchesLiveness):
     """Fatal Xids, uncorrectable ECC, fallen-off-the-bus, NVLink failures, vanished GPUs."""
 
     name = "gpu_fault"
@@ -84,6 +86,10 @@ class GpuFaultDetector:
         self.pci_gpu: dict[tuple[str, str], int] = {}
         self.vanished: dict[tuple[str, int], int] = {}
         """(node, GPU) -> last sample time of a vanish already reported."""
+        self._counters: pl.DataFrame | None = None
+        """The previous ``gpu_latest`` batch's ECC and NVLink counts per GPU."""
+        self._pruned = 0
+        """The Liveness prune this detector's per-GPU state was last pruned after."""
 
     def state_size(self) -> int:
         return (
@@ -129,10 +135,16 @@ class GpuFaultDetector:
             self.telemetry_xids = [x for x in self.telemetry_xids if x[3] >= stale]
         if self.kernel_xids and self.kernel_xids[0][3] < stale:
             self.kernel_xids = [x for x in self.kernel_xids if x[3] >= stale]
-        known = self.liveness.gpu_seen
-        for state in (self.ecc, self.nvlink, self.vanished):
-            for key in [k for k in state if k not in known]:
-                del state[key]
+        if self.liveness.prunes != self._pruned:
+            self._pruned = self.liveness.prunes
+            known = self.liveness.gpu_seen
+            for state in (self.ecc, self.nvlink, self.vanished):
+                for key in [k for k in state if k not in known]:
+                    del state[key]
+            if self._counters is not None:
+                self._counters = self._counters.join(
+                    self._gpu_frame(list(known)), on=COUNTER_KEYS, how="semi"
+                )
         return found
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
@@ -199,39 +211,33 @@ class GpuFaultDetector:
     def _counter_jumps(self, latest: pl.DataFrame) -> list[Located]:
         """A rise of the uncorrectable-ECC counter since the GPU's previous sample, or a burst of
         NVLink errors within the window (a counter that goes down was reset with the GPU)."""
-        keys = list(zip(latest["node"].to_list(), latest["gpu"].to_list(), strict=True))
-        times = latest["time"].cast(pl.Int64).to_list()
-        jobs = latest["job_id"].to_list()
+        changed = self._changed_counters(latest)
+        keys = list(zip(changed["node"].to_list(), changed["gpu"].to_list(), strict=True))
+        times = changed["time"].dt.epoch("us").to_list()
+        jobs = changed["job_id"].to_list()
         out: list[Located] = []
-        # One row per GPU: bulk dict lookups, then Python work only where a counter changed.
-        ecc = latest["ecc_dbe"].to_list()
-        before = list(map(self.ecc.get, keys))
-        self.ecc.update(
-            (key, value) for key, value in zip(keys, ecc, strict=True) if value is not None
-        )
-        for i, (value, previous) in enumerate(zip(ecc, before, strict=True)):
-            if value is not None and previous is not None and value > previous:
+        for i, value in enumerate(changed["ecc_dbe"].to_list()):
+            if value is None:
+                continue
+            previous = self.ecc.get(keys[i])
+            self.ecc[keys[i]] = value
+            if previous is not None and value > previous:
                 what = f"uncorrectable ECC errors rose by {value - previous}"
                 out.append((jobs[i], Evidence(times[i], what, *keys[i], hardware=True)))
         if self.config.nvlink_burst <= 0:
             return out
         window = round(self.config.nvlink_window_s * US)
-        # A count equal to the last one kept cannot complete a burst (it would have when it
-        # was kept); expiring its old entries can wait for the GPU's next change.
-        counts = latest["nvlink_errors"].to_list()
-        kept = map(self.nvlink.get, keys)
-        changed = [
-            i
-            for i, (value, history) in enumerate(zip(counts, kept, strict=True))
-            if value is not None and not (history and history[-1][1] == value)
-        ]
-        for i in changed:
-            key, value = keys[i], counts[i]
-            history = self.nvlink.setdefault(key, deque())
-            if history and value < history[-1][1]:
+        cleared = []
+        for i, value in enumerate(changed["nvlink_errors"].to_list()):
+            key = keys[i]
+            history = self.nvlink.get(key)
+            if value is None or (history and value == history[-1][1]):
+                continue
+            if history is None:
+                history = self.nvlink[key] = deque()
+            elif history and value < history[-1][1]:
                 history.clear()
-            if not history or value != history[-1][1]:
-                history.append((times[i], value))
+            history.append((times[i], value))
             while len(history) > 1 and history[1][0] <= times[i] - window:
                 history.popleft()
             rise = value - history[0][1]
@@ -239,7 +245,34 @@ class GpuFaultDetector:
                 what = f"{rise} NVLink errors within {self.config.nvlink_window_s:.0f} s"
                 out.append((jobs[i], Evidence(times[i], what, *key, hardware=True)))
                 history.clear()
+                cleared.append(key)
+        if cleared:
+            self._forget_counters(cleared)
         return out
+
+    def _changed_counters(self, latest: pl.DataFrame) -> pl.DataFrame:
+        """The rows of ``latest`` whose ECC or NVLink count is set and differs from the GPU's
+        count in the previous batch (or that batch lacked the GPU). The others cannot change
+        the counter state: it already holds their counts."""
+        previous = self._counters
+        self._counters = latest.select(*COUNTER_KEYS, *COUNTERS)
+        if previous is None:
+            return latest
+        unchanged = [
+            pl.col(c).is_null() | pl.col(c).eq_missing(pl.col(f"{c}_before")) for c in COUNTERS
+        ]
+        return latest.join(previous, on=COUNTER_KEYS, how="left", suffix="_before").filter(
+            ~pl.all_horizontal(unchanged)
+        )
+
+    def _forget_counters(self, keys: list[tuple[str, int]]) -> None:
+        """Make the GPUs of ``keys`` count as changed in the next batch (their state restarts)."""
+        if self._counters is not None:
+            self._counters = self._counters.join(self._gpu_frame(keys), on=COUNTER_KEYS, how="anti")
+
+    @staticmethod
+    def _gpu_frame(keys: list[tuple[str, int]]) -> pl.DataFrame:
+        return pl.DataFrame(keys, schema={"node": pl.String, "gpu": pl.Int16}, orient="row")
 
     def _emit(self, evidence: list[Located], confirmed_at: int | None = None) -> list[Detection]:
         return self.book.report(evidence, _headline, confirmed_at)

@@ -9,7 +9,7 @@ caring. Each job gets one detection, for its earliest evidence, until it runs ag
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from medic.detectors.attribution import Evidence, Incident
@@ -134,3 +134,23 @@ class IncidentBook:
             del self.ended[job_id]
             self.jobs.forget(job_id)
             self.reported.discard(job_id)
+
+
+class WatchesLiveness:
+    """A detector whose incident book reads a ``Liveness``. The pipeline gives all of them one
+    (``share_liveness``): they fold the same ``gpu_latest`` batches and prune with the same
+    retention, so one copy does the work once instead of once per detector."""
+
+    liveness: Liveness
+    book: IncidentBook
+
+    def use_liveness(self, liveness: Liveness) -> None:
+        self.liveness = liveness
+        self.book.liveness = liveness
+
+
+def share_liveness(detectors: Iterable[object]) -> None:
+    shared = Liveness()
+    for detector in detectors:
+        if isinstance(detector, WatchesLiveness):
+            detector.use_liveness(shared)

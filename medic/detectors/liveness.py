@@ -152,25 +152,37 @@ class Liveness:
         """Per node: its newest log line and how often it writes."""
         self.newest_gpu: int | None = None
         self._pruned_at = 0
+        self._folded: pl.DataFrame | None = None
+        self.prunes = 0
+        """How many times ``forget_before`` dropped stale GPUs and nodes (state keyed by GPU
+        elsewhere needs pruning only after one)."""
 
     def __len__(self) -> int:
         return len(self.gpu_seen) + len(self.node_seen) + len(self.logs)
 
     def observe_gpu(self, latest: pl.DataFrame) -> None:
-        """Fold a ``gpu_latest`` batch in (one row per GPU)."""
-        if latest.is_empty():
+        """Fold a ``gpu_latest`` batch in (one row per GPU). Detectors sharing this Liveness each
+        pass it the same batch: it is folded once."""
+        if latest is self._folded or latest.is_empty():
             return
-        keys = list(zip(latest["node"].to_list(), latest["gpu"].to_list(), strict=True))
-        seen = latest["time"].cast(pl.Int64).to_list()
+        self._folded = latest
+        nodes = latest.get_column("node").to_list()
+        keys = list(zip(nodes, latest.get_column("gpu").to_list(), strict=True))
+        seen = latest.get_column("time").dt.epoch("us").to_list()
         self.gpu_seen.update(zip(keys, seen, strict=True))
-        for key, job_id in zip(keys, latest["job_id"].to_list(), strict=True):
-            if job_id is None:
-                self.gpu_job.pop(key, None)
-            else:
-                self.gpu_job[key] = job_id
-        for (node, _), time in zip(keys, seen, strict=True):
-            if time > self.node_seen.get(node, -1):
-                self.node_seen[node] = time
+        jobs = latest.get_column("job_id")
+        if jobs.null_count() == 0:
+            self.gpu_job.update(zip(keys, jobs.to_list(), strict=True))
+        else:
+            for key, job_id in zip(keys, jobs.to_list(), strict=True):
+                if job_id is None:
+                    self.gpu_job.pop(key, None)
+                else:
+                    self.gpu_job[key] = job_id
+        node_seen = self.node_seen
+        for node, time in zip(nodes, seen, strict=True):
+            if time > node_seen.get(node, -1):
+                node_seen[node] = time
         top = max(seen)
         self.newest_gpu = top if self.newest_gpu is None else max(self.newest_gpu, top)
 
@@ -239,6 +251,7 @@ class Liveness:
         if cutoff - self._pruned_at < PRUNE_EVERY_US:
             return
         self._pruned_at = cutoff
+        self.prunes += 1
         stale = [key for key, seen in self.gpu_seen.items() if seen < cutoff]
         for key in stale:
             del self.gpu_seen[key]

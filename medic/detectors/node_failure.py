@@ -30,7 +30,7 @@ import polars as pl
 
 from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
-from medic.detectors.incidents import IncidentBook
+from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Cadence, Gap, Liveness
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -134,7 +134,7 @@ def failed_state(state: str, failed: tuple[str, ...]) -> str | None:
 
 
 @register
-class NodeFailureDetector:
+class NodeFailureDetector(WatchesLiveness):
     """Silent nodes, Slurm node failures and NODE_FAIL job ends, blamed on the failed node."""
 
     name = "node_failure"

@@ -101,12 +101,12 @@ class SignatureMatcher:
             candidates.with_columns(entry)
             .filter(pl.col("entry").is_not_null())
             .with_columns(groups)
-            .join(self._entries, on="entry", how="left")
+            .join(self._entries, on="entry", how="left", maintain_order="left")
         )
         from_table = pl.col("xid_table") & pl.col("xid_kind").is_not_null()
         return (
             hits.rename({"_xid": "xid"})
-            .join(self._xids, on="xid", how="left")
+            .join(self._xids, on="xid", how="left", maintain_order="left")
             .select(
                 "time",
                 "job_id",
@@ -181,6 +181,8 @@ class SignatureParser:
     name = "signatures"
     input_stream = "logs"
     output_stream = "signatures"
+    row_wise = True
+    """Each output row comes from one input row: batches may be parsed together."""
 
     def __init__(self, catalogue: Catalogue | None = None) -> None:
         self.matcher = SignatureMatcher(catalogue or builtin_catalogue())

@@ -22,7 +22,7 @@ from medic.history.store import HistoryStore
 from medic.history.writer import DETECTION_ROWS, HistoryWriter
 from medic.ingest.replay import ReplaySource
 from medic.pipeline import Pipeline
-from medic.recording import read_recording
+from medic.recording import open_recording
 
 RESULT_FILES = {
     "detections": ("detections.parquet", DETECTION_ROWS),
@@ -82,7 +82,7 @@ def import_backtest(
         writer = HistoryWriter(store, config)
         parsers = build_parsers([writer], settings.get("parsers", {}))
         pipeline = Pipeline([], parsers=parsers, observers=[writer])
-        pipeline.run(ReplaySource(read_recording(path)))
+        pipeline.run(ReplaySource(open_recording(path)))
         writer.flush()
         if writer.errors:
             raise HistoryError(f"{path}: {writer.errors} write(s) to the history failed")

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,8 +40,8 @@ class Batch:
         """The newest event time in the batch (microseconds), None when it is empty."""
         if self.num_rows == 0 or "time" not in self.data.schema.names:
             return None
-        value = self.frame.get_column("time").cast(pl.Int64).max()
-        return None if value is None else int(value)  # type: ignore[arg-type]
+        value = pc.max(self.data.column("time").cast(pa.int64())).as_py()
+        return None if value is None else int(value)
 
 
 @dataclass(frozen=True)

@@ -69,10 +69,13 @@ ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
 RANK_PATTERNS = (r"^\[rank(\d+)\]:", r"\[Rank (\d+)\]")
 REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
 PLAN_CACHE = 256
+MATCHED = "_matched"
+"""An empty group added at the end of each format's regex: set on the lines it matches."""
 """Extraction plans kept (one per set of formats seen together in a batch)."""
 NUMBER = r"[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?"
-Plan = tuple[list[pl.Expr], list[pl.Expr], list[pl.Expr]]
-"""Expressions applied in turn: reading the lines, the measures, the output columns."""
+Plan = tuple[list[pl.Expr], list[pl.Expr], list[pl.Expr], list[pl.Expr]]
+"""Expressions applied in turn: reading the lines, choosing each line's format, the measures,
+the output columns."""
 
 
 @dataclass(frozen=True)
@@ -416,6 +419,8 @@ class ProgressParser:
     name: ClassVar[str] = "progress"
     input_stream: ClassVar[str] = "logs"
     output_stream: ClassVar[str] = "progress"
+    row_wise: ClassVar[bool] = True
+    """Each output row comes from one input row: batches may be parsed together."""
     Config: ClassVar[type] = ProgressConfig
 
     def __init__(self, config: ProgressConfig | None = None) -> None:
@@ -447,8 +452,13 @@ class ProgressParser:
             for i, f in enumerate(self.formats)
             if not f.anchors or anchors.intersection(f.anchors)
         )
-        reading, measures, output = self._plan(present)
-        rows = candidates.with_columns(reading).with_columns(measures).select(output)
+        reading, choosing, measures, output = self._plan(present)
+        rows = (
+            candidates.with_columns(reading)
+            .with_columns(choosing)
+            .with_columns(measures)
+            .select(output)
+        )
         rows = rows.filter(pl.col("event").is_not_null())
         if rows.is_empty():
             return None
@@ -464,15 +474,10 @@ class ProgressParser:
         if plan is not None:
             return plan
         reading = [
-            pl.coalesce(
-                pl.when(pl.col("text").str.contains(self.formats[i].pattern)).then(i)
-                for i in present
-            ).alias("_format"),
-            *(
-                pl.col("text").str.extract_groups(self.formats[i].pattern).alias(f"_groups{i}")
-                for i in present
-                if self._groups[i]
-            ),
+            pl.col("text")
+            .str.extract_groups(f"(?:{self.formats[i].pattern})(?P<{MATCHED}>)")
+            .alias(f"_groups{i}")
+            for i in present
         ]
         chosen = pl.col("_format")
 
@@ -480,7 +485,8 @@ class ProgressParser:
             values = [getattr(f, attribute) for f in self.formats]
             return pl.lit(pl.Series(values, dtype=pl.String)).gather(chosen)
 
-        def value(name: str) -> pl.Expr:
+        def value(name: str, unit: float = 1.0) -> pl.Expr:
+            """The number read by group ``name``, divided by ``unit``."""
             per_format = [
                 pl.when(chosen == i).then(pl.col(f"_groups{i}").struct.field(name))
                 for i in present
@@ -489,14 +495,19 @@ class ProgressParser:
             if not per_format:
                 return pl.lit(None, dtype=pl.Float64)
             text = pl.coalesce(per_format).str.replace_all(",", "")
-            return text.cast(pl.Float64, strict=False)
+            number = text.cast(pl.Float64, strict=False)
+            return number if unit == 1.0 else _divided(number, unit)
 
         step_time = pl.coalesce(
             value("step_time_s"),
-            value("step_time_ms") / 1000.0,
+            value("step_time_ms", unit=1000.0),
             value("s_per_it"),
             1.0 / value("it_per_s"),
         )
+        format_of_line = pl.coalesce(
+            pl.when(pl.col(f"_groups{i}").struct.field(MATCHED).is_not_null()).then(i)
+            for i in present
+        ).alias("_format")
         measures = [
             value("step").cast(pl.Int64, strict=False).alias("_step"),
             step_time.alias("_step_time"),
@@ -522,10 +533,20 @@ class ProgressParser:
             throughput.alias("throughput"),
             pl.when(throughput.is_not_null()).then(pick("unit")).alias("throughput_unit"),
         ]
-        plan = (reading, measures, output)
+        plan = (reading, [format_of_line], measures, output)
         if len(self._plans) < PLAN_CACHE:
             self._plans[present] = plan
         return plan
+
+
+def _divided(dividend: pl.Expr, divisor: float) -> pl.Expr:
+    """``dividend / divisor`` as IEEE division rounds it. Polars divides a column of two rows or
+    more by a scalar by multiplying with the reciprocal, one ulp off at times: a line's value
+    would depend on how many lines came in its batch."""
+    return dividend.map_batches(
+        lambda column: pl.Series(column.to_numpy() / divisor, nan_to_null=True),
+        return_dtype=pl.Float64,
+    )
 
 
 def _literal(text: str) -> str:

@@ -5,6 +5,10 @@ Event time is cut into windows of ``span_s`` (at most one second). Every window 
 rows of each stream that fall in it (split further at ``max_rows``), ordered by their first
 row's time, and then the watermark at the window's end. Time-based detectors (hangs, silent
 nodes) therefore see time pass exactly as they would live.
+
+Each stream is read as the recording hands it out (``Recording.batches``): a table held in
+memory, or a file on disk a batch at a time, so a replay holds only the rows of the windows it
+is cutting, however long the recording.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from medic.ingest.base import Batch, Event, Watermark
-from medic.recording import Recording
+from medic.recording import Recording, time_us
+from medic.schema import STREAMS
 from medic.timeutil import US
 
 
@@ -36,6 +41,33 @@ class ReplayConfig:
             raise ValueError("span_s must be in (0, 1] so watermarks advance every second")
 
 
+class _Cutter:
+    """One stream's rows, read a piece at a time and handed out window by window."""
+
+    def __init__(self, pieces: Iterator[pa.Table]) -> None:
+        self._pieces = pieces
+        self._rows: pa.Table | None = None
+        self._times = np.empty(0, dtype=np.int64)
+        self._exhausted = False
+
+    def before(self, edge: int) -> pa.Table | None:
+        """The rows not handed out yet whose time is before ``edge``; None when there are none."""
+        while not self._exhausted and (self._times.size == 0 or self._times[-1] < edge):
+            piece = next(self._pieces, None)
+            if piece is None:
+                self._exhausted = True
+            elif piece.num_rows:
+                rows = [piece] if self._rows is None else [self._rows, piece]
+                self._rows = pa.concat_tables(rows)
+                self._times = np.concatenate([self._times, time_us(piece)])
+        cut = int(np.searchsorted(self._times, edge, side="left"))
+        if cut == 0 or self._rows is None:
+            return None
+        taken = self._rows.slice(0, cut)
+        self._rows, self._times = self._rows.slice(cut), self._times[cut:]
+        return taken
+
+
 class ReplaySource:
     """A recording as a time-ordered stream of batches and watermarks."""
 
@@ -44,37 +76,31 @@ class ReplaySource:
         self.config = config or ReplayConfig()
         self.name = f"replay:{recording.name}"
         self.watermark: int | None = None
-        self._tables = {stream: recording.stream(stream) for stream in ("logs", "gpu", "scheduler")}
-        self._times = {
-            stream: table.column("time").cast(pa.int64()).to_numpy()
-            for stream, table in self._tables.items()
-        }
 
     def bounds(self) -> tuple[int, int]:
         """First and last event time to replay: the recording's span, widened to its rows."""
-        starts = [self.recording.start_us] + [int(t[0]) for t in self._times.values() if t.size]
-        ends = [self.recording.end_us] + [int(t[-1]) + 1 for t in self._times.values() if t.size]
+        rows = [b for s in STREAMS if (b := self.recording.time_bounds(s)) is not None]
+        starts = [self.recording.start_us] + [first for first, _ in rows]
+        ends = [self.recording.end_us] + [last + 1 for _, last in rows]
         return min(starts), max(ends)
 
     def __iter__(self) -> Iterator[Event]:
         start, end = self.bounds()
         span = max(1, round(self.config.span_s * US))
         edges = np.arange(start, end + span, span, dtype=np.int64)
-        cuts = {
-            stream: np.searchsorted(times, edges, side="left")
-            for stream, times in self._times.items()
-        }
-        for i in range(len(edges) - 1):
+        cutters = {stream: _Cutter(self.recording.batches(stream)) for stream in STREAMS}
+        for edge in edges[1:]:
             batches: list[Batch] = []
-            for stream, table in self._tables.items():
-                lo, hi = int(cuts[stream][i]), int(cuts[stream][i + 1])
-                for chunk_lo in range(lo, hi, self.config.max_rows):
-                    chunk_hi = min(hi, chunk_lo + self.config.max_rows)
-                    batches.append(Batch(stream, table.slice(chunk_lo, chunk_hi - chunk_lo)))
+            for stream, cutter in cutters.items():
+                rows = cutter.before(int(edge))
+                if rows is None:
+                    continue
+                for lo in range(0, rows.num_rows, self.config.max_rows):
+                    batches.append(Batch(stream, rows.slice(lo, self.config.max_rows)))
             if len(batches) > 1:
                 batches.sort(key=lambda b: int(self._first_time(b)))
             yield from batches
-            self.watermark = int(edges[i + 1])
+            self.watermark = int(edge)
             yield Watermark(self.watermark)
 
     @staticmethod

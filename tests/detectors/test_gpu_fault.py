@@ -100,6 +100,22 @@ def test_an_nvlink_error_burst_is_a_fault_and_a_trickle_is_not() -> None:
     assert seconds(found[0].detected_at) == pytest.approx(80, abs=0.5)
 
 
+def test_a_link_that_bursts_again_under_the_next_job_is_reported_again() -> None:
+    # The count stays at 5000 after the first burst: the second job's burst is the rise from there.
+    counts = {("n3", 6, s): {"nvlink_errors": 5000 if s < 150 else 5060} for s in range(90, 200)}
+    first, second = Job(job_id="100"), Job(job_id="200")
+    gpu = [
+        *first.telemetry(0, 100, extra_nodes=["idle1"]),
+        *Job(job_id="200", gpu_fields=counts).telemetry(100, 200),
+    ]
+    for row in gpu:
+        row.update(counts.get((row["node"], row["gpu"], round(seconds(row["time"]))), {}))
+    sched = [first.start(), first.end(99.5, "FAILED", 1), second.start(100.5)]
+    found = detect(200, [], gpu, sched, detectors=("gpu_fault",))
+    assert [(d.job_id, d.culprits) for d in found] == [("100", ("n3",)), ("200", ("n3",))]
+    assert seconds(found[1].detected_at) == pytest.approx(150, abs=0.5)
+
+
 def test_a_gpu_whose_telemetry_vanishes_while_its_node_reports_is_a_fault() -> None:
     job = Job(stopped={("n2", 3): 40})
     logs, gpu, sched = scenario(job)

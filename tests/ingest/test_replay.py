@@ -1,9 +1,15 @@
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from medic import schema
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.replay import ReplayConfig, ReplaySource
+from medic.recording import TableFile, open_recording, read_recording, write_recording
 from medic.timeutil import US
 from tests.builders import T0, at, log, recording
 
@@ -65,3 +71,35 @@ def test_rows_outside_the_meta_span_are_still_replayed() -> None:
 def test_span_must_keep_watermarks_within_a_second(span: float) -> None:
     with pytest.raises(ValueError, match="span_s"):
         ReplayConfig(span_s=span)
+
+
+def events(source: ReplaySource) -> list[tuple[str, object]]:
+    return [
+        ("watermark", e.time) if isinstance(e, Watermark) else (e.stream, e.data.to_pylist())
+        for e in source
+    ]
+
+
+def test_a_recording_streamed_from_disk_replays_exactly_as_held_in_memory(tmp_path: Path) -> None:
+    gpu_times = [k / 20 for k in range(-10, 120)] + [6.0, 6.0] + [k / 10 for k in range(150, 170)]
+    rec = recording(
+        duration_s=10,
+        logs=[log(0.5, "a"), log(2.05, "b"), log(16.5, "late")],
+        gpu=[
+            {"time": at(t), "node": f"n{i % 3}", "gpu": i % 8}
+            for i, t in enumerate(sorted(gpu_times))
+        ],
+        scheduler=[{"time": at(1.0), "kind": "job", "job_id": "100", "state": "RUNNING"}],
+    )
+    path = write_recording(tmp_path / "r", rec)
+    pq.write_table(pq.read_table(path / "gpu.parquet"), path / "gpu.parquet", row_group_size=7)
+    held = read_recording(path)
+    streamed = replace(
+        open_recording(path), gpu=TableFile(path / "gpu.parquet", schema.GPU, batch_rows=5)
+    )
+
+    config = ReplayConfig(max_rows=4)
+    assert (
+        ReplaySource(streamed).bounds() == ReplaySource(held).bounds() == (at(-0.5), at(16.9) + 1)
+    )
+    assert events(ReplaySource(streamed, config)) == events(ReplaySource(held, config))

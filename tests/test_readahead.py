@@ -1,0 +1,84 @@
+"""Row-wise parsers read a replay's log batches ahead: the same rows per batch as one at a time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from medic import readahead
+from medic.detectors.signatures import SignatureParser
+from medic.ingest.base import Batch, Watermark
+from medic.ingest.progress import ProgressParser
+from medic.ingest.replay import ReplayConfig, ReplaySource
+from medic.pipeline import Pipeline
+from medic.readahead import parse_ahead, stretches
+from medic.recording import read_recording
+from tests.builders import at, batch, log
+
+DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+LINES = [
+    "[rank0]: iteration 10/ 100 | elapsed time per iteration (ms): 1200.5 | lm loss: 2.3",
+    "NCCL WARN Call to ibv_modify_qp failed with error Connection timed out",
+    "just chatter",
+    "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    "Epoch 1:  13%|#3        | 1362/10382 [2:37:13<1:59:21,  1.26it/s, v_num=0]",
+]
+
+
+def log_batches(seconds: list[list[float]]) -> list[Batch]:
+    """One logs batch per list of times; the lines cycle through LINES."""
+    batches, i = [], 0
+    for times in seconds:
+        rows = []
+        for t in times:
+            rows.append(log(t, LINES[i % len(LINES)], node="n1", job_id="7"))
+            i += 1
+        batches.append(batch("logs", rows))
+    return batches
+
+
+def frame(parsed: Batch | None) -> pl.DataFrame | None:
+    return None if parsed is None else parsed.frame
+
+
+@pytest.mark.parametrize("parser", [ProgressParser(), SignatureParser()], ids=lambda p: p.name)
+def test_each_batch_gets_the_rows_it_gives_alone(parser: object) -> None:
+    batches = log_batches(
+        [
+            [0.1, 0.2, 0.9],
+            [1.0, 1.5],
+            [2.5],  # a chatter-only batch is possible too
+            [3.0, 3.0, 3.9],
+            [3.9, 4.2],  # a second cut at max_rows: shares its first time with the batch before
+            [5.0, 5.1, 5.2, 5.3, 5.4],
+        ]
+    )
+    ahead = parse_ahead(parser, batches)
+    assert list(ahead) == batches
+    for one in batches:
+        alone, read_ahead = frame(parser.parse(one)), frame(ahead[one])  # type: ignore[attr-defined]
+        if alone is None:
+            assert read_ahead is None
+        else:
+            assert read_ahead is not None and read_ahead.equals(alone)
+
+
+def test_stretches_end_at_the_row_or_event_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = [*log_batches([[float(s)] * 3 for s in range(10)]), Watermark(at(11))]
+    assert [len(s) for s in stretches(events)] == [11]
+    monkeypatch.setattr(readahead, "AHEAD_ROWS", 7)
+    assert [len(s) for s in stretches(events)] == [3, 3, 3, 2]
+    monkeypatch.setattr(readahead, "AHEAD_EVENTS", 2)
+    assert [len(s) for s in stretches(events)] == [2, 2, 2, 2, 2, 1]
+
+
+@pytest.mark.parametrize("name", ["mixed-s1", "xid79_cascade-s1"])
+def test_a_replay_gives_the_same_detections_as_batch_by_batch(name: str) -> None:
+    recording = read_recording(DATASETS / name)
+    replay = ReplaySource(recording, ReplayConfig(max_rows=500))
+    one_by_one = Pipeline.from_settings()
+    expected = [d for event in replay for d in one_by_one.process(event)]
+    found = Pipeline.from_settings().run(replay)
+    assert expected and found == expected
