@@ -186,7 +186,7 @@ class Pipeline:
         parse a stretch of batches at once before its events are processed (``readahead``)."""
         emitted: list[Detection] = []
         ahead = [p for p in self.parsers if getattr(p, "row_wise", False)]
-        for stretch in stretches(events) if ahead else ([e] for e in events):
+        for stretch in stretches(events):
             for parser in ahead:
                 batches = [
                     e for e in stretch if isinstance(e, Batch) and e.stream == parser.input_stream

@@ -26,12 +26,17 @@ from medic.detectors.base import Detection, register
 from medic.detectors.catalogue import builtin_catalogue
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
+from medic.frames import collect
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
 RETENTION_US = 3600 * US
 COUNTER_KEYS = ("node", "gpu")
 COUNTERS = ("ecc_dbe", "nvlink_errors")
+COUNTS_CHANGED = ~pl.all_horizontal(
+    pl.col(c).is_null() | pl.col(c).eq_missing(pl.col(f"{c}_before")) for c in COUNTERS
+)
+"""A counter is set and differs from the GPU's in the previous batch (``<counter>_before``)."""
 Located = tuple[str | None, Evidence]
 """Evidence and the job it was reported with (None: whatever runs on its node)."""
 
@@ -213,7 +218,7 @@ class GpuFaultDetector(WatchesLiveness):
         NVLink errors within the window (a counter that goes down was reset with the GPU)."""
         changed = self._changed_counters(latest)
         keys = list(zip(changed["node"].to_list(), changed["gpu"].to_list(), strict=True))
-        times = changed["time"].dt.epoch("us").to_list()
+        times = changed["time"].to_physical().to_list()
         jobs = changed["job_id"].to_list()
         out: list[Located] = []
         for i, value in enumerate(changed["ecc_dbe"].to_list()):
@@ -255,14 +260,14 @@ class GpuFaultDetector(WatchesLiveness):
         count in the previous batch (or that batch lacked the GPU). The others cannot change
         the counter state: it already holds their counts."""
         previous = self._counters
-        self._counters = latest.select(*COUNTER_KEYS, *COUNTERS)
+        self._counters = latest
         if previous is None:
             return latest
-        unchanged = [
-            pl.col(c).is_null() | pl.col(c).eq_missing(pl.col(f"{c}_before")) for c in COUNTERS
-        ]
-        return latest.join(previous, on=COUNTER_KEYS, how="left", suffix="_before").filter(
-            ~pl.all_horizontal(unchanged)
+        before = previous.lazy().select(*COUNTER_KEYS, *COUNTERS)
+        return collect(
+            latest.lazy()
+            .join(before, on=COUNTER_KEYS, how="left", suffix="_before")
+            .filter(COUNTS_CHANGED)
         )
 
     def _forget_counters(self, keys: list[tuple[str, int]]) -> None:

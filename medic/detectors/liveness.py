@@ -168,7 +168,7 @@ class Liveness:
         self._folded = latest
         nodes = latest.get_column("node").to_list()
         keys = list(zip(nodes, latest.get_column("gpu").to_list(), strict=True))
-        seen = latest.get_column("time").dt.epoch("us").to_list()
+        seen = latest.get_column("time").to_physical().to_list()
         self.gpu_seen.update(zip(keys, seen, strict=True))
         jobs = latest.get_column("job_id")
         if jobs.null_count() == 0:
@@ -193,7 +193,7 @@ class Liveness:
     def observe_logs(self, frame: pl.DataFrame) -> None:
         if frame.is_empty():
             return
-        newest = frame.group_by("node").agg(pl.col("time").max().dt.epoch("us"))
+        newest = frame.group_by("node").agg(pl.col("time").max().to_physical())
         self.logs.observe(newest["node"].to_list(), newest["time"].to_list())
 
     def vanished_gpus(self, min_gap_us: int, fresh_us: int) -> list[Gap]:

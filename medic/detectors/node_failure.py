@@ -32,6 +32,7 @@ from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Cadence, Gap, Liveness
+from medic.frames import collect
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
@@ -89,8 +90,9 @@ class JobPower:
         return len(self.samples)
 
     def observe(self, latest: pl.DataFrame) -> None:
-        means = (
-            latest.filter(pl.col("job_id").is_not_null() & pl.col("power_w").is_not_null())
+        means = collect(
+            latest.lazy()
+            .filter(pl.col("job_id").is_not_null() & pl.col("power_w").is_not_null())
             .group_by("job_id")
             .agg(
                 pl.col("time").max().cast(pl.Int64),
@@ -224,10 +226,11 @@ class NodeFailureDetector(WatchesLiveness):
     def _job_activity(self, logs: pl.DataFrame) -> None:
         if "job_id" not in logs.columns:
             return
-        newest = (
-            logs.filter(pl.col("job_id").is_not_null())
+        newest = collect(
+            logs.lazy()
+            .filter(pl.col("job_id").is_not_null())
             .group_by("job_id")
-            .agg(pl.col("time").max().dt.epoch("us"))
+            .agg(pl.col("time").max().to_physical())
         )
         self.job_logs.observe(newest["job_id"].to_list(), newest["time"].to_list())
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from medic.detectors.jobs import JobTracker
+from medic.frames import collect
 
 KEYS = ["job_id", "node", "gpu"]
 COUNTERS = ("pcie_replay", "nvlink_errors", "ecc_dbe")
@@ -65,6 +66,13 @@ class GpuWindows:
         self.counters = list(counters)
         self.throttle_mask = throttle_mask
         self.xid = xid
+        self._columns = [pl.col("time").to_physical(), *KEYS, *self.means, *self.counters]
+        """What a window keeps of each sample."""
+        if throttle_mask is not None:
+            throttled = (pl.col("throttle_reasons") & throttle_mask) != 0
+            self._columns.append(throttled.cast(pl.Float32).alias("throttled"))
+        if xid:
+            self._columns.append(pl.col("xid").is_not_null().cast(pl.Int32).alias("xid"))
         self._pending: list[pl.DataFrame] = []
         self._window_end: int | None = None
         self._last = pl.DataFrame(
@@ -89,21 +97,16 @@ class GpuWindows:
             frame = self._sampled(frame)
             if frame.is_empty():
                 return
+        query = frame.lazy()
         unlabelled = frame.get_column("job_id").null_count() > 0
         if unlabelled and placement is not None and not placement.is_empty():
-            frame = frame.join(
-                placement.rename({"job_id": "placed_job"}), on="node", how="left"
+            query = query.join(
+                placement.lazy().rename({"job_id": "placed_job"}), on="node", how="left"
             ).with_columns(pl.coalesce("job_id", "placed_job").alias("job_id"))
-        wanted = pl.col("job_id").is_not_null()
-        if jobs is not None:
-            wanted = pl.col("job_id").is_in(list(jobs))
-        columns = [pl.col("time").dt.epoch("us"), *KEYS, *self.means, *self.counters]
-        if self.throttle_mask is not None:
-            throttled = (pl.col("throttle_reasons") & self.throttle_mask) != 0
-            columns.append(throttled.cast(pl.Float32).alias("throttled"))
-        if self.xid:
-            columns.append(pl.col("xid").is_not_null().cast(pl.Int32).alias("xid"))
-        rows = frame.filter(wanted).select(columns)
+        wanted = (
+            pl.col("job_id").is_not_null() if jobs is None else pl.col("job_id").is_in(list(jobs))
+        )
+        rows = collect(query.filter(wanted).select(self._columns))
         if rows.is_empty():
             return
         if self._window_end is None:
@@ -114,7 +117,7 @@ class GpuWindows:
     def _sampled(self, frame: pl.DataFrame) -> pl.DataFrame:
         """Only the rows in the first ``sample_s`` of their window; a batch within one window
         is kept or dropped whole without looking at its rows."""
-        times = frame.get_column("time").dt.epoch("us")
+        times = frame.get_column("time").to_physical()
         first, last = int(times.min()), int(times.max())  # type: ignore[arg-type]
         if first // self.window_us == last // self.window_us:
             if first % self.window_us >= self.sample_us:

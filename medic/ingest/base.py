@@ -24,6 +24,14 @@ class Batch:
     stream: str
     data: pa.RecordBatch | pa.Table
 
+    @classmethod
+    def with_frame(cls, stream: str, data: pa.RecordBatch | pa.Table, frame: pl.DataFrame) -> Batch:
+        """A batch whose polars view is already at hand (``frame`` holds the rows of ``data``,
+        e.g. a slice of a frame converted once for many batches)."""
+        batch = cls(stream, data)
+        batch.__dict__["frame"] = frame
+        return batch
+
     @cached_property
     def frame(self) -> pl.DataFrame:
         """The rows as a polars DataFrame, converted once and shared by every consumer."""

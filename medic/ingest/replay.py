@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from medic.ingest.base import Batch, Event, Watermark
@@ -42,16 +43,21 @@ class ReplayConfig:
 
 
 class _Cutter:
-    """One stream's rows, read a piece at a time and handed out window by window."""
+    """One stream's rows, read a piece at a time and handed out window by window. Each piece is
+    converted to polars once; a window's batch carries its slice of that frame, so consumers do
+    not convert every batch again."""
 
-    def __init__(self, pieces: Iterator[pa.Table]) -> None:
+    def __init__(self, stream: str, pieces: Iterator[pa.Table]) -> None:
+        self._stream = stream
         self._pieces = pieces
         self._rows: pa.Table | None = None
+        self._frame: pl.DataFrame | None = None
         self._times = np.empty(0, dtype=np.int64)
         self._exhausted = False
 
-    def before(self, edge: int) -> pa.Table | None:
-        """The rows not handed out yet whose time is before ``edge``; None when there are none."""
+    def before(self, edge: int, max_rows: int) -> list[Batch]:
+        """Batches of at most ``max_rows`` of the rows not handed out yet whose time is before
+        ``edge``."""
         while not self._exhausted and (self._times.size == 0 or self._times[-1] < edge):
             piece = next(self._pieces, None)
             if piece is None:
@@ -59,13 +65,29 @@ class _Cutter:
             elif piece.num_rows:
                 rows = [piece] if self._rows is None else [self._rows, piece]
                 self._rows = pa.concat_tables(rows)
+                frames = [_frame(piece)] if self._frame is None else [self._frame, _frame(piece)]
+                self._frame = pl.concat(frames, rechunk=False)
                 self._times = np.concatenate([self._times, time_us(piece)])
         cut = int(np.searchsorted(self._times, edge, side="left"))
-        if cut == 0 or self._rows is None:
-            return None
-        taken = self._rows.slice(0, cut)
-        self._rows, self._times = self._rows.slice(cut), self._times[cut:]
-        return taken
+        if cut == 0 or self._rows is None or self._frame is None:
+            return []
+        batches = [
+            Batch.with_frame(
+                self._stream,
+                self._rows.slice(lo, min(max_rows, cut - lo)),
+                self._frame.slice(lo, min(max_rows, cut - lo)),
+            )
+            for lo in range(0, cut, max_rows)
+        ]
+        self._rows, self._frame = self._rows.slice(cut), self._frame.slice(cut)
+        self._times = self._times[cut:]
+        return batches
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 class ReplaySource:
@@ -88,15 +110,13 @@ class ReplaySource:
         start, end = self.bounds()
         span = max(1, round(self.config.span_s * US))
         edges = np.arange(start, end + span, span, dtype=np.int64)
-        cutters = {stream: _Cutter(self.recording.batches(stream)) for stream in STREAMS}
+        cutters = [_Cutter(stream, self.recording.batches(stream)) for stream in STREAMS]
         for edge in edges[1:]:
-            batches: list[Batch] = []
-            for stream, cutter in cutters.items():
-                rows = cutter.before(int(edge))
-                if rows is None:
-                    continue
-                for lo in range(0, rows.num_rows, self.config.max_rows):
-                    batches.append(Batch(stream, rows.slice(lo, self.config.max_rows)))
+            batches = [
+                batch
+                for cutter in cutters
+                for batch in cutter.before(int(edge), self.config.max_rows)
+            ]
             if len(batches) > 1:
                 batches.sort(key=lambda b: int(self._first_time(b)))
             yield from batches

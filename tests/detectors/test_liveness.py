@@ -6,9 +6,11 @@ import polars as pl
 
 from medic.detectors.crash import CrashDetector
 from medic.detectors.gpu_fault import GpuFaultDetector
+from medic.detectors.incidents import WatchesLiveness
 from medic.detectors.liveness import GPU_LATEST, Cadence, GpuLatestParser, Liveness
 from medic.detectors.node_failure import NodeFailureDetector
 from medic.ingest.base import Batch
+from medic.pipeline import Pipeline
 from medic.timeutil import US
 from tests.builders import at, batch, log
 
@@ -103,3 +105,14 @@ def test_detectors_accept_batches_with_missing_optional_columns_and_unseen_jobs(
                 assert detector.update(Batch("logs", bare_logs.to_arrow())) == []
         assert detector.update(bare_sched) == []
         assert detector.advance(at(10)) == []
+
+
+def test_a_pipeline_folds_telemetry_once_for_every_detector_that_watches_it() -> None:
+    pipeline = Pipeline.from_settings()
+    watchers = [d for d in pipeline.detectors if isinstance(d, WatchesLiveness)]
+    assert {d.name for d in watchers} == {"crash", "gpu_fault", "node_failure"}
+    shared = watchers[0].liveness
+    assert all(d.liveness is shared and d.book.liveness is shared for d in watchers)
+    pipeline.process(batch("gpu", [sample(1, "a", 0, job_id="7"), sample(1, "b", 1)]))
+    assert shared.gpu_seen == {("a", 0): at(1), ("b", 1): at(1)}
+    assert shared.gpu_job == {("a", 0): "7"}

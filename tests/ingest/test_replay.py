@@ -2,6 +2,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -103,3 +104,20 @@ def test_a_recording_streamed_from_disk_replays_exactly_as_held_in_memory(tmp_pa
         ReplaySource(streamed).bounds() == ReplaySource(held).bounds() == (at(-0.5), at(16.9) + 1)
     )
     assert events(ReplaySource(streamed, config)) == events(ReplaySource(held, config))
+
+
+def test_each_batch_comes_with_its_polars_frame_already_converted(tmp_path: Path) -> None:
+    rec = recording(
+        duration_s=5,
+        logs=[log(0.5, "a"), log(2.05, "b")],
+        gpu=[{"time": at(k / 4), "node": "n1", "gpu": k % 8} for k in range(20)],
+    )
+    path = write_recording(tmp_path / "r", rec)
+    streamed = replace(
+        open_recording(path), gpu=TableFile(path / "gpu.parquet", schema.GPU, batch_rows=3)
+    )
+    batches = [e for e in ReplaySource(streamed, ReplayConfig(max_rows=2)) if isinstance(e, Batch)]
+    assert {b.stream for b in batches} == {"logs", "gpu"}
+    for batch in batches:
+        assert "frame" in batch.__dict__
+        assert batch.frame.equals(pl.DataFrame(pl.from_arrow(batch.data)))
