@@ -57,6 +57,26 @@ _OPTIONAL = {
 }
 
 
+_HAS_XID = pl.col("xid").is_not_null()
+_SAMPLES = [
+    pl.col("time").max(),
+    pl.col("job_id").last(),
+    pl.col("xid").filter(_HAS_XID).first(),
+    pl.col("time").filter(_HAS_XID).first().alias("xid_time"),
+    pl.col("ecc_dbe").drop_nulls().last(),
+    pl.col("nvlink_errors").drop_nulls().last(),
+    pl.col("power_w").mean(),
+    pl.col("util").mean(),
+]
+"""A GPU's newest state from its samples in a batch."""
+_ONE_SAMPLE = [
+    *(pl.col(name) for name in ("time", "node", "gpu", "job_id", "xid")),
+    pl.when(_HAS_XID).then(pl.col("time")).alias("xid_time"),
+    *(pl.col(name) for name in ("ecc_dbe", "nvlink_errors", "power_w", "util")),
+]
+"""The same from a GPU's only sample."""
+
+
 @register_parser
 class GpuLatestParser:
     """Derives ``gpu_latest`` from ``gpu`` batches: each GPU's newest state in the batch."""
@@ -72,17 +92,10 @@ class GpuLatestParser:
         missing = [pl.lit(None, t).alias(c) for c, t in _OPTIONAL.items() if c not in frame.columns]
         if missing:
             frame = frame.with_columns(missing)
-        has_xid = pl.col("xid").is_not_null()
-        latest = frame.group_by("node", "gpu").agg(
-            pl.col("time").max(),
-            pl.col("job_id").last(),
-            pl.col("xid").filter(has_xid).first(),
-            pl.col("time").filter(has_xid).first().alias("xid_time"),
-            pl.col("ecc_dbe").drop_nulls().last(),
-            pl.col("nvlink_errors").drop_nulls().last(),
-            pl.col("power_w").mean(),
-            pl.col("util").mean(),
-        )
+        if frame.n_unique(["node", "gpu"]) == frame.height:
+            latest = frame.select(_ONE_SAMPLE)  # the usual second: one sample per GPU
+        else:
+            latest = frame.group_by("node", "gpu").agg(_SAMPLES)
         return Batch(self.output_stream, schema.conform(latest.to_arrow(), GPU_LATEST))
 
 

@@ -94,9 +94,10 @@ class GpuWindows:
         if frame.is_empty() or (jobs is not None and not jobs):
             return
         if self.sample_us < self.window_us:
-            frame = self._sampled(frame)
-            if frame.is_empty():
+            sampled = self._sampled(frame)
+            if sampled is None or sampled.is_empty():
                 return
+            frame = sampled
         query = frame.lazy()
         unlabelled = frame.get_column("job_id").null_count() > 0
         if unlabelled and placement is not None and not placement.is_empty():
@@ -114,14 +115,14 @@ class GpuWindows:
             self._window_end = (first // self.window_us + 1) * self.window_us
         self._pending.append(rows)
 
-    def _sampled(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Only the rows in the first ``sample_s`` of their window; a batch within one window
-        is kept or dropped whole without looking at its rows."""
+    def _sampled(self, frame: pl.DataFrame) -> pl.DataFrame | None:
+        """Only the rows in the first ``sample_s`` of their window (None: none); a batch within
+        one window is kept or dropped whole without looking at its rows."""
         times = frame.get_column("time").to_physical()
         first, last = int(times.min()), int(times.max())  # type: ignore[arg-type]
         if first // self.window_us == last // self.window_us:
             if first % self.window_us >= self.sample_us:
-                return frame.clear()
+                return None
             if last % self.window_us < self.sample_us:
                 return frame
         return frame.filter(times % self.window_us < self.sample_us)
