@@ -97,8 +97,15 @@ class ProgressTracker:
         if frame.is_empty():
             return []
         steps: list[Step] = []
-        events = frame.with_columns(pl.col("time").dt.epoch("us"))
-        for row in events.iter_rows(named=True):
+        names = frame.columns
+        columns = [  # times as integer microseconds, every other value as it is
+            frame.get_column(name).to_physical().to_list()
+            if name == "time"
+            else frame.get_column(name).to_list()
+            for name in names
+        ]
+        for values in zip(*columns, strict=True):
+            row = dict(zip(names, values, strict=True))
             job = self.jobs.get(row["job_id"])
             if job is None:
                 job = self.jobs[row["job_id"]] = JobProgress()
