@@ -92,7 +92,7 @@ class GpuFaultDetector(WatchesLiveness):
         self.vanished: dict[tuple[str, int], int] = {}
         """(node, GPU) -> last sample time of a vanish already reported."""
         self._counters: pl.DataFrame | None = None
-        """The previous ``gpu_latest`` batch's ECC and NVLink counts per GPU."""
+        """The previous ``gpu_latest`` batch (its ECC and NVLink counts per GPU)."""
         self._pruned = 0
         """The Liveness prune this detector's per-GPU state was last pruned after."""
 
@@ -233,6 +233,8 @@ class GpuFaultDetector(WatchesLiveness):
             return out
         window = round(self.config.nvlink_window_s * US)
         cleared = []
+        # A count equal to the last one kept cannot complete a burst (it would have when it
+        # was kept); expiring its old entries can wait for the GPU's next change.
         for i, value in enumerate(changed["nvlink_errors"].to_list()):
             key = keys[i]
             history = self.nvlink.get(key)
