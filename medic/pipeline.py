@@ -187,12 +187,10 @@ class Pipeline:
         emitted: list[Detection] = []
         ahead = [p for p in self.parsers if getattr(p, "row_wise", False)]
         for stretch in stretches(events):
-            for parser in ahead:
-                batches = [
-                    e for e in stretch if isinstance(e, Batch) and e.stream == parser.input_stream
-                ]
-                for batch, derived in parse_ahead(parser, batches).items():
-                    self._parsed.setdefault(batch, {})[parser.output_stream] = derived
+            for stream in {p.input_stream for p in ahead}:
+                readers = [p for p in ahead if p.input_stream == stream]
+                batches = [e for e in stretch if isinstance(e, Batch) and e.stream == stream]
+                self._parsed.update(parse_ahead(readers, batches))
             for event in stretch:
                 emitted.extend(self.process(event))
         return emitted

@@ -16,9 +16,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from medic.ingest.base import Batch, Event
+from medic.recording import time_us
 
 AHEAD_ROWS = 262_144
 """Rows (of every stream: telemetry batches are held too) read ahead before their events are
@@ -42,37 +44,62 @@ def stretches(events: Iterable[Event]) -> Iterator[list[Event]]:
         yield stretch
 
 
-def parse_ahead(parser: Any, batches: Sequence[Batch]) -> dict[Batch, Batch | None]:
-    """What ``parser.parse`` gives for each of ``batches`` (time-ordered, of its input stream),
-    from one call per run of batches whose time spans do not touch."""
+def parse_ahead(
+    parsers: Sequence[Any], batches: Sequence[Batch]
+) -> dict[Batch, dict[str, Batch | None]]:
+    """What each of ``parsers`` (all reading the stream of ``batches``, which are time-ordered)
+    gives for each batch, by output stream: one call per parser and run of batches whose time
+    spans do not touch, the run concatenated once for all of them."""
     spans = {batch: _span(batch) for batch in batches if batch.num_rows}
-    found: dict[Batch, Batch | None] = {}
+    found: dict[Batch, dict[str, Batch | None]] = {batch: {} for batch in spans}
     run: list[Batch] = []
     for batch, (first, _) in spans.items():
         if run and first <= spans[run[-1]][1]:
-            found.update(_parse_run(parser, run, spans))
+            _parse_run(parsers, run, spans, found)
             run = []
         run.append(batch)
     if run:
-        found.update(_parse_run(parser, run, spans))
+        _parse_run(parsers, run, spans, found)
     return found
 
 
 def _parse_run(
-    parser: Any, run: list[Batch], spans: dict[Batch, tuple[int, int]]
-) -> dict[Batch, Batch | None]:
+    parsers: Sequence[Any],
+    run: list[Batch],
+    spans: dict[Batch, tuple[int, int]],
+    found: dict[Batch, dict[str, Batch | None]],
+) -> None:
+    combined = _combined(run)
+    for parser in parsers:
+        parsed = None if combined is None else _split(parser.parse(combined), run, spans)
+        if parsed is None:
+            parsed = {batch: parser.parse(batch) for batch in run}
+        for batch, rows in parsed.items():
+            found[batch][parser.output_stream] = rows
+
+
+def _combined(run: list[Batch]) -> Batch | None:
+    """The run as one batch (its polars frame joined from theirs, not converted again); None
+    for a single batch or batches whose schemas differ."""
     if len(run) == 1:
-        return {run[0]: parser.parse(run[0])}
+        return None
     try:
-        combined = pa.concat_tables([_table(batch.data) for batch in run])
+        data = pa.concat_tables([_table(batch.data) for batch in run])
     except pa.ArrowInvalid:
-        return {batch: parser.parse(batch) for batch in run}
-    parsed = parser.parse(Batch(run[0].stream, combined))
+        return None
+    return Batch.with_frame(run[0].stream, data, pl.concat([b.frame for b in run], rechunk=False))
+
+
+def _split(
+    parsed: Batch | None, run: list[Batch], spans: dict[Batch, tuple[int, int]]
+) -> dict[Batch, Batch | None] | None:
+    """Each batch's share of what the run parsed into, by its time span; None when the parsed
+    rows are not in time order (the split would be wrong)."""
     if parsed is None:
         return dict.fromkeys(run)
-    times = _times(parsed.data)
+    times = time_us(parsed.data)
     if np.any(times[1:] < times[:-1]):
-        return {batch: parser.parse(batch) for batch in run}
+        return None
     bounds = np.array([spans[batch] for batch in run], dtype=np.int64)
     starts = np.searchsorted(times, bounds[:, 0], side="left").tolist()
     ends = np.searchsorted(times, bounds[:, 1], side="right").tolist()
@@ -84,12 +111,8 @@ def _parse_run(
 
 def _span(batch: Batch) -> tuple[int, int]:
     """First and last event time of a (time-sorted, non-empty) batch."""
-    times = _times(batch.data)
+    times = time_us(batch.data)
     return int(times[0]), int(times[-1])
-
-
-def _times(data: pa.RecordBatch | pa.Table) -> np.ndarray[Any, np.dtype[np.int64]]:
-    return np.asarray(data.column("time").cast(pa.int64()).to_numpy(), dtype=np.int64)
 
 
 def _table(data: pa.RecordBatch | pa.Table) -> pa.Table:

@@ -55,10 +55,11 @@ def test_each_batch_gets_the_rows_it_gives_alone(parser: object) -> None:
             [5.0, 5.1, 5.2, 5.3, 5.4],
         ]
     )
-    ahead = parse_ahead(parser, batches)
+    ahead = parse_ahead([parser], batches)
     assert list(ahead) == batches
     for one in batches:
-        alone, read_ahead = frame(parser.parse(one)), frame(ahead[one])  # type: ignore[attr-defined]
+        alone = frame(parser.parse(one))  # type: ignore[attr-defined]
+        read_ahead = frame(ahead[one][parser.output_stream])  # type: ignore[attr-defined]
         if alone is None:
             assert read_ahead is None
         else:
