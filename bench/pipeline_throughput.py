@@ -114,34 +114,33 @@ def medic_parse(table: pa.Table, batch_lines: int) -> tuple[list[Any], list[Any]
     return found_signatures, found_progress
 
 
-def signature_rows(tables: list[pa.Table]) -> list[tuple[Any, ...]]:
-    names = (
-        "rank",
-        "signature",
-        "kind",
-        "severity",
-        "action",
-        "xid",
-        "xid_name",
-        "pci",
-        "host",
-        "exit_code",
-    )
-    return [row for t in tables for row in _rows(t, names)]
+SIGNATURE_COLUMNS = (
+    "rank",
+    "signature",
+    "kind",
+    "severity",
+    "action",
+    "xid",
+    "xid_name",
+    "pci",
+    "host",
+    "exit_code",
+)
+PROGRESS_COLUMNS = (
+    "job_id",
+    "node",
+    "rank",
+    "framework",
+    "event",
+    "step",
+    "step_time_s",
+    "throughput",
+    "throughput_unit",
+)
+"""The columns compared with the naive loop's rows (after the time)."""
 
 
-def progress_rows(tables: list[pa.Table]) -> list[tuple[Any, ...]]:
-    names = (
-        "job_id",
-        "node",
-        "rank",
-        "framework",
-        "event",
-        "step",
-        "step_time_s",
-        "throughput",
-        "throughput_unit",
-    )
+def rows_of(tables: list[pa.Table], names: tuple[str, ...]) -> list[tuple[Any, ...]]:
     return [row for t in tables for row in _rows(t, names)]
 
 
@@ -158,8 +157,12 @@ def check_same_output(table: pa.Table, batch_lines: int) -> tuple[int, int]:
     naive_signatures = NaiveSignatures(builtin_catalogue()).match(lines)
     naive_progress = NaiveProgress().match(lines)
     for what, ours, theirs in (
-        ("signatures", _rounded(signature_rows(signatures)), _rounded(naive_signatures)),
-        ("progress", _rounded(progress_rows(progress)), _rounded(naive_progress)),
+        (
+            "signatures",
+            _rounded(rows_of(signatures, SIGNATURE_COLUMNS)),
+            _rounded(naive_signatures),
+        ),
+        ("progress", _rounded(rows_of(progress, PROGRESS_COLUMNS)), _rounded(naive_progress)),
     ):
         if ours != theirs:
             diff = next((a, b) for a, b in zip(ours, theirs, strict=False) if a != b)
