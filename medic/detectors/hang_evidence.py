@@ -38,6 +38,7 @@ CORROBORATING = frozenset({"spinning", "rank stopped"})
 HOLDING = frozenset({"idle", "working"})
 EVIDENCE_COLUMNS = [f"{c}_delta" for c in COUNTERS] + ["xid"]
 _GPU = {"node": pl.String, "gpu": pl.Int16}
+_NO_GPUS = pl.DataFrame(schema=_GPU)
 
 
 @dataclass
@@ -86,10 +87,7 @@ class JobTelemetry:
         """A full window while the job is silent (or looks hung)."""
         self.latest, self.latest_end, self.last_seen = gpus, end, end
         self.recent_nodes.append(set(gpus.get_column("node").to_list()))
-        rises = gpus.select("node", "gpu", *EVIDENCE_COLUMNS)
-        if self.since is not None:
-            rises = pl.concat([self.since, rises]).group_by("node", "gpu").agg(pl.all().sum())
-        self.since = rises
+        self.since = _summed(self.since, gpus.select("node", "gpu", *EVIDENCE_COLUMNS))
         state = _state(self, gpus, config)
         if state == "mixed" and self.state in HOLDING:
             state = self.state  # a window half-way out of an idle or working spell
@@ -112,15 +110,17 @@ class JobTelemetry:
         power while their peers spin."""
         healthy = self.healthy
         if gpus is None or healthy is None or gpus.is_empty():
-            return pl.DataFrame(schema=_GPU)
-        pegged = gpus.filter(pl.col("util") >= config.spin_util)
-        peers_power = (
-            pegged.get_column("power_w").median() if pegged.height * 2 > gpus.height else None
-        )
-        stopped = pl.col("util") < config.idle_util
-        if peers_power is not None:
-            low = config.stuck_power_ratio * float(peers_power)  # type: ignore[arg-type]
-            stopped = stopped | ((pl.col("util") >= config.spin_util) & (pl.col("power_w") < low))
+            return _NO_GPUS
+        util, power = gpus.get_column("util"), gpus.get_column("power_w")
+        pegged = util >= config.spin_util
+        stopped = util < config.idle_util
+        if int(pegged.sum()) * 2 > gpus.height:
+            peers_power = power.filter(pegged).median()
+            if peers_power is not None:
+                low = config.stuck_power_ratio * float(peers_power)  # type: ignore[arg-type]
+                stopped = stopped | (pegged & (power < low))
+        if not stopped.any():
+            return _NO_GPUS
         busy_before = healthy.filter(pl.col("util") >= config.busy_util).select(list(_GPU))
         now = gpus.filter(stopped).select(list(_GPU))
         return now.join(busy_before, on=list(_GPU), how="semi")
@@ -156,11 +156,11 @@ def _state(telemetry: JobTelemetry, gpus: pl.DataFrame, config: HangConfig) -> s
         return "idle" if idle * 2 >= gpus.height else "mixed"
     if not telemetry.stopped(gpus, config).is_empty():
         return "rank stopped"
-    busy = gpus.filter(pl.col("util") >= config.busy_util)
-    if float(busy.get_column("util").median()) < config.spin_util:  # type: ignore[arg-type]
+    busy = util >= config.busy_util
+    if float(util.filter(busy).median()) < config.spin_util:  # type: ignore[arg-type]
         return "working"
     baseline = telemetry.power.get()
-    power = busy.get_column("power_w").median()
+    power = gpus.get_column("power_w").filter(busy).median()
     if telemetry.healthy is None or not baseline or power is None:
         return "busy"
     ratio = float(power) / baseline  # type: ignore[arg-type]
@@ -213,6 +213,19 @@ def culprits(job: JobProgress | None, telemetry: JobTelemetry, config: HangConfi
         return Blame()
     ranks = sorted(r for r, (_, node) in rank_steps.items() if node in reasons)
     return Blame(tuple(sorted(reasons)), tuple(ranks), reasons)
+
+
+def _summed(since: pl.DataFrame | None, rises: pl.DataFrame) -> pl.DataFrame:
+    """Counter rises per GPU added up over the silence, sorted by GPU like the windows: a window
+    of the same GPUs as the sum so far (the usual case) is added column by column."""
+    if since is None:
+        return rises
+    keys = ("node", "gpu")
+    if all(since.get_column(k).equals(rises.get_column(k)) for k in keys):
+        return since.with_columns(
+            since.get_column(c) + rises.get_column(c) for c in EVIDENCE_COLUMNS
+        )
+    return pl.concat([since, rises]).group_by(keys).agg(pl.all().sum()).sort(keys)
 
 
 def _lagging_ranks(rank_steps: dict[int, tuple[int, str]]) -> list[int]:

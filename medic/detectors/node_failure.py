@@ -26,13 +26,14 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Cadence, Gap, Liveness
-from medic.frames import collect
+from medic.frames import collect, newest_by
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
@@ -80,25 +81,45 @@ class NodeFailureConfig:
 
 class JobPower:
     """Mean power and utilisation of each job's reporting GPUs, per telemetry batch, over the
-    last minutes."""
+    last minutes. Batches are folded in ``FOLD_EVERY`` at a time, or when asked about: one
+    grouping query per second of telemetry would cost more than everything else this detector
+    does with it."""
+
+    FOLD_EVERY = 16
+    COLUMNS = ("time", "job_id", "power_w", "util")
 
     def __init__(self, keep_us: int) -> None:
         self.keep_us = keep_us
         self.samples: dict[str, deque[tuple[int, float, float]]] = {}
+        self._arrived: list[pl.DataFrame] = []
+        self._pruned_at = 0
 
     def __len__(self) -> int:
         return len(self.samples)
 
     def observe(self, latest: pl.DataFrame) -> None:
+        self._arrived.append(pl.DataFrame([latest.get_column(c) for c in self.COLUMNS]))
+        if len(self._arrived) >= self.FOLD_EVERY:
+            self._fold()
+
+    def _fold(self) -> None:
+        arrived, self._arrived = self._arrived, []
+        if not arrived:
+            return
+        batch = np.repeat(np.arange(len(arrived)), [f.height for f in arrived])
         means = collect(
-            latest.lazy()
+            pl.concat(arrived)
+            .lazy()
+            .with_columns(pl.Series("batch", batch))
             .filter(pl.col("job_id").is_not_null() & pl.col("power_w").is_not_null())
-            .group_by("job_id")
+            .group_by("batch", "job_id")
             .agg(
                 pl.col("time").max().cast(pl.Int64),
                 pl.col("power_w").mean(),
                 pl.col("util").mean().fill_null(0.0),
             )
+            .sort("batch")
+            .select("job_id", "time", "power_w", "util")
         )
         for job_id, time, power, util in means.iter_rows():
             history = self.samples.setdefault(job_id, deque())
@@ -112,6 +133,7 @@ class JobPower:
         """Whether the job's GPUs drew under ``ratio`` of their power of the minute before
         ``since`` from ``since + settle`` to ``now`` while staying at ``spin_util`` or more
         (three samples at least on each side)."""
+        self._fold()
         history = self.samples.get(job_id, ())
         before = [p for t, p, _ in history if since - POWER_BASELINE_US <= t < since]
         after = [(p, u) for t, p, u in history if since + settle <= t <= now]
@@ -122,6 +144,11 @@ class JobPower:
         return util >= spin_util and power < ratio * sum(before) / len(before)
 
     def forget_before(self, cutoff: int) -> None:
+        """Drop jobs not heard from since ``cutoff``; scans at most once a minute."""
+        if cutoff - self._pruned_at < POWER_BASELINE_US:
+            return
+        self._pruned_at = cutoff
+        self._fold()
         for job_id in [j for j, h in self.samples.items() if h[-1][0] < cutoff]:
             del self.samples[job_id]
 
@@ -226,13 +253,7 @@ class NodeFailureDetector(WatchesLiveness):
     def _job_activity(self, logs: pl.DataFrame) -> None:
         if "job_id" not in logs.columns:
             return
-        newest = collect(
-            logs.lazy()
-            .filter(pl.col("job_id").is_not_null())
-            .group_by("job_id")
-            .agg(pl.col("time").max().to_physical())
-        )
-        self.job_logs.observe(newest["job_id"].to_list(), newest["time"].to_list())
+        self.job_logs.observe(*newest_by(logs, "job_id"))
 
     def _scheduler(self, batch: Batch) -> list[Detection]:
         frame = batch.frame

@@ -11,6 +11,7 @@ counters per GPU, freed with ``forget`` when a job ends.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,15 @@ class Window:
     """Columns: job_id, node, gpu, the mean of every requested metric, ``throttled`` (share of
     samples with a slowdown reason set) and ``xid`` (samples carrying an Xid) when requested,
     and ``<counter>_delta`` (rise since the GPU's previous window, never negative)."""
+
+
+@dataclass(frozen=True)
+class _Arrival:
+    """A gpu batch added to the windows, with the placement and jobs it was added under."""
+
+    frame: pl.DataFrame
+    placement: pl.DataFrame | None
+    jobs: frozenset[str] | None
 
 
 def node_jobs(tracker: JobTracker) -> pl.DataFrame:
@@ -74,7 +84,13 @@ class GpuWindows:
         if xid:
             self._columns.append(pl.col("xid").is_not_null().cast(pl.Int32).alias("xid"))
         self._pending: list[pl.DataFrame] = []
+        """Rows kept, of windows not closed yet."""
+        self._arrived: list[_Arrival] = []
+        """Batches added since rows were last kept: reduced to rows in one query per window
+        (a query per one-second batch costs more than the rows it reads)."""
         self._window_end: int | None = None
+        self._earliest_end: int | None = None
+        """The end of the window of the oldest arrival: no window closes before it."""
         self._last = pl.DataFrame(
             schema={"job_id": pl.String, "node": pl.String, "gpu": pl.Int16}
             | {f"last_{c}": pl.Int64 for c in self.counters}
@@ -90,7 +106,8 @@ class GpuWindows:
         jobs: Collection[str] | None = None,
     ) -> None:
         """Keep a gpu batch's rows (of ``jobs`` only, when given) for the windows they fall in;
-        ``placement`` (node -> job_id) labels rows that came without a job id."""
+        ``placement`` (node -> job_id) labels rows that came without a job id. Both are taken
+        as they are now, though the rows are read when a window closes."""
         if frame.is_empty() or (jobs is not None and not jobs):
             return
         if self.sample_us < self.window_us:
@@ -98,22 +115,13 @@ class GpuWindows:
             if sampled is None or sampled.is_empty():
                 return
             frame = sampled
-        query = frame.lazy()
-        unlabelled = frame.get_column("job_id").null_count() > 0
-        if unlabelled and placement is not None and not placement.is_empty():
-            query = query.join(
-                placement.lazy().rename({"job_id": "placed_job"}), on="node", how="left"
-            ).with_columns(pl.coalesce("job_id", "placed_job").alias("job_id"))
-        wanted = (
-            pl.col("job_id").is_not_null() if jobs is None else pl.col("job_id").is_in(list(jobs))
-        )
-        rows = collect(query.filter(wanted).select(self._columns))
-        if rows.is_empty():
-            return
-        if self._window_end is None:
-            first = int(rows.get_column("time").min())  # type: ignore[arg-type]
-            self._window_end = (first // self.window_us + 1) * self.window_us
-        self._pending.append(rows)
+        if placement is not None and placement.is_empty():
+            placement = None
+        wanted = None if jobs is None else frozenset(jobs)
+        self._arrived.append(_Arrival(frame, placement, wanted))
+        if self._earliest_end is None:
+            first = int(frame.get_column("time").to_physical().min())  # type: ignore[arg-type]
+            self._earliest_end = (first // self.window_us + 1) * self.window_us
 
     def _sampled(self, frame: pl.DataFrame) -> pl.DataFrame | None:
         """Only the rows in the first ``sample_s`` of their window (None: none); a batch within
@@ -127,8 +135,41 @@ class GpuWindows:
                 return frame
         return frame.filter(times % self.window_us < self.sample_us)
 
+    def _keep_arrived(self) -> None:
+        """Reduce the batches added since last time to the rows a window keeps: one query per
+        run of batches added with the same placement and jobs."""
+        arrived, self._arrived, self._earliest_end = self._arrived, [], None
+        runs = itertools.groupby(arrived, key=lambda a: (id(a.placement), a.jobs))
+        for _, run in runs:
+            batch = list(run)
+            rows = self._rows(pl.concat([a.frame for a in batch]), batch[0])
+            if rows.is_empty():
+                continue
+            if self._window_end is None:
+                first = int(rows.get_column("time").min())  # type: ignore[arg-type]
+                self._window_end = (first // self.window_us + 1) * self.window_us
+            self._pending.append(rows)
+
+    def _rows(self, frame: pl.DataFrame, arrival: _Arrival) -> pl.DataFrame:
+        query = frame.lazy()
+        placement = arrival.placement
+        if placement is not None and frame.get_column("job_id").null_count() > 0:
+            query = query.join(
+                placement.lazy().rename({"job_id": "placed_job"}),
+                on="node",
+                how="left",
+                maintain_order="left",
+            ).with_columns(pl.coalesce("job_id", "placed_job").alias("job_id"))
+        jobs = arrival.jobs
+        wanted = pl.col("job_id").is_not_null() if jobs is None else pl.col("job_id").is_in(jobs)
+        return collect(query.filter(wanted).select(self._columns))
+
     def close(self, now: int) -> list[Window]:
         """Every window that ends at or before ``now``, oldest first (empty ones included)."""
+        end = self._window_end if self._window_end is not None else self._earliest_end
+        if end is None or now < end:
+            return []
+        self._keep_arrived()
         if self._window_end is None or now < self._window_end:
             return []
         pending = pl.concat(self._pending) if self._pending else None
@@ -148,6 +189,7 @@ class GpuWindows:
         ended = list(job_ids)
         if not ended:
             return
+        self._keep_arrived()
         self._last = self._last.filter(~pl.col("job_id").is_in(ended))
         self._pending = [f.filter(~pl.col("job_id").is_in(ended)) for f in self._pending]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from medic.detectors.gpu_fault import GpuFaultDetector
+from medic.timeutil import US
 from tests.builders import at, batch
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 
@@ -147,3 +148,14 @@ def test_state_is_bounded_and_freed() -> None:
     detector.update(batch("scheduler", [job.end(6, "FAILED", 1)]))
     detector.advance(at(4 * 3600))
     assert detector.state_size() == 0
+
+
+def test_counters_are_compared_per_gpu_whatever_order_the_batches_list_them_in() -> None:
+    ecc = {("n4", 2, s): {"ecc_dbe": 1} for s in range(70, 120)}
+    logs, gpu, sched = scenario(Job(gpu_fields=ecc))
+    # Every other second lists the GPUs in reverse.
+    reordered = sorted(gpu, key=lambda r: (r["time"], (-1) ** (r["time"] // US) * r["gpu"]))
+    for rows in (gpu, reordered):
+        found = detect(120, logs, rows, sched)
+        assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("n4",))]
+        assert seconds(found[0].detected_at) == pytest.approx(70, abs=0.5)

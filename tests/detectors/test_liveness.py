@@ -116,3 +116,31 @@ def test_a_pipeline_folds_telemetry_once_for_every_detector_that_watches_it() ->
     pipeline.process(batch("gpu", [sample(1, "a", 0, job_id="7"), sample(1, "b", 1)]))
     assert shared.gpu_seen == {("a", 0): at(1), ("b", 1): at(1)}
     assert shared.gpu_job == {("a", 0): "7"}
+
+
+def test_batches_of_the_same_gpus_fold_like_any_other() -> None:
+    liveness = Liveness()
+    order = [("a", 0), ("b", 0), ("a", 1)]  # a node's rows need not be together
+    liveness.observe_gpu(latest([sample(1, n, g, job_id="7") for n, g in order]))
+    liveness.observe_gpu(latest([sample(2, n, g, job_id="7") for n, g in order]))
+    assert liveness.gpu_job == {("a", 0): "7", ("b", 0): "7", ("a", 1): "7"}
+    moved = [sample(3, "a", 0, job_id="8"), sample(3.5, "b", 0), sample(3.2, "a", 1, job_id="8")]
+    liveness.observe_gpu(latest(moved))
+    assert liveness.gpu_job == {("a", 0): "8", ("a", 1): "8"}
+    assert liveness.node_seen == {"a": at(3.2), "b": at(3.5)}
+    assert liveness.gpu_seen[("a", 1)] == at(3.2)
+    liveness.observe_gpu(latest([sample(4, "b", 0), sample(4, "a", 1)]))  # a GPU missing
+    assert liveness.gpu_seen == {("a", 0): at(3), ("b", 0): at(4), ("a", 1): at(4)}
+    assert liveness.jobs_on("a") == {"8"} and liveness.node_seen["a"] == at(4)
+
+
+def test_gpu_latest_of_a_batch_keyed_like_the_last_one_still_groups_repeated_gpus() -> None:
+    parser = GpuLatestParser()
+    once = [sample(1, "a", 0, util=10.0), sample(1, "a", 1, util=20.0)]
+    for rows in (once, once):
+        parsed = parser.parse(batch("gpu", rows))
+        assert parsed is not None and parsed.frame.height == 2
+    twice = parser.parse(batch("gpu", [*once, sample(1.5, "a", 0, util=30.0)]))
+    assert twice is not None
+    assert sorted(twice.frame.select("gpu", "util").rows()) == [(0, 20.0), (1, 20.0)]
+    assert twice.frame.schema == parsed.frame.schema

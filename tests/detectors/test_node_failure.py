@@ -5,12 +5,15 @@ from __future__ import annotations
 import pytest
 
 from medic.config import ConfigError, from_dict
+from medic.detectors.liveness import GpuLatestParser
 from medic.detectors.node_failure import (
     FAILED_NODE_STATES,
+    JobPower,
     NodeFailureConfig,
     NodeFailureDetector,
     failed_state,
 )
+from medic.timeutil import US
 from tests.builders import at, batch, log
 from tests.detectors.scenarios import Job, detect, seconds
 
@@ -252,3 +255,21 @@ def test_a_wrong_config_is_a_one_line_error(table: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as error:
         from_dict(NodeFailureConfig, table, "detectors.node_failure")
     assert "\n" not in str(error.value)
+
+
+def test_job_power_keeps_one_mean_per_job_and_batch_in_order_across_folds() -> None:
+    power = JobPower(keep_us=30 * US)
+    parser = GpuLatestParser()
+    for second in range(40):
+        rows = [
+            {"time": at(second), "node": "a", "gpu": g, "job_id": "7", "power_w": 100.0 + g}
+            for g in range(2)
+        ]
+        rows.append({"time": at(second), "node": "b", "gpu": 0, "job_id": None, "power_w": 50.0})
+        latest = parser.parse(batch("gpu", rows))
+        assert latest is not None
+        power.observe(latest.frame)
+    assert not power.stalled("7", at(35), at(39), 0, 0.5, 0.0)
+    history = list(power.samples["7"])
+    assert [t for t, _, _ in history] == [at(s) for s in range(9, 40)]
+    assert {p for _, p, _ in history} == {100.5} and len(power) == 1

@@ -107,3 +107,24 @@ def test_bad_windows_are_refused() -> None:
         GpuWindows(0, means=())
     with pytest.raises(ValueError):
         GpuWindows(10, means=(), sample_s=20)
+
+
+def test_rows_are_read_when_the_window_closes_with_the_placement_and_jobs_they_came_with() -> None:
+    windows = GpuWindows(10, means=("util",))
+    placed_a = pl.DataFrame({"node": ["a"], "job_id": ["7"]})
+    placed_b = pl.DataFrame({"node": ["a"], "job_id": ["8"]})
+    wanted = {"7", "8"}
+    windows.add(frame(sample(1, node="a", job=None, util=1.0)), placed_a, wanted)
+    windows.add(frame(sample(2, node="a", job=None, util=3.0)), placed_b, wanted)
+    wanted.discard("8")  # the caller's set changes after the batch was added
+    windows.add(frame(sample(3, node="a", job=None, util=5.0)), placed_b, wanted)
+    (window,) = windows.close(at(10))
+    assert window.gpus.select("job_id", "util").rows() == [("7", 1.0), ("8", 3.0)]
+
+
+def test_forgetting_a_job_drops_its_rows_not_yet_read() -> None:
+    windows = GpuWindows(10, means=("util",))
+    windows.add(frame(sample(1, job="7", util=1.0), sample(1, node="n2", job="8", util=2.0)))
+    windows.forget(["7"])
+    (window,) = windows.close(at(10))
+    assert window.gpus.get_column("job_id").to_list() == ["8"]

@@ -1,0 +1,36 @@
+"""What a silent job's telemetry says: evidence kept over the silence."""
+
+from __future__ import annotations
+
+import polars as pl
+from river import stats
+
+from medic.detectors.hang import HangConfig
+from medic.detectors.hang_evidence import EVIDENCE_COLUMNS, JobTelemetry
+from tests.builders import at
+
+
+def test_counter_rises_add_up_over_the_silence_whichever_gpus_each_window_holds() -> None:
+    telemetry = JobTelemetry(power=stats.RollingQuantile(q=0.5, window_size=10))
+    config = HangConfig()
+
+    def window(*rises: tuple[str, int, int]) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "node": [n for n, _, _ in rises],
+                "gpu": pl.Series([g for _, g, _ in rises], dtype=pl.Int16),
+                "util": [100.0] * len(rises),
+                "power_w": [100.0] * len(rises),
+                **{c: [r for _, _, r in rises] for c in EVIDENCE_COLUMNS},
+            }
+        )
+
+    telemetry.observe_silence(window(("a", 0, 1), ("a", 1, 0)), at(10), config)
+    telemetry.observe_silence(window(("a", 0, 2), ("a", 1, 0)), at(20), config)
+    telemetry.observe_silence(window(("a", 1, 5)), at(30), config)  # a GPU missing
+    telemetry.observe_silence(window(("a", 0, 1), ("a", 1, 1)), at(40), config)
+    assert telemetry.since is not None
+    assert telemetry.since.select("node", "gpu", "pcie_replay_delta").rows() == [
+        ("a", 0, 4),
+        ("a", 1, 6),
+    ]
