@@ -93,8 +93,9 @@ def _combined(run: list[Batch]) -> Batch | None:
 def _split(
     parsed: Batch | None, run: list[Batch], spans: dict[Batch, tuple[int, int]]
 ) -> dict[Batch, Batch | None] | None:
-    """Each batch's share of what the run parsed into, by its time span; None when the parsed
-    rows are not in time order (the split would be wrong)."""
+    """Each batch's share of what the run parsed into, by its time span, with its slice of the
+    run's polars frame; None when the parsed rows are not in time order (the split would be
+    wrong)."""
     if parsed is None:
         return dict.fromkeys(run)
     times = time_us(parsed.data)
@@ -103,8 +104,13 @@ def _split(
     bounds = np.array([spans[batch] for batch in run], dtype=np.int64)
     starts = np.searchsorted(times, bounds[:, 0], side="left").tolist()
     ends = np.searchsorted(times, bounds[:, 1], side="right").tolist()
+    frame = parsed.frame
     return {
-        batch: Batch(parsed.stream, parsed.data.slice(lo, hi - lo)) if hi > lo else None
+        batch: Batch.with_frame(
+            parsed.stream, parsed.data.slice(lo, hi - lo), frame.slice(lo, hi - lo)
+        )
+        if hi > lo
+        else None
         for batch, lo, hi in zip(run, starts, ends, strict=True)
     }
 

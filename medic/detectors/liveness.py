@@ -103,7 +103,7 @@ class GpuLatestParser:
         if not self._one_sample_per_gpu(frame):
             latest = frame.group_by("node", "gpu").agg(_SAMPLES)
             return Batch(self.output_stream, schema.conform(latest.to_arrow(), GPU_LATEST))
-        latest = frame.select(_ONE_SAMPLE)  # the usual second
+        latest = frame.select_seq(_ONE_SAMPLE)  # the usual second
         arrow = schema.conform(latest.to_arrow(compat_level=pl.CompatLevel.newest()), GPU_LATEST)
         if latest.schema != _LATEST_FRAME:
             return Batch(self.output_stream, arrow)

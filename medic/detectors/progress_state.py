@@ -221,7 +221,9 @@ class WatchedJobs:
     def observe_progress(self, frame: pl.DataFrame) -> list[Step]:
         """Fold progress rows of jobs that have not ended; return their new training steps."""
         if self._ended:
-            frame = frame.filter(~pl.col("job_id").is_in(self._ended))
+            live = ~frame.get_column("job_id").is_in(self._ended)
+            if not live.all():
+                frame = frame.filter(live)
         return self.progress.observe(frame)
 
     def release(self, now: int) -> list[str]:

@@ -11,6 +11,7 @@ counters per GPU, freed with ``forget`` when a job ends.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,14 @@ class _Arrival:
     frame: pl.DataFrame
     placement: pl.DataFrame | None
     jobs: frozenset[str] | None
+    """Only these jobs' rows are kept (None: every job's)."""
+    forgotten: frozenset[str] = frozenset()
+    """Jobs forgotten since the batch arrived: their rows are not kept."""
+
+    def without(self, ended: frozenset[str]) -> _Arrival:
+        if self.jobs is not None:
+            return dataclasses.replace(self, jobs=self.jobs - ended)
+        return dataclasses.replace(self, forgotten=self.forgotten | ended)
 
 
 def node_jobs(tracker: JobTracker) -> pl.DataFrame:
@@ -139,7 +148,7 @@ class GpuWindows:
         """Reduce the batches added since last time to the rows a window keeps: one query per
         run of batches added with the same placement and jobs."""
         arrived, self._arrived, self._earliest_end = self._arrived, [], None
-        runs = itertools.groupby(arrived, key=lambda a: (id(a.placement), a.jobs))
+        runs = itertools.groupby(arrived, key=lambda a: (id(a.placement), a.jobs, a.forgotten))
         for _, run in runs:
             batch = list(run)
             rows = self._rows(pl.concat([a.frame for a in batch]), batch[0])
@@ -162,6 +171,8 @@ class GpuWindows:
             ).with_columns(pl.coalesce("job_id", "placed_job").alias("job_id"))
         jobs = arrival.jobs
         wanted = pl.col("job_id").is_not_null() if jobs is None else pl.col("job_id").is_in(jobs)
+        if arrival.forgotten:
+            wanted = wanted & ~pl.col("job_id").is_in(arrival.forgotten)
         return collect(query.filter(wanted).select(self._columns))
 
     def close(self, now: int) -> list[Window]:
@@ -189,7 +200,11 @@ class GpuWindows:
         ended = list(job_ids)
         if not ended:
             return
-        self._keep_arrived()
+        gone = frozenset(ended)
+        kept = (arrival.without(gone) for arrival in self._arrived)
+        self._arrived = [a for a in kept if a.jobs is None or a.jobs]
+        if not self._arrived:
+            self._earliest_end = None
         self._last = self._last.filter(~pl.col("job_id").is_in(ended))
         self._pending = [f.filter(~pl.col("job_id").is_in(ended)) for f in self._pending]
 
