@@ -75,7 +75,7 @@ class IncidentBook:
     def _telemetry_jobs(self, node: str) -> set[str]:
         """Jobs the node's GPUs last reported holding, unless they reported it before the job's
         current attempt started (a requeued job that left a dead node behind)."""
-        seen = self.liveness.node_seen.get(node, 0)
+        seen = self.liveness.node_seen_at(node) or 0
         jobs = set()
         for job_id in self.liveness.jobs_on(node):
             info = self.jobs.jobs.get(job_id)

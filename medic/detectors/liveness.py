@@ -178,88 +178,153 @@ class Gap:
     job_id: str | None = None
 
 
-class _Layout:
-    """The GPUs of a ``gpu_latest`` batch, in its order, and its runs of rows of one node. A
-    feed sends the same GPUs in the same order second after second: such a batch is recognised
-    with two column comparisons and folded without rebuilding its keys."""
-
-    def __init__(self, latest: pl.DataFrame) -> None:
-        self.node_column = latest.get_column("node")
-        self.gpu_column = latest.get_column("gpu")
-        self.keys = list(zip(self.node_column.to_list(), self.gpu_column.to_list(), strict=True))
-        starts = self.node_column.ne_missing(self.node_column.shift(1))
-        self._starts = np.flatnonzero(starts.to_numpy())
-        self.nodes = self.node_column.gather(self._starts).to_list()
-        """The node of each run (a node whose rows are not together has several runs)."""
-
-    def matches(self, latest: pl.DataFrame) -> bool:
-        return latest.get_column("node").equals(self.node_column) and latest.get_column(
-            "gpu"
-        ).equals(self.gpu_column)
-
-    def newest_per_node(self, times: np.ndarray) -> np.ndarray:
-        """The newest of ``times`` (one per row) in each run of ``nodes``."""
-        return np.maximum.reduceat(times, self._starts)
+ABSENT = -1
+_is_set = np.vectorize(lambda value: value is not None, otypes=[bool])
 
 
 class Liveness:
-    """Newest sample time per GPU and node; newest log line per node."""
+    """Newest sample time per GPU and node; newest log line per node.
+
+    The GPU state is numpy arrays indexed by node id and GPU index, so a batch of a whole
+    cluster folds in with a few array assignments. Each GPU and node also keeps when it was
+    (re)added, so that lists of them come out in a stable order."""
 
     def __init__(self) -> None:
-        self.gpu_seen: dict[tuple[str, int], int] = {}
-        self.gpu_job: dict[tuple[str, int], str] = {}
-        self.node_seen: dict[str, int] = {}
         self.logs = Cadence()
         """Per node: its newest log line and how often it writes."""
         self.newest_gpu: int | None = None
         self._pruned_at = 0
         self._folded: pl.DataFrame | None = None
-        self._layout: _Layout | None = None
-        """The GPUs of the last batch folded, in its order."""
         self.prunes = 0
         """How many times ``forget_before`` dropped stale GPUs and nodes (state keyed by GPU
         elsewhere needs pruning only after one)."""
+        self._names: list[str] = []
+        """Node name by id: ids are given in the order nodes are first met."""
+        self._ids: dict[str, int] = {}
+        self._free: list[int] = []
+        """Ids of pruned nodes, given to the next new ones."""
+        self._gpu_seen = np.full((0, 1), ABSENT, np.int64)
+        self._gpu_job = np.full((0, 1), None, object)
+        self._gpu_added = np.zeros((0, 1), np.int64)
+        self._node_seen = np.full(0, ABSENT, np.int64)
+        self._node_added = np.zeros(0, np.int64)
+        self._additions = 0
 
     def __len__(self) -> int:
-        return len(self.gpu_seen) + len(self.node_seen) + len(self.logs)
+        return int((self._gpu_seen >= 0).sum() + (self._node_seen >= 0).sum()) + len(self.logs)
 
     def observe_gpu(self, latest: pl.DataFrame) -> None:
         """Fold a ``gpu_latest`` batch in (one row per GPU). Detectors sharing this Liveness each
         pass it the same batch: it is folded once."""
         if latest is self._folded or latest.is_empty():
             return
-        previous, self._folded = self._folded, latest
-        layout = self._layout
-        if layout is None or not layout.matches(latest):
-            layout = self._layout = _Layout(latest)
-        seen = latest.get_column("time").to_physical()
-        self.gpu_seen.update(zip(layout.keys, seen.to_list(), strict=True))
-        jobs = latest.get_column("job_id")
-        if not (
-            previous is not None and layout.matches(previous) and jobs.equals(previous["job_id"])
-        ):
-            self._fold_jobs(layout.keys, jobs)
-        node_seen = self.node_seen
-        newest = layout.newest_per_node(seen.to_numpy())
-        for node, time in zip(layout.nodes, newest.tolist(), strict=True):
-            if time > node_seen.get(node, -1):
-                node_seen[node] = time
-        top = int(newest.max())
+        self._folded = latest
+        gpu_column = latest.get_column("gpu")
+        if gpu_column.min() < 0:  # type: ignore[operator]
+            latest = latest.filter(pl.col("gpu") >= 0)
+            if latest.is_empty():
+                return
+        nodes, gpus = self._locate(latest)
+        times = latest.get_column("time").to_physical().to_numpy()
+        new = self._gpu_seen[nodes, gpus] < 0
+        if new.any():
+            self._gpu_added[nodes[new], gpus[new]] = self._next(int(new.sum()))
+        self._gpu_seen[nodes, gpus] = times
+        self._gpu_job[nodes, gpus] = latest.get_column("job_id").to_numpy()
+        new_nodes = self._node_seen[nodes] < 0
+        if new_nodes.any():
+            ids, first = np.unique(nodes[new_nodes], return_index=True)
+            self._node_added[ids[np.argsort(first)]] = self._next(len(ids))
+        np.maximum.at(self._node_seen, nodes, times)
+        top = int(times.max())
         self.newest_gpu = top if self.newest_gpu is None else max(self.newest_gpu, top)
 
-    def _fold_jobs(self, keys: list[tuple[str, int]], jobs: pl.Series) -> None:
-        if jobs.null_count() == 0:
-            self.gpu_job.update(zip(keys, jobs.to_list(), strict=True))
-            return
-        for key, job_id in zip(keys, jobs.to_list(), strict=True):
-            if job_id is None:
-                self.gpu_job.pop(key, None)
-            else:
-                self.gpu_job[key] = job_id
+    def _next(self, count: int) -> np.ndarray:
+        added = np.arange(self._additions, self._additions + count)
+        self._additions += count
+        return added
+
+    def _locate(self, latest: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's node id and GPU index, the arrays grown to hold them. Names are looked up
+        once per distinct node of the batch, not once per row."""
+        encoded = latest.get_column("node").to_arrow().dictionary_encode()
+        names = encoded.dictionary.to_pylist()
+        ids = np.fromiter((self._id(name) for name in names), np.intp, len(names))
+        nodes = ids[encoded.indices.to_numpy()]
+        gpus = latest.get_column("gpu").to_numpy().astype(np.intp)
+        rows, columns = self._gpu_seen.shape
+        if len(self._names) > rows or int(gpus.max()) >= columns:
+            self._grow(max(len(self._names), 2 * rows), max(int(gpus.max()) + 1, columns))
+        return nodes, gpus
+
+    def _id(self, node: str) -> int:
+        i = self._ids.get(node)
+        if i is not None:
+            return i
+        if self._free:
+            i = self._free.pop()
+            self._names[i] = node
+        else:
+            i = len(self._names)
+            self._names.append(node)
+        self._ids[node] = i
+        return i
+
+    def _grow(self, rows: int, columns: int) -> None:
+        def grown(old: np.ndarray, fill: object) -> np.ndarray:
+            new = np.full((rows, columns), fill, old.dtype)
+            new[: old.shape[0], : old.shape[1]] = old
+            return new
+
+        self._gpu_seen = grown(self._gpu_seen, ABSENT)
+        self._gpu_job = grown(self._gpu_job, None)
+        self._gpu_added = grown(self._gpu_added, 0)
+        extra = rows - len(self._node_seen)
+        self._node_seen = np.concatenate([self._node_seen, np.full(extra, ABSENT, np.int64)])
+        self._node_added = np.concatenate([self._node_added, np.zeros(extra, np.int64)])
+
+    def _gpus_in_order(self, mask: np.ndarray) -> list[tuple[int, int]]:
+        """The (node id, GPU) pairs set in ``mask``, in the order they were added."""
+        nodes, gpus = np.nonzero(mask)
+        order = np.argsort(self._gpu_added[nodes, gpus], kind="stable")
+        return list(zip(nodes[order].tolist(), gpus[order].tolist(), strict=True))
+
+    @property
+    def gpu_seen(self) -> dict[tuple[str, int], int]:
+        """Newest sample time per GPU, as a dict (for checks, not for every batch)."""
+        return {
+            (self._names[n], g): int(self._gpu_seen[n, g])
+            for n, g in self._gpus_in_order(self._gpu_seen >= 0)
+        }
+
+    @property
+    def gpu_job(self) -> dict[tuple[str, int], str]:
+        """The job each GPU last reported holding, as a dict."""
+        held = (self._gpu_seen >= 0) & _is_set(self._gpu_job)
+        return {(self._names[n], g): self._gpu_job[n, g] for n, g in self._gpus_in_order(held)}
+
+    @property
+    def node_seen(self) -> dict[str, int]:
+        """Newest sample time per node, as a dict."""
+        return {self._names[n]: int(self._node_seen[n]) for n in self._nodes_in_order()}
+
+    def node_seen_at(self, node: str) -> int | None:
+        i = self._ids.get(node)
+        seen = ABSENT if i is None else int(self._node_seen[i])
+        return None if seen < 0 else seen
+
+    def _nodes_in_order(self, mask: np.ndarray | None = None) -> list[int]:
+        present = self._node_seen >= 0 if mask is None else mask & (self._node_seen >= 0)
+        ids = np.flatnonzero(present)
+        ordered: list[int] = ids[np.argsort(self._node_added[ids], kind="stable")].tolist()
+        return ordered
 
     def jobs_on(self, node: str) -> set[str]:
         """Jobs that the GPUs of ``node`` last reported holding them."""
-        return {job for (n, _), job in self.gpu_job.items() if n == node}
+        i = self._ids.get(node)
+        if i is None:
+            return set()
+        return {job for job in self._gpu_job[i].tolist() if job is not None}
 
     def observe_logs(self, frame: pl.DataFrame) -> None:
         if frame.is_empty():
@@ -271,25 +336,32 @@ class Liveness:
         ``fresh_us`` of the newest sample of the cluster."""
         if self.newest_gpu is None:
             return []
+        seen, node_seen = self._gpu_seen, self._node_seen[:, None]
         fresh = self.newest_gpu - fresh_us
-        out = []
-        for (node, gpu), seen in self.gpu_seen.items():
-            node_seen = self.node_seen[node]
-            if node_seen - seen >= min_gap_us and node_seen >= fresh:
-                gap = Gap(node, gpu, seen, node_seen - seen, self.gpu_job.get((node, gpu)))
-                out.append(gap)
-        return out
+        mask = (seen >= 0) & (node_seen - seen >= min_gap_us) & (node_seen >= fresh)
+        if not mask.any():
+            return []
+        return [self._gpu_gap(n, g, job=True) for n, g in self._gpus_in_order(mask)]
+
+    def _gpu_gap(self, node_id: int, gpu: int, job: bool = False) -> Gap:
+        seen = int(self._gpu_seen[node_id, gpu])
+        length = int(self._node_seen[node_id]) - seen
+        held = self._gpu_job[node_id, gpu] if job else None
+        return Gap(self._names[node_id], gpu, seen, length, held)
 
     def silent_nodes(self, min_gap_us: int, now: int) -> list[Gap]:
         """Nodes whose telemetry stopped ``min_gap_us`` before the cluster's newest sample and that
         wrote no log line in the last ``min_gap_us`` either."""
         if self.newest_gpu is None:
             return []
+        lagging = self._node_seen <= self.newest_gpu - min_gap_us
+        if not lagging.any():
+            return []
         out = []
-        for node, seen in self.node_seen.items():
-            lag = self.newest_gpu - seen
-            if lag >= min_gap_us and now - self.logs.last.get(node, seen) >= min_gap_us:
-                out.append(Gap(node, None, seen, lag))
+        for i in self._nodes_in_order(lagging):
+            node, seen = self._names[i], int(self._node_seen[i])
+            if now - self.logs.last.get(node, seen) >= min_gap_us:
+                out.append(Gap(node, None, seen, self.newest_gpu - seen))
         return out
 
     def node_gaps(self, nodes: list[str]) -> list[Gap]:
@@ -297,19 +369,17 @@ class Liveness:
         if self.newest_gpu is None:
             return []
         newest = self.newest_gpu
-        return [
-            Gap(node, None, self.node_seen[node], newest - self.node_seen[node])
-            for node in nodes
-            if node in self.node_seen
-        ]
+        seen = [(node, self.node_seen_at(node)) for node in nodes]
+        return [Gap(node, None, at, newest - at) for node, at in seen if at is not None]
 
     def longest_gap(self, nodes: list[str], began_by: int | None = None) -> Gap | None:
         """The longest telemetry gap among ``nodes`` and their GPUs (that began by ``began_by``)."""
         gaps = [g for g in self.node_gaps(nodes) if g.length > 0]
-        wanted = set(nodes)
-        for (node, gpu), seen in self.gpu_seen.items():
-            if node in wanted and self.node_seen[node] > seen:
-                gaps.append(Gap(node, gpu, seen, self.node_seen[node] - seen))
+        wanted = np.zeros(len(self._node_seen), bool)
+        wanted[[self._ids[n] for n in set(nodes) if n in self._ids]] = True
+        seen = self._gpu_seen
+        behind = wanted[:, None] & (seen >= 0) & (self._node_seen[:, None] > seen)
+        gaps += [self._gpu_gap(n, g) for n, g in self._gpus_in_order(behind)]
         if began_by is not None:
             gaps = [g for g in gaps if g.since <= began_by]
         return max(gaps, key=lambda g: g.length, default=None)
@@ -322,10 +392,12 @@ class Liveness:
             return
         self._pruned_at = cutoff
         self.prunes += 1
-        self._folded = None
-        stale = [key for key, seen in self.gpu_seen.items() if seen < cutoff]
-        for key in stale:
-            del self.gpu_seen[key]
-            self.gpu_job.pop(key, None)
-        self.node_seen = {n: t for n, t in self.node_seen.items() if t >= cutoff}
+        stale = (self._gpu_seen >= 0) & (self._gpu_seen < cutoff)
+        self._gpu_seen[stale] = ABSENT
+        self._gpu_job[stale] = None
+        gone = np.flatnonzero((self._node_seen >= 0) & (self._node_seen < cutoff))
+        self._node_seen[gone] = ABSENT
+        for i in gone.tolist():
+            del self._ids[self._names[i]]
+            self._free.append(i)
         self.logs.forget_before(cutoff)

@@ -144,3 +144,18 @@ def test_gpu_latest_of_a_batch_keyed_like_the_last_one_still_groups_repeated_gpu
     assert twice is not None
     assert sorted(twice.frame.select("gpu", "util").rows()) == [(0, 20.0), (1, 20.0)]
     assert twice.frame.schema == parsed.frame.schema
+
+
+def test_pruned_nodes_leave_no_trace_and_new_nodes_take_their_place() -> None:
+    liveness = Liveness()
+    liveness.observe_gpu(latest([sample(0, "a", 0, job_id="7"), sample(0, "b", 3, job_id="8")]))
+    for second in range(1, 200):
+        liveness.observe_gpu(latest([sample(second, "b", 3, job_id="8")]))
+        liveness.forget_before(at(second) - 100 * US)
+    assert liveness.prunes > 0 and "a" not in liveness.node_seen
+    liveness.observe_gpu(latest([sample(200, "c", 1, job_id="9"), sample(200, "b", 3)]))
+    assert liveness.gpu_seen == {("b", 3): at(200), ("c", 1): at(200)}
+    assert liveness.gpu_job == {("c", 1): "9"}
+    assert liveness.jobs_on("a") == set() and liveness.jobs_on("c") == {"9"}
+    assert liveness.node_seen == {"b": at(200), "c": at(200)} and len(liveness) == 4
+    assert liveness.vanished_gpus(1 * US, 1 * US) == []
