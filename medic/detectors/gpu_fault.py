@@ -16,29 +16,26 @@ code on a GPU of that node around the same time; the mapping is remembered per n
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.catalogue import builtin_catalogue
+from medic.detectors.gpu_slots import GpuSlots, fitted
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
-from medic.frames import collect
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
 RETENTION_US = 3600 * US
-COUNTER_KEYS = ("node", "gpu")
 COUNTERS = ("ecc_dbe", "nvlink_errors")
-COUNTS_CHANGED = ~pl.all_horizontal(
-    pl.col(c).is_null() | pl.col(c).eq_missing(pl.col(f"{c}_before")) for c in COUNTERS
-)
-"""A counter is set and differs from the GPU's in the previous batch (``<counter>_before``)."""
+UNKNOWN, NULL, SET = 0, 1, 2
+"""What a GPU's last count of a counter was: not known (never seen, or its state restarted),
+null, or the value kept."""
 Located = tuple[str | None, Evidence]
 """Evidence and the job it was reported with (None: whatever runs on its node)."""
 
@@ -93,8 +90,11 @@ class GpuFaultDetector(WatchesLiveness):
         self.pci_gpu: dict[tuple[str, str], int] = {}
         self.vanished: dict[tuple[str, int], int] = {}
         """(node, GPU) -> last sample time of a vanish already reported."""
-        self._counters: pl.DataFrame | None = None
-        """The previous ``gpu_latest`` batch (its ECC and NVLink counts per GPU)."""
+        self._slots: GpuSlots
+        self._counts: np.ndarray
+        """Per node id, GPU and counter: the GPU's last count (see ``_count_state``)."""
+        self._count_state: np.ndarray
+        self._restart_counters()
         self._pruned = 0
         """The Liveness prune this detector's per-GPU state was last pruned after."""
 
@@ -148,10 +148,7 @@ class GpuFaultDetector(WatchesLiveness):
             for state in (self.ecc, self.nvlink, self.vanished):
                 for key in [k for k in state if k not in known]:
                     del state[key]
-            if self._counters is not None:
-                self._counters = self._counters.join(
-                    self._gpu_frame(list(known)), on=COUNTER_KEYS, how="semi"
-                )
+            self._restart_counters()
         return found
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
@@ -261,38 +258,35 @@ class GpuFaultDetector(WatchesLiveness):
 
     def _changed_counters(self, latest: pl.DataFrame) -> pl.DataFrame:
         """The rows of ``latest`` whose ECC or NVLink count is set and differs from the GPU's
-        count in the previous batch (or that batch lacked the GPU). The others cannot change
-        the counter state: it already holds their counts."""
-        previous = self._counters
-        self._counters = latest
-        if previous is None:
-            return latest
-        if all(latest.get_column(k).equals(previous.get_column(k)) for k in COUNTER_KEYS):
-            # The same GPUs in the same order (a feed's usual next second): compared in place.
-            changed = functools.reduce(
-                operator.or_,
-                (
-                    latest.get_column(c).is_not_null()
-                    & latest.get_column(c).ne_missing(previous.get_column(c))
-                    for c in COUNTERS
-                ),
-            )
-            return latest.filter(changed) if changed.any() else latest.clear()
-        before = previous.lazy().select(*COUNTER_KEYS, *COUNTERS)
-        return collect(
-            latest.lazy()
-            .join(before, on=COUNTER_KEYS, how="left", suffix="_before")
-            .filter(COUNTS_CHANGED)
-        )
+        count when it last reported. The others cannot change the counter state: it already
+        holds their counts."""
+        if latest.get_column("gpu").min() < 0:  # type: ignore[operator]
+            return latest  # rows no array can address: all of them go through the fold
+        nodes, gpus = self._slots.locate(latest)
+        shape = (len(self._slots.names), self._slots.gpus_per_node, len(COUNTERS))
+        self._counts = fitted(self._counts, shape, 0)
+        self._count_state = fitted(self._count_state, shape, UNKNOWN)
+        values = np.stack([latest.get_column(c).fill_null(0).to_numpy() for c in COUNTERS], 1)
+        valid = np.stack([latest.get_column(c).is_not_null().to_numpy() for c in COUNTERS], 1)
+        before = self._counts[nodes, gpus]
+        known = self._count_state[nodes, gpus] == SET
+        changed = (valid & ~(known & (before == values))).any(axis=1)
+        self._counts[nodes, gpus] = values
+        self._count_state[nodes, gpus] = np.where(valid, SET, NULL)
+        return latest.filter(pl.Series(changed)) if changed.any() else latest.clear()
 
     def _forget_counters(self, keys: list[tuple[str, int]]) -> None:
         """Make the GPUs of ``keys`` count as changed in the next batch (their state restarts)."""
-        if self._counters is not None:
-            self._counters = self._counters.join(self._gpu_frame(keys), on=COUNTER_KEYS, how="anti")
+        for node, gpu in keys:
+            i = self._slots.id_of(node)
+            if i is not None:
+                self._count_state[i, gpu] = UNKNOWN
 
-    @staticmethod
-    def _gpu_frame(keys: list[tuple[str, int]]) -> pl.DataFrame:
-        return pl.DataFrame(keys, schema={"node": pl.String, "gpu": pl.Int16}, orient="row")
+    def _restart_counters(self) -> None:
+        """Every GPU counts as changed in the next batch: what it is compared with restarts."""
+        self._slots = GpuSlots()
+        self._counts = np.zeros((0, 1, len(COUNTERS)), np.int64)
+        self._count_state = np.zeros((0, 1, len(COUNTERS)), np.int8)
 
     def _emit(self, evidence: list[Located], confirmed_at: int | None = None) -> list[Detection]:
         return self.book.report(evidence, _headline, confirmed_at)

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from medic import schema
 from medic.detectors.base import register_parser
+from medic.detectors.gpu_slots import GpuSlots, fitted
 from medic.frames import newest_by
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -198,11 +199,8 @@ class Liveness:
         self.prunes = 0
         """How many times ``forget_before`` dropped stale GPUs and nodes (state keyed by GPU
         elsewhere needs pruning only after one)."""
-        self._names: list[str] = []
-        """Node name by id: ids are given in the order nodes are first met."""
-        self._ids: dict[str, int] = {}
-        self._free: list[int] = []
-        """Ids of pruned nodes, given to the next new ones."""
+        self.slots = GpuSlots()
+        """Rows of the arrays below: a node's id; columns: its GPUs."""
         self._gpu_seen = np.full((0, 1), ABSENT, np.int64)
         self._gpu_job = np.full((0, 1), None, object)
         self._gpu_added = np.zeros((0, 1), np.int64)
@@ -245,43 +243,15 @@ class Liveness:
         return added
 
     def _locate(self, latest: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's node id and GPU index, the arrays grown to hold them. Names are looked up
-        once per distinct node of the batch, not once per row."""
-        encoded = latest.get_column("node").to_arrow().dictionary_encode()
-        names = encoded.dictionary.to_pylist()
-        ids = np.fromiter((self._id(name) for name in names), np.intp, len(names))
-        nodes = ids[encoded.indices.to_numpy()]
-        gpus = latest.get_column("gpu").to_numpy().astype(np.intp)
-        rows, columns = self._gpu_seen.shape
-        if len(self._names) > rows or int(gpus.max()) >= columns:
-            self._grow(max(len(self._names), 2 * rows), max(int(gpus.max()) + 1, columns))
+        """Each row's node id and GPU index, the arrays grown to hold them."""
+        nodes, gpus = self.slots.locate(latest)
+        shape = (len(self.slots.names), self.slots.gpus_per_node)
+        self._gpu_seen = fitted(self._gpu_seen, shape, ABSENT)
+        self._gpu_job = fitted(self._gpu_job, shape, None)
+        self._gpu_added = fitted(self._gpu_added, shape, 0)
+        self._node_seen = fitted(self._node_seen, shape[:1], ABSENT)
+        self._node_added = fitted(self._node_added, shape[:1], 0)
         return nodes, gpus
-
-    def _id(self, node: str) -> int:
-        i = self._ids.get(node)
-        if i is not None:
-            return i
-        if self._free:
-            i = self._free.pop()
-            self._names[i] = node
-        else:
-            i = len(self._names)
-            self._names.append(node)
-        self._ids[node] = i
-        return i
-
-    def _grow(self, rows: int, columns: int) -> None:
-        def grown(old: np.ndarray, fill: object) -> np.ndarray:
-            new = np.full((rows, columns), fill, old.dtype)
-            new[: old.shape[0], : old.shape[1]] = old
-            return new
-
-        self._gpu_seen = grown(self._gpu_seen, ABSENT)
-        self._gpu_job = grown(self._gpu_job, None)
-        self._gpu_added = grown(self._gpu_added, 0)
-        extra = rows - len(self._node_seen)
-        self._node_seen = np.concatenate([self._node_seen, np.full(extra, ABSENT, np.int64)])
-        self._node_added = np.concatenate([self._node_added, np.zeros(extra, np.int64)])
 
     def _gpus_in_order(self, mask: np.ndarray) -> list[tuple[int, int]]:
         """The (node id, GPU) pairs set in ``mask``, in the order they were added."""
@@ -293,7 +263,7 @@ class Liveness:
     def gpu_seen(self) -> dict[tuple[str, int], int]:
         """Newest sample time per GPU, as a dict (for checks, not for every batch)."""
         return {
-            (self._names[n], g): int(self._gpu_seen[n, g])
+            (self.slots.names[n], g): int(self._gpu_seen[n, g])
             for n, g in self._gpus_in_order(self._gpu_seen >= 0)
         }
 
@@ -301,15 +271,15 @@ class Liveness:
     def gpu_job(self) -> dict[tuple[str, int], str]:
         """The job each GPU last reported holding, as a dict."""
         held = (self._gpu_seen >= 0) & _is_set(self._gpu_job)
-        return {(self._names[n], g): self._gpu_job[n, g] for n, g in self._gpus_in_order(held)}
+        return {(self.slots.names[n], g): self._gpu_job[n, g] for n, g in self._gpus_in_order(held)}
 
     @property
     def node_seen(self) -> dict[str, int]:
         """Newest sample time per node, as a dict."""
-        return {self._names[n]: int(self._node_seen[n]) for n in self._nodes_in_order()}
+        return {self.slots.names[n]: int(self._node_seen[n]) for n in self._nodes_in_order()}
 
     def node_seen_at(self, node: str) -> int | None:
-        i = self._ids.get(node)
+        i = self.slots.id_of(node)
         seen = ABSENT if i is None else int(self._node_seen[i])
         return None if seen < 0 else seen
 
@@ -321,7 +291,7 @@ class Liveness:
 
     def jobs_on(self, node: str) -> set[str]:
         """Jobs that the GPUs of ``node`` last reported holding them."""
-        i = self._ids.get(node)
+        i = self.slots.id_of(node)
         if i is None:
             return set()
         return {job for job in self._gpu_job[i].tolist() if job is not None}
@@ -347,7 +317,7 @@ class Liveness:
         seen = int(self._gpu_seen[node_id, gpu])
         length = int(self._node_seen[node_id]) - seen
         held = self._gpu_job[node_id, gpu] if job else None
-        return Gap(self._names[node_id], gpu, seen, length, held)
+        return Gap(self.slots.names[node_id], gpu, seen, length, held)
 
     def silent_nodes(self, min_gap_us: int, now: int) -> list[Gap]:
         """Nodes whose telemetry stopped ``min_gap_us`` before the cluster's newest sample and that
@@ -359,7 +329,7 @@ class Liveness:
             return []
         out = []
         for i in self._nodes_in_order(lagging):
-            node, seen = self._names[i], int(self._node_seen[i])
+            node, seen = self.slots.names[i], int(self._node_seen[i])
             if now - self.logs.last.get(node, seen) >= min_gap_us:
                 out.append(Gap(node, None, seen, self.newest_gpu - seen))
         return out
@@ -376,7 +346,8 @@ class Liveness:
         """The longest telemetry gap among ``nodes`` and their GPUs (that began by ``began_by``)."""
         gaps = [g for g in self.node_gaps(nodes) if g.length > 0]
         wanted = np.zeros(len(self._node_seen), bool)
-        wanted[[self._ids[n] for n in set(nodes) if n in self._ids]] = True
+        ids = (self.slots.id_of(node) for node in set(nodes))
+        wanted[[i for i in ids if i is not None]] = True
         seen = self._gpu_seen
         behind = wanted[:, None] & (seen >= 0) & (self._node_seen[:, None] > seen)
         gaps += [self._gpu_gap(n, g) for n, g in self._gpus_in_order(behind)]
@@ -391,13 +362,13 @@ class Liveness:
         if cutoff - self._pruned_at < PRUNE_EVERY_US:
             return
         self._pruned_at = cutoff
-        self.prunes += 1
+        self.logs.forget_before(cutoff)
         stale = (self._gpu_seen >= 0) & (self._gpu_seen < cutoff)
+        if not stale.any():
+            return  # a node's newest sample is its GPUs' newest: no node is stale either
+        self.prunes += 1
         self._gpu_seen[stale] = ABSENT
         self._gpu_job[stale] = None
         gone = np.flatnonzero((self._node_seen >= 0) & (self._node_seen < cutoff))
         self._node_seen[gone] = ABSENT
-        for i in gone.tolist():
-            del self._ids[self._names[i]]
-            self._free.append(i)
-        self.logs.forget_before(cutoff)
+        self.slots.release(gone.tolist())

@@ -1,0 +1,70 @@
+"""Dense addresses for GPUs named by node and index, so that per-GPU state lives in numpy arrays
+and a batch of a whole cluster folds in with a few array operations instead of a Python step per
+GPU.
+
+A node gets an id the first time it is met (the row of its GPUs in the owner's arrays); the GPU
+index is the column. A batch is located with one dictionary encoding of its node column, so a
+name is looked up once per distinct node of the batch. Ids of nodes the owner released are
+given to the next new nodes, which bounds the arrays by the nodes alive at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+
+class GpuSlots:
+    """Node name <-> id, and how many GPU columns the arrays need."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        """Node name by id."""
+        self.gpus_per_node = 1
+        self._ids: dict[str, int] = {}
+        self._free: list[int] = []
+
+    def locate(self, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Node id and GPU index of each row of ``frame`` (its ``gpu`` values not negative)."""
+        encoded = frame.get_column("node").to_arrow().dictionary_encode()
+        names = encoded.dictionary.to_pylist()
+        ids = np.fromiter((self._id(name) for name in names), np.intp, len(names))
+        gpus = frame.get_column("gpu").to_numpy().astype(np.intp)
+        self.gpus_per_node = max(self.gpus_per_node, int(gpus.max()) + 1)
+        return ids[encoded.indices.to_numpy()], gpus
+
+    def id_of(self, node: str) -> int | None:
+        return self._ids.get(node)
+
+    def release(self, ids: list[int]) -> None:
+        """Forget these nodes: their ids go to the next new nodes."""
+        for i in ids:
+            del self._ids[self.names[i]]
+        self._free += ids
+
+    def _id(self, node: str) -> int:
+        i = self._ids.get(node)
+        if i is not None:
+            return i
+        if self._free:
+            i = self._free.pop()
+            self.names[i] = node
+        else:
+            i = len(self.names)
+            self.names.append(node)
+        self._ids[node] = i
+        return i
+
+
+def fitted(array: np.ndarray, shape: tuple[int, ...], fill: object) -> np.ndarray:
+    """``array`` grown to at least ``shape`` (rows at least doubled, so that nodes met one by one
+    cost few copies), new cells set to ``fill``; ``array`` itself when it is big enough."""
+    if all(have >= want for have, want in zip(array.shape, shape, strict=True)):
+        return array
+    size = (
+        max(shape[0], 2 * array.shape[0]),
+        *(max(h, w) for h, w in zip(array.shape[1:], shape[1:], strict=True)),
+    )
+    grown = np.full(size, fill, array.dtype)
+    grown[tuple(slice(0, n) for n in array.shape)] = array
+    return grown
