@@ -93,6 +93,8 @@ class GpuLatestParser:
     def __init__(self) -> None:
         self._unique_keys: tuple[pl.Series, pl.Series] | None = None
         """Node and GPU columns of the last batch found to hold one sample per GPU."""
+        self._most_gpus = 0
+        """The most GPUs a batch held so far."""
 
     def parse(self, batch: Batch) -> Batch | None:
         frame = batch.frame
@@ -101,8 +103,11 @@ class GpuLatestParser:
         missing = [pl.lit(None, t).alias(c) for c, t in _OPTIONAL.items() if c not in frame.columns]
         if missing:
             frame = frame.with_columns(missing)
-        if not self._one_sample_per_gpu(frame):
-            latest = frame.group_by("node", "gpu").agg(_SAMPLES)
+        if frame.height > self._most_gpus or not self._one_sample_per_gpu(frame):
+            # More rows than GPUs so far: several samples of some GPU, most likely, so no check.
+            # Grouped in order of first sample, a batch of one sample per GPU comes out as is.
+            latest = frame.group_by("node", "gpu", maintain_order=True).agg(_SAMPLES)
+            self._most_gpus = max(self._most_gpus, latest.height)
             return Batch(self.output_stream, schema.conform(latest.to_arrow(), GPU_LATEST))
         latest = frame.select_seq(_ONE_SAMPLE)  # the usual second
         arrow = schema.conform(latest.to_arrow(compat_level=pl.CompatLevel.newest()), GPU_LATEST)

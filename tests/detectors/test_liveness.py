@@ -159,3 +159,18 @@ def test_pruned_nodes_leave_no_trace_and_new_nodes_take_their_place() -> None:
     assert liveness.jobs_on("a") == set() and liveness.jobs_on("c") == {"9"}
     assert liveness.node_seen == {"b": at(200), "c": at(200)} and len(liveness) == 4
     assert liveness.vanished_gpus(1 * US, 1 * US) == []
+
+
+def test_gpu_latest_is_the_same_whether_a_batch_is_grouped_or_taken_as_it_is() -> None:
+    rows = [
+        sample(1, "b", 1, job_id="7", util=50.0, power_w=300.5, ecc_dbe=2, xid=79),
+        sample(1, "a", 0, job_id=None, util=1.5, power_w=90.25),
+        sample(1, "a", 1, job_id="7", util=99.0, power_w=None, nvlink_errors=3),
+    ]
+    seasoned = GpuLatestParser()
+    seasoned.parse(batch("gpu", [*rows, sample(1, "c", 0)]))  # more GPUs than the batch below
+    taken = seasoned.parse(batch("gpu", rows))
+    grouped = GpuLatestParser().parse(batch("gpu", rows))  # first batch: grouped unchecked
+    assert taken is not None and grouped is not None
+    assert taken.frame.equals(grouped.frame) and taken.data.equals(grouped.data)
+    assert taken.frame.get_column("node").to_list() == ["b", "a", "a"]
