@@ -19,6 +19,7 @@ from medic.config import from_dict
 from medic.detectors.base import Detection, build_detectors, build_parsers
 from medic.detectors.incidents import share_liveness
 from medic.detectors.jobs import job_state
+from medic.detectors.progress_state import share_watched_jobs
 from medic.ingest.base import Batch, Event, Watermark
 from medic.readahead import parse_ahead, stretches
 from medic.timeutil import US
@@ -144,6 +145,7 @@ class Pipeline:
         self.config = config or PipelineConfig()
         self.detectors = list(detectors)
         share_liveness(self.detectors)
+        share_watched_jobs(self.detectors)
         self.observers = list(observers)
         consumers = [*self.detectors, *self.observers]
         self.parsers = build_parsers(consumers) if parsers is None else parsers

@@ -41,7 +41,7 @@ from medic.detectors.hang_evidence import (
     verdict,
 )
 from medic.detectors.online import QuantileScorer
-from medic.detectors.progress_state import JobProgress, WatchedJobs
+from medic.detectors.progress_state import JobProgress, WatchedJobs, WatchesJobs
 from medic.detectors.telemetry import COUNTERS, GpuWindows, Window
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -119,7 +119,7 @@ class JobWatch:
 
 
 @register
-class HangDetector:
+class HangDetector(WatchesJobs):
     """Fires when a job's silence is improbable for its own step rhythm."""
 
     name: ClassVar[str] = "hang"

@@ -1,6 +1,8 @@
 """Per-job progress state folded from the ``progress`` stream: the step clock and the phases.
 
-Both the hang and the straggler detector own one ``ProgressTracker``. It turns progress rows
+The hang and the straggler detector each watch jobs through a ``WatchedJobs``, one shared by
+both when they forget jobs after the same silence (``share_watched_jobs``). Its
+``ProgressTracker`` turns progress rows
 into what those models need: new training steps (with the gap since the previous one and
 whether that gap was clean, i.e. spanned no checkpoint, evaluation or counter restart), the
 time of the last sign of life, the open phase (checkpoint or evaluation) with how long such
@@ -12,6 +14,7 @@ visits them one by one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,13 +208,21 @@ class WatchedJobs:
         self.progress = ProgressTracker()
         self.placement: pl.DataFrame | None = None
         self._ended: list[str] = []
+        self._scheduler_seen: tuple[Batch, list[str]] | None = None
+        self._progress_seen: tuple[pl.DataFrame, list[Step]] | None = None
+        self._released: tuple[int, list[str]] | None = None
+        """The last batch, frame and time folded in, and what they gave: detectors sharing
+        this watch each pass them, and every one gets the answer of the first."""
 
     def __len__(self) -> int:
         return len(self.progress) + len(self.scheduler)
 
     def observe_scheduler(self, batch: Batch) -> list[str]:
         """Fold a scheduler batch in; return the jobs it ended."""
+        if self._scheduler_seen is not None and self._scheduler_seen[0] is batch:
+            return self._scheduler_seen[1]
         ended = self.scheduler.observe(batch)
+        self._scheduler_seen = (batch, ended)
         for job_id in ended:
             self.progress.forget(job_id)
         self.placement = node_jobs(self.scheduler)
@@ -220,15 +231,22 @@ class WatchedJobs:
 
     def observe_progress(self, frame: pl.DataFrame) -> list[Step]:
         """Fold progress rows of jobs that have not ended; return their new training steps."""
+        if self._progress_seen is not None and self._progress_seen[0] is frame:
+            return self._progress_seen[1]
+        rows = frame
         if self._ended:
-            live = ~frame.get_column("job_id").is_in(self._ended)
+            live = ~rows.get_column("job_id").is_in(self._ended)
             if not live.all():
-                frame = frame.filter(live)
-        return self.progress.observe(frame)
+                rows = rows.filter(live)
+        steps = self.progress.observe(rows)
+        self._progress_seen = (frame, steps)
+        return steps
 
     def release(self, now: int) -> list[str]:
         """Jobs silent past ``forget_after_s`` at ``now``, forgotten here; ended jobs' tombstones
         expire too. (A job whose training finished stays, marked, until then.)"""
+        if self._released is not None and self._released[0] == now:
+            return self._released[1]
         horizon = now - self.forget_after_us
         gone = [
             job_id
@@ -246,6 +264,7 @@ class WatchedJobs:
             self.scheduler.forget(job_id)
         if stale:
             self._ended = [j.job_id for j in self.scheduler.jobs.values() if not j.running]
+        self._released = (now, gone)
         return gone
 
     def done(self, job_id: str) -> bool:
@@ -255,3 +274,22 @@ class WatchedJobs:
             return True
         job = self.progress.jobs.get(job_id)
         return job is not None and job.finished_at is not None
+
+
+class WatchesJobs:
+    """A detector that follows jobs through a ``WatchedJobs``."""
+
+    jobs: WatchedJobs
+
+    def use_jobs(self, jobs: WatchedJobs) -> None:
+        self.jobs = jobs
+
+
+def share_watched_jobs(detectors: Iterable[object]) -> None:
+    """One ``WatchedJobs`` for the detectors that forget jobs after the same silence: they fold
+    the same scheduler and progress batches, so one copy does the work once (the per-row
+    progress fold is most of what a burst of log lines costs them)."""
+    shared: dict[int, WatchedJobs] = {}
+    for detector in detectors:
+        if isinstance(detector, WatchesJobs):
+            detector.use_jobs(shared.setdefault(detector.jobs.forget_after_us, detector.jobs))

@@ -30,7 +30,7 @@ import polars as pl
 from medic.detectors.base import Detection, register
 from medic.detectors.online import flag_count, peer_z, push_flags
 from medic.detectors.pace import PaceModel
-from medic.detectors.progress_state import WatchedJobs
+from medic.detectors.progress_state import WatchedJobs, WatchesJobs
 from medic.detectors.telemetry import DEFAULT_THROTTLE_MASK, GpuWindows, Window
 from medic.ingest.base import Batch
 
@@ -137,7 +137,7 @@ class Suspect:
 
 
 @register
-class StragglerDetector:
+class StragglerDetector(WatchesJobs):
     """Fires when a job slowed against itself *and* a minority of its GPUs stands out."""
 
     name: ClassVar[str] = "straggler"
