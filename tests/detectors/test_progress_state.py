@@ -3,7 +3,9 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from medic.detectors.progress_state import ProgressTracker, WatchedJobs
+from medic.detectors.hang import HangConfig, HangDetector
+from medic.detectors.progress_state import ProgressTracker, WatchedJobs, share_watched_jobs
+from medic.detectors.straggler import StragglerConfig, StragglerDetector
 from medic.ingest.progress import PROGRESS
 from medic.timeutil import US
 from tests.builders import at, batch
@@ -114,3 +116,25 @@ def test_silent_jobs_are_released_after_forget_after_s() -> None:
     jobs.observe_progress(progress((0, "step", 1)))
     assert jobs.release(at(50)) == []
     assert jobs.release(at(101)) == ["7"]
+
+
+def test_detectors_sharing_a_watch_each_get_the_answer_the_first_call_got() -> None:
+    jobs = WatchedJobs(forget_after_s=100)
+    rows = progress((0, "step", 1), (2, "step", 2))
+    first = jobs.observe_progress(rows)
+    assert [s.step for s in first] == [1, 2] and jobs.observe_progress(rows) == first
+    assert jobs.progress.jobs["7"].last_step == 2
+    assert [s.step for s in jobs.observe_progress(progress((4, "step", 3)))] == [3]
+    ended = batch("scheduler", [{"time": at(5), "kind": "job", "job_id": "7", "state": "FAILED"}])
+    assert jobs.observe_scheduler(ended) == ["7"] and jobs.observe_scheduler(ended) == ["7"]
+    assert jobs.release(at(300)) == [] and jobs.release(at(300)) == []
+
+
+def test_hang_and_straggler_share_a_watch_only_when_they_forget_alike() -> None:
+    hang, straggler = HangDetector(), StragglerDetector()
+    share_watched_jobs([hang, straggler])
+    assert hang.jobs is straggler.jobs
+    hang = HangDetector(HangConfig(forget_after_s=600))
+    straggler = StragglerDetector(StragglerConfig())
+    share_watched_jobs([hang, straggler])
+    assert hang.jobs is not straggler.jobs
