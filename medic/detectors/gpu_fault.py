@@ -266,8 +266,9 @@ class GpuFaultDetector(WatchesLiveness):
         shape = (len(self._slots.names), self._slots.gpus_per_node, len(COUNTERS))
         self._counts = fitted(self._counts, shape, 0)
         self._count_state = fitted(self._count_state, shape, UNKNOWN)
-        values = np.stack([latest.get_column(c).fill_null(0).to_numpy() for c in COUNTERS], 1)
-        valid = np.stack([latest.get_column(c).is_not_null().to_numpy() for c in COUNTERS], 1)
+        counts = [_counts(latest.get_column(c)) for c in COUNTERS]
+        values = np.stack([value for value, _ in counts], 1)
+        valid = np.stack([is_set for _, is_set in counts], 1)
         before = self._counts[nodes, gpus]
         known = self._count_state[nodes, gpus] == SET
         changed = (valid & ~(known & (before == values))).any(axis=1)
@@ -290,6 +291,13 @@ class GpuFaultDetector(WatchesLiveness):
 
     def _emit(self, evidence: list[Located], confirmed_at: int | None = None) -> list[Detection]:
         return self.book.report(evidence, _headline, confirmed_at)
+
+
+def _counts(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A counter column's values (0 where null) and where it is set."""
+    if column.null_count() == 0:
+        return column.to_numpy(), np.ones(len(column), bool)
+    return column.fill_null(0).to_numpy(), column.is_not_null().to_numpy()
 
 
 def _headline(job_id: str, incident: Incident) -> str:
