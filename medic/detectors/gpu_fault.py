@@ -25,7 +25,7 @@ import polars as pl
 from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.catalogue import builtin_catalogue
-from medic.detectors.gpu_slots import GpuSlots, fitted
+from medic.detectors.gpu_slots import fitted
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
@@ -90,7 +90,8 @@ class GpuFaultDetector(WatchesLiveness):
         self.pci_gpu: dict[tuple[str, str], int] = {}
         self.vanished: dict[tuple[str, int], int] = {}
         """(node, GPU) -> last sample time of a vanish already reported."""
-        self._slots: GpuSlots
+        self._counted_since: int
+        """The liveness prune the counts below were kept since."""
         self._counts: np.ndarray
         """Per node id, GPU and counter: the GPU's last count (see ``_count_state``)."""
         self._count_state: np.ndarray
@@ -148,7 +149,6 @@ class GpuFaultDetector(WatchesLiveness):
             for state in (self.ecc, self.nvlink, self.vanished):
                 for key in [k for k in state if k not in known]:
                     del state[key]
-            self._restart_counters()
         return found
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
@@ -259,11 +259,15 @@ class GpuFaultDetector(WatchesLiveness):
     def _changed_counters(self, latest: pl.DataFrame) -> pl.DataFrame:
         """The rows of ``latest`` whose ECC or NVLink count is set and differs from the GPU's
         count when it last reported. The others cannot change the counter state: it already
-        holds their counts."""
-        if latest.get_column("gpu").min() < 0:  # type: ignore[operator]
+        holds their counts. GPUs are addressed by the ids the liveness gave them."""
+        located = self.liveness.located(latest)
+        if located is None:
             return latest  # rows no array can address: all of them go through the fold
-        nodes, gpus = self._slots.locate(latest)
-        shape = (len(self._slots.names), self._slots.gpus_per_node, len(COUNTERS))
+        if self.liveness.prunes != self._counted_since:
+            self._restart_counters()  # pruned node ids may now name other nodes
+        nodes, gpus = located
+        slots = self.liveness.slots
+        shape = (len(slots.names), slots.gpus_per_node, len(COUNTERS))
         self._counts = fitted(self._counts, shape, 0)
         self._count_state = fitted(self._count_state, shape, UNKNOWN)
         counts = [_counts(latest.get_column(c)) for c in COUNTERS]
@@ -279,13 +283,13 @@ class GpuFaultDetector(WatchesLiveness):
     def _forget_counters(self, keys: list[tuple[str, int]]) -> None:
         """Make the GPUs of ``keys`` count as changed in the next batch (their state restarts)."""
         for node, gpu in keys:
-            i = self._slots.id_of(node)
-            if i is not None:
+            i = self.liveness.slots.id_of(node)
+            if i is not None and i < len(self._count_state):
                 self._count_state[i, gpu] = UNKNOWN
 
     def _restart_counters(self) -> None:
         """Every GPU counts as changed in the next batch: what it is compared with restarts."""
-        self._slots = GpuSlots()
+        self._counted_since = self.liveness.prunes
         self._counts = np.zeros((0, 1, len(COUNTERS)), np.int64)
         self._count_state = np.zeros((0, 1, len(COUNTERS)), np.int8)
 

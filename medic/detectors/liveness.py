@@ -201,6 +201,7 @@ class Liveness:
         self.newest_gpu: int | None = None
         self._pruned_at = 0
         self._folded: pl.DataFrame | None = None
+        self._located: tuple[np.ndarray, np.ndarray] | None = None
         self.prunes = 0
         """How many times ``forget_before`` dropped stale GPUs and nodes (state keyed by GPU
         elsewhere needs pruning only after one)."""
@@ -221,13 +222,14 @@ class Liveness:
         pass it the same batch: it is folded once."""
         if latest is self._folded or latest.is_empty():
             return
-        self._folded = latest
-        gpu_column = latest.get_column("gpu")
-        if gpu_column.min() < 0:  # type: ignore[operator]
+        self._folded, self._located = latest, None
+        if latest.get_column("gpu").min() < 0:  # type: ignore[operator]
             latest = latest.filter(pl.col("gpu") >= 0)
             if latest.is_empty():
                 return
-        nodes, gpus = self._locate(latest)
+            nodes, gpus = self._locate(latest)
+        else:
+            nodes, gpus = self._located = self._locate(latest)
         times = latest.get_column("time").to_physical().to_numpy()
         new = self._gpu_seen[nodes, gpus] < 0
         if new.any():
@@ -241,6 +243,12 @@ class Liveness:
         np.maximum.at(self._node_seen, nodes, times)
         top = int(times.max())
         self.newest_gpu = top if self.newest_gpu is None else max(self.newest_gpu, top)
+
+    def located(self, latest: pl.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+        """Node id and GPU index of each row of ``latest`` when it is the batch folded last
+        (None otherwise, or when some of its rows had no valid GPU index). The ids are those
+        of ``slots`` until the next prune: a pruned node's id goes to the next new node."""
+        return self._located if latest is self._folded else None
 
     def _next(self, count: int) -> np.ndarray:
         added = np.arange(self._additions, self._additions + count)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from medic.detectors.gpu_fault import GpuFaultDetector
+from medic.detectors.liveness import GpuLatestParser
 from medic.timeutil import US
 from tests.builders import at, batch
 from tests.detectors.scenarios import Job, detect, kernel, seconds
@@ -159,3 +160,19 @@ def test_counters_are_compared_per_gpu_whatever_order_the_batches_list_them_in()
         found = detect(120, logs, rows, sched)
         assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("n4",))]
         assert seconds(found[0].detected_at) == pytest.approx(70, abs=0.5)
+
+
+def test_a_node_met_after_another_was_pruned_starts_its_counters_afresh() -> None:
+    detector, parser = GpuFaultDetector(), GpuLatestParser()
+
+    def report(t: float, node: str, ecc: int) -> list:
+        row = {"time": at(t), "node": node, "gpu": 0, "job_id": "7", "ecc_dbe": ecc}
+        latest = parser.parse(batch("gpu", [row]))
+        assert latest is not None
+        return detector.update(latest) + detector.advance(at(t) + 1)
+
+    assert report(0, "a", 5) == []
+    assert detector.advance(at(4000)) == [] and detector.liveness.prunes == 1
+    assert report(4001, "b", 5) == []  # b is given the id a had
+    found = report(4002, "b", 6)
+    assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("b",))]
