@@ -123,10 +123,21 @@ class GpuLatestParser:
         known = self._unique_keys
         if known is not None and nodes.equals(known[0]) and gpus.equals(known[1]):
             return True
-        if frame.n_unique(["node", "gpu"]) != frame.height:
+        if not _unique_gpus(nodes, gpus):
             return False
         self._unique_keys = (nodes, gpus)
         return True
+
+
+def _unique_gpus(nodes: pl.Series, gpus: pl.Series) -> bool:
+    """Whether no (node, GPU) pair repeats: each pair counted at its index in a dense grid of
+    the batch's nodes by its GPU indices (a hash of every pair costs several times more)."""
+    if gpus.min() < 0:  # type: ignore[operator]
+        return pl.DataFrame([nodes, gpus]).n_unique() == len(nodes)
+    encoded = nodes.to_arrow().dictionary_encode()
+    width = int(gpus.max()) + 1  # type: ignore[arg-type]
+    cells = encoded.indices.to_numpy().astype(np.int64) * width + gpus.to_numpy()
+    return int(np.bincount(cells).max()) <= 1
 
 
 class Cadence:

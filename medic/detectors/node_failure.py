@@ -98,7 +98,7 @@ class JobPower:
         return len(self.samples)
 
     def observe(self, latest: pl.DataFrame) -> None:
-        self._arrived.append(pl.DataFrame([latest.get_column(c) for c in self.COLUMNS]))
+        self._arrived.append(latest)
         if len(self._arrived) >= self.FOLD_EVERY:
             self._fold()
 
@@ -108,8 +108,9 @@ class JobPower:
             return
         batch = np.repeat(np.arange(len(arrived)), [f.height for f in arrived])
         means = collect(
-            pl.concat(arrived)
+            pl.concat(arrived, rechunk=False)
             .lazy()
+            .select(self.COLUMNS)
             .with_columns(pl.Series("batch", batch))
             .filter(pl.col("job_id").is_not_null() & pl.col("power_w").is_not_null())
             .group_by("batch", "job_id")

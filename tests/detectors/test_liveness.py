@@ -174,3 +174,17 @@ def test_gpu_latest_is_the_same_whether_a_batch_is_grouped_or_taken_as_it_is() -
     assert taken is not None and grouped is not None
     assert taken.frame.equals(grouped.frame) and taken.data.equals(grouped.data)
     assert taken.frame.get_column("node").to_list() == ["b", "a", "a"]
+
+
+def test_a_repeated_gpu_is_found_in_a_batch_no_bigger_than_the_cluster() -> None:
+    parser = GpuLatestParser()
+    parser.parse(batch("gpu", [sample(0, n, g) for n in ("a", "b") for g in range(4)]))
+    repeated = [sample(1, "b", 3, util=10.0), sample(1, "a", 0), sample(1.5, "b", 3, util=30.0)]
+    parsed = parser.parse(batch("gpu", repeated))
+    assert parsed is not None
+    assert sorted(parsed.frame.select("node", "gpu", "util").rows()) == [
+        ("a", 0, None),
+        ("b", 3, 20.0),
+    ]
+    negative = parser.parse(batch("gpu", [sample(2, "a", -1), sample(2, "a", -1)]))
+    assert negative is not None and negative.frame.height == 1
