@@ -225,7 +225,11 @@ class WatchedJobs:
         self._scheduler_seen = (batch, ended)
         for job_id in ended:
             self.progress.forget(job_id)
-        self.placement = node_jobs(self.scheduler)
+        placement = node_jobs(self.scheduler)
+        if self.placement is None or not placement.equals(self.placement):
+            # Kept as the same object while it holds: GPU windows read the batches labelled
+            # with one placement in one query.
+            self.placement = placement
         self._ended = [j.job_id for j in self.scheduler.jobs.values() if not j.running]
         return ended
 
