@@ -63,17 +63,27 @@ _OPTIONAL = {
 
 
 _HAS_XID = pl.col("xid").is_not_null()
-_SAMPLES = [
-    pl.col("time").max(),
-    pl.col("job_id").last(),
-    pl.col("xid").filter(_HAS_XID).first(),
-    pl.col("time").filter(_HAS_XID).first().alias("xid_time"),
-    pl.col("ecc_dbe").drop_nulls().last(),
-    pl.col("nvlink_errors").drop_nulls().last(),
-    pl.col("power_w").mean(),
-    pl.col("util").mean(),
-]
-"""A GPU's newest state from its samples in a batch."""
+_COUNTERS = ("ecc_dbe", "nvlink_errors")
+
+
+def _samples(frame: pl.DataFrame) -> list[pl.Expr]:
+    """A GPU's newest state from its samples in a batch: newest time and job, first Xid, newest
+    counts, mean power and utilisation. Cheaper where ``frame`` allows it: without an Xid in the
+    batch the Xid columns are left to be filled with nulls, and a counter column without nulls
+    takes its last value without dropping any."""
+    aggregations = [pl.col("time").max(), pl.col("job_id").last()]
+    if frame.get_column("xid").null_count() < frame.height:
+        aggregations += [
+            pl.col("xid").filter(_HAS_XID).first(),
+            pl.col("time").filter(_HAS_XID).first().alias("xid_time"),
+        ]
+    aggregations += [
+        pl.col(c).last() if frame.get_column(c).null_count() == 0 else pl.col(c).drop_nulls().last()
+        for c in _COUNTERS
+    ]
+    return [*aggregations, pl.col("power_w").mean(), pl.col("util").mean()]
+
+
 _ONE_SAMPLE = [
     *(pl.col(name) for name in ("time", "node", "gpu", "job_id", "xid")),
     pl.when(_HAS_XID).then(pl.col("time")).alias("xid_time"),
@@ -106,7 +116,7 @@ class GpuLatestParser:
         if frame.height > self._most_gpus or not self._one_sample_per_gpu(frame):
             # More rows than GPUs so far: several samples of some GPU, most likely, so no check.
             # Grouped in order of first sample, a batch of one sample per GPU comes out as is.
-            latest = frame.group_by("node", "gpu", maintain_order=True).agg(_SAMPLES)
+            latest = frame.group_by("node", "gpu", maintain_order=True).agg(_samples(frame))
             self._most_gpus = max(self._most_gpus, latest.height)
             return Batch(self.output_stream, schema.conform(latest.to_arrow(), GPU_LATEST))
         latest = frame.select_seq(_ONE_SAMPLE)  # the usual second

@@ -186,5 +186,7 @@ def test_a_repeated_gpu_is_found_in_a_batch_no_bigger_than_the_cluster() -> None
         ("a", 0, None),
         ("b", 3, 20.0),
     ]
+    assert parsed.data.schema == GPU_LATEST  # no Xid in the batch: its columns come as nulls
+    assert parsed.frame.get_column("xid_time").null_count() == 2
     negative = parser.parse(batch("gpu", [sample(2, "a", -1), sample(2, "a", -1)]))
     assert negative is not None and negative.frame.height == 1
