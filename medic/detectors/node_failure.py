@@ -32,7 +32,7 @@ import polars as pl
 from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
-from medic.detectors.liveness import Cadence, Gap, Liveness
+from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
 from medic.frames import collect, newest_by
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -146,7 +146,7 @@ class JobPower:
 
     def forget_before(self, cutoff: int) -> None:
         """Drop jobs not heard from since ``cutoff``; scans at most once a minute."""
-        if cutoff - self._pruned_at < POWER_BASELINE_US:
+        if cutoff - self._pruned_at < PRUNE_EVERY_US:
             return
         self._pruned_at = cutoff
         self._fold()

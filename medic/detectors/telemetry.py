@@ -1,12 +1,13 @@
 """GPU telemetry folded into fixed windows of event time, one row per job, node and GPU.
 
 Detectors that compare GPUs (peers within a job) or watch a job's GPUs over a silence do not
-need every 1 Hz sample: ``GpuWindows`` keeps the raw rows of the window being filled and, once
-the watermark passes the window's end, reduces them in one polars aggregation to per-GPU means
-of the metrics its owner asked for, the share of samples with slowdown throttle reasons set,
-the samples carrying an Xid, and how much cumulative error counters rose. Rows without a job id
-are given the job Slurm placed on their node. State is the open window's rows plus one row of
-counters per GPU, freed with ``forget`` when a job ends.
+need every 1 Hz sample: ``GpuWindows`` keeps the batches of the window being filled and, once
+the watermark passes the window's end, reads their rows in one query and reduces them in one
+polars aggregation to per-GPU means of the metrics its owner asked for, the share of samples
+with slowdown throttle reasons set, the samples carrying an Xid, and how much cumulative error
+counters rose. Rows without a job id are given the job Slurm placed on their node when the
+batch came. State is the open window's batches plus one row of counters per GPU, freed with
+``forget`` when a job ends.
 """
 
 from __future__ import annotations
