@@ -1,5 +1,5 @@
 """Who is still reporting: the newest telemetry sample per GPU and per node, the newest log line
-per node, folded from batches with one aggregation each.
+per node, folded from batches a batch at a time.
 
 GPU telemetry (NVML or dcgm-exporter, about 1 Hz) is the liveness signal: logs may be quiet
 for minutes in a healthy job. Gaps are measured against what the rest of the cluster has
@@ -11,8 +11,9 @@ delivered, not against the clock, so a delayed feed does not look like a dead no
 
 The ``gpu_latest`` stream reduces each telemetry batch once to one row per GPU (its newest
 sample, the job it reported, the first Xid it reported, its error counters, its mean power and
-utilisation), shared by every detector that watches GPUs. The liveness state is one entry per
-GPU and per node (plain dicts, updated from those rows in bulk, scanned once per check).
+utilisation), shared by every detector that watches GPUs. The liveness state is numpy arrays
+with a cell per GPU and per node (``GpuSlots`` gives nodes their rows): a batch is folded in
+with array assignments and a check is one array mask, whatever the size of the cluster.
 """
 
 from __future__ import annotations
