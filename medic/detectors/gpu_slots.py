@@ -13,6 +13,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+MAX_GPUS_PER_NODE = 256
+"""GPU indices 0-255 have a column; a row with another index (a garbled label) has no cell,
+and its owner leaves it out rather than grow every array to fit it."""
+
 
 class GpuSlots:
     """Node name <-> id, and how many GPU columns the arrays need."""
@@ -25,7 +29,8 @@ class GpuSlots:
         self._free: list[int] = []
 
     def locate(self, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """Node id and GPU index of each row of ``frame`` (its ``gpu`` values not negative)."""
+        """Node id and GPU index of each row of ``frame`` (its ``gpu`` values addressable:
+        ``addressable`` holds)."""
         encoded = frame.get_column("node").to_arrow().dictionary_encode()
         names = encoded.dictionary.to_pylist()
         ids = np.fromiter((self._id(name) for name in names), np.intp, len(names))
@@ -68,3 +73,8 @@ def fitted(array: np.ndarray, shape: tuple[int, ...], fill: object) -> np.ndarra
     grown = np.full(size, fill, array.dtype)
     grown[tuple(slice(0, n) for n in array.shape)] = array
     return grown
+
+
+def addressable(gpus: pl.Series) -> bool:
+    """Whether every GPU index is within 0 to ``MAX_GPUS_PER_NODE`` - 1."""
+    return bool(gpus.min() >= 0 and gpus.max() < MAX_GPUS_PER_NODE)  # type: ignore[operator]

@@ -18,6 +18,7 @@ with array assignments and a check is one array mask, whatever the size of the c
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass
 
@@ -27,12 +28,13 @@ import pyarrow as pa
 
 from medic import schema
 from medic.detectors.base import register_parser
-from medic.detectors.gpu_slots import GpuSlots, fitted
+from medic.detectors.gpu_slots import MAX_GPUS_PER_NODE, GpuSlots, addressable, fitted
 from medic.frames import newest_by
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
 PRUNE_EVERY_US = 60 * US
+log = logging.getLogger(__name__)
 
 
 GPU_LATEST = pa.schema(
@@ -129,7 +131,7 @@ class GpuLatestParser:
     def _one_sample_per_gpu(self, frame: pl.DataFrame) -> bool:
         """Whether no GPU has two samples in ``frame``. A feed sends the same GPUs in the same
         order second after second: a batch keyed exactly like the last unique one is unique
-        too, which costs a comparison instead of a hash of every key."""
+        too, which costs two column comparisons instead of a count of every pair."""
         nodes, gpus = frame.get_column("node"), frame.get_column("gpu")
         known = self._unique_keys
         if known is not None and nodes.equals(known[0]) and gpus.equals(known[1]):
@@ -143,7 +145,7 @@ class GpuLatestParser:
 def _unique_gpus(nodes: pl.Series, gpus: pl.Series) -> bool:
     """Whether no (node, GPU) pair repeats: each pair counted at its index in a dense grid of
     the batch's nodes by its GPU indices (a hash of every pair costs several times more)."""
-    if gpus.min() < 0:  # type: ignore[operator]
+    if not addressable(gpus):
         return pl.DataFrame([nodes, gpus]).n_unique() == len(nodes)
     encoded = nodes.to_arrow().dictionary_encode()
     width = int(gpus.max()) + 1  # type: ignore[arg-type]
@@ -227,6 +229,8 @@ class Liveness:
         self.prunes = 0
         """How many times ``forget_before`` dropped stale GPUs and nodes (state keyed by GPU
         elsewhere needs pruning only after one)."""
+        self.unaddressable = 0
+        """Telemetry rows left out for a GPU index outside 0-255."""
         self.slots = GpuSlots()
         """Rows of the arrays below: a node's id; columns: its GPUs."""
         self._gpu_seen = np.full((0, 1), ABSENT, np.int64)
@@ -245,13 +249,17 @@ class Liveness:
         if latest is self._folded or latest.is_empty():
             return
         self._folded, self._located = latest, None
-        if latest.get_column("gpu").min() < 0:  # type: ignore[operator]
-            latest = latest.filter(pl.col("gpu") >= 0)
-            if latest.is_empty():
-                return
-            nodes, gpus = self._locate(latest)
-        else:
+        if addressable(latest.get_column("gpu")):
             nodes, gpus = self._located = self._locate(latest)
+        else:
+            kept = latest.filter(pl.col("gpu").is_between(0, MAX_GPUS_PER_NODE - 1))
+            if not self.unaddressable:
+                log.warning("liveness: leaving out telemetry rows whose GPU index is not 0-255")
+            self.unaddressable += latest.height - kept.height
+            if kept.is_empty():
+                return
+            latest = kept
+            nodes, gpus = self._locate(latest)
         times = latest.get_column("time").to_physical().to_numpy()
         new = self._gpu_seen[nodes, gpus] < 0
         if new.any():

@@ -176,3 +176,14 @@ def test_a_node_met_after_another_was_pruned_starts_its_counters_afresh() -> Non
     assert report(4001, "b", 5) == []  # b is given the id a had
     found = report(4002, "b", 6)
     assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("b",))]
+
+
+def test_counters_of_a_gpu_with_a_garbled_index_are_still_compared() -> None:
+    detector, parser = GpuFaultDetector(), GpuLatestParser()
+    found = []
+    for t, ecc in ((0, 1), (1, 1), (2, 2)):
+        row = {"time": at(t), "node": "a", "gpu": 9000, "job_id": "7", "ecc_dbe": ecc}
+        latest = parser.parse(batch("gpu", [row, {**row, "gpu": 0, "ecc_dbe": 0}]))
+        assert latest is not None
+        found += detector.update(latest)
+    assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("a",))]

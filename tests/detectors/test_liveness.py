@@ -190,3 +190,11 @@ def test_a_repeated_gpu_is_found_in_a_batch_no_bigger_than_the_cluster() -> None
     assert parsed.frame.get_column("xid_time").null_count() == 2
     negative = parser.parse(batch("gpu", [sample(2, "a", -1), sample(2, "a", -1)]))
     assert negative is not None and negative.frame.height == 1
+
+
+def test_rows_with_a_gpu_index_no_node_has_are_left_out_and_counted() -> None:
+    liveness = Liveness()
+    rows = [sample(1, "a", 0), sample(1, "a", 30000), sample(1, "b", -1), sample(1, "b", 2)]
+    liveness.observe_gpu(latest(rows))
+    assert liveness.gpu_seen == {("a", 0): at(1), ("b", 2): at(1)}
+    assert liveness.unaddressable == 2 and liveness.node_seen == {"a": at(1), "b": at(1)}
