@@ -73,7 +73,7 @@ def _samples(frame: pl.DataFrame) -> list[pl.Expr]:
     """A GPU's newest state from its samples in a batch: newest time and job, first Xid, newest
     counts, mean power and utilisation. Cheaper where ``frame`` allows it: without an Xid in the
     batch the Xid columns are left to be filled with nulls, and a counter column without nulls
-    takes its last value without dropping any."""
+    takes its last value without dropping any (the caller adds the missing columns)."""
     aggregations = [pl.col("time").max(), pl.col("job_id").last()]
     if frame.get_column("xid").null_count() < frame.height:
         aggregations += [
@@ -119,10 +119,14 @@ class GpuLatestParser:
         if frame.height > self._most_gpus or not self._one_sample_per_gpu(frame):
             # More rows than GPUs so far: several samples of some GPU, most likely, so no check.
             # Grouped in order of first sample, a batch of one sample per GPU comes out as is.
-            latest = frame.group_by("node", "gpu", maintain_order=True).agg(_samples(frame))
-            self._most_gpus = max(self._most_gpus, latest.height)
-            return Batch(self.output_stream, schema.conform(latest.to_arrow(), GPU_LATEST))
-        latest = frame.select_seq(_ONE_SAMPLE)  # the usual second
+            grouped = frame.group_by("node", "gpu", maintain_order=True).agg(_samples(frame))
+            self._most_gpus = max(self._most_gpus, grouped.height)
+            latest = grouped.select_seq(
+                pl.col(c) if c in grouped.columns else pl.lit(None, t).alias(c)
+                for c, t in _LATEST_FRAME.items()
+            )
+        else:
+            latest = frame.select_seq(_ONE_SAMPLE)  # the usual second
         arrow = schema.conform(latest.to_arrow(compat_level=pl.CompatLevel.newest()), GPU_LATEST)
         if latest.schema != _LATEST_FRAME:
             return Batch(self.output_stream, arrow)
