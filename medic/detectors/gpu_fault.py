@@ -90,8 +90,6 @@ class GpuFaultDetector(WatchesLiveness):
         self.pci_gpu: dict[tuple[str, str], int] = {}
         self.vanished: dict[tuple[str, int], int] = {}
         """(node, GPU) -> last sample time of a vanish already reported."""
-        self._counted_since: int
-        """The liveness prune the counts below were kept since."""
         self._counts: np.ndarray
         """Per node id, GPU and counter: the GPU's last count (see ``_count_state``)."""
         self._count_state: np.ndarray
@@ -143,13 +141,20 @@ class GpuFaultDetector(WatchesLiveness):
             self.telemetry_xids = [x for x in self.telemetry_xids if x[3] >= stale]
         if self.kernel_xids and self.kernel_xids[0][3] < stale:
             self.kernel_xids = [x for x in self.kernel_xids if x[3] >= stale]
-        if self.liveness.prunes != self._pruned:
-            self._pruned = self.liveness.prunes
-            known = self.liveness.gpu_seen
-            for state in (self.ecc, self.nvlink, self.vanished):
-                for key in [k for k in state if k not in known]:
-                    del state[key]
+        self._follow_prunes()
         return found
+
+    def _follow_prunes(self) -> None:
+        """After a liveness prune: drop the state of the GPUs it dropped, and restart the counts
+        (a pruned node's id may now name another node)."""
+        if self.liveness.prunes == self._pruned:
+            return
+        self._pruned = self.liveness.prunes
+        known = self.liveness.gpu_seen
+        for state in (self.ecc, self.nvlink, self.vanished):
+            for key in [k for k in state if k not in known]:
+                del state[key]
+        self._restart_counters()
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
         rows = frame.filter(
@@ -263,14 +268,13 @@ class GpuFaultDetector(WatchesLiveness):
         located = self.liveness.located(latest)
         if located is None:
             return latest  # rows no array can address: all of them go through the fold
-        if self.liveness.prunes != self._counted_since:
-            self._restart_counters()  # pruned node ids may now name other nodes
+        self._follow_prunes()
         nodes, gpus = located
         slots = self.liveness.slots
         shape = (len(slots.names), slots.gpus_per_node, len(COUNTERS))
         self._counts = fitted(self._counts, shape, 0)
         self._count_state = fitted(self._count_state, shape, UNKNOWN)
-        counts = [_counts(latest.get_column(c)) for c in COUNTERS]
+        counts = [_counter_values(latest.get_column(c)) for c in COUNTERS]
         values = np.stack([value for value, _ in counts], 1)
         valid = np.stack([is_set for _, is_set in counts], 1)
         before = self._counts[nodes, gpus]
@@ -289,7 +293,6 @@ class GpuFaultDetector(WatchesLiveness):
 
     def _restart_counters(self) -> None:
         """Every GPU counts as changed in the next batch: what it is compared with restarts."""
-        self._counted_since = self.liveness.prunes
         self._counts = np.zeros((0, 1, len(COUNTERS)), np.int64)
         self._count_state = np.zeros((0, 1, len(COUNTERS)), np.int8)
 
@@ -297,7 +300,7 @@ class GpuFaultDetector(WatchesLiveness):
         return self.book.report(evidence, _headline, confirmed_at)
 
 
-def _counts(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+def _counter_values(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """A counter column's values (0 where null) and where it is set."""
     if column.null_count() == 0:
         return column.to_numpy(), np.ones(len(column), bool)
