@@ -49,8 +49,10 @@ class QuantileScorer:
         return None if value is None else max(float(value), self.floor)
 
     def score(self, value: float) -> float | None:
+        if not self.ready:
+            return None
         reference = self.reference
-        if not self.ready or reference is None or reference <= 0:
+        if reference is None or reference <= 0:
             return None
         return value / reference
 

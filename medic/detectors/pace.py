@@ -101,7 +101,9 @@ class PaceModel:
         if steps is not None and step.clean and step.gap_us is not None:
             measured = step.gap_us / US / steps
         inverse = 1.0 / step.throughput if step.throughput and step.throughput > 0 else None
-        paces = dict(zip(PACE_SOURCES, (step.step_time_s, inverse, measured), strict=True))
+        paces = (step.step_time_s, inverse, measured)
         if self.source is None:
-            self.source = next((s for s in PACE_SOURCES if paces[s] is not None), None)
-        return paces[self.source] if self.source is not None else None
+            self.source = next(
+                (s for s, p in zip(PACE_SOURCES, paces, strict=True) if p is not None), None
+            )
+        return paces[PACE_SOURCES.index(self.source)] if self.source is not None else None

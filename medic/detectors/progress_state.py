@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NamedTuple
 
 import polars as pl
 
@@ -36,8 +36,21 @@ MAX_RANKS = 4096
 """Most printing ranks remembered per job (a bound; ranks beyond it are not tracked)."""
 
 
-@dataclass(frozen=True)
-class Step:
+class Row(NamedTuple):
+    """One ``progress`` row, as the fold reads it (time in integer microseconds)."""
+
+    time: int
+    job_id: str
+    node: str
+    rank: int | None
+    framework: str
+    event: str
+    step: int | None
+    step_time_s: float | None
+    throughput: float | None
+
+
+class Step(NamedTuple):
     """One new training step of one job."""
 
     job_id: str
@@ -100,25 +113,23 @@ class ProgressTracker:
         if frame.is_empty():
             return []
         steps: list[Step] = []
-        names = frame.columns
         columns = [  # times as integer microseconds, every other value as it is
             frame.get_column(name).to_physical().to_list()
             if name == "time"
             else frame.get_column(name).to_list()
-            for name in names
+            for name in Row._fields
         ]
-        for values in zip(*columns, strict=True):
-            row = dict(zip(names, values, strict=True))
-            job = self.jobs.get(row["job_id"])
+        for row in map(Row._make, zip(*columns, strict=True)):
+            job = self.jobs.get(row.job_id)
             if job is None:
-                job = self.jobs[row["job_id"]] = JobProgress()
+                job = self.jobs[row.job_id] = JobProgress()
             step = self._apply(job, row)
             if step is not None:
                 steps.append(step)
         return steps
 
-    def _apply(self, job: JobProgress, row: dict[str, Any]) -> Step | None:
-        time, event = row["time"], row["event"]
+    def _apply(self, job: JobProgress, row: Row) -> Step | None:
+        time, event = row.time, row.event
         job.last_event_at = time if job.last_event_at is None else max(job.last_event_at, time)
         if event in FINAL_EVENTS:
             job.finished_at = time
@@ -132,17 +143,17 @@ class ProgressTracker:
         kind = PHASE_OF.get(event)
         if kind is not None and (job.phase is None or job.phase.kind != kind):
             self._close_phase(job, time)
-            job.phase = Phase(kind, time, row["framework"])
+            job.phase = Phase(kind, time, row.framework)
         job.phase_touched = True
         return None
 
-    def _step(self, job: JobProgress, row: dict[str, Any]) -> Step | None:
-        time, number = row["time"], row["step"]
+    def _step(self, job: JobProgress, row: Row) -> Step | None:
+        time, number = row.time, row.step
         phase = job.phase
         if phase is not None and phase.kind == "eval" and not _ends_eval(job, phase, row):
             return None  # an evaluation bar counting its own batches
-        if row["rank"] is not None and number is not None:
-            self._remember_rank(job, row["rank"], number, row["node"])
+        if row.rank is not None and number is not None:
+            self._remember_rank(job, row.rank, number, row.node)
         restarted = False
         if number is not None and job.last_step is not None and number <= job.last_step:
             if number == job.last_step or number > job.last_step // 2:
@@ -159,15 +170,15 @@ class ProgressTracker:
         job.last_step = number if number is not None else job.last_step
         job.phase_touched = False
         return Step(
-            job_id=row["job_id"],
-            time=time,
-            step=number,
-            gap_us=gap,
-            fresh=fresh,
-            clean=clean,
-            step_time_s=row["step_time_s"],
-            throughput=row["throughput"],
-            framework=row["framework"],
+            row.job_id,
+            time,
+            number,
+            gap,
+            fresh,
+            clean,
+            row.step_time_s,
+            row.throughput,
+            row.framework,
         )
 
     @staticmethod
@@ -185,11 +196,11 @@ class ProgressTracker:
         job.phase = None
 
 
-def _ends_eval(job: JobProgress, phase: Phase, row: dict[str, Any]) -> bool:
+def _ends_eval(job: JobProgress, phase: Phase, row: Row) -> bool:
     """Whether a step row is training again (not an evaluation bar inside the eval phase)."""
-    if row["framework"] == phase.framework or row["step"] is None or job.last_step is None:
+    if row.framework == phase.framework or row.step is None or job.last_step is None:
         return True
-    return bool(row["step"] > job.last_step)
+    return row.step > job.last_step
 
 
 class WatchedJobs:

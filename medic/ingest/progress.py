@@ -6,9 +6,11 @@ phase event (checkpoint save/load, evaluation, training start/end, the scheduler
 job). The hang and straggler detectors read it; it is derived once per logs batch.
 
 The formats are data (``FORMATS``), each row citing where its text comes from. One literal
-prefilter (Aho-Corasick over every format's anchor) picks the candidate lines; the format
-regexes then run on candidates only, the first format that matches a line wins. Operators add
-their own formats with ``[parsers.progress]`` in medic.toml::
+prefilter (over every format's anchor) picks the candidate lines; each candidate is then tried
+only with the formats whose anchor it holds, by priority, and the first that matches reads it.
+A format's regex runs once per batch on the lines routed to it: capturing values costs about a
+microsecond per line, so no regex runs on lines it cannot read. Operators add their own formats
+with ``[parsers.progress]`` in medic.toml (tried on every candidate line)::
 
     [[parsers.progress.patterns]]
     pattern = 'it (?P<step>\\d+) took (?P<step_time_s>[\\d.]+)s'
@@ -24,7 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import polars as pl
+import polars.selectors as cs
 import pyarrow as pa
 
 from medic.detectors.base import register_parser
@@ -68,14 +72,9 @@ PROGRESS = pa.schema(
 ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
 RANK_PATTERNS = (r"^\[rank(\d+)\]:", r"\[Rank (\d+)\]")
 REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
-PLAN_CACHE = 256
 MATCHED = "_matched"
 """An empty group added at the end of each format's regex: set on the lines it matches."""
-"""Extraction plans kept (one per set of formats seen together in a batch)."""
 NUMBER = r"[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?"
-Plan = tuple[list[pl.Expr], list[pl.Expr], list[pl.Expr], list[pl.Expr]]
-"""Expressions applied in turn: reading the lines, choosing each line's format, the measures,
-the output columns."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,8 @@ class ProgressFormat:
     framework: str
     event: str
     anchors: tuple[str, ...]
-    """Literals of which every matching line contains one (the prefilter)."""
+    """Literals of which every line the format reads holds one: the prefilter, and a line is
+    tried with this format only when it holds one of them."""
     pattern: str
     """Rust regex, named groups from FIELDS."""
     source: str
@@ -129,7 +129,7 @@ FORMATS: tuple[ProgressFormat, ...] = (
     ProgressFormat(
         "megatron",
         "checkpoint_load",
-        ("loading checkpoint from",),
+        ("loading checkpoint from", "loading distributed checkpoint from"),
         r"^\s*loading (?:distributed )?checkpoint from",
         "NVIDIA/Megatron-LM megatron/training/checkpointing.py load_checkpoint()",
     ),
@@ -426,14 +426,21 @@ class ProgressParser:
     def __init__(self, config: ProgressConfig | None = None) -> None:
         self.config = config or ProgressConfig()
         self.formats = _compiled_formats(self.config)
-        anchors = sorted({anchor for f in self.formats for anchor in f.anchors}, key=len)
-        self._anchor_regex = "|".join(_literal(a) for a in reversed(anchors))
-        self._prefilter = pl.col("message").str.contains(self._anchor_regex)
+        self._anchors = sorted({anchor for f in self.formats for anchor in f.anchors})
+        longest_first = sorted(self._anchors, key=len, reverse=True)
+        self._prefilter = pl.col("message").str.contains("|".join(map(_literal, longest_first)))
         if self.config.patterns:
             custom = "|".join(f"(?:{p.pattern})" for p in self.config.patterns)
             self._prefilter = self._prefilter | pl.col("message").str.contains(custom)
-        self._groups = [_named_groups(f.pattern) for f in self.formats]
-        self._plans: dict[tuple[int, ...], Plan] = {}
+        self._anchor_formats = pl.Series(
+            [[i for i, f in enumerate(self.formats) if a in f.anchors] for a in self._anchors],
+            dtype=pl.List(pl.UInt64),
+        )
+        self._everywhere = np.array(
+            [i for i, f in enumerate(self.formats) if not f.anchors], dtype=np.uint64
+        )
+        self._patterns = [f"(?:{f.pattern})(?P<{MATCHED}>)" for f in self.formats]
+        self._measures, self._output = self._output_columns()
 
     def parse(self, batch: Batch) -> Batch | None:
         frame = batch.frame
@@ -442,42 +449,90 @@ class ProgressParser:
         candidates = frame.filter(pl.col("job_id").is_not_null() & self._prefilter)
         if candidates.is_empty():
             return None
-        candidates = candidates.with_columns(
-            pl.col("message").str.replace_all(ANSI_ESCAPE, "").alias("text")
-        )
-        hits = candidates.get_column("message").str.extract_all(self._anchor_regex)
-        anchors = set(hits.explode().drop_nulls().to_list())
-        present = tuple(
-            i
-            for i, f in enumerate(self.formats)
-            if not f.anchors or anchors.intersection(f.anchors)
-        )
-        reading, choosing, measures, output = self._plan(present)
-        rows = (
-            candidates.with_columns(reading)
-            .with_columns(choosing)
-            .with_columns(measures)
-            .select(output)
-        )
-        rows = rows.filter(pl.col("event").is_not_null())
-        if rows.is_empty():
+        message = candidates.get_column("message")
+        read = self._read(self._tries(message), message.str.replace_all(ANSI_ESCAPE, ""))
+        if read.is_empty():
             return None
-        rows = rows.sort("time", maintain_order=True)
+        rows = (
+            candidates[read.get_column("_row")]
+            .hstack(read.drop("_row"))
+            .with_columns(self._measures)
+            .select(self._output)
+            .sort("time", maintain_order=True)
+        )
         return Batch(self.output_stream, rows.to_arrow().cast(PROGRESS))
 
-    def _plan(self, present: tuple[int, ...]) -> Plan:
-        """How to read lines when the formats ``present`` (by priority) may match: first which
-        format reads each line (the first whose regex matches) and each format's groups, every
-        regex run once; then the step, step time and throughput, once each; then the output columns.
-        Built once per set of formats."""
-        plan = self._plans.get(present)
-        if plan is not None:
-            return plan
-        reading = [
-            pl.col("text")
-            .str.extract_groups(f"(?:{self.formats[i].pattern})(?P<{MATCHED}>)")
-            .alias(f"_groups{i}")
-            for i in present
+    def _tries(self, message: pl.Series) -> np.ndarray:
+        """The (line, format) pairs worth trying, as ``line * len(formats) + format``, sorted
+        (by line, then by priority): the formats whose anchor the line holds, and those that
+        have none."""
+        count = len(self.formats)
+        found = message.str.extract_many(self._anchors, overlapping=True)
+        anchors = found.explode(empty_as_null=False, keep_nulls=False).replace_strict(
+            self._anchors, range(len(self._anchors)), return_dtype=pl.UInt32
+        )
+        formats = self._anchor_formats.gather(anchors)
+        lines = np.arange(len(message), dtype=np.uint64) * count
+        anchored = np.repeat(lines, found.list.len().fill_null(0).to_numpy())
+        anchored = np.repeat(anchored, formats.list.len().to_numpy())
+        tries = anchored + formats.explode().to_numpy()
+        if len(self._everywhere):
+            tries = np.concatenate([tries, np.add.outer(lines, self._everywhere).ravel()])
+        return np.unique(tries)
+
+    def _read(self, tries: np.ndarray, text: pl.Series) -> pl.DataFrame:
+        """Each line read by the first format (by priority) that matches it: one row per
+        matching line, in line order, with the line (``_row``), the format and its groups.
+        In rounds: each line tries its best format not tried yet, and the lines it did not
+        read go on to the next round."""
+        count = len(self.formats)
+        read = []
+        while tries.size:
+            lines = tries // count
+            first = np.ones(tries.size, dtype=bool)
+            first[1:] = lines[1:] != lines[:-1]
+            found = self._extract(lines[first], tries[first] % count, text)
+            read.append(found)
+            tries = tries[~first & ~np.isin(lines, found.get_column("_row").to_numpy())]
+        values = pl.concat(read, how="diagonal_relaxed")
+        absent = [pl.lit(None, pl.String).alias(n) for n in FIELDS if n not in values.columns]
+        return values.with_columns(absent).sort("_row")
+
+    def _extract(self, lines: np.ndarray, formats: np.ndarray, text: pl.Series) -> pl.DataFrame:
+        """The lines (one try each) that their format matches, with the groups it read; each
+        format's regex runs once, on its lines only."""
+        order = np.argsort(formats, kind="stable")
+        lines, formats = lines[order], formats[order]
+        texts = text.gather(lines)
+        starts = [0, *(np.flatnonzero(formats[1:] != formats[:-1]) + 1).tolist()]
+        parts = []
+        for lo, hi in zip(starts, [*starts[1:], len(formats)], strict=True):
+            groups = texts.slice(lo, hi - lo).str.extract_groups(self._patterns[formats[lo]])
+            parts.append(
+                groups.struct.unnest().select(cs.by_name(*FIELDS, MATCHED, require_all=False))
+            )
+        values = pl.concat(parts, how="diagonal_relaxed").with_columns(
+            pl.Series("_row", lines, dtype=pl.UInt32),
+            pl.Series("_format", formats, dtype=pl.UInt32),
+        )
+        return values.filter(pl.col(MATCHED).is_not_null()).drop(MATCHED)
+
+    def _output_columns(self) -> tuple[list[pl.Expr], list[pl.Expr]]:
+        """From a read line: its values (the step time normalised to seconds), then the output
+        columns with its format's meaning."""
+
+        def value(name: str) -> pl.Expr:
+            return pl.col(name).str.replace_all(",", "").cast(pl.Float64, strict=False)
+
+        measures = [
+            value("step").cast(pl.Int64, strict=False).alias("_step"),
+            pl.coalesce(
+                value("step_time_s"),
+                _divided(value("step_time_ms"), 1000.0),
+                value("s_per_it"),
+                1.0 / value("it_per_s"),
+            ).alias("_step_time"),
+            value("throughput").alias("_throughput"),
         ]
         chosen = pl.col("_format")
 
@@ -485,34 +540,6 @@ class ProgressParser:
             values = [getattr(f, attribute) for f in self.formats]
             return pl.lit(pl.Series(values, dtype=pl.String)).gather(chosen)
 
-        def value(name: str, unit: float = 1.0) -> pl.Expr:
-            """The number read by group ``name``, divided by ``unit``."""
-            per_format = [
-                pl.when(chosen == i).then(pl.col(f"_groups{i}").struct.field(name))
-                for i in present
-                if name in self._groups[i]
-            ]
-            if not per_format:
-                return pl.lit(None, dtype=pl.Float64)
-            text = pl.coalesce(per_format).str.replace_all(",", "")
-            number = text.cast(pl.Float64, strict=False)
-            return number if unit == 1.0 else _divided(number, unit)
-
-        step_time = pl.coalesce(
-            value("step_time_s"),
-            value("step_time_ms", unit=1000.0),
-            value("s_per_it"),
-            1.0 / value("it_per_s"),
-        )
-        format_of_line = pl.coalesce(
-            pl.when(pl.col(f"_groups{i}").struct.field(MATCHED).is_not_null()).then(i)
-            for i in present
-        ).alias("_format")
-        measures = [
-            value("step").cast(pl.Int64, strict=False).alias("_step"),
-            step_time.alias("_step_time"),
-            value("throughput").alias("_throughput"),
-        ]
         step_time, throughput = pl.col("_step_time"), pl.col("_throughput")
         rank = pl.coalesce(
             pl.col("rank"),
@@ -533,10 +560,7 @@ class ProgressParser:
             throughput.alias("throughput"),
             pl.when(throughput.is_not_null()).then(pick("unit")).alias("throughput_unit"),
         ]
-        plan = (reading, [format_of_line], measures, output)
-        if len(self._plans) < PLAN_CACHE:
-            self._plans[present] = plan
-        return plan
+        return measures, output
 
 
 def _divided(dividend: pl.Expr, divisor: float) -> pl.Expr:

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from medic.config import ConfigError, from_dict
 from medic.detectors.base import DETECTORS, load_builtin
-from medic.ingest.progress import FORMATS, PROGRESS, ProgressConfig, ProgressParser
+from medic.ingest.base import Batch
+from medic.ingest.progress import ANSI_ESCAPE, FORMATS, PROGRESS, ProgressConfig, ProgressParser
 from medic.pipeline import Pipeline
+from medic.recording import find_recordings
+from medic.schema import LOGS, TIME, conform
 from tests.builders import batch, log
 
 
@@ -54,6 +62,7 @@ def test_megatron_checkpoint_and_evaluation_phases() -> None:
         "saving checkpoint at iteration     200 to /ckpt in torch_dist format",
         "  successfully saved checkpoint from iteration     200 to /ckpt [ t 1/8, p 1/1 ]",
         " loading checkpoint from /ckpt at iteration 200",
+        " loading distributed checkpoint from /ckpt at iteration 200",
         "Evaluating on 5120 samples",
         "Evaluating iter 3/10",
         " validation loss at iteration 1000 | lm loss value: 2.1 | lm loss PPL: 8.2 |",
@@ -62,6 +71,7 @@ def test_megatron_checkpoint_and_evaluation_phases() -> None:
     assert [(r["event"], r["step"]) for r in rows] == [
         ("checkpoint_start", 200),
         ("checkpoint_end", 200),
+        ("checkpoint_load", None),
         ("checkpoint_load", None),
         ("eval_start", None),
         ("eval_step", 3),
@@ -205,6 +215,68 @@ def test_slurm_cancel_ends_the_job() -> None:
         "LIMIT ***"
     )
     assert (row["framework"], row["event"]) == ("slurm", "job_end")
+
+
+def test_a_line_the_first_format_it_names_cannot_read_goes_to_the_next() -> None:
+    # "Epoch " names Lightning's bar first, which does not read this line; the tqdm bar does.
+    row = one("Epoch summary follows  12%|█▏        | 120/1000 [02:00<14:40,  1.00s/it]")
+    assert (row["framework"], row["step"], row["step_time_s"]) == ("tqdm", 120, 1.0)
+
+
+def test_formats_mixed_in_a_batch_come_out_in_line_order() -> None:
+    lines = [
+        " 12%|█▏        | 120/1000 [02:00<14:40,  1.00s/it]",
+        MEGATRON_STEP,
+        "{'loss': 2.1, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
+        "random line about a checkpoint",
+        " 12%|█▏        | 121/1000 [02:01<14:39,  1.00s/it]",
+        "Saving model checkpoint: /ckpt/global_step100",
+        "Epoch 0:  12%|█▏        | 120/1000 [02:00<14:40,  1.00it/s, v_num=0]",
+    ]
+    rows = parse(*lines)
+    assert [(r["framework"], r["step"]) for r in rows] == [
+        ("tqdm", 120),
+        ("megatron", 100),
+        ("hf", None),
+        ("tqdm", 121),
+        ("deepspeed", None),
+        ("lightning", 120),
+    ]
+
+
+def test_custom_pattern_reads_a_line_before_the_built_in_formats() -> None:
+    config = from_dict(ProgressConfig, {"patterns": [{"pattern": r"iteration\s+(?P<step>\d+)/"}]})
+    rows = parse(MEGATRON_STEP, "Evaluating iter 3/10", parser=ProgressParser(config))
+    assert [(r["framework"], r["event"], r["step"]) for r in rows] == [
+        ("custom", "step", 100),
+        ("megatron", "eval_step", 3),
+    ]
+
+
+def test_every_bundled_log_line_is_read_as_a_line_by_line_reading_reads_it() -> None:
+    # The reference: each line on its own, the first format (by priority) whose anchor it
+    # holds and whose regex matches reads it.
+    logs = pa.concat_tables(
+        conform(pq.read_table(path / "logs.parquet"), LOGS)
+        for path in find_recordings([Path(__file__).parents[2] / "datasets"])
+    )
+    logs = logs.set_column(0, "time", pa.array(np.arange(logs.num_rows), TIME))
+    formats = [(f, re.compile(f.pattern)) for f in FORMATS]
+    expected = []
+    for job_id, message in zip(
+        logs.column("job_id").to_pylist(), logs.column("message").to_pylist(), strict=True
+    ):
+        text = re.sub(ANSI_ESCAPE, "", message)
+        for fmt, regex in formats:
+            found = regex.search(text) if any(a in message for a in fmt.anchors) else None
+            if job_id is not None and found is not None:
+                step = found.groupdict().get("step")
+                expected.append((fmt.framework, fmt.event, None if step is None else int(step)))
+                break
+    out = ProgressParser().parse(Batch("logs", logs))
+    assert out is not None and len(expected) > 10_000
+    read = out.frame.select("framework", "event", "step").rows()
+    assert read == expected
 
 
 def test_unrelated_lines_lines_without_job_and_lookalikes_are_skipped() -> None:
