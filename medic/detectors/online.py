@@ -72,17 +72,23 @@ class KOfN:
             raise ValueError(f"persistence needs 1 <= k <= n, got k={k}, n={n}")
         self.k = k
         self._flags: deque[bool] = deque(maxlen=n)
+        self._raised = 0
+        """How many of the kept flags are raised (read once per training step)."""
 
     def push(self, flag: bool) -> bool:
+        if len(self._flags) == self._flags.maxlen:
+            self._raised -= self._flags[0]
         self._flags.append(flag)
+        self._raised += flag
         return self.active
 
     @property
     def active(self) -> bool:
-        return sum(self._flags) >= self.k
+        return self._raised >= self.k
 
     def clear(self) -> None:
         self._flags.clear()
+        self._raised = 0
 
 
 def peer_z(frame: pl.DataFrame, by: str | list[str], columns: Mapping[str, float]) -> pl.DataFrame:

@@ -68,14 +68,14 @@ class Step(NamedTuple):
     framework: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Phase:
     kind: str
     started: int
     framework: str
 
 
-@dataclass
+@dataclass(slots=True)
 class JobProgress:
     """What the progress stream has shown of one job."""
 
@@ -130,12 +130,13 @@ class ProgressTracker:
 
     def _apply(self, job: JobProgress, row: Row) -> Step | None:
         time, event = row.time, row.event
-        job.last_event_at = time if job.last_event_at is None else max(job.last_event_at, time)
+        if job.last_event_at is None or time > job.last_event_at:
+            job.last_event_at = time
+        if event == "step":
+            return self._step(job, row)
         if event in FINAL_EVENTS:
             job.finished_at = time
             return None
-        if event == "step":
-            return self._step(job, row)
         if event in PHASE_END:
             self._close_phase(job, time)
             job.phase_touched = True
@@ -152,14 +153,18 @@ class ProgressTracker:
         phase = job.phase
         if phase is not None and phase.kind == "eval" and not _ends_eval(job, phase, row):
             return None  # an evaluation bar counting its own batches
-        if row.rank is not None and number is not None:
-            self._remember_rank(job, row.rank, number, row.node)
+        rank, last = row.rank, job.last_step
+        if rank is not None and number is not None:
+            ranks = job.rank_steps
+            if rank in ranks or len(ranks) < MAX_RANKS:
+                ranks[rank] = (number, row.node)
         restarted = False
-        if number is not None and job.last_step is not None and number <= job.last_step:
-            if number == job.last_step or number > job.last_step // 2:
+        if number is not None and last is not None and number <= last:
+            if number == last or number > last // 2:
                 return None  # the same step again, or a late print of a recent one
             restarted = True  # the counter started over (a new epoch's bar, a resumed run)
-        self._close_phase(job, time)
+        if phase is not None:
+            self._close_phase(job, time)
         job.finished_at = None  # a training loop that starts again (a second stage) is watched
         gap = None if job.last_step_at is None else time - job.last_step_at
         fresh = not job.phase_touched and not restarted
@@ -180,11 +185,6 @@ class ProgressTracker:
             row.throughput,
             row.framework,
         )
-
-    @staticmethod
-    def _remember_rank(job: JobProgress, rank: int, step: int, node: str) -> None:
-        if rank in job.rank_steps or len(job.rank_steps) < MAX_RANKS:
-            job.rank_steps[rank] = (step, node)
 
     @staticmethod
     def _close_phase(job: JobProgress, time: int) -> None:
