@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from medic import schema
 from medic.ingest.base import Batch
-from medic.recording import Recording, make_meta, write_recording
+from medic.recording import Recording, find_recordings, make_meta, write_recording
 from medic.timeutil import US, to_us
 
 T0 = to_us("2026-03-01T10:00:00Z")
@@ -19,6 +21,16 @@ T0 = to_us("2026-03-01T10:00:00Z")
 def at(seconds: float) -> int:
     """Event time ``seconds`` after T0, in microseconds."""
     return T0 + round(seconds * US)
+
+
+def bundled_logs() -> pa.Table:
+    """Every log line of the bundled ``datasets/``, one after another a microsecond apart (so
+    that a parser's time-sorted output is in line order)."""
+    logs = pa.concat_tables(
+        schema.conform(pq.read_table(path / "logs.parquet"), schema.LOGS)
+        for path in find_recordings([Path(__file__).parents[1] / "datasets"])
+    )
+    return logs.set_column(0, "time", pa.array(np.arange(logs.num_rows), schema.TIME))
 
 
 def table(name: str, rows: Sequence[dict[str, Any]]) -> pa.Table:

@@ -4,9 +4,10 @@ Matching is vectorised in two stages so that the common line costs one regex sca
 
 1. one combined prefilter (the alternation of every entry's literals) over the whole batch;
 2. on the few candidate rows only, the pattern of each entry whose literals they hold, in
-   catalogue order; the first match names the line, and that entry's named groups (Xid code,
-   PCI address, rank, host, exit code) are extracted. Lines whose Xid code is in the
-   catalogue's Xid table take the kind, severity and action NVIDIA recommends for that code.
+   catalogue order (``medic.ingest.first_match``); the first match names the line, and that
+   entry's named groups (Xid code, PCI address, rank, host, exit code) are extracted. Lines
+   whose Xid code is in the catalogue's Xid table take the kind, severity and action NVIDIA
+   recommends for that code.
 
 Every detector that cares about log texts consumes this stream instead of raw lines.
 """
@@ -21,6 +22,7 @@ from medic.detectors.base import register_parser
 from medic.detectors.catalogue import GROUPS, Catalogue, builtin_catalogue
 from medic.detectors.jobs import RANK_PREFIX
 from medic.ingest.base import Batch
+from medic.ingest.first_match import PATTERN, ROW, FirstMatch
 
 SIGNATURES = pa.schema(
     [
@@ -48,19 +50,20 @@ SIGNATURES = pa.schema(
 _EMPTY = pl.DataFrame(SIGNATURES.empty_table())
 _OPTIONAL_LOG_COLUMNS = {"job_id": pl.String, "rank": pl.Int32, "source": pl.String}
 _INT_GROUPS = ("xid", "rank", "exit_code")
-PLAN_CACHE = 256
-"""Match plans kept (one per set of entries whose literals a batch holds)."""
 
 
 class SignatureMatcher:
-    """Compiled view of a catalogue: the prefilter and per-entry match and extract expressions."""
+    """Compiled view of a catalogue: the prefilter, the first-match reader over its entries and
+    the tables that a matched line is joined with."""
 
     def __init__(self, catalogue: Catalogue) -> None:
         self.catalogue = catalogue
         self.prefilter = catalogue.prefilter
-        self.literals = sorted({lit for lits in catalogue.signatures["literals"] for lit in lits})
-        self._entry_literals = [frozenset(lits) for lits in catalogue.signatures["literals"]]
-        self._plans: dict[tuple[int, ...], tuple[pl.Expr, list[pl.Expr]]] = {}
+        self._first = FirstMatch(
+            catalogue.signatures["pattern"].to_list(),
+            catalogue.signatures["literals"].to_list(),
+            GROUPS,
+        )
         self._entries = catalogue.signatures.select(
             "entry",
             pl.col("id").alias("signature"),
@@ -78,6 +81,15 @@ class SignatureMatcher:
             pl.col("severity").alias("xid_severity"),
             pl.col("action").alias("xid_action"),
         )
+        self._groups = [
+            pl.col(PATTERN).cast(self._entries.schema["entry"]).alias("entry"),
+            *(
+                (pl.col(g).cast(pl.Int32, strict=False) if g in _INT_GROUPS else pl.col(g)).alias(
+                    f"_{g}"
+                )
+                for g in GROUPS
+            ),
+        ]
 
     def match(self, logs: pl.DataFrame) -> pl.DataFrame:
         """The matched rows of a logs frame, in the ``SIGNATURES`` columns (maybe empty)."""
@@ -91,16 +103,12 @@ class SignatureMatcher:
         candidates = logs.filter(pl.col("message").str.contains(self.prefilter))
         if candidates.is_empty():
             return _EMPTY
-        found = candidates.get_column("message").str.extract_many(self.literals, overlapping=True)
-        seen = set(found.explode().drop_nulls().to_list())
-        present = tuple(
-            i for i, lits in enumerate(self._entry_literals) if not lits.isdisjoint(seen)
-        )
-        entry, groups = self._plan(present)
+        read = self._first.read(candidates.get_column("message"))
+        if read.is_empty():
+            return _EMPTY
         hits = (
-            candidates.with_columns(entry)
-            .filter(pl.col("entry").is_not_null())
-            .with_columns(groups)
+            candidates[read.get_column(ROW)]
+            .hstack(read.select(self._groups))
             .join(self._entries, on="entry", how="left", maintain_order="left")
         )
         from_table = pl.col("xid_table") & pl.col("xid_kind").is_not_null()
@@ -140,38 +148,6 @@ class SignatureMatcher:
                 "message",
             )
         )
-
-    def _plan(self, present: tuple[int, ...]) -> tuple[pl.Expr, list[pl.Expr]]:
-        """Which entry names each line (the first of ``present`` whose pattern matches) and the
-        groups it extracts, for a batch whose candidates hold the literals of the entries
-        ``present`` only: the others cannot match there. Built once per set of entries; a
-        batch compiles only its entries' patterns, so they stay in polars' regex cache (32
-        per thread) from batch to batch."""
-        plan = self._plans.get(present)
-        if plan is not None:
-            return plan
-        message = pl.col("message")
-        patterns = self.catalogue.signatures["pattern"]
-        entry = pl.coalesce(
-            [pl.when(message.str.contains(patterns[i])).then(pl.lit(i, pl.UInt32)) for i in present]
-        ).alias("entry")
-        groups: list[pl.Expr] = []
-        for name in GROUPS:
-            parts = [
-                pl.when(pl.col("entry") == i).then(
-                    message.str.extract(patterns[i], self.catalogue.groups(i)[name])
-                )
-                for i in present
-                if name in self.catalogue.groups(i)
-            ]
-            column = pl.coalesce(parts) if parts else pl.lit(None, pl.String)
-            if name in _INT_GROUPS:
-                column = column.cast(pl.Int32, strict=False)
-            groups.append(column.alias(f"_{name}"))
-        plan = (entry, groups)
-        if len(self._plans) < PLAN_CACHE:
-            self._plans[present] = plan
-        return plan
 
 
 @register_parser

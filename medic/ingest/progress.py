@@ -7,10 +7,9 @@ job). The hang and straggler detectors read it; it is derived once per logs batc
 
 The formats are data (``FORMATS``), each row citing where its text comes from. One literal
 prefilter (over every format's anchor) picks the candidate lines; each candidate is then tried
-only with the formats whose anchor it holds, by priority, and the first that matches reads it.
-A format's regex runs once per batch on the lines routed to it: capturing values costs about a
-microsecond per line, so no regex runs on lines it cannot read. Operators add their own formats
-with ``[parsers.progress]`` in medic.toml (tried on every candidate line)::
+only with the formats whose anchor it holds, by priority, and the first that matches reads it
+(``first_match``). Operators add their own formats with ``[parsers.progress]`` in medic.toml
+(tried on every candidate line)::
 
     [[parsers.progress.patterns]]
     pattern = 'it (?P<step>\\d+) took (?P<step_time_s>[\\d.]+)s'
@@ -26,13 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 import polars as pl
-import polars.selectors as cs
 import pyarrow as pa
 
 from medic.detectors.base import register_parser
 from medic.ingest.base import Batch
+from medic.ingest.first_match import PATTERN, ROW, FirstMatch
 from medic.schema import TIME
 
 EVENTS = (
@@ -72,8 +70,6 @@ PROGRESS = pa.schema(
 ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
 RANK_PATTERNS = (r"^\[rank(\d+)\]:", r"\[Rank (\d+)\]")
 REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
-MATCHED = "_matched"
-"""An empty group added at the end of each format's regex: set on the lines it matches."""
 NUMBER = r"[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?"
 
 
@@ -426,20 +422,15 @@ class ProgressParser:
     def __init__(self, config: ProgressConfig | None = None) -> None:
         self.config = config or ProgressConfig()
         self.formats = _compiled_formats(self.config)
-        self._anchors = sorted({anchor for f in self.formats for anchor in f.anchors})
-        longest_first = sorted(self._anchors, key=len, reverse=True)
+        anchors = {anchor for f in self.formats for anchor in f.anchors}
+        longest_first = sorted(anchors, key=len, reverse=True)
         self._prefilter = pl.col("message").str.contains("|".join(map(_literal, longest_first)))
         if self.config.patterns:
             custom = "|".join(f"(?:{p.pattern})" for p in self.config.patterns)
             self._prefilter = self._prefilter | pl.col("message").str.contains(custom)
-        self._anchor_formats = pl.Series(
-            [[i for i, f in enumerate(self.formats) if a in f.anchors] for a in self._anchors],
-            dtype=pl.List(pl.UInt64),
+        self._first = FirstMatch(
+            [f.pattern for f in self.formats], [f.anchors for f in self.formats], FIELDS
         )
-        self._everywhere = np.array(
-            [i for i, f in enumerate(self.formats) if not f.anchors], dtype=np.uint64
-        )
-        self._patterns = [f"(?:{f.pattern})(?P<{MATCHED}>)" for f in self.formats]
         self._measures, self._output = self._output_columns()
 
     def parse(self, batch: Batch) -> Batch | None:
@@ -450,72 +441,17 @@ class ProgressParser:
         if candidates.is_empty():
             return None
         message = candidates.get_column("message")
-        read = self._read(self._tries(message), message.str.replace_all(ANSI_ESCAPE, ""))
+        read = self._first.read(message, message.str.replace_all(ANSI_ESCAPE, ""))
         if read.is_empty():
             return None
         rows = (
-            candidates[read.get_column("_row")]
-            .hstack(read.drop("_row"))
+            candidates[read.get_column(ROW)]
+            .hstack(read.drop(ROW))
             .with_columns(self._measures)
             .select(self._output)
             .sort("time", maintain_order=True)
         )
         return Batch(self.output_stream, rows.to_arrow().cast(PROGRESS))
-
-    def _tries(self, message: pl.Series) -> np.ndarray:
-        """The (line, format) pairs worth trying, as ``line * len(formats) + format``, sorted
-        (by line, then by priority): the formats whose anchor the line holds, and those that
-        have none."""
-        count = len(self.formats)
-        found = message.str.extract_many(self._anchors, overlapping=True)
-        anchors = found.explode(empty_as_null=False, keep_nulls=False).replace_strict(
-            self._anchors, range(len(self._anchors)), return_dtype=pl.UInt32
-        )
-        formats = self._anchor_formats.gather(anchors)
-        lines = np.arange(len(message), dtype=np.uint64) * count
-        anchored = np.repeat(lines, found.list.len().fill_null(0).to_numpy())
-        anchored = np.repeat(anchored, formats.list.len().to_numpy())
-        tries = anchored + formats.explode().to_numpy()
-        if len(self._everywhere):
-            tries = np.concatenate([tries, np.add.outer(lines, self._everywhere).ravel()])
-        return np.unique(tries)
-
-    def _read(self, tries: np.ndarray, text: pl.Series) -> pl.DataFrame:
-        """Each line read by the first format (by priority) that matches it: one row per
-        matching line, in line order, with the line (``_row``), the format and its groups.
-        In rounds: each line tries its best format not tried yet, and the lines it did not
-        read go on to the next round."""
-        count = len(self.formats)
-        read = []
-        while tries.size:
-            lines = tries // count
-            first = np.ones(tries.size, dtype=bool)
-            first[1:] = lines[1:] != lines[:-1]
-            found = self._extract(lines[first], tries[first] % count, text)
-            read.append(found)
-            tries = tries[~first & ~np.isin(lines, found.get_column("_row").to_numpy())]
-        values = pl.concat(read, how="diagonal_relaxed")
-        absent = [pl.lit(None, pl.String).alias(n) for n in FIELDS if n not in values.columns]
-        return values.with_columns(absent).sort("_row")
-
-    def _extract(self, lines: np.ndarray, formats: np.ndarray, text: pl.Series) -> pl.DataFrame:
-        """The lines (one try each) that their format matches, with the groups it read; each
-        format's regex runs once, on its lines only."""
-        order = np.argsort(formats, kind="stable")
-        lines, formats = lines[order], formats[order]
-        texts = text.gather(lines)
-        starts = [0, *(np.flatnonzero(formats[1:] != formats[:-1]) + 1).tolist()]
-        parts = []
-        for lo, hi in zip(starts, [*starts[1:], len(formats)], strict=True):
-            groups = texts.slice(lo, hi - lo).str.extract_groups(self._patterns[formats[lo]])
-            parts.append(
-                groups.struct.unnest().select(cs.by_name(*FIELDS, MATCHED, require_all=False))
-            )
-        values = pl.concat(parts, how="diagonal_relaxed").with_columns(
-            pl.Series("_row", lines, dtype=pl.UInt32),
-            pl.Series("_format", formats, dtype=pl.UInt32),
-        )
-        return values.filter(pl.col(MATCHED).is_not_null()).drop(MATCHED)
 
     def _output_columns(self) -> tuple[list[pl.Expr], list[pl.Expr]]:
         """From a read line: its values (the step time normalised to seconds), then the output
@@ -534,7 +470,7 @@ class ProgressParser:
             ).alias("_step_time"),
             value("throughput").alias("_throughput"),
         ]
-        chosen = pl.col("_format")
+        chosen = pl.col(PATTERN)
 
         def pick(attribute: str) -> pl.Expr:
             values = [getattr(f, attribute) for f in self.formats]

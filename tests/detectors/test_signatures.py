@@ -6,6 +6,7 @@ and framework sources); the catalogue cites the same sources.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
@@ -14,7 +15,7 @@ import pytest
 from medic.detectors.catalogue import CatalogueError, builtin_catalogue, parse_catalogue
 from medic.detectors.signatures import SIGNATURES, SignatureParser
 from medic.ingest.base import Batch
-from tests.builders import batch, log
+from tests.builders import batch, bundled_logs, log
 
 CATALOGUE = builtin_catalogue()
 
@@ -366,6 +367,25 @@ def test_first_matching_entry_wins() -> None:
         "ECC error encountered"
     )
     assert row["signature"] == "cuda_uncorrectable_ecc"
+
+
+def test_every_bundled_log_line_is_named_as_a_line_by_line_reading_names_it() -> None:
+    # The reference: each line on its own, the first entry (in catalogue order) whose literal it
+    # holds and whose pattern matches names it.
+    logs = bundled_logs()
+    entries = [
+        (row["id"], row["literals"], re.compile(row["pattern"]))
+        for row in CATALOGUE.signatures.iter_rows(named=True)
+    ]
+    expected = []
+    for message in logs.column("message").to_pylist():
+        for name, literals, regex in entries:
+            if any(lit in message for lit in literals) and regex.search(message):
+                expected.append(name)
+                break
+    parsed = SignatureParser().parse(Batch("logs", logs))
+    assert parsed is not None and len(expected) > 1_000
+    assert parsed.frame.get_column("signature").to_list() == expected
 
 
 def test_malformed_catalogues_fail_with_one_line() -> None:

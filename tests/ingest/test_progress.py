@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from medic.config import ConfigError, from_dict
@@ -16,9 +12,7 @@ from medic.detectors.base import DETECTORS, load_builtin
 from medic.ingest.base import Batch
 from medic.ingest.progress import ANSI_ESCAPE, FORMATS, PROGRESS, ProgressConfig, ProgressParser
 from medic.pipeline import Pipeline
-from medic.recording import find_recordings
-from medic.schema import LOGS, TIME, conform
-from tests.builders import batch, log
+from tests.builders import batch, bundled_logs, log
 
 
 def parse(*messages: str, parser: ProgressParser | None = None, **extra: Any) -> list[dict]:
@@ -256,11 +250,7 @@ def test_custom_pattern_reads_a_line_before_the_built_in_formats() -> None:
 def test_every_bundled_log_line_is_read_as_a_line_by_line_reading_reads_it() -> None:
     # The reference: each line on its own, the first format (by priority) whose anchor it
     # holds and whose regex matches reads it.
-    logs = pa.concat_tables(
-        conform(pq.read_table(path / "logs.parquet"), LOGS)
-        for path in find_recordings([Path(__file__).parents[2] / "datasets"])
-    )
-    logs = logs.set_column(0, "time", pa.array(np.arange(logs.num_rows), TIME))
+    logs = bundled_logs()
     formats = [(f, re.compile(f.pattern)) for f in FORMATS]
     expected = []
     for job_id, message in zip(

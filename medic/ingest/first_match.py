@@ -1,0 +1,111 @@
+"""Reading log lines with the first of several regexes that matches them, vectorised.
+
+Both log parsers name a line by the first of their patterns, in priority order, that matches
+it, and read that pattern's named groups: the progress formats and the signature catalogue.
+Capturing groups costs about a microsecond on a line that a regex matches, so not every pattern
+runs on every line. Each pattern is gated by literals, and every line it matches holds one of
+them. A line is tried only with the patterns whose literals it holds: first with the best of
+them, and a line that one does not read then with all the others at once (the best that
+matches reads it). So each pattern's regex runs at most twice per batch, each time on its own
+lines only, and a line is rarely tried with more than one pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+import polars.selectors as cs
+
+MATCHED = "_matched"
+"""An empty group added at the end of each regex: set on the lines it matches."""
+ROW, PATTERN = "_row", "_pattern"
+"""Columns of a reading: the line's index and the pattern that read it."""
+
+
+class FirstMatch:
+    """The first of ``patterns`` (Rust regexes, by priority) that matches each line, and the
+    named groups ``fields`` it reads. ``literals[i]`` gate ``patterns[i]``: every line the
+    pattern matches holds one of them (none: the pattern is tried on every line)."""
+
+    def __init__(
+        self, patterns: Sequence[str], literals: Sequence[Sequence[str]], fields: Sequence[str]
+    ) -> None:
+        self.fields = tuple(fields)
+        self._count = len(patterns)
+        self._regexes = [f"(?:{p})(?P<{MATCHED}>)" for p in patterns]
+        self._literals = sorted({lit for lits in literals for lit in lits})
+        self._patterns_of = pl.Series(
+            [[i for i, lits in enumerate(literals) if lit in lits] for lit in self._literals],
+            dtype=pl.List(pl.UInt64),
+        )
+        self._everywhere = np.array(
+            [i for i, lits in enumerate(literals) if not lits], dtype=np.uint64
+        )
+
+    def read(self, lines: pl.Series, text: pl.Series | None = None) -> pl.DataFrame:
+        """One row per line that a pattern matches, in line order: ``_row`` (its index in
+        ``lines``), ``_pattern`` (the first pattern that matches it) and every field (a string;
+        null where that pattern has no such group). Literals are looked for in ``lines`` and the
+        patterns run on ``text`` (``lines`` itself by default)."""
+        tries = self._tries(lines)
+        if not tries.size:
+            return self._empty()
+        text = lines if text is None else text
+        rows = tries // self._count
+        first = np.ones(tries.size, dtype=bool)
+        first[1:] = rows[1:] != rows[:-1]
+        read = [self._attempt(tries[first], text)]
+        rest = ~first & ~np.isin(rows, read[0].get_column(ROW).to_numpy())
+        if rest.any():
+            read.append(self._attempt(tries[rest], text))
+        values = pl.concat(read, how="diagonal_relaxed")
+        absent = [pl.lit(None, pl.String).alias(f) for f in self.fields if f not in values.columns]
+        return values.with_columns(absent).select(ROW, PATTERN, *self.fields).sort(ROW)
+
+    def _tries(self, lines: pl.Series) -> np.ndarray:
+        """The (line, pattern) pairs worth trying, as ``line * patterns + pattern``, sorted (by
+        line, then by priority)."""
+        found = lines.str.extract_many(self._literals, overlapping=True)
+        literals = found.explode(empty_as_null=False, keep_nulls=False).replace_strict(
+            self._literals, range(len(self._literals)), return_dtype=pl.UInt32
+        )
+        patterns = self._patterns_of.gather(literals)
+        starts = np.arange(len(lines), dtype=np.uint64) * self._count
+        gated = np.repeat(starts, found.list.len().fill_null(0).to_numpy())
+        gated = np.repeat(gated, patterns.list.len().to_numpy())
+        tries = gated + patterns.explode().to_numpy()
+        if len(self._everywhere):
+            tries = np.concatenate([tries, np.add.outer(starts, self._everywhere).ravel()])
+        return np.unique(tries)
+
+    def _attempt(self, tries: np.ndarray, text: pl.Series) -> pl.DataFrame:
+        """Each line's first try (of ``tries``, sorted) whose pattern matches it, with the groups
+        it read; each pattern's regex runs once, on the lines it is tried on."""
+        order = np.argsort(tries % self._count, kind="stable")
+        rows, patterns = tries[order] // self._count, tries[order] % self._count
+        texts = text.gather(rows)
+        starts = [0, *(np.flatnonzero(patterns[1:] != patterns[:-1]) + 1).tolist()]
+        parts = [
+            texts.slice(lo, hi - lo).str.extract_groups(self._regexes[patterns[lo]]).struct.unnest()
+            for lo, hi in zip(starts, [*starts[1:], len(patterns)], strict=True)
+        ]
+        values = pl.concat(parts, how="diagonal_relaxed")
+        matched = order[values.get_column(MATCHED).is_not_null().to_numpy()]
+        if not matched.size:
+            return self._empty()
+        matched.sort()  # positions in ``tries``: by line, then by priority
+        lines = tries[matched] // self._count
+        best = matched[np.concatenate([[True], lines[1:] != lines[:-1]])]
+        at = np.empty_like(order)
+        at[order] = np.arange(order.size)
+        return values.select(
+            pl.Series(ROW, tries[best] // self._count, dtype=pl.UInt32),
+            pl.Series(PATTERN, tries[best] % self._count, dtype=pl.UInt32),
+            cs.by_name(*self.fields, require_all=False).gather(pl.Series(at[best])),
+        )
+
+    def _empty(self) -> pl.DataFrame:
+        columns: dict[str, pl.DataType] = {ROW: pl.UInt32(), PATTERN: pl.UInt32()}
+        return pl.DataFrame(schema=columns | dict.fromkeys(self.fields, pl.String()))

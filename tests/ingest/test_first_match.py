@@ -1,0 +1,60 @@
+"""The first-match reader both log parsers share: priority, literal gating, the second try."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from medic.ingest.first_match import PATTERN, ROW, FirstMatch
+
+PATTERNS = [
+    r"alpha (?P<a>\d+) beta",  # 0
+    r"alpha (?P<a>\d+)",  # 1
+    r"(gamma) (?P<b>\w+)",  # 2
+    r"alpha",  # 3
+]
+LITERALS = [["beta"], ["alpha"], ["gamma"], ["alpha"]]
+
+
+def read(lines: list[str], text: pl.Series | None = None) -> list[tuple[object, ...]]:
+    reader = FirstMatch(PATTERNS, LITERALS, ("a", "b"))
+    frame = reader.read(pl.Series(lines, dtype=pl.String), text)
+    assert frame.columns == [ROW, PATTERN, "a", "b"]
+    return frame.rows()
+
+
+def test_the_first_pattern_by_priority_reads_a_line() -> None:
+    assert read(["alpha 7 beta", "alpha 8", "gamma ray"]) == [
+        (0, 0, "7", None),
+        (1, 1, "8", None),
+        (2, 2, None, "ray"),
+    ]
+
+
+def test_a_line_its_best_pattern_misses_goes_to_the_best_of_the_others() -> None:
+    # The line holds "beta" and "alpha": pattern 0 fails, patterns 1 and 3 both match.
+    assert read(["alpha x beta", "beta alpha 5"]) == [(0, 3, None, None), (1, 1, "5", None)]
+
+
+def test_a_pattern_is_tried_only_on_lines_holding_its_literals() -> None:
+    reader = FirstMatch([r"(?P<a>\d+)", r"x(?P<b>\d+)"], [["id "], ["x"]], ("a", "b"))
+    lines = pl.Series(["id 12", "42", "x9"])
+    assert reader.read(lines).rows() == [(0, 0, "12", None), (2, 1, None, "9")]
+
+
+def test_a_pattern_without_literals_is_tried_on_every_line_first() -> None:
+    reader = FirstMatch([r"(?P<a>\d)", *PATTERNS], [[], *LITERALS], ("a", "b"))
+    assert reader.read(pl.Series(["alpha 7 beta", "nothing", "gamma ray"])).rows() == [
+        (0, 0, "7", None),
+        (2, 3, None, "ray"),
+    ]
+
+
+def test_literals_are_looked_for_in_the_lines_and_patterns_run_on_the_text() -> None:
+    lines = pl.Series(["alpha 1", "zzz 2"])
+    text = pl.Series(["alpha 3", "alpha 4"])
+    assert read(lines.to_list(), text=text) == [(0, 1, "3", None)]
+
+
+def test_nothing_to_read_is_an_empty_frame_with_the_columns() -> None:
+    assert read([]) == []
+    assert read(["no literal here", "gamma"]) == []
