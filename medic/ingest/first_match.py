@@ -67,18 +67,23 @@ class FirstMatch:
     def _tries(self, lines: pl.Series) -> np.ndarray:
         """The (line, pattern) pairs worth trying, as ``line * patterns + pattern``, sorted (by
         line, then by priority)."""
+        starts = np.arange(len(lines), dtype=np.uint64) * self._count
+        tries = [np.add.outer(starts, self._everywhere).ravel()]
+        if self._literals:
+            tries.append(self._gated(lines, starts))
+        return np.unique(np.concatenate(tries))
+
+    def _gated(self, lines: pl.Series, starts: np.ndarray) -> np.ndarray:
+        """The tries of the patterns whose literals each line holds."""
         found = lines.str.extract_many(self._literals, overlapping=True)
         literals = found.explode(empty_as_null=False, keep_nulls=False).replace_strict(
             self._literals, range(len(self._literals)), return_dtype=pl.UInt32
         )
         patterns = self._patterns_of.gather(literals)
-        starts = np.arange(len(lines), dtype=np.uint64) * self._count
         gated = np.repeat(starts, found.list.len().fill_null(0).to_numpy())
         gated = np.repeat(gated, patterns.list.len().to_numpy())
-        tries = gated + patterns.explode().to_numpy()
-        if len(self._everywhere):
-            tries = np.concatenate([tries, np.add.outer(starts, self._everywhere).ravel()])
-        return np.unique(tries)
+        tries: np.ndarray = gated + patterns.explode().to_numpy()
+        return tries
 
     def _attempt(self, tries: np.ndarray, text: pl.Series) -> pl.DataFrame:
         """Each line's first try (of ``tries``, sorted) whose pattern matches it, with the groups

@@ -49,6 +49,11 @@ def test_a_pattern_without_literals_is_tried_on_every_line_first() -> None:
     ]
 
 
+def test_patterns_without_any_literals_at_all_read_every_line() -> None:
+    reader = FirstMatch([r"x(?P<a>\d)", r"(?P<a>\d)"], [[], []], ("a",))
+    assert reader.read(pl.Series(["x1", "2", "none"])).rows() == [(0, 0, "1"), (1, 1, "2")]
+
+
 def test_literals_are_looked_for_in_the_lines_and_patterns_run_on_the_text() -> None:
     lines = pl.Series(["alpha 1", "zzz 2"])
     text = pl.Series(["alpha 3", "alpha 4"])
