@@ -75,10 +75,6 @@ class Catalogue:
         literals = sorted({lit for lits in self.signatures["literals"] for lit in lits})
         return "|".join(re.escape(lit) for lit in literals)
 
-    def groups(self, index: int) -> dict[str, int]:
-        """The named groups of signature ``index``, mapped to their group numbers."""
-        return dict(re.compile(self.signatures["pattern"][index]).groupindex)
-
     def fatal_xids(self, kind: str = "gpu_fault") -> list[int]:
         """Xid codes that are fatal evidence of ``kind``."""
         rows = self.xids.filter((pl.col("kind") == kind) & (pl.col("severity") == "fatal"))
