@@ -8,11 +8,16 @@ them. A line is tried only with the patterns whose literals it holds: first with
 them, and a line that one does not read then with all the others at once (the best that
 matches reads it). So each pattern's regex runs at most twice per batch, each time on its own
 lines only, and a line is rarely tried with more than one pattern.
+
+A pattern may come with a cheaper regex that reads alike the lines holding some literals at most
+once (``Shortcut``): a progress bar's ``^.*`` that picks the last of several bars on a line
+doubles the cost of capturing, and most lines hold one bar.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -24,17 +29,37 @@ ROW, PATTERN = "_row", "_pattern"
 """Columns of a reading: the line's index and the pattern that read it."""
 
 
+@dataclass(frozen=True)
+class Shortcut:
+    """A cheaper regex that reads a line exactly as its pattern does when the line holds
+    ``literals`` at most once in all (overlapping occurrences counted)."""
+
+    pattern: str
+    literals: tuple[str, ...]
+
+
 class FirstMatch:
     """The first of ``patterns`` (Rust regexes, by priority) that matches each line, and the
     named groups ``fields`` it reads. ``literals[i]`` gate ``patterns[i]``: every line the
-    pattern matches holds one of them (none: the pattern is tried on every line)."""
+    pattern matches holds one of them (none: the pattern is tried on every line).
+    ``shortcuts[i]``, when given, replaces ``patterns[i]`` on the lines it reads alike."""
 
     def __init__(
-        self, patterns: Sequence[str], literals: Sequence[Sequence[str]], fields: Sequence[str]
+        self,
+        patterns: Sequence[str],
+        literals: Sequence[Sequence[str]],
+        fields: Sequence[str],
+        shortcuts: Sequence[Shortcut | None] = (),
     ) -> None:
+        if shortcuts and len(shortcuts) != len(patterns):
+            raise ValueError("shortcuts need one entry (or None) per pattern")
         self.fields = tuple(fields)
         self._count = len(patterns)
-        self._regexes = [f"(?:{p})(?P<{MATCHED}>)" for p in patterns]
+        self._regexes = [_marked(p) for p in patterns]
+        self._shortcuts = [
+            None if cut is None else (_marked(cut.pattern), list(cut.literals))
+            for cut in (shortcuts or [None] * len(patterns))
+        ]
         self._literals = sorted({lit for lits in literals for lit in lits})
         self._patterns_of = pl.Series(
             [[i for i, lits in enumerate(literals) if lit in lits] for lit in self._literals],
@@ -71,7 +96,7 @@ class FirstMatch:
         tries = [np.add.outer(starts, self._everywhere).ravel()]
         if self._literals:
             tries.append(self._gated(lines, starts))
-        return np.unique(np.concatenate(tries))
+        return _sorted_unique(np.concatenate(tries))
 
     def _gated(self, lines: pl.Series, starts: np.ndarray) -> np.ndarray:
         """The tries of the patterns whose literals each line holds."""
@@ -93,7 +118,7 @@ class FirstMatch:
         texts = text.gather(rows)
         starts = [0, *(np.flatnonzero(patterns[1:] != patterns[:-1]) + 1).tolist()]
         parts = [
-            texts.slice(lo, hi - lo).str.extract_groups(self._regexes[patterns[lo]]).struct.unnest()
+            self._extract(int(patterns[lo]), texts.slice(lo, hi - lo))
             for lo, hi in zip(starts, [*starts[1:], len(patterns)], strict=True)
         ]
         values = pl.concat(parts, how="diagonal_relaxed")
@@ -111,6 +136,45 @@ class FirstMatch:
             cs.by_name(*self.fields, require_all=False).gather(pl.Series(at[best])),
         )
 
+    def _extract(self, pattern: int, texts: pl.Series) -> pl.DataFrame:
+        """The groups ``pattern`` reads from each of ``texts`` (its shortcut's where it has one
+        and a line holds the shortcut's literals at most once)."""
+        regex, shortcut = self._regexes[pattern], self._shortcuts[pattern]
+        if shortcut is None:
+            return _groups(texts, regex)
+        fast, literals = shortcut
+        held = texts.str.find_many(literals, overlapping=True).list.len().fill_null(0)
+        once = (held <= 1).to_numpy()
+        if once.all():
+            return _groups(texts, fast)
+        if not once.any():
+            return _groups(texts, regex)
+        values = pl.concat(
+            [_groups(texts.filter(once), fast), _groups(texts.filter(~once), regex)],
+            how="diagonal_relaxed",
+        )
+        picked = np.concatenate([np.flatnonzero(once), np.flatnonzero(~once)])
+        return values[np.argsort(picked)]
+
     def _empty(self) -> pl.DataFrame:
         columns: dict[str, pl.DataType] = {ROW: pl.UInt32(), PATTERN: pl.UInt32()}
         return pl.DataFrame(schema=columns | dict.fromkeys(self.fields, pl.String()))
+
+
+def _marked(pattern: str) -> str:
+    """``pattern`` with an empty group at its end that is set on the lines it matches."""
+    return f"(?:{pattern})(?P<{MATCHED}>)"
+
+
+def _groups(texts: pl.Series, regex: str) -> pl.DataFrame:
+    return texts.str.extract_groups(regex).struct.unnest()
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` for values nearly in order already (a stable sort of a run of
+    sorted runs is linear; numpy 2's ``unique`` hashes, several times slower here)."""
+    ordered = np.sort(values, kind="stable")
+    first = np.ones(ordered.size, dtype=bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    unique: np.ndarray = ordered[first]
+    return unique

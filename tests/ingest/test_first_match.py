@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from medic.ingest.first_match import PATTERN, ROW, FirstMatch
+from medic.ingest.first_match import PATTERN, ROW, FirstMatch, Shortcut
 
 PATTERNS = [
     r"alpha (?P<a>\d+) beta",  # 0
@@ -63,3 +63,29 @@ def test_literals_are_looked_for_in_the_lines_and_patterns_run_on_the_text() -> 
 def test_nothing_to_read_is_an_empty_frame_with_the_columns() -> None:
     assert read([]) == []
     assert read(["no literal here", "gamma"]) == []
+
+
+def test_a_shortcut_reads_the_lines_holding_its_literals_once_the_pattern_the_others() -> None:
+    # The last "x<digit>" of a line; the shortcut (which marks its reading in b) reads lines
+    # with a single "x", in a batch mixing both kinds, and the rows stay in line order.
+    reader = FirstMatch(
+        [r"^.*x(?P<a>\d)", r"y(?P<a>\d)"],
+        [["x"], ["y"]],
+        ("a", "b"),
+        [Shortcut(r"x(?P<a>\d)(?P<b>)", ("x",)), None],
+    )
+    lines = pl.Series(["x1 x2", "x3", "y4", "zz x5 x6 x7", "x8 and y9", "x"])
+    assert reader.read(lines).rows() == [
+        (0, 0, "2", None),
+        (1, 0, "3", ""),
+        (2, 1, "4", None),
+        (3, 0, "7", None),
+        (4, 0, "8", ""),
+    ]
+
+
+def test_overlapping_occurrences_of_shortcut_literals_count_twice() -> None:
+    reader = FirstMatch(
+        [r"^.*a(?P<a>a)"], [["aa"]], ("a", "b"), [Shortcut(r"a(?P<a>a)(?P<b>)", ("aa",))]
+    )
+    assert reader.read(pl.Series(["aaa", "aa"])).rows() == [(0, 0, "a", None), (1, 0, "a", "")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -10,7 +11,14 @@ import pytest
 from medic.config import ConfigError, from_dict
 from medic.detectors.base import DETECTORS, load_builtin
 from medic.ingest.base import Batch
-from medic.ingest.progress import ANSI_ESCAPE, FORMATS, PROGRESS, ProgressConfig, ProgressParser
+from medic.ingest.progress import (
+    ANSI_ESCAPE,
+    FORMATS,
+    PROGRESS,
+    ProgressConfig,
+    ProgressFormat,
+    ProgressParser,
+)
 from medic.pipeline import Pipeline
 from tests.builders import batch, bundled_logs, log
 
@@ -247,9 +255,36 @@ def test_custom_pattern_reads_a_line_before_the_built_in_formats() -> None:
     ]
 
 
+def _number(groups: dict[str, str | None], name: str) -> float | None:
+    value = groups.get(name)
+    try:
+        return None if value is None else float(value.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _step_time(groups: dict[str, str | None]) -> float | None:
+    """Seconds per step from a line's groups, as the parser documents it: the first of the step
+    time, the time in ms, s/it and 1 / it/s that reads as a number; kept if finite and > 0."""
+    ms, rate = _number(groups, "step_time_ms"), _number(groups, "it_per_s")
+    candidates = (
+        _number(groups, "step_time_s"),
+        None if ms is None else ms / 1000.0,
+        _number(groups, "s_per_it"),
+        None if rate is None else (1.0 / rate if rate else math.inf),
+    )
+    seconds = next((c for c in candidates if c is not None), None)
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds > 0 else None
+
+
+def _rounded(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Floats to 12 significant digits (polars may divide by multiplying with the inverse)."""
+    return [tuple(f"{v:.12g}" if isinstance(v, float) else v for v in row) for row in rows]
+
+
 def test_every_bundled_log_line_is_read_as_a_line_by_line_reading_reads_it() -> None:
     # The reference: each line on its own, the first format (by priority) whose anchor it
-    # holds and whose regex matches reads it.
+    # holds and whose regex matches reads it (with Python's re, without any shortcut).
     logs = bundled_logs()
     formats = [(f, re.compile(f.pattern)) for f in FORMATS]
     expected = []
@@ -260,13 +295,45 @@ def test_every_bundled_log_line_is_read_as_a_line_by_line_reading_reads_it() -> 
         for fmt, regex in formats:
             found = regex.search(text) if any(a in message for a in fmt.anchors) else None
             if job_id is not None and found is not None:
-                step = found.groupdict().get("step")
-                expected.append((fmt.framework, fmt.event, None if step is None else int(step)))
+                groups = found.groupdict()
+                step = _number(groups, "step")
+                expected.append(
+                    (
+                        fmt.framework,
+                        fmt.event,
+                        None if step is None else int(step),
+                        _step_time(groups),
+                        _number(groups, "throughput"),
+                    )
+                )
                 break
     out = ProgressParser().parse(Batch("logs", logs))
     assert out is not None and len(expected) > 10_000
-    read = out.frame.select("framework", "event", "step").rows()
-    assert read == expected
+    read = out.frame.select("framework", "event", "step", "step_time_s", "throughput").rows()
+    assert _rounded(read) == _rounded(expected)
+    assert sum(row[3] is not None for row in read) > 5_000
+
+
+def test_a_line_with_several_bars_is_read_at_its_last_in_every_bar_format() -> None:
+    # Bars of one line joined by \r: the last is read, as with a single bar (which takes the
+    # cheaper reading without the leading ^.*).
+    lightning = "Epoch 0:  12%|█▏        | {0}/1000 [02:00<14:40,  {1}it/s, v_num=0]"
+    nemo = (
+        "Epoch 0: : 12%|█▏        | {0}/1000 [02:00<14:40, v_num=, reduced_train_loss=2.6, "
+        "train_step_timing in s={1}]"
+    )
+    tqdm = " 12%|█▏        | {0}/1000 [02:00<14:40,  {1}s/it]"
+    for bar, framework, seconds in ((lightning, "lightning", 0.5), (nemo, "nemo", 2.0)):
+        rows = parse(bar.format(120, 1.0), bar.format(121, 1.0) + "\r" + bar.format(122, 2.0))
+        assert [(r["framework"], r["step"]) for r in rows] == [(framework, 120), (framework, 122)]
+        assert rows[1]["step_time_s"] == seconds
+    rows = parse(tqdm.format(7, 3.0), tqdm.format(8, 3.0) + "\r" + tqdm.format(9, 4.0))
+    assert [(r["step"], r["step_time_s"]) for r in rows] == [(7, 3.0), (9, 4.0)]
+
+
+def test_a_shortcut_needs_a_pattern_that_reads_the_last_match() -> None:
+    with pytest.raises(ValueError, match="needs a pattern led by"):
+        ProgressFormat("x", "step", ("Epoch ",), r"Epoch (?P<step>\d+)", "src", once=("Epoch ",))
 
 
 def test_unrelated_lines_lines_without_job_and_lookalikes_are_skipped() -> None:
