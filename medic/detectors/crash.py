@@ -153,11 +153,23 @@ class CrashDetector(WatchesLiveness):
         )
         for job_id, time in ends.iter_rows():
             self._stop(job_id, time)
-        signs = rows.filter((pl.col("kind") == "crash") & (pl.col("role") != "benign"))
-        if signs.is_empty():
-            return
-        for (job_id,), group in signs.partition_by("job_id", as_dict=True).items():
-            self._add_signs(str(job_id), group)
+        # Signs of a job already reported, or following hardware evidence, change nothing.
+        quiet = [*self.book.reported, *self.faulted]
+        signs = rows.filter(
+            (pl.col("kind") == "crash")
+            & (pl.col("role") != "benign")
+            & ~pl.col("job_id").is_in(quiet)
+        )
+        if self.stopping and not signs.is_empty():
+            stops = pl.DataFrame(
+                {"job_id": list(self.stopping), "_stop": list(self.stopping.values())},
+                schema={"job_id": pl.String, "_stop": pl.Int64},
+            )
+            signs = signs.join(stops, on="job_id", how="left", maintain_order="left").filter(
+                pl.col("_stop").is_null() | (pl.col("time_us") < pl.col("_stop"))
+            )
+        if not signs.is_empty():
+            self._add_signs(signs)
 
     def _hardware(self, frame: pl.DataFrame) -> None:
         """Remember the jobs that hardware evidence concerns: their later errors follow from it."""
@@ -169,22 +181,31 @@ class CrashDetector(WatchesLiveness):
                 self.faulted[job] = min(time, self.faulted.get(job, time))
                 self.pending.pop(job, None)
 
-    def _add_signs(self, job_id: str, group: pl.DataFrame) -> None:
-        if job_id in self.book.reported or job_id in self.faulted:
-            return
-        stop = self.stopping.get(job_id)
-        if stop is not None:
-            group = group.filter(pl.col("time_us") < stop)
-            if group.is_empty():
-                return
-        pending = self.pending.setdefault(job_id, _Pending(Incident(job_id)))
-        roots = group.filter(pl.col("role") == "root").sort("time_us").head(MAX_EVIDENCE)
-        rest = group.filter(pl.col("role") != "root").sort("time_us").head(MAX_EVIDENCE)
-        pending.incident.add(evidence_rows(pl.concat([roots, rest]), hardware=False), group.height)
-        pending.nodes.update(n for n in group["node"].unique().to_list() if n)
-        fatal = group.filter(pl.col("severity") == "fatal")["time_us"].min()
-        if fatal is not None and pending.confirmed_at is None:
-            pending.confirmed_at = int(fatal)  # type: ignore[arg-type]
+    def _add_signs(self, signs: pl.DataFrame) -> None:
+        """Each job's signs join its pending incident: its earliest root errors, then its
+        earliest other errors (up to ``MAX_EVIDENCE`` of each), counted in full."""
+        jobs = signs.group_by("job_id", maintain_order=True).agg(
+            pl.len().alias("count"),
+            pl.col("node").drop_nulls().unique().alias("nodes"),
+            pl.col("time_us").filter(pl.col("severity") == "fatal").min().alias("fatal"),
+        )
+        other = (pl.col("role") != "root").alias("_other")
+        kept = (
+            signs.with_columns(other)
+            .sort("_other", "time_us", maintain_order=True)
+            .filter(pl.int_range(pl.len()).over("job_id", "_other") < MAX_EVIDENCE)
+        )
+        evidence: dict[str, list[Evidence]] = {}
+        for job_id, item in zip(
+            kept.get_column("job_id").to_list(), evidence_rows(kept, hardware=False), strict=True
+        ):
+            evidence.setdefault(job_id, []).append(item)
+        for job_id, count, nodes, fatal in jobs.iter_rows():
+            pending = self.pending.setdefault(job_id, _Pending(Incident(job_id)))
+            pending.incident.add(evidence[job_id], count)
+            pending.nodes.update(n for n in nodes if n)
+            if fatal is not None and pending.confirmed_at is None:
+                pending.confirmed_at = int(fatal)
 
     def _stop(self, job_id: str, time: int) -> None:
         """A deliberate end began at ``time``: later signs of the job are its consequence."""

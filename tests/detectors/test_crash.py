@@ -127,6 +127,30 @@ def test_one_detection_per_job_until_it_runs_again() -> None:
     assert [(seconds(d.detected_at) // 10, d.ranks) for d in found] == [(2, (1,)), (32, (3,))]
 
 
+def test_each_job_in_a_burst_keeps_its_root_error_behind_more_peer_errors_than_kept() -> None:
+    # Two jobs fail in the same second: 40 ranks of each report the collateral NCCL abort
+    # (more than an incident keeps) before the root error of one rank arrives.
+    other = Job(nodes=("n5", "n6", "n7", "n8"), job_id="200")
+    oom = "[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory."
+    logs, gpu, sched = running()
+    logs += other.progress(0, 120)
+    gpu += other.telemetry(0, 120)
+    sched.append(other.start())
+    for job, root in ((JOB, 13), (other, 7)):
+        peers = [r for r in job.ranks if r != root]
+        logs += job.rank_logs(41.0, NCCL_ABORT, ranks=peers) * 2
+        logs += job.rank_logs(41.5, oom, ranks=[root])
+    sched += [JOB.end(50, "FAILED", 1), other.end(50, "FAILED", 1)]
+    found = detect(120, sorted(logs, key=lambda row: row["time"]), gpu, sched)
+    assert sorted((d.job_id, d.kind, d.ranks) for d in found) == [
+        ("100", "crash", (13,)),
+        ("200", "crash", (7,)),
+    ]
+    for crash in found:
+        assert "CUDA out of memory" in crash.summary
+        assert crash.evidence["evidence"] == 2 * 31 + 1
+
+
 def test_state_is_freed_when_jobs_end() -> None:
     detector = CrashDetector()
     detector.update(batch("scheduler", [JOB.start()]))
