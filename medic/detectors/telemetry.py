@@ -88,11 +88,15 @@ class GpuWindows:
         self.xid = xid
         self._columns = [pl.col("time").to_physical(), *KEYS, *self.means, *self.counters]
         """What a window keeps of each sample."""
+        self._inputs = ["time", *KEYS, *self.means, *self.counters]
+        """The columns of a sample that it is made from."""
         if throttle_mask is not None:
             throttled = (pl.col("throttle_reasons") & throttle_mask) != 0
             self._columns.append(throttled.cast(pl.Float32).alias("throttled"))
+            self._inputs.append("throttle_reasons")
         if xid:
             self._columns.append(pl.col("xid").is_not_null().cast(pl.Int32).alias("xid"))
+            self._inputs.append("xid")
         self._pending: list[pl.DataFrame] = []
         """Rows kept, of windows not closed yet."""
         self._arrived: list[_Arrival] = []
@@ -161,16 +165,18 @@ class GpuWindows:
             self._pending.append(rows)
 
     def _rows(self, frame: pl.DataFrame, arrival: _Arrival) -> pl.DataFrame:
-        query = frame.lazy()
+        query = frame.lazy().select(self._inputs)
+        jobs = arrival.jobs
         placement = arrival.placement
         if placement is not None and frame.get_column("job_id").null_count() > 0:
+            if jobs is not None:  # only unlabelled rows may still turn out to be wanted
+                query = query.filter(pl.col("job_id").is_null() | pl.col("job_id").is_in(jobs))
             query = query.join(
                 placement.lazy().rename({"job_id": "placed_job"}),
                 on="node",
                 how="left",
                 maintain_order="left",
             ).with_columns(pl.coalesce("job_id", "placed_job").alias("job_id"))
-        jobs = arrival.jobs
         wanted = pl.col("job_id").is_not_null() if jobs is None else pl.col("job_id").is_in(jobs)
         if arrival.forgotten:
             wanted = wanted & ~pl.col("job_id").is_in(arrival.forgotten)

@@ -102,6 +102,21 @@ def test_only_the_wanted_jobs_are_kept_and_forget_frees_them() -> None:
     assert windows.state_size() == 0
 
 
+def test_wanted_jobs_keep_their_labelled_rows_and_the_unlabelled_rows_of_their_nodes() -> None:
+    windows = GpuWindows(10, means=("util",))
+    placement = pl.DataFrame({"node": ["a", "c"], "job_id": ["7", "9"]})
+    rows = frame(
+        sample(1, node="a", job=None, util=1.0),
+        sample(1, node="b", job="7", util=2.0),
+        sample(1, node="c", job=None, util=3.0),
+        sample(1, node="d", job="8", util=4.0),
+        sample(2, node="a", job=None, util=5.0),
+    )
+    windows.add(rows, placement, jobs={"7"})
+    (window,) = windows.close(at(10))
+    assert window.gpus.select("job_id", "node", "util").rows() == [("7", "a", 3.0), ("7", "b", 2.0)]
+
+
 def test_bad_windows_are_refused() -> None:
     with pytest.raises(ValueError):
         GpuWindows(0, means=())
