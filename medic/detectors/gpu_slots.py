@@ -3,15 +3,18 @@ and a batch of a whole cluster folds in with a few array operations instead of a
 GPU.
 
 A node gets an id the first time it is met (the row of its GPUs in the owner's arrays); the GPU
-index is the column. A batch is located with one dictionary encoding of its node column, so a
-name is looked up once per distinct node of the batch. Ids of nodes the owner released are
-given to the next new nodes, which bounds the arrays by the nodes alive at once.
+index is the column. A batch is located with one hash lookup of its node column in the names
+known so far (Arrow's ``index_in``); only names met for the first time go through Python. Ids of
+nodes the owner released are given to the next new nodes, which bounds the arrays by the nodes
+alive at once.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 MAX_GPUS_PER_NODE = 256
 """GPU indices 0-255 have a column; a row with another index (a garbled label) has no cell,
@@ -27,16 +30,29 @@ class GpuSlots:
         self.gpus_per_node = 1
         self._ids: dict[str, int] = {}
         self._free: list[int] = []
+        self._known: tuple[pa.Array, np.ndarray] | None = None
+        """The names with an id, as Arrow (of the type last looked up), and their ids."""
 
     def locate(self, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Node id and GPU index of each row of ``frame`` (its ``gpu`` values addressable:
-        ``addressable`` holds)."""
-        encoded = frame.get_column("node").to_arrow().dictionary_encode()
-        names = encoded.dictionary.to_pylist()
-        ids = np.fromiter((self._id(name) for name in names), np.intp, len(names))
+        ``addressable`` holds; its nodes not null)."""
+        nodes = frame.get_column("node").to_arrow()
+        found = pc.index_in(nodes, value_set=self._names(nodes.type))
+        if found.null_count:
+            for name in pc.unique(nodes.filter(found.is_null())).to_pylist():
+                self._id(name)
+            found = pc.index_in(nodes, value_set=self._names(nodes.type))
+        assert self._known is not None
         gpus = frame.get_column("gpu").to_numpy().astype(np.intp)
         self.gpus_per_node = max(self.gpus_per_node, int(gpus.max()) + 1)
-        return ids[encoded.indices.to_numpy()], gpus
+        return self._known[1][found.to_numpy()], gpus
+
+    def _names(self, kind: pa.DataType) -> pa.Array:
+        known = self._known
+        if known is None or known[0].type != kind:
+            names = pa.array(list(self._ids), type=kind)
+            known = self._known = (names, np.fromiter(self._ids.values(), np.intp, len(names)))
+        return known[0]
 
     def id_of(self, node: str) -> int | None:
         return self._ids.get(node)
@@ -46,6 +62,7 @@ class GpuSlots:
         for i in ids:
             del self._ids[self.names[i]]
         self._free += ids
+        self._known = None
 
     def _id(self, node: str) -> int:
         i = self._ids.get(node)
@@ -58,6 +75,7 @@ class GpuSlots:
             i = len(self.names)
             self.names.append(node)
         self._ids[node] = i
+        self._known = None
         return i
 
 

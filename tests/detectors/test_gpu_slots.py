@@ -23,6 +23,14 @@ def test_nodes_keep_their_id_whatever_order_the_rows_come_in() -> None:
     assert slots.names == ["a", "b", "c"] and slots.gpus_per_node == 8
 
 
+def test_new_nodes_get_ids_in_the_order_they_first_appear_among_known_ones() -> None:
+    slots = GpuSlots()
+    slots.locate(gpus(("a", 0), ("b", 0)))
+    nodes, _ = slots.locate(gpus(("d", 0), ("a", 0), ("e", 1), ("d", 2), ("b", 1), ("f", 0)))
+    assert nodes.tolist() == [2, 0, 3, 2, 1, 4]
+    assert slots.names == ["a", "b", "d", "e", "f"] and slots.id_of("e") == 3
+
+
 def test_released_ids_go_to_new_nodes() -> None:
     slots = GpuSlots()
     slots.locate(gpus(("a", 0), ("b", 0)))
