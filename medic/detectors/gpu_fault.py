@@ -90,9 +90,11 @@ class GpuFaultDetector(WatchesLiveness):
         self.pci_gpu: dict[tuple[str, str], int] = {}
         self.vanished: dict[tuple[str, int], int] = {}
         """(node, GPU) -> last sample time of a vanish already reported."""
-        self._counts: np.ndarray
-        """Per node id, GPU and counter: the GPU's last count (see ``_count_state``)."""
-        self._count_state: np.ndarray
+        self._counts: list[np.ndarray]
+        """Per counter, by node id and GPU: the GPU's last count (see ``_count_state``). One
+        array per counter, read and written at flat cell indices (a gather over two index
+        arrays of a three-dimensional array costs several times more)."""
+        self._count_state: list[np.ndarray]
         self._restart_counters()
         self._pruned = 0
         """The Liveness prune this detector's per-GPU state was last pruned after."""
@@ -271,30 +273,31 @@ class GpuFaultDetector(WatchesLiveness):
         self._follow_prunes()
         nodes, gpus = located
         slots = self.liveness.slots
-        shape = (len(slots.names), slots.gpus_per_node, len(COUNTERS))
-        self._counts = fitted(self._counts, shape, 0)
-        self._count_state = fitted(self._count_state, shape, UNKNOWN)
-        counts = [_counter_values(latest.get_column(c)) for c in COUNTERS]
-        values = np.stack([value for value, _ in counts], 1)
-        valid = np.stack([is_set for _, is_set in counts], 1)
-        before = self._counts[nodes, gpus]
-        known = self._count_state[nodes, gpus] == SET
-        changed = (valid & ~(known & (before == values))).any(axis=1)
-        self._counts[nodes, gpus] = values
-        self._count_state[nodes, gpus] = np.where(valid, SET, NULL)
+        shape = (len(slots.names), slots.gpus_per_node)
+        self._counts = [fitted(counts, shape, 0) for counts in self._counts]
+        self._count_state = [fitted(state, shape, UNKNOWN) for state in self._count_state]
+        cells = nodes * self._counts[0].shape[1] + gpus
+        changed = np.zeros(len(cells), dtype=bool)
+        for name, counts, state in zip(COUNTERS, self._counts, self._count_state, strict=True):
+            values, is_set = _counter_values(latest.get_column(name))
+            last, known = counts.reshape(-1), state.reshape(-1)
+            changed |= is_set & ~((known[cells] == SET) & (last[cells] == values))
+            last[cells] = values
+            known[cells] = np.where(is_set, SET, NULL)
         return latest.filter(pl.Series(changed)) if changed.any() else latest.clear()
 
     def _forget_counters(self, keys: list[tuple[str, int]]) -> None:
         """Make the GPUs of ``keys`` count as changed in the next batch (their state restarts)."""
         for node, gpu in keys:
             i = self.liveness.slots.id_of(node)
-            if i is not None and i < len(self._count_state):
-                self._count_state[i, gpu] = UNKNOWN
+            for state in self._count_state:
+                if i is not None and i < len(state) and gpu < state.shape[1]:
+                    state[i, gpu] = UNKNOWN
 
     def _restart_counters(self) -> None:
         """Every GPU counts as changed in the next batch: what it is compared with restarts."""
-        self._counts = np.zeros((0, 1, len(COUNTERS)), np.int64)
-        self._count_state = np.zeros((0, 1, len(COUNTERS)), np.int8)
+        self._counts = [np.zeros((0, 1), np.int64) for _ in COUNTERS]
+        self._count_state = [np.zeros((0, 1), np.int8) for _ in COUNTERS]
 
     def _emit(self, evidence: list[Located], confirmed_at: int | None = None) -> list[Detection]:
         return self.book.report(evidence, _headline, confirmed_at)
