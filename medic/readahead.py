@@ -98,19 +98,14 @@ def _split(
     wrong)."""
     if parsed is None:
         return dict.fromkeys(run)
-    times = time_us(parsed.data)
+    times = parsed.frame.get_column("time").to_physical().to_numpy()
     if np.any(times[1:] < times[:-1]):
         return None
     bounds = np.array([spans[batch] for batch in run], dtype=np.int64)
     starts = np.searchsorted(times, bounds[:, 0], side="left").tolist()
     ends = np.searchsorted(times, bounds[:, 1], side="right").tolist()
-    frame = parsed.frame
     return {
-        batch: Batch.with_frame(
-            parsed.stream, parsed.data.slice(lo, hi - lo), frame.slice(lo, hi - lo)
-        )
-        if hi > lo
-        else None
+        batch: parsed.sliced(lo, hi - lo) if hi > lo else None
         for batch, lo, hi in zip(run, starts, ends, strict=True)
     }
 

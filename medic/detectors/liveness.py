@@ -30,7 +30,7 @@ from medic import schema
 from medic.detectors.base import register_parser
 from medic.detectors.gpu_slots import MAX_GPUS_PER_NODE, GpuSlots, addressable, fitted
 from medic.frames import newest_by
-from medic.ingest.base import Batch
+from medic.ingest.base import Batch, polars_schema
 from medic.timeutil import US
 
 PRUNE_EVERY_US = 60 * US
@@ -52,7 +52,7 @@ GPU_LATEST = pa.schema(
     ]
 )
 """Schema of the derived ``gpu_latest`` stream: one row per GPU per telemetry batch."""
-_LATEST_FRAME = pl.DataFrame(GPU_LATEST.empty_table()).schema
+_LATEST_FRAME = polars_schema(GPU_LATEST)
 """The same as polars reads it."""
 
 _OPTIONAL = {
@@ -127,10 +127,7 @@ class GpuLatestParser:
             )
         else:
             latest = frame.select_seq(_ONE_SAMPLE)  # the usual second
-        arrow = schema.conform(latest.to_arrow(compat_level=pl.CompatLevel.newest()), GPU_LATEST)
-        if latest.schema != _LATEST_FRAME:
-            return Batch(self.output_stream, arrow)
-        return Batch.with_frame(self.output_stream, arrow, latest)
+        return Batch.from_frame(self.output_stream, latest, GPU_LATEST)
 
     def _one_sample_per_gpu(self, frame: pl.DataFrame) -> bool:
         """Whether no GPU has two samples in ``frame``. A feed sends the same GPUs in the same

@@ -170,4 +170,4 @@ class SignatureParser:
         hits = self.matcher.match(frame)
         if hits.is_empty():
             return None
-        return Batch(self.output_stream, schema.conform(hits.to_arrow(), SIGNATURES))
+        return Batch.from_frame(self.output_stream, hits, SIGNATURES)

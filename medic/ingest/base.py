@@ -3,18 +3,23 @@
 A ``Batch`` is a ``pyarrow.RecordBatch`` in one of the schemas of ``medic.schema`` (or a
 derived stream produced by a parser), tagged with its stream name. A ``Watermark`` says the
 source is complete up to that event time: no row with an earlier time will follow.
+
+A parser makes its output in polars, and the detectors read it in polars: such a batch
+(``Batch.from_frame``) builds its Arrow form only when something asks for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, Protocol, runtime_checkable
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from medic.schema import conform
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,6 +37,15 @@ class Batch:
         batch.__dict__["frame"] = frame
         return batch
 
+    @classmethod
+    def from_frame(cls, stream: str, frame: pl.DataFrame, schema: pa.Schema) -> Batch:
+        """A batch made in polars, as ``schema`` (an Arrow schema) reads in polars: its Arrow
+        form is built the first time ``data`` is read. A frame of other dtypes is converted
+        now, through ``schema``."""
+        if frame.schema != polars_schema(schema):
+            return cls(stream, conform(frame.to_arrow(), schema))
+        return _FrameFirst(stream, frame, schema)
+
     @cached_property
     def frame(self) -> pl.DataFrame:
         """The rows as a polars DataFrame, converted once and shared by every consumer."""
@@ -43,6 +57,11 @@ class Batch:
     def num_rows(self) -> int:
         return int(self.data.num_rows)
 
+    def sliced(self, offset: int, length: int) -> Batch:
+        """Rows ``offset`` to ``offset + length`` (its polars frame sliced too)."""
+        frame = self.frame.slice(offset, length)
+        return Batch.with_frame(self.stream, self.data.slice(offset, length), frame)
+
     @cached_property
     def max_time(self) -> int | None:
         """The newest event time in the batch (microseconds), None when it is empty."""
@@ -50,6 +69,30 @@ class Batch:
             return None
         value = pc.max(self.data.column("time").cast(pa.int64())).as_py()
         return None if value is None else int(value)
+
+
+class _FrameFirst(Batch):
+    """A batch whose polars frame came first (``Batch.from_frame``)."""
+
+    def __init__(self, stream: str, frame: pl.DataFrame, schema: pa.Schema) -> None:
+        self.__dict__.update(stream=stream, frame=frame, _schema=schema)
+
+    @cached_property
+    def data(self) -> pa.Table:
+        return conform(self.frame.to_arrow(), self.__dict__["_schema"])
+
+    @property
+    def num_rows(self) -> int:
+        return self.frame.height
+
+    def sliced(self, offset: int, length: int) -> Batch:
+        return _FrameFirst(self.stream, self.frame.slice(offset, length), self.__dict__["_schema"])
+
+
+@cache
+def polars_schema(schema: pa.Schema) -> pl.Schema:
+    """The dtypes polars reads an Arrow ``schema`` as."""
+    return pl.DataFrame(schema.empty_table()).schema
 
 
 @dataclass(frozen=True)

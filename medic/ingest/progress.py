@@ -475,7 +475,7 @@ class ProgressParser:
             .select(self._output)
             .sort("time", maintain_order=True)
         )
-        return Batch(self.output_stream, rows.to_arrow().cast(PROGRESS))
+        return Batch.from_frame(self.output_stream, rows, PROGRESS)
 
     def _output_columns(self) -> tuple[list[pl.Expr], list[pl.Expr]]:
         """From a read line: its values (the step time normalised to seconds), then the output
