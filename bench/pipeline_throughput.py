@@ -110,16 +110,18 @@ def as_lines(table: pa.Table) -> list[Line]:
     return list(zip(*columns, strict=True))
 
 
-def medic_parse(table: pa.Table, batch_lines: int) -> tuple[list[Any], list[Any]]:
+def medic_parse(table: pa.Table, batch_lines: int) -> tuple[list[Batch], list[Batch]]:
+    """What the parsers make of each batch, as the detectors get it (in polars: its Arrow form
+    is only built when read)."""
     signatures, progress = SignatureParser(), ProgressParser()
-    found_signatures: list[Any] = []
-    found_progress: list[Any] = []
+    found_signatures: list[Batch] = []
+    found_progress: list[Batch] = []
     for lo in range(0, table.num_rows, batch_lines):
         batch = Batch("logs", table.slice(lo, batch_lines))
         for parser, found in ((signatures, found_signatures), (progress, found_progress)):
             derived = parser.parse(batch)
             if derived is not None:
-                found.append(derived.data)
+                found.append(derived)
     return found_signatures, found_progress
 
 
@@ -149,8 +151,8 @@ PROGRESS_COLUMNS = (
 """The columns compared with the naive loop's rows (after the time)."""
 
 
-def rows_of(tables: list[pa.Table], names: tuple[str, ...]) -> list[tuple[Any, ...]]:
-    return [row for t in tables for row in _rows(t, names)]
+def rows_of(batches: list[Batch], names: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    return [row for batch in batches for row in _rows(pa.table(batch.data), names)]
 
 
 def _rows(table: pa.Table, names: tuple[str, ...]) -> list[tuple[Any, ...]]:
