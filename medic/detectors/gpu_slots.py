@@ -48,6 +48,7 @@ class GpuSlots:
         return self._known[1][found.to_numpy()], gpus
 
     def _names(self, kind: pa.DataType) -> pa.Array:
+        """The names with an id, as an Arrow array of type ``kind`` (built again after a change)."""
         known = self._known
         if known is None or known[0].type != kind:
             names = pa.array(list(self._ids), type=kind)

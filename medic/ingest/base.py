@@ -85,6 +85,13 @@ class _FrameFirst(Batch):
     def num_rows(self) -> int:
         return self.frame.height
 
+    @cached_property
+    def max_time(self) -> int | None:
+        if self.frame.is_empty() or "time" not in self.frame.columns:
+            return None
+        value = self.frame.get_column("time").to_physical().max()
+        return None if value is None else int(value)  # type: ignore[arg-type]
+
     def sliced(self, offset: int, length: int) -> Batch:
         return _FrameFirst(self.stream, self.frame.slice(offset, length), self.__dict__["_schema"])
 

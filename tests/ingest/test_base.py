@@ -29,7 +29,7 @@ def test_a_frame_in_the_schema_s_dtypes_is_kept_and_its_arrow_form_made_when_rea
     frame = rows()
     assert frame.schema == polars_schema(SCHEMA)
     batch = Batch.from_frame("progress", frame, SCHEMA)
-    assert batch.frame is frame and batch.num_rows == 3
+    assert batch.frame is frame and batch.num_rows == 3 and batch.max_time == at(3)
     assert "data" not in batch.__dict__  # nothing has asked for the Arrow form yet
     assert batch.data.schema == SCHEMA
     assert batch.data.to_pylist() == frame.to_arrow().to_pylist()
