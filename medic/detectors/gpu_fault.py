@@ -290,8 +290,10 @@ class GpuFaultDetector(WatchesLiveness):
         """Make the GPUs of ``keys`` count as changed in the next batch (their state restarts)."""
         for node, gpu in keys:
             i = self.liveness.slots.id_of(node)
+            if i is None:
+                continue
             for state in self._count_state:
-                if i is not None and i < len(state) and gpu < state.shape[1]:
+                if i < len(state) and gpu < state.shape[1]:
                     state[i, gpu] = UNKNOWN
 
     def _restart_counters(self) -> None:

@@ -79,8 +79,7 @@ class FirstMatch:
             return self._empty()
         text = lines if text is None else text
         rows = tries // self._count
-        first = np.ones(tries.size, dtype=bool)
-        first[1:] = rows[1:] != rows[:-1]
+        first = _run_starts(rows)
         read = [self._attempt(tries[first], text)]
         rest = ~first & ~np.isin(rows, read[0].get_column(ROW).to_numpy())
         if rest.any():
@@ -116,7 +115,7 @@ class FirstMatch:
         order = np.argsort(tries % self._count, kind="stable")
         rows, patterns = tries[order] // self._count, tries[order] % self._count
         texts = text.gather(rows)
-        starts = [0, *(np.flatnonzero(patterns[1:] != patterns[:-1]) + 1).tolist()]
+        starts = np.flatnonzero(_run_starts(patterns)).tolist()
         parts = [
             self._extract(int(patterns[lo]), texts.slice(lo, hi - lo))
             for lo, hi in zip(starts, [*starts[1:], len(patterns)], strict=True)
@@ -126,8 +125,7 @@ class FirstMatch:
         if not matched.size:
             return self._empty()
         matched.sort()  # positions in ``tries``: by line, then by priority
-        lines = tries[matched] // self._count
-        best = matched[np.concatenate([[True], lines[1:] != lines[:-1]])]
+        best = matched[_run_starts(tries[matched] // self._count)]
         at = np.empty_like(order)
         at[order] = np.arange(order.size)
         return values.select(
@@ -174,7 +172,12 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)`` for values nearly in order already (a stable sort of a run of
     sorted runs is linear; numpy 2's ``unique`` hashes, several times slower here)."""
     ordered = np.sort(values, kind="stable")
-    first = np.ones(ordered.size, dtype=bool)
-    first[1:] = ordered[1:] != ordered[:-1]
-    unique: np.ndarray = ordered[first]
+    unique: np.ndarray = ordered[_run_starts(ordered)]
     return unique
+
+
+def _run_starts(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal neighbours in ``values`` begins (a boolean mask)."""
+    starts = np.ones(values.size, dtype=bool)
+    starts[1:] = values[1:] != values[:-1]
+    return starts
