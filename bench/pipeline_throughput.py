@@ -11,6 +11,11 @@ many lines a second). Printed against:
   parsers find;
 * drain3 template mining (for context: what a generic log parser costs per line).
 
+The same lines are then sorted by what reads them (the naive loop decides): lines matching
+nothing, progress lines, signature lines. The parsers run on each kind alone, tiled to
+``--kind-lines``, against the naive loop on ``--kind-naive-lines`` of them: what a cluster's own
+mix of lines will cost.
+
 GPU telemetry: a simulated ``--gpus`` cluster (``medic simulate`` scenario ``--scenario``)
 replayed for ``--minutes`` through every detector, one batch per stream per second as
 ``medic backtest`` does (its few log lines and scheduler rows included), and its telemetry
@@ -73,20 +78,44 @@ def cpu_seconds(
     return best
 
 
-def log_corpus(datasets: Path, lines: int, batch_lines: int) -> pa.Table:
-    """The logs of every recording under ``datasets``, tiled to ``lines`` rows and re-stamped so
-    that each ``batch_lines`` rows span one second."""
-    tables = [
+def read_logs(datasets: Path) -> pa.Table:
+    """The logs of every recording under ``datasets``."""
+    return pa.concat_tables(
         schema.conform(pq.read_table(path / "logs.parquet"), schema.LOGS)
         for path in find_recordings([datasets])
-    ]
-    corpus = pa.concat_tables(tables)
+    )
+
+
+def tiled(corpus: pa.Table, lines: int, batch_lines: int) -> pa.Table:
+    """``corpus`` repeated to ``lines`` rows and re-stamped so that each ``batch_lines`` rows span
+    one second."""
     repeats = -(-lines // corpus.num_rows)
-    tiled = pa.concat_tables([corpus] * repeats).slice(0, lines)
+    table = pa.concat_tables([corpus] * repeats).slice(0, lines)
     index = np.arange(lines, dtype=np.int64)
     times = T0 + (index // batch_lines) * US + (index % batch_lines) * (US // batch_lines)
-    column = tiled.schema.get_field_index("time")
-    return tiled.set_column(column, "time", pa.array(times, schema.TIME))
+    column = table.schema.get_field_index("time")
+    return table.set_column(column, "time", pa.array(times, schema.TIME))
+
+
+def log_corpus(datasets: Path, lines: int, batch_lines: int) -> pa.Table:
+    """The logs of every recording under ``datasets``, tiled to ``lines`` rows."""
+    return tiled(read_logs(datasets), lines, batch_lines)
+
+
+def line_kinds(corpus: pa.Table) -> dict[str, pa.Table]:
+    """The corpus's lines by what reads them, as the naive loop decides line by line: a
+    progress format only, a catalogue signature (with or without a progress format), or
+    neither (most lines a training job writes)."""
+    signatures, progress = NaiveSignatures(builtin_catalogue()), NaiveProgress()
+    lines = as_lines(corpus)
+    signature = np.array([bool(signatures.match([line])) for line in lines])
+    step = np.array([bool(progress.match([line])) for line in lines])
+    kinds = {
+        "matching nothing": ~signature & ~step,
+        "progress lines": step & ~signature,
+        "signature lines": signature,
+    }
+    return {name: corpus.filter(pa.array(mask)) for name, mask in kinds.items() if mask.any()}
 
 
 def log_events(table: pa.Table, batch_lines: int) -> Iterator[Event]:
@@ -291,6 +320,43 @@ def bench_logs(args: argparse.Namespace) -> None:
     )
 
 
+def bench_line_kinds(args: argparse.Namespace) -> None:
+    """The parsers on each kind of line alone: what a mix of them costs."""
+    corpus = read_logs(args.datasets)
+    kinds = line_kinds(corpus)
+    rows = []
+    for name, lines in kinds.items():
+        table = tiled(lines, args.kind_lines, args.batch_lines)
+        sample = as_lines(table.slice(0, args.kind_naive_lines))
+        naive_s = cpu_seconds(
+            lambda _, sample=sample: (
+                NaiveSignatures(builtin_catalogue()).match(sample),
+                NaiveProgress().match(sample),
+            ),
+            args.repeat,
+        )
+        parse_s = cpu_seconds(
+            lambda _, table=table: medic_parse(table, args.batch_lines), args.repeat
+        )
+        naive_rate = len(sample) / naive_s
+        share = f"{lines.num_rows / corpus.num_rows:.0%} of lines"
+        rows.append((f"naive, {name} ({share})", len(sample), naive_s, "1.0x"))
+        rows.append(
+            (
+                f"medic parsers, {name}",
+                table.num_rows,
+                parse_s,
+                f"{table.num_rows / parse_s / naive_rate:.1f}x naive",
+            )
+        )
+    print_table(
+        f"Log lines by kind: the parsers on each alone, {args.batch_lines:,} lines per batch "
+        "(one core)",
+        "lines",
+        rows,
+    )
+
+
 def bench_gpu(args: argparse.Namespace) -> None:
     recording = simulate(
         args.scenario,
@@ -352,6 +418,8 @@ def main() -> None:
     parser.add_argument("--batch-lines", type=int, default=65_536)
     parser.add_argument("--naive-lines", type=int, default=200_000)
     parser.add_argument("--drain3-lines", type=int, default=50_000)
+    parser.add_argument("--kind-lines", type=int, default=262_144)
+    parser.add_argument("--kind-naive-lines", type=int, default=30_000)
     parser.add_argument("--naive-samples", type=int, default=500_000)
     parser.add_argument("--gpus", type=int, default=8192)
     parser.add_argument("--minutes", type=float, default=5.0)
@@ -365,6 +433,7 @@ def main() -> None:
         f"{sorted(os.sched_getaffinity(0))}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     bench_logs(args)
+    bench_line_kinds(args)
     bench_gpu(args)
     load = os.getloadavg()
     print(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
