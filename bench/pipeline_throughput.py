@@ -105,7 +105,7 @@ def log_corpus(datasets: Path, lines: int, batch_lines: int) -> pa.Table:
 def line_kinds(corpus: pa.Table) -> dict[str, pa.Table]:
     """The corpus's lines by what reads them, as the naive loop decides line by line: a
     progress format only, a catalogue signature (with or without a progress format), or
-    neither (most lines a training job writes)."""
+    neither."""
     signatures, progress = NaiveSignatures(builtin_catalogue()), NaiveProgress()
     lines = as_lines(corpus)
     signature = np.array([bool(signatures.match([line])) for line in lines])
