@@ -69,12 +69,6 @@ class Catalogue:
     xids: pl.DataFrame
     exit_codes: pl.DataFrame
 
-    @functools.cached_property
-    def prefilter(self) -> str:
-        """One regex that every line matching any signature also matches (its literals)."""
-        literals = sorted({lit for lits in self.signatures["literals"] for lit in lits})
-        return "|".join(re.escape(lit) for lit in literals)
-
     def fatal_xids(self, kind: str = "gpu_fault") -> list[int]:
         """Xid codes that are fatal evidence of ``kind``."""
         rows = self.xids.filter((pl.col("kind") == kind) & (pl.col("severity") == "fatal"))

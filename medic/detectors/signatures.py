@@ -58,12 +58,12 @@ class SignatureMatcher:
 
     def __init__(self, catalogue: Catalogue) -> None:
         self.catalogue = catalogue
-        self.prefilter = catalogue.prefilter
         self._first = FirstMatch(
             catalogue.signatures["pattern"].to_list(),
             catalogue.signatures["literals"].to_list(),
             GROUPS,
         )
+        self._prefilter = self._first.candidates(pl.col("message"))
         self._entries = catalogue.signatures.select(
             "entry",
             pl.col("id").alias("signature"),
@@ -100,7 +100,7 @@ class SignatureMatcher:
         ]
         if missing:
             logs = logs.with_columns(missing)
-        candidates = logs.filter(pl.col("message").str.contains(self.prefilter))
+        candidates = logs.filter(self._prefilter)
         if candidates.is_empty():
             return _EMPTY
         read = self._first.read(candidates.get_column("message"))

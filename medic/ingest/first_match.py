@@ -7,7 +7,8 @@ runs on every line. Each pattern is gated by literals, and every line it matches
 them. A line is tried only with the patterns whose literals it holds: first with the best of
 them, and a line that one does not read then with all the others at once (the best that
 matches reads it). So each pattern's regex runs at most twice per batch, each time on its own
-lines only, and a line is rarely tried with more than one pattern.
+lines only, and a line is rarely tried with more than one pattern. ``candidates`` is the
+one-scan filter a parser runs first: the lines holding any literal.
 
 A pattern may come with a cheaper regex that reads alike the lines holding some literals at most
 once (``Shortcut``): a progress bar's ``^.*`` that picks the last of several bars on a line
@@ -27,6 +28,8 @@ MATCHED = "_matched"
 """An empty group added at the end of each regex: set on the lines it matches."""
 ROW, PATTERN = "_row", "_pattern"
 """Columns of a reading: the line's index and the pattern that read it."""
+REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
+"""Characters a Rust regex reads as syntax, escaped in a literal."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,16 @@ class FirstMatch:
         self._everywhere = np.array(
             [i for i, lits in enumerate(literals) if not lits], dtype=np.uint64
         )
+        self._held = "|".join(map(_escaped, self._literals))
+        self._ungated = "|".join(f"(?:{patterns[i]})" for i in self._everywhere.tolist())
+
+    def candidates(self, lines: pl.Expr) -> pl.Expr:
+        """True on the lines a pattern may match: those holding one of the literals, and those
+        that a pattern without literals matches."""
+        found = lines.str.contains(self._held) if self._held else pl.lit(False)
+        if self._ungated:
+            found = found | lines.str.contains(self._ungated)
+        return found
 
     def read(self, lines: pl.Series, text: pl.Series | None = None) -> pl.DataFrame:
         """One row per line that a pattern matches, in line order: ``_row`` (its index in
@@ -157,6 +170,11 @@ class FirstMatch:
     def _empty(self) -> pl.DataFrame:
         columns: dict[str, pl.DataType] = {ROW: pl.UInt32(), PATTERN: pl.UInt32()}
         return pl.DataFrame(schema=columns | dict.fromkeys(self.fields, pl.String()))
+
+
+def _escaped(text: str) -> str:
+    """``text`` as a Rust regex matching it literally."""
+    return "".join(f"\\{ch}" if ch in REGEX_META else ch for ch in text)
 
 
 def _marked(pattern: str) -> str:

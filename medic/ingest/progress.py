@@ -69,7 +69,6 @@ PROGRESS = pa.schema(
 
 ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
 RANK_PATTERNS = (r"^\[rank(\d+)\]:", r"\[Rank (\d+)\]")
-REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
 NUMBER = r"[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?"
 
 
@@ -443,18 +442,13 @@ class ProgressParser:
     def __init__(self, config: ProgressConfig | None = None) -> None:
         self.config = config or ProgressConfig()
         self.formats = _compiled_formats(self.config)
-        anchors = {anchor for f in self.formats for anchor in f.anchors}
-        longest_first = sorted(anchors, key=len, reverse=True)
-        self._prefilter = pl.col("message").str.contains("|".join(map(_literal, longest_first)))
-        if self.config.patterns:
-            custom = "|".join(f"(?:{p.pattern})" for p in self.config.patterns)
-            self._prefilter = self._prefilter | pl.col("message").str.contains(custom)
         self._first = FirstMatch(
             [f.pattern for f in self.formats],
             [f.anchors for f in self.formats],
             FIELDS,
             [f.shortcut() for f in self.formats],
         )
+        self._prefilter = self._first.candidates(pl.col("message"))
         self._measures, self._output = self._output_columns()
 
     def parse(self, batch: Batch) -> Batch | None:
@@ -541,8 +535,3 @@ def _divided(dividend: pl.Expr, divisor: float) -> pl.Expr:
         lambda column: pl.Series(column.to_numpy() / divisor, nan_to_null=True),
         return_dtype=pl.Float64,
     )
-
-
-def _literal(text: str) -> str:
-    """``text`` as a Rust regex matching it literally."""
-    return "".join(f"\\{ch}" if ch in REGEX_META else ch for ch in text)

@@ -89,3 +89,23 @@ def test_overlapping_occurrences_of_shortcut_literals_count_twice() -> None:
         [r"^.*a(?P<a>a)"], [["aa"]], ("a", "b"), [Shortcut(r"a(?P<a>a)(?P<b>)", ("aa",))]
     )
     assert reader.read(pl.Series(["aaa", "aa"])).rows() == [(0, 0, "a", None), (1, 0, "a", "")]
+
+
+def test_candidates_are_the_lines_holding_a_literal_or_matching_an_ungated_pattern() -> None:
+    lines = pl.DataFrame({"line": ["a+b here", "ab", "step 5 done", "nothing", "x.y"]})
+    gated = FirstMatch([r"a\+b", r"x\.y"], [["a+b"], ["x.y"]], ())
+    assert lines.select(gated.candidates(pl.col("line"))).to_series().to_list() == [
+        True,
+        False,
+        False,
+        False,
+        True,
+    ]
+    mixed = FirstMatch([r"a\+b", r"step (?P<n>\d+)"], [["a+b"], []], ("n",))
+    assert lines.select(mixed.candidates(pl.col("line"))).to_series().to_list() == [
+        True,
+        False,
+        True,
+        False,
+        False,
+    ]
