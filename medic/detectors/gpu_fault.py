@@ -288,13 +288,13 @@ class GpuFaultDetector(WatchesLiveness):
 
     def _forget_counters(self, keys: list[tuple[str, int]]) -> None:
         """Make the GPUs of ``keys`` count as changed in the next batch (their state restarts)."""
+        nodes, gpus = self._count_state[0].shape  # every counter's state has the same shape
         for node, gpu in keys:
             i = self.liveness.slots.id_of(node)
-            if i is None:
+            if i is None or i >= nodes or gpu >= gpus:
                 continue
             for state in self._count_state:
-                if i < len(state) and gpu < state.shape[1]:
-                    state[i, gpu] = UNKNOWN
+                state[i, gpu] = UNKNOWN
 
     def _restart_counters(self) -> None:
         """Every GPU counts as changed in the next batch: what it is compared with restarts."""
