@@ -97,9 +97,9 @@ def tiled(corpus: pa.Table, lines: int, batch_lines: int) -> pa.Table:
     return table.set_column(column, "time", pa.array(times, schema.TIME))
 
 
-def log_corpus(datasets: Path, lines: int, batch_lines: int) -> pa.Table:
-    """The logs of every recording under ``datasets``, tiled to ``lines`` rows."""
-    return tiled(read_logs(datasets), lines, batch_lines)
+def naive_parse(lines: list[Line]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The naive loop's signature rows and progress rows of ``lines``."""
+    return NaiveSignatures(builtin_catalogue()).match(lines), NaiveProgress().match(lines)
 
 
 def line_kinds(corpus: pa.Table) -> dict[str, pa.Table]:
@@ -194,8 +194,7 @@ def check_same_output(table: pa.Table, batch_lines: int) -> tuple[int, int]:
     """medic's parsers and the naive loop find the same rows; returns the row counts."""
     signatures, progress = medic_parse(table, batch_lines)
     lines = as_lines(table)
-    naive_signatures = NaiveSignatures(builtin_catalogue()).match(lines)
-    naive_progress = NaiveProgress().match(lines)
+    naive_signatures, naive_progress = naive_parse(lines)
     for what, ours, theirs in (
         (
             "signatures",
@@ -265,8 +264,8 @@ def print_table(title: str, unit: str, rows: list[tuple[str, int, float, str]]) 
         )
 
 
-def bench_logs(args: argparse.Namespace) -> None:
-    table = log_corpus(args.datasets, args.lines, args.batch_lines)
+def bench_logs(args: argparse.Namespace, corpus: pa.Table) -> None:
+    table = tiled(corpus, args.lines, args.batch_lines)
     sample = table.slice(0, min(args.naive_lines, table.num_rows))
     hits, steps = check_same_output(sample, args.batch_lines)
     print(
@@ -276,7 +275,7 @@ def bench_logs(args: argparse.Namespace) -> None:
     lines = as_lines(sample)
     repeat = args.repeat
     naive_s = cpu_seconds(
-        lambda _: (NaiveSignatures(builtin_catalogue()).match(lines), NaiveProgress().match(lines)),
+        lambda _: naive_parse(lines),
         repeat,
     )
     messages = sample.column("message").to_pylist()[: args.drain3_lines]
@@ -320,21 +319,14 @@ def bench_logs(args: argparse.Namespace) -> None:
     )
 
 
-def bench_line_kinds(args: argparse.Namespace) -> None:
+def bench_line_kinds(args: argparse.Namespace, corpus: pa.Table) -> None:
     """The parsers on each kind of line alone: what a mix of them costs."""
-    corpus = read_logs(args.datasets)
     kinds = line_kinds(corpus)
     rows = []
     for name, lines in kinds.items():
         table = tiled(lines, args.kind_lines, args.batch_lines)
         sample = as_lines(table.slice(0, args.kind_naive_lines))
-        naive_s = cpu_seconds(
-            lambda _, sample=sample: (
-                NaiveSignatures(builtin_catalogue()).match(sample),
-                NaiveProgress().match(sample),
-            ),
-            args.repeat,
-        )
+        naive_s = cpu_seconds(lambda _, sample=sample: naive_parse(sample), args.repeat)
         parse_s = cpu_seconds(
             lambda _, table=table: medic_parse(table, args.batch_lines), args.repeat
         )
@@ -432,8 +424,9 @@ def main() -> None:
         f"POLARS_MAX_THREADS={os.environ['POLARS_MAX_THREADS']}, CPU affinity "
         f"{sorted(os.sched_getaffinity(0))}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
-    bench_logs(args)
-    bench_line_kinds(args)
+    corpus = read_logs(args.datasets)
+    bench_logs(args, corpus)
+    bench_line_kinds(args, corpus)
     bench_gpu(args)
     load = os.getloadavg()
     print(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
