@@ -21,6 +21,8 @@ replayed for ``--minutes`` through every detector, one batch per stream per seco
 ``medic backtest`` does (its few log lines and scheduler rows included), and its telemetry
 alone in batches of ``--batch-lines`` samples (per-batch costs amortised), against a naive
 per-sample Python fold of the newest state of each GPU (what the ``gpu_latest`` stream holds).
+The 1 s replay then runs at the smaller ``--sizes`` too: the growth of a second's cost from the
+smallest cluster to ``--gpus`` is what each GPU costs a second, the fixed costs aside.
 
 Per core: polars runs on one thread (POLARS_MAX_THREADS=1, set here) and figures are CPU
 seconds of this process (``time.process_time``), each the best of ``--repeat`` runs (a shared
@@ -349,20 +351,24 @@ def bench_line_kinds(args: argparse.Namespace, corpus: pa.Table) -> None:
     )
 
 
-def bench_gpu(args: argparse.Namespace) -> None:
-    recording = simulate(
-        args.scenario,
-        args.seed,
-        cluster_nodes=args.gpus // 8,
-        duration_min=args.minutes,
+def simulated(args: argparse.Namespace, gpus: int) -> Recording:
+    return simulate(args.scenario, args.seed, cluster_nodes=gpus // 8, duration_min=args.minutes)
+
+
+def replay_seconds(recording: Recording, repeat: int) -> float:
+    """CPU seconds of ``recording`` replayed in 1 s batches through every detector."""
+    return cpu_seconds(
+        lambda pipeline: pipeline.run(ReplaySource(recording)), repeat, Pipeline.from_settings
     )
+
+
+def bench_gpu(args: argparse.Namespace) -> None:
+    recording = simulated(args, args.gpus)
     samples = recording.gpu.num_rows
     sample = recording.gpu.slice(0, args.naive_samples)
     repeat = args.repeat
     naive_s = cpu_seconds(lambda _: naive_gpu_fold(sample), repeat)
-    full_s = cpu_seconds(
-        lambda pipeline: pipeline.run(ReplaySource(recording)), repeat, Pipeline.from_settings
-    )
+    full_s = replay_seconds(recording, repeat)
     big_s = cpu_seconds(
         lambda pipeline: pipeline.run(gpu_events(recording.gpu, args.batch_lines)),
         repeat,
@@ -394,6 +400,38 @@ def bench_gpu(args: argparse.Namespace) -> None:
             ),
         ],
     )
+    bench_gpu_sizes(args, recording, full_s)
+
+
+def bench_gpu_sizes(args: argparse.Namespace, largest: Recording, largest_s: float) -> None:
+    """The 1 s replay at smaller clusters: what a second costs per GPU, fixed costs aside."""
+    seconds_of_replay = args.minutes * 60
+    sizes = [(gpus, simulated(args, gpus)) for gpus in sorted(set(args.sizes)) if gpus < args.gpus]
+    runs = [(gpus, rec, replay_seconds(rec, args.repeat)) for gpus, rec in sizes]
+    runs.append((args.gpus, largest, largest_s))
+    print_table(
+        f"GPU samples by cluster size, {args.minutes:g} min of '{args.scenario}' replayed in 1 s "
+        "batches (one core)",
+        "samples",
+        [
+            (
+                f"{gpus:,} GPUs",
+                rec.gpu.num_rows,
+                seconds,
+                f"{seconds / seconds_of_replay * 1e3:.2f} ms per second",
+            )
+            for gpus, rec, seconds in runs
+        ],
+    )
+    if len(runs) < 2:
+        return
+    (low, _, low_s), (high, _, high_s) = runs[0], runs[-1]
+    per_gpu = (high_s - low_s) / seconds_of_replay / (high - low)
+    print(
+        f"\neach GPU (with its jobs' log lines) adds {per_gpu * 1e6:.2f} µs of CPU per second of "
+        f"event time ({low:,} to {high:,} GPUs): at one sample per GPU a second, "
+        f"{1 / per_gpu / 1e6:.2f} M samples/s even if every fixed cost were gone"
+    )
 
 
 def placed(recording: Recording) -> Pipeline:
@@ -415,6 +453,12 @@ def main() -> None:
     parser.add_argument("--naive-samples", type=int, default=500_000)
     parser.add_argument("--gpus", type=int, default=8192)
     parser.add_argument("--minutes", type=float, default=5.0)
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(gpus) for gpus in text.split(",")],
+        default=[512, 2048],
+        help="smaller clusters (GPUs, comma-separated) replayed to price a GPU-second",
+    )
     parser.add_argument("--scenario", default="healthy_noisy")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3, help="runs per stage; the best is kept")
