@@ -266,6 +266,18 @@ def print_table(title: str, unit: str, rows: list[tuple[str, int, float, str]]) 
         )
 
 
+def log_seconds(table: pa.Table, batch_lines: int, repeat: int) -> tuple[float, float]:
+    """CPU seconds of the parsers alone, and of the whole pipeline (parsers and every detector),
+    over ``table`` in batches of ``batch_lines``: each the best of ``repeat`` runs."""
+    parse_s = cpu_seconds(lambda _: medic_parse(table, batch_lines), repeat)
+    full_s = cpu_seconds(
+        lambda pipeline: pipeline.run(log_events(table, batch_lines)),
+        repeat,
+        Pipeline.from_settings,
+    )
+    return parse_s, full_s
+
+
 def bench_logs(args: argparse.Namespace, corpus: pa.Table) -> None:
     table = tiled(corpus, args.lines, args.batch_lines)
     sample = table.slice(0, min(args.naive_lines, table.num_rows))
@@ -282,12 +294,7 @@ def bench_logs(args: argparse.Namespace, corpus: pa.Table) -> None:
     )
     messages = sample.column("message").to_pylist()[: args.drain3_lines]
     drain_s = cpu_seconds(lambda _: drain3_lines(messages), repeat)
-    parse_s = cpu_seconds(lambda _: medic_parse(table, args.batch_lines), repeat)
-    full_s = cpu_seconds(
-        lambda pipeline: pipeline.run(log_events(table, args.batch_lines)),
-        repeat,
-        Pipeline.from_settings,
-    )
+    parse_s, full_s = log_seconds(table, args.batch_lines, repeat)
     naive_rate, drain3_rate = sample.num_rows / naive_s, len(messages) / drain_s
 
     def vs_naive(count: int, seconds: float) -> str:
