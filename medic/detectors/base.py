@@ -130,10 +130,12 @@ def load_builtin() -> None:
 def build_detectors(
     settings: Mapping[str, Mapping[str, Any]] | None = None,
     enabled: Iterable[str] | None = None,
+    catalogue: Any = None,
 ) -> list[Any]:
     """Instantiate detectors from ``{name: {setting: value}}``; all registered ones by default.
 
-    A table may carry ``enabled = false`` to switch a detector off.
+    A table may carry ``enabled = false`` to switch a detector off. Detectors that read the
+    signature catalogue (``uses_catalogue``) get ``catalogue`` (None: the built-in one).
     """
     load_builtin()
     settings = dict(settings or {})
@@ -151,15 +153,20 @@ def build_detectors(
         if not values.pop("enabled", True):
             continue
         cls = DETECTORS[name]
-        detectors.append(cls(from_dict(cls.Config, values, f"detectors.{name}")))
+        config = from_dict(cls.Config, values, f"detectors.{name}")
+        uses = getattr(cls, "uses_catalogue", False)
+        detectors.append(cls(config, catalogue=catalogue) if uses else cls(config))
     return detectors
 
 
 def build_parsers(
-    detectors: Iterable[Any], settings: Mapping[str, Mapping[str, Any]] | None = None
+    detectors: Iterable[Any],
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+    catalogue: Any = None,
 ) -> list[Any]:
     """The parsers whose output streams the given detectors consume (transitively). A parser
-    class with a ``Config`` is configured from ``settings[<output stream>]`` ([parsers.<name>])."""
+    class with a ``Config`` is configured from ``settings[<output stream>]`` ([parsers.<name>]);
+    one that reads the signature catalogue (``uses_catalogue``) gets ``catalogue``."""
     load_builtin()
     settings = dict(settings or {})
     unknown = sorted(set(settings) - set(PARSERS))
@@ -173,16 +180,19 @@ def build_parsers(
         cls = PARSERS[stream]
         if any(isinstance(p, cls) for p in parsers):
             continue
-        parsers.insert(0, _make_parser(cls, settings.get(stream, {})))
+        parsers.insert(0, _make_parser(cls, settings.get(stream, {}), catalogue))
         if cls.input_stream in PARSERS:
             pending.append(cls.input_stream)
     return parsers
 
 
-def _make_parser(cls: type[Any], values: Mapping[str, Any]) -> Any:
+def _make_parser(cls: type[Any], values: Mapping[str, Any], catalogue: Any) -> Any:
     config = getattr(cls, "Config", None)
     if config is None:
         if values:
             raise ConfigError(f"parser '{cls.output_stream}' takes no settings")
         return cls()
-    return cls(from_dict(config, values, f"parsers.{cls.output_stream}"))
+    typed = from_dict(config, values, f"parsers.{cls.output_stream}")
+    if getattr(cls, "uses_catalogue", False) and catalogue is not None:
+        return cls(typed, catalogue=catalogue)
+    return cls(typed)

@@ -43,8 +43,10 @@ def test_every_xid_row_cites_nvidia_actions_and_fatal_codes_are_the_known_ones()
     xids = CATALOGUE.xids
     assert xids["code"].is_unique().all()
     fatal = set(CATALOGUE.fatal_xids())
-    assert {46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143}.issubset(fatal)
-    assert fatal.isdisjoint({13, 31, 43, 45, 63, 92})
+    assert {46, 48, 62, 64, 74, 79, 95, 119, 120, 122, 123, 136, 140, 143}.issubset(fatal)
+    assert set(range(144, 151)).issubset(fatal)
+    assert fatal.isdisjoint({13, 31, 43, 45, 63, 92, 109, 154})
+    assert set(CATALOGUE.per_process_xids()) == {13, 31, 43, 109}
     restart_app = xids.filter(pl.col("nvidia_action") == "RESTART_APP")
     assert set(restart_app["action"]) == {"restart_job"}
     ignore = xids.filter(pl.col("nvidia_action") == "IGNORE")
@@ -168,7 +170,7 @@ def test_multi_line_fallen_off_the_bus_message_is_a_gpu_fault() -> None:
             "NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600067 "
             "milliseconds before timing out.",
             "nccl_watchdog_timeout",
-            "crash",
+            "hang",
             "collateral",
             4,
         ),
@@ -392,8 +394,8 @@ def test_malformed_catalogues_fail_with_one_line() -> None:
     entry = dict(CATALOGUE.signatures.drop("entry").row(0, named=True))
     with pytest.raises(CatalogueError, match="kind 'oops'"):
         parse_catalogue({"signature": [{**entry, "kind": "oops"}]})
-    with pytest.raises(CatalogueError, match="unknown group 'peer'"):
-        parse_catalogue({"signature": [{**entry, "pattern": "(?P<peer>x)"}]})
+    with pytest.raises(CatalogueError, match="unknown group 'gpu'"):
+        parse_catalogue({"signature": [{**entry, "pattern": "(?P<gpu>x)"}]})
     with pytest.raises(CatalogueError, match="duplicate id"):
         parse_catalogue({"signature": [entry, entry]})
     with pytest.raises(CatalogueError, match="missing key 'source'"):
