@@ -3,7 +3,7 @@
 State comes from ``squeue --json`` and ``sinfo --json`` (through an injected command runner)
 or from slurmrestd's ``/slurm/<version>/jobs`` and ``/nodes`` (through an injected httpx
 client): both speak the same OpenAPI documents. Slurm 22.05 ignores squeue's filters with
-``--json`` (../shared/notes/slurm-localhost.md §4), so ``partitions`` filters on this side.
+``--json`` (docs/slurm-localhost.md), so ``partitions`` filters on this side.
 Both document shapes are read: 22.05's (``job_state`` a string, ``exit_code`` the raw wait
 status, node ``state`` plus ``state_flags``) and 23.02's and later (lists and objects).
 

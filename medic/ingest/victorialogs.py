@@ -1,6 +1,6 @@
 """VictoriaLogs source: live tail over ``/select/logsql/tail``, backfill over ``…/query``.
 
-VictoriaLogs' tail has no resume cursor (../shared/notes/victorialogs-api.md): a new tail
+VictoriaLogs' tail has no resume cursor (docs/victorialogs.md): a new tail
 re-sends the last ``start_offset`` of rows and knows nothing of what an earlier connection
 delivered. This source therefore keeps its own cursor (``StreamCursor``), the same rule the
 server applies inside one tail, made persistent:
