@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from medic.config import from_dict
+from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection, build_detectors, build_parsers
 from medic.detectors.incidents import share_liveness
 from medic.detectors.jobs import job_state
@@ -33,10 +33,10 @@ RESTART_STATES = ("RUNNING",)
 class PipelineConfig:
     """Settings of the composition itself (detector settings live with each detector)."""
 
-    incident_window_s: float = 1800.0
+    incident_window_s: Positive = 1800.0
     """Later detections of a job within this span after the last symptom join its open incident
     instead of being emitted again (one incident, one detection per job)."""
-    max_symptoms: int = 64
+    max_symptoms: PositiveCount = 64
     """Symptoms kept per incident for the history; the count keeps growing past it."""
 
 

@@ -400,3 +400,61 @@ def test_malformed_catalogues_fail_with_one_line() -> None:
         parse_catalogue({"signature": [entry, entry]})
     with pytest.raises(CatalogueError, match="missing key 'source'"):
         parse_catalogue({"signature": [{k: v for k, v in entry.items() if k != "source"}]})
+
+
+SITE_SIGNATURE = """
+[[signature]]
+id = "site_fabric_manager_down"
+literals = ["fabricmanager"]
+pattern = 'fabricmanager.*(?P<host>gpu-\\w+) lost'
+kind = "node_failure"
+implicates = "node"
+severity = "fatal"
+role = "root"
+action = "drain"
+source = "https://example.org/our-runbook"
+example = "fabricmanager: NVSwitch fabric on gpu-x1 lost"
+
+[[xid]]
+code = 63
+mnemonic = "INFOROM_DRAM_RETIREMENT_EVENT"
+nvidia_action = "IGNORE"
+kind = "gpu_fault"
+severity = "fatal"
+action = "drain"
+"""
+
+
+def test_a_sites_catalogue_file_is_read_by_the_parser_and_the_detectors_alike(
+    tmp_path: Any,
+) -> None:
+    from medic.pipeline import Pipeline
+
+    site = tmp_path / "site.toml"
+    site.write_text(SITE_SIGNATURE)
+    pipeline = Pipeline.from_settings({"parsers": {"signatures": {"extra": [str(site)]}}})
+    parser = next(p for p in pipeline.parsers if isinstance(p, SignatureParser))
+    gpu_fault = next(d for d in pipeline.detectors if d.name == "gpu_fault")
+    crash = next(d for d in pipeline.detectors if d.name == "crash")
+    assert crash.catalogue is parser.catalogue
+    assert 63 in gpu_fault.fatal_xids
+    rows = parser.parse(batch("logs", [log(0, "fabricmanager: NVSwitch fabric on gpu-x1 lost")]))
+    assert rows is not None
+    assert rows.frame.select("signature", "host").row(0) == ("site_fabric_manager_down", "gpu-x1")
+
+
+def test_a_broken_site_catalogue_is_a_one_line_config_error(tmp_path: Any) -> None:
+    from medic.config import ConfigError
+    from medic.pipeline import Pipeline
+
+    site = tmp_path / "site.toml"
+    site.write_text(SITE_SIGNATURE.replace('kind = "node_failure"', 'kind = "flaky"'))
+    with pytest.raises(ConfigError, match=r"site.toml: signature #1 .* kind 'flaky'") as info:
+        Pipeline.from_settings({"parsers": {"signatures": {"extra": [str(site)]}}})
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="cannot read"):
+        Pipeline.from_settings({"parsers": {"signatures": {"extra": ["/nonexistent.toml"]}}})
+    clash = tmp_path / "clash.toml"
+    clash.write_text(SITE_SIGNATURE.replace("site_fabric_manager_down", "xid"))
+    with pytest.raises(ConfigError, match="'xid' is already built in"):
+        Pipeline.from_settings({"parsers": {"signatures": {"extra": [str(clash)]}}})
