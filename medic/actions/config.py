@@ -71,14 +71,12 @@ class GuardConfig:
 
     partitions: tuple[str, ...] = ()
     """Partition allow-list for Slurm actions; empty allows every partition."""
-    incident_window_s: float = 600.0
-    """Detections of one job within this span of the incident's first are one incident, and an
-    incident gets each action at most once (a detection whose onset follows medic's requeue of
-    the job opens a new one)."""
     node_cooldown_s: float = 600.0
     """No node action on a node within this span after the previous one."""
+    max_drained_nodes: int = 1
+    """Nodes medic may hold drained at once, whatever the cluster's size ..."""
     max_drained_fraction: float = 0.1
-    """At most this fraction of the cluster's nodes drained by medic at once."""
+    """... or this fraction of the cluster's nodes, when that is more."""
     max_drains_per_hour: int = 10
     max_restarts_per_job: int = 3
     """Requeues of one job by medic within ``restart_window_s``."""
@@ -89,10 +87,10 @@ class GuardConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.max_drained_fraction <= 1:
             raise ValueError("max_drained_fraction must be between 0 and 1")
-        for name in ("incident_window_s", "node_cooldown_s", "restart_window_s"):
+        for name in ("node_cooldown_s", "restart_window_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
-        if self.max_drains_per_hour < 0 or self.max_restarts_per_job < 0:
+        if min(self.max_drains_per_hour, self.max_restarts_per_job, self.max_drained_nodes) < 0:
             raise ValueError("budgets must be >= 0")
         if self.cluster_nodes is not None and self.cluster_nodes < 1:
             raise ValueError("cluster_nodes must be at least 1")
