@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from medic.config import from_dict
+from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection, build_detectors, build_parsers
 from medic.detectors.incidents import share_liveness
 from medic.detectors.jobs import job_state
@@ -32,11 +32,11 @@ RESTART_STATES = ("RUNNING",)
 class PipelineConfig:
     """Settings of the composition itself (detector settings live with each detector)."""
 
-    incident_window_s: float = 600.0
-    """A job's detections within this span of the previous one are one incident (see
-    ``IncidentCorrelator``); the guards' once-per-incident check uses the same incidents. The
-    one incident window of medic, documented in docs/rules.md."""
-    max_symptoms: int = 64
+    incident_window_s: Positive = 600.0
+    """A job's detections within this span of the previous one are one incident, which the
+    guards' once-per-incident check uses too: medic's one incident window (docs/rules.md,
+    Incidents)."""
+    max_symptoms: PositiveCount = 64
     """Symptoms kept per incident for the history; the count keeps growing past it."""
 
 

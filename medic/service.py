@@ -36,7 +36,7 @@ import pyarrow as pa
 from medic.actions.executor import Executor
 from medic.actions.ledger import Ledger
 from medic.actions.stage import ActionStage
-from medic.config import from_dict
+from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
 from medic.history.config import history_config
 from medic.history.store import DuckDBStore
@@ -61,22 +61,18 @@ class ServiceConfig:
     """Where /metrics and /healthz are served (loopback by default)."""
     state_dir: str = ".medic"
     """Source cursors (``cursors/``) and the action ledger (``ledger.jsonl``)."""
-    checkpoint_interval_s: float = 5.0
+    checkpoint_interval_s: Positive = 5.0
     """How often the cursors of what went through the pipeline are saved."""
-    queue_events: int = 256
+    queue_events: PositiveCount = 256
     """Events waiting for the pipeline; sources pause when it is full."""
-    retry_initial_s: float = 1.0
-    retry_max_s: float = 60.0
+    retry_initial_s: Positive = 1.0
+    retry_max_s: Positive = 60.0
     """Backoff for a source that failed (it is retried for ever and reported meanwhile)."""
-    stale_after_s: float = 120.0
+    stale_after_s: Positive = 120.0
     """/healthz reports a source unhealthy once its data lags the wall clock this much."""
 
     def __post_init__(self) -> None:
         parse_listen(self.listen)
-        if min(self.checkpoint_interval_s, self.retry_initial_s, self.stale_after_s) <= 0:
-            raise ValueError("intervals must be positive")
-        if self.queue_events < 1:
-            raise ValueError("queue_events must be at least 1")
 
 
 @dataclass

@@ -130,14 +130,11 @@ def load_builtin() -> None:
     import medic.detectors.builtin  # noqa: F401
 
 
-def build_detectors(
+def detector_configs(
     settings: Mapping[str, Mapping[str, Any]] | None = None,
-    enabled: Iterable[str] | None = None,
-) -> list[Any]:
-    """Instantiate detectors from ``{name: {setting: value}}``; all registered ones by default.
-
-    A table may carry ``enabled = false`` to switch a detector off.
-    """
+) -> dict[str, tuple[bool, Any]]:
+    """Every registered detector's checked config and whether it is on, from
+    ``{name: {setting: value}}``; a table may carry ``enabled = false`` to switch one off."""
     load_builtin()
     settings = dict(settings or {})
     unknown = sorted(set(settings) - set(DETECTORS))
@@ -145,16 +142,34 @@ def build_detectors(
         raise ConfigError(
             f"unknown detector '{unknown[0]}' (known: {', '.join(sorted(DETECTORS)) or 'none'})"
         )
+    configs = {}
+    for name, cls in sorted(DETECTORS.items()):
+        table = settings.get(name, {})
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"'detectors.{name}' must be a table, got {table!r}")
+        values = dict(table)
+        enabled = values.pop("enabled", True)
+        if not isinstance(enabled, bool):
+            raise ConfigError(f"'detectors.{name}.enabled' must be true or false, got {enabled!r}")
+        configs[name] = (enabled, from_dict(cls.Config, values, f"detectors.{name}"))
+    return configs
+
+
+def build_detectors(
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+    enabled: Iterable[str] | None = None,
+) -> list[Any]:
+    """Instantiate the detectors ``settings`` leave on (see ``detector_configs``), or only
+    those named in ``enabled``."""
+    configs = detector_configs(settings)
     names = list(enabled) if enabled is not None else sorted(DETECTORS)
     detectors = []
     for name in names:
         if name not in DETECTORS:
             raise ConfigError(f"unknown detector '{name}'")
-        values = dict(settings.get(name, {}))
-        if not values.pop("enabled", True):
-            continue
-        cls = DETECTORS[name]
-        detectors.append(cls(from_dict(cls.Config, values, f"detectors.{name}")))
+        on, config = configs[name]
+        if on:
+            detectors.append(DETECTORS[name](config))
     return detectors
 
 

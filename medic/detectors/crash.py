@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from medic.config import NonNegative
 from medic.detectors.attribution import MAX_EVIDENCE, Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.catalogue import builtin_catalogue
@@ -41,22 +42,19 @@ RETENTION_US = 3600 * US
 
 @dataclass(frozen=True)
 class CrashConfig:
-    hold_s: float = 3.0
+    """``[detectors.crash]``: how long a crash waits for its root cause to show."""
+
+    hold_s: NonNegative = 3.0
     """Event time a confirmed crash waits for hardware evidence before it is reported."""
-    gap_hint_s: float = 2.5
+    gap_hint_s: NonNegative = 2.5
     """A telemetry gap this long on one of the job's GPUs or nodes may be a dying GPU or node."""
-    gap_wait_s: float = 30.0
+    gap_wait_s: NonNegative = 30.0
     """Longest extra wait for such a gap (above gpu_fault.vanish_s and node_failure.silence_s);
     a gap still open then is a failed GPU or node, and peers' complaints its consequence."""
-    confirm_s: float = 60.0
+    confirm_s: NonNegative = 60.0
     """How long a survivable error (a traceback) waits for the process death that confirms it."""
-    end_grace_s: float = 5.0
+    end_grace_s: NonNegative = 5.0
     """Signs this close before a deliberate end (cancel, time limit) are its consequence."""
-
-    def __post_init__(self) -> None:
-        for name in ("hold_s", "gap_hint_s", "gap_wait_s", "confirm_s", "end_grace_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
 
 
 @dataclass

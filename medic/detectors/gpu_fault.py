@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from medic.config import Count, NonNegative, Positive
 from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.catalogue import builtin_catalogue
@@ -42,25 +43,21 @@ Located = tuple[str | None, Evidence]
 
 @dataclass(frozen=True)
 class GpuFaultConfig:
-    vanish_s: float = 10.0
+    """``[detectors.gpu_fault]``: Xids, ECC, NVLink bursts and vanished GPUs."""
+
+    vanish_s: Positive = 10.0
     """A GPU missing from telemetry this long, while its node reports, has failed."""
-    fresh_s: float = 5.0
+    fresh_s: Positive = 5.0
     """The node counts as reporting if its newest sample is this close to the cluster's newest."""
-    nvlink_burst: int = 50
+    nvlink_burst: Count = 50
     """NVLink CRC/replay/recovery errors within ``nvlink_window_s`` that make a failing link
     (0: off); a healthy link may count a few errors a day."""
-    nvlink_window_s: float = 300.0
+    nvlink_window_s: Positive = 300.0
     """The span NVLink errors are counted over."""
-    xid_match_s: float = 30.0
+    xid_match_s: NonNegative = 30.0
     """How far apart a kernel Xid line and a telemetry Xid may be to map PCI address to GPU."""
-    ended_grace_s: float = 60.0
+    ended_grace_s: NonNegative = 60.0
     """A job that failed this recently is still held responsible for its GPUs' evidence."""
-
-    def __post_init__(self) -> None:
-        if self.vanish_s <= 0 or self.fresh_s <= 0 or self.xid_match_s < 0:
-            raise ValueError("vanish_s and fresh_s must be positive, xid_match_s not negative")
-        if self.nvlink_burst < 0 or self.nvlink_window_s <= 0:
-            raise ValueError("nvlink_burst must not be negative and nvlink_window_s positive")
 
 
 @register

@@ -26,11 +26,12 @@ jobs silent for ``watch_after_s`` or more, or whose snapshot looks hung.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import polars as pl
 from river import stats
 
+from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.base import Detection, register
 from medic.detectors.hang_evidence import (
     CORROBORATING,
@@ -51,60 +52,62 @@ from medic.timeutil import US
 class HangConfig:
     """Parameters of the hang detector; every one can be swept by backtests."""
 
-    min_silence_s: float = 60.0
+    min_silence_s: Positive = 60.0
     """Never fire on a shorter silence (without corroborating telemetry)."""
-    corroborated_silence_s: float = 45.0
+    corroborated_silence_s: Positive = 45.0
     """Shortest silence that fires while telemetry shows the job's GPUs waiting."""
-    gap_quantile: float = 0.99
-    gap_factor: float = 3.0
+    gap_quantile: Annotated[float, Range(gt=0, le=1)] = 0.99
+    """Quantile of the job's step gaps the silence is compared with."""
+    gap_factor: Positive = 3.0
     """Fire when the silence exceeds this many times the job's ``gap_quantile`` step gap."""
-    gap_window: int = 256
+    gap_window: PositiveCount = 256
     """Step gaps the per-job model keeps."""
-    grace_gaps: int = 8
+    grace_gaps: Count = 8
     """Gaps learned before the model is trusted; until then ``cold_silence_s`` applies."""
-    cold_silence_s: float = 600.0
+    cold_silence_s: Positive = 600.0
     """Silence tolerated before ``grace_gaps`` are learned (or ``gap_factor`` times the longest
     gap learned so far, if longer)."""
-    phase_allowance_s: float = 600.0
+    phase_allowance_s: NonNegative = 600.0
     """Least silence tolerated while a checkpoint or an evaluation runs."""
-    phase_factor: float = 2.0
+    phase_factor: Positive = 2.0
     """... or this many times the longest such phase this job has had."""
-    working_silence_s: float = 1800.0
+    working_silence_s: Positive = 1800.0
     """Silence tolerated while the GPUs work (not pegged, or drawing more than a wait does)."""
-    idle_silence_s: float = 480.0
+    idle_silence_s: Positive = 480.0
     """Silence tolerated while most GPUs idle (a checkpoint or data stall printing nothing)."""
-    spin_hold_s: float = 120.0
+    spin_hold_s: Positive = 120.0
     """GPUs corroborating a hang this long fire even if the step model or an open phase would
     wait longer; it is also all that fires for a job printing no progress."""
-    watch_after_s: float = 15.0
+    watch_after_s: NonNegative = 15.0
     """Silence after which the job's telemetry is kept in full ``window_s`` windows."""
-    window_s: float = 10.0
-    baseline_every_s: float = 60.0
-    baseline_sample_s: float = 10.0
+    window_s: Positive = 10.0
+    """Telemetry window of a silent job (its GPUs' means per window)."""
+    baseline_every_s: Positive = 60.0
+    """Period of a progressing job's healthy snapshots."""
+    baseline_sample_s: Positive = 10.0
     """A progressing job's healthy snapshot: this much telemetry out of every baseline period."""
-    busy_util: float = 50.0
-    idle_util: float = 10.0
-    spin_util: float = 95.0
-    spin_power_ratio: float = 0.5
+    busy_util: Percent = 50.0
+    """A GPU at this utilisation or more is working."""
+    idle_util: Percent = 10.0
+    """A GPU below this utilisation is idle."""
+    spin_util: Percent = 95.0
+    """A GPU at this utilisation or more is pegged (working, or spinning in a wait)."""
+    spin_power_ratio: Fraction = 0.5
     """GPUs pegged at ``spin_util`` or more while drawing less than this share of the job's
     progressing power are spinning in a wait."""
-    stuck_power_ratio: float = 0.6
+    stuck_power_ratio: Fraction = 0.6
     """A pegged GPU drawing less than this share of its spinning peers' power has stopped."""
-    power_window: int = 9
+    power_window: PositiveCount = 9
     """Healthy snapshots whose median power makes the job's power baseline (river rolling
     median: a stand-in snapshot taken while the job was still warming up is outvoted)."""
-    max_culprit_fraction: float = 0.5
+    max_culprit_fraction: Fraction = 0.5
     """Evidence pointing at more of the job than this blames nobody."""
-    forget_after_s: float = 7200.0
+    forget_after_s: Positive = 7200.0
     """Drop a job not heard of for this long (no scheduler end seen)."""
 
     def __post_init__(self) -> None:
-        if not 0 < self.gap_quantile <= 1:
-            raise ValueError("gap_quantile must be in (0, 1]")
-        if self.gap_window < 1 or self.grace_gaps < 0:
-            raise ValueError("gap_window must be >= 1 and grace_gaps >= 0")
-        if self.window_s <= 0 or not 0 < self.baseline_sample_s <= self.baseline_every_s:
-            raise ValueError("windows must be positive, baseline_sample_s <= baseline_every_s")
+        if self.baseline_sample_s > self.baseline_every_s:
+            raise ValueError("baseline_sample_s must not exceed baseline_every_s")
 
 
 @dataclass

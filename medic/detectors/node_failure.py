@@ -25,10 +25,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import polars as pl
 
+from medic.config import NonNegative, Percent, Positive, Range
 from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
@@ -46,37 +48,33 @@ POWER_BASELINE_US = 60 * US
 
 @dataclass(frozen=True)
 class NodeFailureConfig:
-    silence_s: float = 20.0
+    """``[detectors.node_failure]``: nodes gone silent, or failed in Slurm."""
+
+    silence_s: Positive = 20.0
     """A node of a running job with neither telemetry nor logs this long has failed if it or its
     job wrote regularly until then and has not for three of its usual spacings since, or if the
     job's ranks report errors since: a healthy job keeps writing while a node's telemetry
     exporter restarts."""
-    long_silence_s: float = 180.0
+    long_silence_s: Positive = 180.0
     """A silence this long is a failure without corroboration (telemetry exporters restarting or
     failing scrapes can stay silent for a minute or two)."""
-    slack_s: float = 5.0
+    slack_s: NonNegative = 5.0
     """Lines written (and power drawn) this soon after the silence began were already in flight."""
-    stall_ratio: float = 0.6
+    stall_ratio: Annotated[float, Range(gt=0, lt=1)] = 0.6
     """The job's other GPUs stalled with the node if their mean power since fell below this share
     of the minute before (GPUs blocked in a collective draw a fraction of their working power)
     while their mean utilisation stayed at ``spin_util`` or more."""
-    spin_util: float = 80.0
+    spin_util: Percent = 80.0
     """NCCL kernels spin at full utilisation while they wait; GPUs idling through a checkpoint
     save or a data stall are not blocked on a peer."""
-    ended_grace_s: float = 60.0
+    ended_grace_s: NonNegative = 60.0
     """A job that failed this recently is still watched for its nodes' silence."""
     node_states: tuple[str, ...] = FAILED_NODE_STATES
     """Slurm node state flags that mean the node failed."""
 
     def __post_init__(self) -> None:
-        if self.silence_s <= 0 or self.long_silence_s < self.silence_s:
-            raise ValueError("silence_s must be positive and long_silence_s at least silence_s")
-        if min(self.slack_s, self.ended_grace_s) < 0:
-            raise ValueError("slack_s and ended_grace_s must not be negative")
-        if not 0 < self.stall_ratio < 1:
-            raise ValueError("stall_ratio must be between 0 and 1")
-        if not 0 <= self.spin_util <= 100:
-            raise ValueError("spin_util must be a utilisation between 0 and 100")
+        if self.long_silence_s < self.silence_s:
+            raise ValueError("long_silence_s must be at least silence_s")
 
 
 class JobPower:
