@@ -34,6 +34,9 @@ class Detection:
     detected_at: int = 0
     onset: int | None = None
     evidence: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    incident: str | None = field(default=None, compare=False, hash=False)
+    """Id of the incident the pipeline grouped it into (its first detection's id); None
+    outside a pipeline."""
 
     def __post_init__(self) -> None:
         if self.kind not in schema.DETECTION_KINDS:

@@ -221,7 +221,7 @@ class NodeFailureDetector(WatchesLiveness):
         evidence: list[tuple[str | None, Evidence]] = []
         for gap in self.liveness.silent_nodes(round(cfg.silence_s * US), watermark):
             for job_id in self.book.concerned(None, gap.node, watermark):
-                if job_id in self.book.reported:
+                if self.book.is_reported(job_id, gap.node):
                     continue
                 why = self._corroboration(job_id, gap, watermark)
                 if why is not None:
