@@ -164,7 +164,10 @@ class PrefixConfig:
     """``[parsers.prefixes]``: the site's own line prefixes, tried before the built-in ones."""
 
     patterns: tuple[str, ...] = ()
+    """The site's own prefixes: Rust regexes read at a line's start (the whole match is cut
+    off), naming what they say with the groups rank, local_rank, host and time."""
     builtin: bool = True
+    """Also cut the built-in prefixes (launchers', loggers' and log shippers')."""
 
     def __post_init__(self) -> None:
         for pattern in self.patterns:
