@@ -18,6 +18,8 @@ from medic.config import ConfigError
 from medic.history import HistoryError
 from medic.recording import RecordingError, find_recordings, validate_recording
 from medic.schema import DETECTION_KINDS, SchemaError
+from medic.service_http import ListenError
+from medic.settings import load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,6 +28,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     HistoryError,
     RecordingError,
     SchemaError,
+    ListenError,
     FileNotFoundError,
 )
 
@@ -118,7 +121,6 @@ def backtest(
     from medic.backtest import default_jobs, run_backtest
     from medic.history.store import DuckDBStore
     from medic.render import print_backtest
-    from medic.settings import load_settings
 
     settings = load_settings(config_file)
     recordings = expand_recordings(paths)
@@ -169,7 +171,6 @@ def config_check(config_file: Path) -> None:
     import tomli_w
 
     from medic.config_tables import effective_settings
-    from medic.settings import load_settings
 
     effective = effective_settings(load_settings(config_file))
     click.echo(tomli_w.dumps(_without_none(effective)), nl=False)
@@ -236,7 +237,6 @@ def rules_test(
         make_facts,
         render,
     )
-    from medic.settings import load_settings
 
     config = load_rules(load_settings(config_file).get("rules"))
     try:
@@ -262,6 +262,10 @@ def rules_test(
 @click.option("--html", "html_file", type=click.Path(path_type=Path), help="Also write HTML.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option("--watchdog-s", type=click.FloatRange(min=0, min_open=True))
+@click.option(
+    "--url",
+    help="Ask a running medic serve (e.g. http://127.0.0.1:9464) instead of opening the file.",
+)
 @user_errors
 def report(
     db_path: Path | None,
@@ -269,29 +273,39 @@ def report(
     html_file: Path | None,
     top: int,
     watchdog_s: float | None,
+    url: str | None,
 ) -> None:
     """Time to detect and to act, detections and actions per day, the nodes and GPUs that fail
     most, restarts per job and GPU-hours saved against the NCCL watchdog, from the history
-    database ([history] path unless --db). --html writes one self-contained file with plots;
-    --top bounds the node, GPU and job lists; --watchdog-s overrides [history]
-    watchdog_timeout_s."""
-    import dataclasses
-
+    database ([history] path unless --db). While medic serve holds the database, the report
+    comes from the service's /report endpoint ([service] listen, or --url). --html writes one
+    self-contained file with plots; --top bounds the node, GPU and job lists; --watchdog-s
+    overrides [history] watchdog_timeout_s."""
     from medic.history.config import history_config
-    from medic.history.report import build_report, print_report
+    from medic.history.remote import fetch_report, held_by_another_process, service_url
+    from medic.history.report import render_report
     from medic.history.store import DuckDBStore
-    from medic.settings import load_settings
 
-    config = history_config(load_settings(config_file))
+    settings = load_settings(config_file)
+    config = history_config(settings)
+    params = {"top": str(top)}
     if watchdog_s is not None:
-        config = dataclasses.replace(config, watchdog_timeout_s=watchdog_s)
-    with DuckDBStore(db_path or config.path, read_only=True) as store:
-        figures = build_report(store, config, top)
-    print_report(figures, wide_console())
+        params["watchdog_s"] = repr(watchdog_s)
+    kinds = ["text", "html"] if html_file is not None else ["text"]
+    if url is None:
+        try:
+            with DuckDBStore(db_path or config.path, read_only=True) as store:
+                pages = {kind: render_report(store, config, kind, params) for kind in kinds}
+        except HistoryError as exc:
+            if not held_by_another_process(exc):
+                raise
+            url = service_url(settings)
+            click.echo(f"medic: the history is held by medic serve; asking {url}", err=True)
+    if url is not None:
+        pages = {kind: fetch_report(url, kind, params) for kind in kinds}
+    click.echo(pages["text"], nl=False)
     if html_file is not None:
-        from medic.history.html import write_html
-
-        write_html(figures, html_file)
+        html_file.write_text(pages["html"], encoding="utf-8")
         click.echo(f"report written to {html_file}")
 
 
@@ -326,7 +340,6 @@ def history_import(
     from medic.history.config import history_config
     from medic.history.importer import import_backtest
     from medic.history.store import DuckDBStore
-    from medic.settings import load_settings
 
     if not results and not recording_paths:
         fail("nothing to import: name backtest result directories or --recordings")
@@ -487,7 +500,6 @@ def record(
     from medic.ingest.live import SourceError, wall_us
     from medic.record import parse_when
     from medic.record import record as capture_range
-    from medic.settings import load_settings
 
     settings = load_settings(config_file)
     now = wall_us()
@@ -573,13 +585,12 @@ def label(
 @user_errors
 def serve(config_file: Path, log_level: str) -> None:
     """Run medic as a service: live sources through the detectors, rules and Slurm executor
-    into the history, with /metrics and /healthz (loopback by default). Stops on SIGTERM."""
-    import logging
-
+    into the history, with /metrics, /healthz and /report (loopback by default). Logs one line
+    per detection and per action decision. Stops on SIGTERM."""
     from medic.service import serve as run_service
-    from medic.settings import load_settings
+    from medic.service import service_config
+    from medic.service_log import configure_logging
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    run_service(load_settings(config_file))
+    settings = load_settings(config_file)
+    configure_logging(log_level, service_config(settings).log_format)
+    run_service(settings)
