@@ -194,6 +194,22 @@ def config_reference() -> None:
     click.echo(reference_markdown(), nl=False)
 
 
+@main.command()
+@click.option(
+    "--config", "config_file", required=True, type=click.Path(path_type=Path), help="medic.toml"
+)
+@user_errors
+def doctor(config_file: Path) -> None:
+    """Try every dependency CONFIG names, for real and harmlessly: Slurm commands or slurmrestd
+    (and the right to drain and requeue), VictoriaLogs and its query, log paths, telemetry
+    endpoints or NVML, the history, the state directory and the listen address. One line per
+    check; exit status 1 when one failed."""
+    from medic.doctor import diagnose, print_checks
+
+    if not print_checks(diagnose(load_settings(config_file)), click.echo):
+        sys.exit(1)
+
+
 @main.group()
 def rules() -> None:
     """Inspect the rules that turn detections into Slurm actions."""
