@@ -3,10 +3,11 @@ the module that does the work; errors in user input end as one line on stderr, e
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,7 +19,6 @@ from medic.config import ConfigError
 from medic.history import HistoryError
 from medic.recording import RecordingError, find_recordings, validate_recording
 from medic.schema import DETECTION_KINDS, SchemaError
-from medic.service_http import ListenError
 from medic.settings import load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -28,8 +28,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     HistoryError,
     RecordingError,
     SchemaError,
-    ListenError,
-    FileNotFoundError,
+    OSError,
 )
 
 
@@ -39,16 +38,23 @@ def fail(message: str) -> None:
 
 
 def user_errors(func: F) -> F:
-    """Turn expected input errors into one line on stderr and exit status 2."""
+    """Turn expected input errors (a bad config, recording or history, a path that cannot be
+    read or written, a port in use) into one line on stderr and exit status 2."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except USER_ERRORS as exc:
-            fail(str(exc))
+            fail(_one_line(exc))
 
     return wrapper  # type: ignore[return-value]
+
+
+def _one_line(error: Exception) -> str:
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return str(error)
 
 
 def wide_console() -> Console:
@@ -115,7 +121,9 @@ def backtest(
     jobs: int | None,
 ) -> None:
     """Replay recordings through the detectors and rules (recording executor: nothing is
-    touched) and score them against their labels."""
+    touched) and score them against their labels. Progress goes to stderr: a bar on a terminal,
+    else a line per recording. A recording that cannot be read is skipped with an error, and
+    the exit status is then 1."""
     import contextlib
 
     from medic.backtest import default_jobs, run_backtest
@@ -125,26 +133,15 @@ def backtest(
     settings = load_settings(config_file)
     recordings = expand_recordings(paths)
     history = None if history_path is None else DuckDBStore(history_path)
-    console = Console(stderr=True)
     with (
-        Progress(
-            TextColumn("backtest"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=as_json or not console.is_terminal,
-        ) as progress,
+        backtest_progress(len(recordings)) as progress,
         contextlib.closing(history) if history else contextlib.nullcontext(),
     ):
-        task = progress.add_task("", total=len(recordings))
         report = run_backtest(
             recordings,
             settings,
             out_dir,
-            on_result=lambda r: progress.update(task, advance=1, description=r.name),
+            on_result=progress,
             history=history,
             jobs=default_jobs() if jobs is None else jobs,
         )
@@ -155,6 +152,42 @@ def backtest(
         print_backtest(data, wide_console())
         if out_dir is not None:
             click.echo(f"results written under {out_dir}/")
+    if report.failures:
+        click.echo(
+            f"medic: error: {len(report.failures)} of {len(recordings)} recording(s) could not "
+            "be read and are left out of the scores: "
+            + ", ".join(str(f.path) for f in report.failures),
+            err=True,
+        )
+        sys.exit(1)
+
+
+@contextlib.contextmanager
+def backtest_progress(total: int) -> Iterator[Callable[[Any], None]]:
+    """Progress on stderr, whatever stdout is: a bar on a terminal, else one line per recording
+    done (a CI log or a redirected run still shows that it advances)."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        done = 0
+
+        def line(result: Any) -> None:
+            nonlocal done
+            done += 1
+            took = f" in {result.elapsed_s:.1f} s" if hasattr(result, "elapsed_s") else " skipped"
+            click.echo(f"backtest: {done}/{total} {result.name}{took}", err=True)
+
+        yield line
+        return
+    columns = (TextColumn("backtest"), BarColumn(), MofNCompleteColumn())
+    with Progress(
+        *columns,
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=total)
+        yield lambda result: progress.update(task, advance=1, description=result.name)
 
 
 @main.group()
