@@ -42,26 +42,35 @@ NFS_SERVERS = ("nfs01", "fs-home.cluster.local", "10.10.0.21", "netapp-a")
 HUNG_TASK_TIMEOUT_S = 120
 
 
-def _stuck_on_host(world: World, run: Run, rank: int, t: float) -> None:
+def _stuck_on_host(
+    world: World, run: Run, pg_timeout_s: int | None, at_min: float | None, rank: int | None
+) -> tuple[float, int]:
+    """From a time drawn as for any hang, one rank (``rank`` or one drawn) no longer launches
+    kernels and the job waits on it. Returns (time, rank)."""
+    fit_timeout(world, run, pg_timeout_s, world.seconds * 0.6)
+    t = fault_time(world, run, min(run.job.pg_timeout_s + 240, world.seconds * 0.5), at_min)
+    stuck = int(world.rng.integers(run.world_size)) if rank is None else rank
     block_all(run, t)
-    node, gpu = run.rank_node(rank), rank % GPUS_PER_NODE
+    node, gpu = run.rank_node(stuck), stuck % GPUS_PER_NODE
     run.effects.append(GpuEffect(node, gpu, "host_bound", t, np.inf, BLOCKED))
+    return t, stuck
+
+
+def _rank_hang(world: World, run: Run, t: float, rank: int, how: str, cause: str) -> None:
+    """The job ends ``how``; the label names the rank and no node."""
+    hang_ending(world, run, t, how, [rank])
+    onset = world.first_sample(run.nodes, t)
+    note = f"rank {rank} {cause} (ends by {how}); {missed_progress(run, onset)}"
+    world.label(run.job, "hang", onset, [], [rank], note)
 
 
 def host_hang(
     world: World, run: Run, ending: str | None, pg_timeout_s: int | None, at_min: float | None
 ) -> None:
     """One rank stuck in host code; its peers spin until the watchdog, a cancel, or the end."""
-    rng = world.rng
-    fit_timeout(world, run, pg_timeout_s, world.seconds * 0.6)
-    t = fault_time(world, run, min(run.job.pg_timeout_s + 240, world.seconds * 0.5), at_min)
-    rank = int(rng.integers(run.world_size))
-    _stuck_on_host(world, run, rank, t)
-    how = ending or str(rng.choice(["watchdog", "watchdog", "cancel", "none"]))
-    hang_ending(world, run, t, how, [rank])
-    onset = world.first_sample(run.nodes, t)
-    note = f"rank {rank} stuck in host code (ends by {how}); {missed_progress(run, onset)}"
-    world.label(run.job, "hang", onset, [], [rank], note)
+    t, rank = _stuck_on_host(world, run, pg_timeout_s, at_min, None)
+    how = ending or str(world.rng.choice(["watchdog", "watchdog", "cancel", "none"]))
+    _rank_hang(world, run, t, rank, how, "stuck in host code")
 
 
 def nfs_hang(
@@ -69,10 +78,7 @@ def nfs_hang(
 ) -> None:
     """One rank blocked on a dead NFS server; kernels complain, no node is at fault."""
     rng = world.rng
-    fit_timeout(world, run, pg_timeout_s, world.seconds * 0.6)
-    t = fault_time(world, run, min(run.job.pg_timeout_s + 240, world.seconds * 0.5), at_min)
-    rank = 0 if rng.random() < 0.5 else int(rng.integers(run.world_size))
-    _stuck_on_host(world, run, rank, t)
+    t, rank = _stuck_on_host(world, run, pg_timeout_s, at_min, 0 if rng.random() < 0.5 else None)
     server = str(rng.choice(NFS_SERVERS))
     stuck_node = run.rank_node(rank)
     # The mount's RPC timeout (timeo x retrans) passes before the first complaint.

@@ -128,6 +128,11 @@ class Deadlock(Fault):
     pg_timeout_s: int | None = None
 
 
+def _check_slowdown(slowdown: float | None) -> None:
+    if slowdown is not None and not 1.0 < slowdown <= 2.5:
+        raise ValueError("slowdown must be in (1, 2.5]")
+
+
 @dataclass(frozen=True)
 class Straggler(Fault):
     slowdown: float | None = None
@@ -135,15 +140,7 @@ class Straggler(Fault):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.slowdown is not None and not 1.0 < self.slowdown <= 2.5:
-            raise ValueError("slowdown must be in (1, 2.5]")
-
-
-@dataclass(frozen=True)
-class SoftwareHang(Fault):
-    ending: Literal["watchdog", "cancel", "none"] | None = None
-    """How the hung job ends: NCCL watchdog, the user's scancel, or not in the recording."""
-    pg_timeout_s: int | None = None
+        _check_slowdown(self.slowdown)
 
 
 @dataclass(frozen=True)
@@ -153,8 +150,7 @@ class EarlyStraggler(Common):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.slowdown is not None and not 1.0 < self.slowdown <= 2.5:
-            raise ValueError("slowdown must be in (1, 2.5]")
+        _check_slowdown(self.slowdown)
 
 
 @dataclass(frozen=True)
@@ -344,7 +340,7 @@ QUIET_FAULTS: dict[str, Scenario] = {
             "One rank stuck in host code: its GPU idles, every other rank spins in NCCL; "
             "nothing printed until the watchdog. The rank is at fault, no node.",
             "hang",
-            SoftwareHang,
+            Deadlock,
             _inject(quiet_faults.host_hang, "ending", "pg_timeout_s"),
         ),
         Scenario(
@@ -352,7 +348,7 @@ QUIET_FAULTS: dict[str, Scenario] = {
             "One rank blocked on a dead NFS server: kernels print 'nfs: server ... not "
             "responding' and hung-task warnings; the rank is at fault, no node.",
             "hang",
-            SoftwareHang,
+            Deadlock,
             _inject(quiet_faults.nfs_hang, "ending", "pg_timeout_s"),
         ),
         Scenario(
