@@ -1,6 +1,6 @@
 """Verbatim texts that real GPU clusters print, as templates.
 
-Sources (see ../shared/notes/failure-signatures.md): NVIDIA's Xid catalogue and driver
+Sources: NVIDIA's Xid catalogue and driver
 messages, PyTorch ProcessGroupNCCL / torch.distributed.elastic sources, NCCL debug output,
 Slurm's slurmstepd/srun messages. Placeholders in ``{braces}`` are filled per run with
 ``fill`` or per rank by ``sink.fill_templates`` (``{rank}``, ``{local_rank}``, ``{host}``,
