@@ -449,10 +449,13 @@ def simulate_run(scenario: str, seed: int, out_dir: Path, assignments: tuple[str
 @simulate.command("suite")
 @click.argument("name")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
-@click.option("--seeds", type=int, default=None, help="Seeds per scenario (broad suite).")
+@click.option(
+    "--seeds", type=int, default=None, help="Seeds per scenario (broad and perturbed suites)."
+)
 @user_errors
 def simulate_suite(name: str, out_dir: Path, seeds: int | None) -> None:
-    """Generate suite NAME: 'datasets' (the committed datasets/) or 'broad' (evaluation)."""
+    """Generate suite NAME: 'datasets' (the committed datasets/), 'broad' (evaluation) or
+    'perturbed' (the faults and traps under realistic variation)."""
     from medic.simulate import write_suite
 
     paths = write_suite(name, out_dir, seeds)

@@ -79,14 +79,14 @@ class GuardConfig:
 
     partitions: tuple[str, ...] = ()
     """Partition allow-list for Slurm actions; empty allows every partition."""
-    incident_window_s: NonNegative = 600.0
-    """Detections of one job within this span of the incident's first are one incident, and an
-    incident gets each action at most once (a detection whose onset follows medic's requeue of
-    the job opens a new one)."""
     node_cooldown_s: NonNegative = 600.0
     """No node action on a node within this span after the previous one."""
+    max_drained_nodes: Count = 1
+    """Nodes medic may hold drained at once, whatever the cluster's size (the budget is this or
+    ``max_drained_fraction`` of the cluster, whichever is more)."""
     max_drained_fraction: Fraction = 0.1
-    """At most this fraction of the cluster's nodes drained by medic at once."""
+    """Fraction of the cluster's nodes medic may hold drained at once, when that is more than
+    ``max_drained_nodes``."""
     max_drains_per_hour: Count = 10
     """Drains by medic within any hour, cluster-wide."""
     max_restarts_per_job: Count = 3

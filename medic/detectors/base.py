@@ -34,6 +34,9 @@ class Detection:
     detected_at: int = 0
     onset: int | None = None
     evidence: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    incident: str | None = field(default=None, compare=False, hash=False)
+    """Id of the incident the pipeline grouped it into (its first detection's id); None
+    outside a pipeline."""
 
     def __post_init__(self) -> None:
         if self.kind not in schema.DETECTION_KINDS:
@@ -155,9 +158,11 @@ def detector_configs(
 def build_detectors(
     settings: Mapping[str, Mapping[str, Any]] | None = None,
     enabled: Iterable[str] | None = None,
+    catalogue: Any = None,
 ) -> list[Any]:
     """Instantiate the detectors ``settings`` leave on (see ``detector_configs``), or only
-    those named in ``enabled``."""
+    those named in ``enabled``. Detectors that read the signature catalogue
+    (``uses_catalogue``) get ``catalogue`` (None: the built-in one)."""
     configs = detector_configs(settings)
     names = list(enabled) if enabled is not None else sorted(DETECTORS)
     detectors = []
@@ -166,15 +171,20 @@ def build_detectors(
             raise ConfigError(f"unknown detector '{name}'")
         on, config = configs[name]
         if on:
-            detectors.append(DETECTORS[name](config))
+            cls = DETECTORS[name]
+            uses = getattr(cls, "uses_catalogue", False)
+            detectors.append(cls(config, catalogue=catalogue) if uses else cls(config))
     return detectors
 
 
 def build_parsers(
-    detectors: Iterable[Any], settings: Mapping[str, Mapping[str, Any]] | None = None
+    detectors: Iterable[Any],
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+    catalogue: Any = None,
 ) -> list[Any]:
     """The parsers whose output streams the given detectors consume (transitively). A parser
-    class with a ``Config`` is configured from ``settings[<output stream>]`` ([parsers.<name>])."""
+    class with a ``Config`` is configured from ``settings[<output stream>]`` ([parsers.<name>]);
+    one that reads the signature catalogue (``uses_catalogue``) gets ``catalogue``."""
     load_builtin()
     settings = dict(settings or {})
     unknown = sorted(set(settings) - set(PARSERS))
@@ -188,16 +198,19 @@ def build_parsers(
         cls = PARSERS[stream]
         if any(isinstance(p, cls) for p in parsers):
             continue
-        parsers.insert(0, _make_parser(cls, settings.get(stream, {})))
+        parsers.insert(0, _make_parser(cls, settings.get(stream, {}), catalogue))
         if cls.input_stream in PARSERS:
             pending.append(cls.input_stream)
     return parsers
 
 
-def _make_parser(cls: type[Any], values: Mapping[str, Any]) -> Any:
+def _make_parser(cls: type[Any], values: Mapping[str, Any], catalogue: Any) -> Any:
     config = getattr(cls, "Config", None)
     if config is None:
         if values:
             raise ConfigError(f"parser '{cls.output_stream}' takes no settings")
         return cls()
-    return cls(from_dict(config, values, f"parsers.{cls.output_stream}"))
+    typed = from_dict(config, values, f"parsers.{cls.output_stream}")
+    if getattr(cls, "uses_catalogue", False) and catalogue is not None:
+        return cls(typed, catalogue=catalogue)
+    return cls(typed)
