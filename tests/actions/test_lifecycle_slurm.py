@@ -1,0 +1,120 @@
+"""The node lifecycle on the real local Slurm 22.05: a drained node is checked by a job pinned to
+it and resumed when the check passes, kept drained when it fails; a drain by someone else is
+never touched."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from medic.actions.config import SlurmConfig
+from medic.actions.lifecycle import NodeLifecycle
+from medic.actions.node_journal import NodeJournal
+from medic.actions.recovery_config import LifecycleConfig
+from medic.actions.slurm_cli import SlurmCli
+from medic.history.store import DuckDBStore
+from medic.timeutil import US
+from tests.conftest import SlurmCluster
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def node(slurm: SlurmCluster) -> Iterator[str]:
+    """An idle node for this test, given back resumed and unreserved."""
+    idle = slurm.run("sinfo", "-h", "-N", "-t", "idle", "-o", "%N").stdout.split()
+    if not idle:
+        pytest.skip("no idle node in the local Slurm")
+    name = sorted(idle)[-1]
+    yield name
+    slurm.run("scontrol", "delete", f"reservationname=medic-check-{name}", check=False)
+    if "DRAIN" in slurm.node(name)["State"]:
+        slurm.run("scontrol", "update", f"nodename={name}", "state=resume", check=False)
+
+
+def lifecycle(tmp_path: Path, command: str, store: DuckDBStore) -> NodeLifecycle:
+    config = LifecycleConfig(
+        enabled=True,
+        check_command=command,
+        sbatch_args=(),
+        output_dir=str(tmp_path / "checks"),
+        check_after_s=0,
+        check_timeout_s=120,
+    )
+    slurm = SlurmCli(SlurmConfig(verify_timeout_s=15))
+    return NodeLifecycle(config, slurm, NodeJournal(store), "medic")
+
+
+def run_until_settled(cycle: NodeLifecycle, node: str, timeout_s: float = 60) -> list[str]:
+    """Tick until the node's check has ended; the node's events."""
+    deadline = time.monotonic() + timeout_s
+    cycle.tick(time.time_ns() // 1000)
+    assert node in cycle.checking(), [e.event for e in cycle.journal.by_node[node]]
+    while node in cycle.checking():
+        assert time.monotonic() < deadline, "the check did not end"
+        time.sleep(0.5)
+        cycle.tick(time.time_ns() // 1000)
+    return [e.event for e in cycle.journal.by_node[node]]
+
+
+def test_a_passing_check_resumes_the_drained_node(
+    slurm: SlurmCluster, node: str, tmp_path: Path
+) -> None:
+    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=medic: test fault")
+    with DuckDBStore() as store:
+        cycle = lifecycle(tmp_path, 'echo "check ok on $SLURMD_NODENAME"', store)
+        events = run_until_settled(cycle, node)
+        assert events == ["drained", "check_started", "check_passed", "resumed"]
+        passed = cycle.journal.last(node, "check_passed")
+        assert passed is not None and passed.detail == f"check ok on {node}"
+        stored = store.sql("SELECT event FROM node_events ORDER BY time").column(0).to_pylist()
+        assert stored == events
+    state = slurm.node(node)
+    assert "DRAIN" not in state["State"] and "MAINT" not in state["State"], state["State"]
+    assert "medic-check" not in slurm.run("scontrol", "show", "reservation").stdout
+
+
+def test_a_failing_check_keeps_the_node_drained_with_the_checks_words(
+    slurm: SlurmCluster, node: str, tmp_path: Path
+) -> None:
+    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=medic: test fault")
+    with DuckDBStore() as store:
+        cycle = lifecycle(tmp_path, 'echo "GPU 3: diag failed"; exit 4', store)
+        events = run_until_settled(cycle, node)
+    assert events == ["drained", "check_started", "check_failed"]
+    state = slurm.node(node)
+    assert "DRAIN" in state["State"]
+    assert state["Reason"].startswith("medic: health check failed: check job")
+    assert "FAILED exit 4: GPU 3: diag failed" in state["Reason"]
+    assert "medic-check" not in slurm.run("scontrol", "show", "reservation").stdout
+
+
+def test_the_check_budget_keeps_a_node_that_keeps_failing(
+    slurm: SlurmCluster, node: str, tmp_path: Path
+) -> None:
+    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=medic: test fault")
+    with DuckDBStore() as store:
+        cycle = lifecycle(tmp_path, "exit 1", store)
+        cycle.config = dataclasses.replace(cycle.config, max_checks_per_node=1)
+        run_until_settled(cycle, node)
+        cycle.tick(time.time_ns() // 1000 + US)
+        events = [e.event for e in cycle.journal.by_node[node]]
+    assert events == ["drained", "check_started", "check_failed", "drained", "kept"]
+    assert "DRAIN" in slurm.node(node)["State"]
+
+
+def test_a_drain_by_someone_else_is_never_checked_nor_resumed(
+    slurm: SlurmCluster, node: str, tmp_path: Path
+) -> None:
+    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=ops: DIMM swap")
+    with DuckDBStore() as store:
+        cycle = lifecycle(tmp_path, "true", store)
+        cycle.tick(time.time_ns() // 1000)
+        assert node not in cycle.checking()
+        assert cycle.journal.last(node) is None
+    state = slurm.node(node)
+    assert "DRAIN" in state["State"] and state["Reason"].startswith("ops: DIMM swap")
