@@ -18,10 +18,11 @@ from typing import Any, Literal
 
 from medic import schema
 from medic.actions.model import SlurmAction
+from medic.actions.recovery_config import DeadmanConfig, LifecycleConfig, RestartLoopConfig
 from medic.config import from_dict
 
 Mode = Literal["monitor", "enforce"]
-MERGED_TABLES = ("guards", "slurm")
+MERGED_TABLES = ("guards", "slurm", "lifecycle", "restart_loop", "deadman")
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,9 @@ class RulesConfig:
     receivers: tuple[ReceiverConfig, ...] = ()
     routes: tuple[RouteConfig, ...] = ()
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    restart_loop: RestartLoopConfig = field(default_factory=RestartLoopConfig)
+    deadman: DeadmanConfig = field(default_factory=DeadmanConfig)
 
     def __post_init__(self) -> None:
         for what, names in (
@@ -165,10 +169,15 @@ class RulesConfig:
             if twice:
                 raise ValueError(f"{what} name '{twice[0]}' is used twice")
         receivers = {r.name for r in self.receivers}
-        for route in self.routes:
-            missing = [n for n in route.notify if n not in receivers]
+        notified = [(f"route '{r.name}'", r.notify) for r in self.routes] + [
+            ("lifecycle", self.lifecycle.notify),
+            ("restart_loop", self.restart_loop.notify),
+            ("deadman", self.deadman.notify),
+        ]
+        for what, wanted in notified:
+            missing = [n for n in wanted if n not in receivers]
             if missing:
-                raise ValueError(f"route '{route.name}': unknown receiver '{missing[0]}'")
+                raise ValueError(f"{what}: unknown receiver '{missing[0]}'")
 
     def receiver(self, name: str) -> ReceiverConfig:
         return next(r for r in self.receivers if r.name == name)

@@ -260,11 +260,6 @@ class SlurmCli:
     def cancel(self, job_id: str) -> Outcome:
         return self._guarded(lambda: self._cancel(job_id))
 
-    def requeue_hold(self, job_id: str) -> Outcome:
-        """Stop the job and keep it queued, held: ``requeuehold`` when it runs (a plain hold of a
-        running job leaves it running), ``hold`` when it is pending."""
-        return self._guarded(lambda: self._requeue_hold(job_id))
-
     def reserve(self, name: str, node: str, user: str) -> Outcome:
         """A maintenance reservation of ``node`` for ``user`` (no end), so that only jobs asking
         for it run there: the way to run a job on a node taken out of service, since Slurm
@@ -382,20 +377,6 @@ class SlurmCli:
         if not ok:
             return self._verify_timeout(f"{verb} of job {job_id}", f"priority {job.priority}")
         return done(f"job {job_id} {'held' if held else 'released'} ({job.state})")
-
-    def _requeue_hold(self, job_id: str) -> Outcome:
-        job = self._known_job(job_id)
-        if job.state in ENDED_JOB_STATES or job.state == "PENDING":
-            return self._hold(job_id, held=True)
-        before = job.restarts
-        self._command(["scontrol", "requeuehold", job_id])
-        ok, job = self.poller.until(
-            lambda: self._known_job(job_id),
-            lambda j: j.restarts > before and j.state == "PENDING" and j.priority == 0,
-        )
-        if not ok:
-            return self._verify_timeout(f"requeuehold of job {job_id}", f"state {job.state}")
-        return done(f"job {job_id} stopped and held (restarts {job.restarts})")
 
     def _reservation(self, name: str) -> bool:
         result = self._run(["scontrol", "show", "reservation", name])

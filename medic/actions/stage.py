@@ -24,6 +24,7 @@ from medic.actions.ledger import Ledger, action_key
 from medic.actions.model import NOTIFY, Decision, Intent, JobFacts, Outcome, Status
 from medic.actions.notify import Webhooks
 from medic.actions.recorder import ActionLog, RecordingExecutor
+from medic.actions.restart_loop import JobAttempts, RestartLoopGuard
 from medic.actions.rules import RuleSet, describe
 from medic.actions.slurm_cli import SlurmCli
 from medic.actions.slurmrest import SlurmRest
@@ -74,6 +75,9 @@ class ActionStage:
         self.log = action_log or ActionLog()
         self.rules = RuleSet(config)
         self.guards = Guards(config.guards, config.mode)
+        self.attempts = JobAttempts()
+        """Each job's attempts and their progress: a pipeline observer the stage's owner adds."""
+        self.restart_loop = RestartLoopGuard(config.restart_loop, self.attempts, config.mode)
 
     @classmethod
     def from_settings(
@@ -103,7 +107,7 @@ class ActionStage:
         return self.log.table()
 
     def state_size(self) -> int:
-        return self.guards.state_size()
+        return self.guards.state_size() + self.attempts.state_size()
 
     def respond(self, detection: Detection, now: int) -> list[Decision]:
         """Decide and act on one detection; one decision per action a route asked for."""
@@ -118,6 +122,7 @@ class ActionStage:
             if self.config.guards.cluster_nodes is None:
                 cluster_nodes = self.executor.node_count()
         verdicts = self.guards.review(detection, match.intents, facts, now, cluster_nodes)
+        verdicts = self.restart_loop.review(verdicts, detection, now)
         decisions: list[Decision] = []
         for verdict in verdicts:
             decisions.append(self._decide(verdict, detection, now, decisions))
