@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from medic import schema
 from medic.actions.model import SlurmAction
+from medic.actions.notifiers.config import ReceiverConfig
 from medic.actions.recovery_config import DeadmanConfig, LifecycleConfig, RestartLoopConfig
 from medic.config import from_dict
 
@@ -97,23 +98,6 @@ class GuardConfig:
             raise ValueError("budgets must be >= 0")
         if self.cluster_nodes is not None and self.cluster_nodes < 1:
             raise ValueError("cluster_nodes must be at least 1")
-
-
-@dataclass(frozen=True)
-class ReceiverConfig:
-    """A webhook that gets a JSON body per notified detection (POST)."""
-
-    name: str
-    url: str
-    timeout_s: float = 5.0
-    retries: int = 2
-    backoff_s: float = 0.5
-    token_env: str | None = None
-    """Environment variable holding a bearer token (kept out of the config file)."""
-
-    def __post_init__(self) -> None:
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"receiver '{self.name}': url must start with http:// or https://")
 
 
 @dataclass(frozen=True)

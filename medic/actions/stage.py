@@ -22,7 +22,7 @@ from medic.actions.executor import Executor, Notifier
 from medic.actions.guards import Guards, Verdict
 from medic.actions.ledger import Ledger, action_key
 from medic.actions.model import NOTIFY, Decision, Intent, JobFacts, Outcome, Status
-from medic.actions.notify import Webhooks
+from medic.actions.notifiers import Notifiers
 from medic.actions.recorder import ActionLog, RecordingExecutor
 from medic.actions.restart_loop import JobAttempts, RestartLoopGuard
 from medic.actions.rules import RuleSet, describe
@@ -70,7 +70,7 @@ class ActionStage:
                     )
         self.config = config
         self.executor = executor
-        self.notifier = notifier or Webhooks(config.receivers)
+        self.notifier = notifier or Notifiers(config.receivers)
         self.ledger = ledger or Ledger()
         self.log = action_log or ActionLog()
         self.rules = RuleSet(config)
