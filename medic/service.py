@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from medic.actions.executor import Executor
 from medic.actions.ledger import Ledger
+from medic.actions.recovery import Recovery
 from medic.actions.stage import ActionStage
 from medic.config import from_dict
 from medic.detectors.base import Detection
@@ -107,13 +108,18 @@ class Service:
         self.metrics = ServiceMetrics()
         self.store = DuckDBStore(history_config(settings).path)
         self.writer = HistoryWriter(self.store, history_config(settings))
+        self.recovery = Recovery.from_settings(settings, self.store, state_dir, wall_us())
         self.actions = ActionStage.from_settings(
-            settings, executor, ledger=Ledger(state_dir / "ledger.jsonl")
+            settings,
+            executor,
+            self.recovery.notifiers,
+            ledger=Ledger(state_dir / "ledger.jsonl"),
         )
+        self.recovery.attach(self.actions.executor)
         self.pipeline = Pipeline.from_settings(
             settings,
             responders=[self.actions, self.writer, self.metrics],
-            observers=[self.writer],
+            observers=[self.writer, self.actions.attempts, *self.recovery.observers],
         )
         self.writer.correlator = self.pipeline.correlator
         self.pipeline.correlator.restore(self._open_incidents())
@@ -268,6 +274,7 @@ class Service:
                 except OSError as exc:
                     log.error("cannot save the cursor of %s: %s", name, exc)
         now = wall_us()
+        self.recovery.tick(now, {name: state.watermark for name, state in self.sources.items()})
         for name, state in self.sources.items():
             self.metrics.up.labels(name).set(1 if state.up else 0)
             if state.watermark is not None:
@@ -295,7 +302,12 @@ class Service:
             ok = state.up and lag is not None and lag <= self.config.stale_after_s
             healthy = healthy and ok
             sources[name] = {"up": state.up, "lag_s": lag, "error": state.last_error, "ok": ok}
-        return {"healthy": healthy, "sources": sources, "history_errors": self.writer.errors}
+        return {
+            "healthy": healthy and not self.recovery.deadman.stalled,
+            "sources": sources,
+            "stalled": sorted(self.recovery.deadman.stalled),
+            "history_errors": self.writer.errors,
+        }
 
 
 def _action_rows(table: pa.Table) -> list[tuple[str, str, str | None]]:

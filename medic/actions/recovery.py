@@ -1,0 +1,96 @@
+"""The recovery loop as ``medic serve`` runs it: notifiers with persisted delivery state, the
+per-node journal, drains by others, the node lifecycle (enforce mode, ``[rules.lifecycle]
+enabled``, the Slurm CLI executor), the dead-man alert, and the NVRx exclusion files.
+
+The service builds one ``Recovery`` from its settings, hands ``notifiers`` to the actions stage,
+adds ``observers`` to the pipeline, and calls ``tick`` on its checkpoint interval (wall clock).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from medic.actions.config import RulesConfig, load_rules
+from medic.actions.deadman import DeadMan
+from medic.actions.drains import ExternalDrains
+from medic.actions.lifecycle import NodeLifecycle
+from medic.actions.node_journal import NodeEvent, NodeJournal
+from medic.actions.notifiers import Alert, Notifiers
+from medic.actions.slurm_cli import SlurmCli
+from medic.history.nodes import LemonScorer
+from medic.history.store import HistoryStore
+from medic.timeutil import US
+
+log = logging.getLogger(__name__)
+
+JOURNAL_DAYS = 30
+"""Node events read back at start (the check budgets and cooldowns need far less)."""
+
+
+class Recovery:
+    def __init__(
+        self, config: RulesConfig, store: HistoryStore | None, state_dir: Path, now: int
+    ) -> None:
+        self.config = config
+        self.notifiers = Notifiers(config.receivers, state=state_dir / "notifications.jsonl")
+        since = now - JOURNAL_DAYS * 86_400 * US
+        self.journal = NodeJournal.restore(store, since) if store else NodeJournal()
+        self.drains = ExternalDrains(self.journal, config.slurm.reason_prefix)
+        self.deadman = DeadMan(config.deadman, self.notifiers.send)
+        self.lifecycle: NodeLifecycle | None = None
+        self.store = store
+
+    @classmethod
+    def from_settings(
+        cls, settings: Mapping[str, Any], store: HistoryStore | None, state_dir: Path, now: int
+    ) -> Recovery:
+        return cls(load_rules(settings.get("rules")), store, state_dir, now)
+
+    def attach(self, executor: object) -> None:
+        """Drive the lifecycle through the stage's executor, when it can (the Slurm CLI, in
+        enforce mode, with ``[rules.lifecycle] enabled``)."""
+        lifecycle = self.config.lifecycle
+        if not lifecycle.enabled or self.config.mode != "enforce":
+            return
+        if not isinstance(executor, SlurmCli):
+            log.warning("rules.lifecycle needs the Slurm CLI executor; node checks are off")
+            return
+        lemon = LemonScorer(self.store, lifecycle.lemon) if self.store is not None else None
+        self.lifecycle = NodeLifecycle(
+            lifecycle,
+            executor,
+            self.journal,
+            self.config.slurm.reason_prefix,
+            lemon=lemon,
+            alert=self._kept,
+        )
+
+    @property
+    def observers(self) -> list[ExternalDrains]:
+        return [self.drains]
+
+    def tick(self, now: int, watermarks: Mapping[str, int | None]) -> list[str]:
+        """One pass at wall time ``now``: dead-man check, node lifecycle, pending notifications;
+        the stalled sources."""
+        stalled = self.deadman.check(watermarks, now)
+        if self.lifecycle is not None:
+            self.lifecycle.tick(now)
+        self.notifiers.flush()
+        return stalled
+
+    def _kept(self, event: NodeEvent) -> None:
+        alert = Alert(
+            group=f"node:{event.node}",
+            title=f"medic: node {event.node} kept drained",
+            text=event.detail,
+            time=event.time,
+            severity="warning",
+            labels={"kind": "node_kept", "nodes": event.node},
+        )
+        for receiver in self.config.lifecycle.notify:
+            outcome = self.notifiers.send(receiver, alert)
+            if not outcome.ok:
+                log.warning("node %s: notification to %s: %s", event.node, receiver, outcome.detail)
