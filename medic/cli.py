@@ -239,22 +239,41 @@ def report(
     watchdog_timeout_s."""
     import dataclasses
 
+    from medic.actions.config import load_rules
     from medic.history.config import history_config
     from medic.history.report import build_report, print_report
     from medic.history.store import DuckDBStore
     from medic.settings import load_settings
 
-    config = history_config(load_settings(config_file))
+    settings = load_settings(config_file)
+    config = history_config(settings)
     if watchdog_s is not None:
         config = dataclasses.replace(config, watchdog_timeout_s=watchdog_s)
+    lemon = load_rules(settings.get("rules")).lifecycle.lemon
     with DuckDBStore(db_path or config.path, read_only=True) as store:
-        figures = build_report(store, config, top)
+        figures = build_report(store, config, top, lemon)
     print_report(figures, wide_console())
     if html_file is not None:
         from medic.history.html import write_html
 
         write_html(figures, html_file)
         click.echo(f"report written to {html_file}")
+
+
+@main.command()
+@click.option(
+    "--db", "--history", "db_path", type=click.Path(path_type=Path), help="History database."
+)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option("--slurm/--no-slurm", default=True, show_default=True, help="Ask Slurm (sinfo).")
+@user_errors
+def nodes(db_path: Path | None, config_file: Path | None, slurm: bool) -> None:
+    """Nodes by Slurm state with their history: medic's checks and resumes, drains by others,
+    incidents that blamed them, jobs hit and lemon score ([rules.lifecycle.lemon])."""
+    from medic.history.nodes import nodes_report, print_nodes
+    from medic.settings import load_settings
+
+    print_nodes(nodes_report(load_settings(config_file), db_path, slurm), wide_console())
 
 
 @main.group()

@@ -11,12 +11,19 @@ bad node). Lemon nodes are kept out by the lifecycle and listed by the report.
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import polars as pl
+from rich.console import Console
 
 from medic.actions.recovery_config import LemonConfig
-from medic.history.store import HistoryStore
+from medic.history.store import DuckDBStore, HistoryStore
 from medic.timeutil import US
+
+log = logging.getLogger(__name__)
 
 LEMON_SCORES = """
 WITH weights(kind, weight) AS (SELECT * FROM (VALUES {weights})),
@@ -39,8 +46,8 @@ GROUP BY b.node
 NODE_LIFECYCLE = """
 SELECT
     node,
-    arg_max(event, time) AS last_event,
-    arg_max(detail, time) AS last_detail,
+    arg_max(event, rowid) AS last_event,
+    arg_max(detail, rowid) AS last_detail,
     max(time) AS last_at,
     count(*) FILTER (WHERE event = 'check_started') AS checks,
     count(*) FILTER (WHERE event = 'check_failed') AS checks_failed,
@@ -91,3 +98,77 @@ def node_table(store: HistoryStore, config: LemonConfig, now: int) -> pl.DataFra
         pl.col("score").fill_null(0.0),
         pl.col("incidents").fill_null(0),
     ).sort(["lemon", "score", "node"], descending=[True, True, False])
+
+
+def with_slurm(table: pl.DataFrame, slurm: list[tuple[str, str, str]] | None) -> pl.DataFrame:
+    """The node table with Slurm's current state and reason (nodes Slurm knows and the history
+    does not get a row too), ordered by state, then lemons and scores first."""
+    if slurm is None:
+        return table.with_columns(
+            pl.lit("Slurm not asked").alias("state"), pl.lit("").alias("reason")
+        )
+    now = pl.DataFrame(slurm, schema=["node", "state", "reason"], orient="row")
+    joined = now.join(table, on="node", how="full", coalesce=True)
+    return joined.with_columns(
+        pl.col("state").fill_null("not in Slurm"),
+        pl.col("lemon").fill_null(False),
+        pl.col("score").fill_null(0.0),
+        pl.col("incidents").fill_null(0),
+    ).sort(["state", "lemon", "score", "node"], descending=[False, True, True, False])
+
+
+NODE_COLUMNS = (
+    "node",
+    "state",
+    "reason",
+    "last_event",
+    "checks",
+    "checks_failed",
+    "resumed",
+    "drains_by_others",
+    "incidents",
+    "jobs",
+    "score",
+    "lemon",
+)
+
+
+def print_nodes(frame: pl.DataFrame, console: Console) -> None:
+    from medic.history.report import frame_table
+
+    shown = frame.select([c for c in NODE_COLUMNS if c in frame.columns])
+    for state, rows in shown.group_by("state", maintain_order=True):
+        console.print(frame_table(f"{state[0]} ({rows.height})", rows.drop("state")))
+
+
+def nodes_report(
+    settings: Mapping[str, Any], db_path: Path | None, ask_slurm: bool
+) -> pl.DataFrame:
+    """What ``medic nodes`` shows: the history's nodes (read-only) and, unless told not to ask
+    or Slurm cannot answer, Slurm's current state of each node."""
+    from medic.actions.config import load_rules
+    from medic.actions.slurm_cli import SlurmCli, SlurmError
+    from medic.history.config import history_config
+
+    rules = load_rules(settings.get("rules"))
+    path = db_path or Path(history_config(settings).path)
+    with DuckDBStore(path, read_only=True) as store:
+        now = int(store.sql("SELECT epoch_us(now())").column(0)[0].as_py())
+        table = node_table(store, rules.lifecycle.lemon, now)
+    slurm = None
+    if ask_slurm:
+        try:
+            slurm = [(n.name, n.state, n.reason) for n in SlurmCli(rules.slurm).list_nodes()]
+        except SlurmError as exc:
+            log.warning("Slurm not asked: %s", exc)
+    return with_slurm(table, slurm)
+
+
+def report_lemons(store: HistoryStore, config: LemonConfig, top: int) -> pl.DataFrame:
+    """The ``top`` nodes by lemon score for ``medic report``, scored at the history's newest
+    detection (so that an old history reads as it did then)."""
+    newest = store.sql("SELECT epoch_us(max(detected_at)) FROM detections").column(0)[0].as_py()
+    if newest is None:
+        return lemon_scores(store, config, 0).drop("last_us")
+    scores = lemon_scores(store, config, int(newest)).filter(pl.col("score") > 0)
+    return scores.drop("last_us").head(top)

@@ -16,7 +16,9 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
+from medic.actions.recovery_config import LemonConfig
 from medic.history.config import HistoryConfig
+from medic.history.nodes import report_lemons
 from medic.history.store import HistoryStore
 
 OVERVIEW = """
@@ -120,6 +122,7 @@ class Report:
     restarts: pl.DataFrame
     savings: pl.DataFrame
     savings_timeline: pl.DataFrame
+    lemons: pl.DataFrame
 
     @property
     def gpu_hours_saved(self) -> float:
@@ -127,8 +130,11 @@ class Report:
         return float(total[0]) if total.len() else 0.0
 
 
-def build_report(store: HistoryStore, config: HistoryConfig, top: int = 10) -> Report:
-    """Query the report views of ``store``; ``top`` bounds the node, GPU and job lists."""
+def build_report(
+    store: HistoryStore, config: HistoryConfig, top: int = 10, lemon: LemonConfig | None = None
+) -> Report:
+    """Query the report views of ``store``; ``top`` bounds the node, GPU and job lists;
+    ``lemon`` scores lemon nodes (``[rules.lifecycle.lemon]``, its defaults when None)."""
 
     def frame(query: str, *params: Any) -> pl.DataFrame:
         result = pl.from_arrow(store.sql(query, params))
@@ -149,6 +155,7 @@ def build_report(store: HistoryStore, config: HistoryConfig, top: int = 10) -> R
         restarts=frame(RESTARTS, top),
         savings=frame(SAVINGS, *costs),
         savings_timeline=frame(SAVINGS_TIMELINE, *costs),
+        lemons=report_lemons(store, lemon or LemonConfig(), top),
     )
 
 
@@ -228,6 +235,13 @@ def sections(report: Report) -> list[Section]:
             "GPUs with most faults",
             report.gpus,
             "minutes with an Xid or a new uncorrectable ECC error",
+        ),
+        Section(
+            "lemons",
+            "Lemon nodes",
+            report.lemons,
+            "incidents blaming the node and failed checks, weighted by kind, halved per "
+            "half-life; a lemon needs incidents in several jobs (medic keeps it drained)",
         ),
         Section("restarts", "Restarts per job", report.restarts),
         Section(
