@@ -118,3 +118,20 @@ def test_a_drain_by_someone_else_is_never_checked_nor_resumed(
         assert cycle.journal.last(node) is None
     state = slurm.node(node)
     assert "DRAIN" in state["State"] and state["Reason"].startswith("ops: DIMM swap")
+
+
+def test_a_lemon_is_kept_drained_and_flagged_without_a_check(
+    slurm: SlurmCluster, node: str, tmp_path: Path
+) -> None:
+    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=medic: test fault")
+    kept: list[str] = []
+    with DuckDBStore() as store:
+        cycle = lifecycle(tmp_path, "true", store)
+        cycle.lemon = lambda name, now: 5.0 if name == node else 0.0
+        cycle.alert = lambda event: kept.append(f"{event.node}: {event.detail}")
+        cycle.tick(time.time_ns() // 1000)
+        cycle.tick(time.time_ns() // 1000)
+        events = [e.event for e in cycle.journal.by_node[node]]
+    assert events == ["drained", "lemon", "kept"]
+    assert kept == [f"{node}: lemon score 5.00 >= 3"]
+    assert "DRAIN" in slurm.node(node)["State"]
