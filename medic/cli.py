@@ -156,6 +156,44 @@ def backtest(
 
 
 @main.group()
+def config() -> None:
+    """Check a config file; print the configuration reference."""
+
+
+@config.command("check")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@user_errors
+def config_check(config_file: Path) -> None:
+    """Validate CONFIG_FILE (names, types, ranges) and print the effective configuration, every
+    default filled in, as TOML."""
+    import tomli_w
+
+    from medic.config_tables import effective_settings
+    from medic.settings import load_settings
+
+    effective = effective_settings(load_settings(config_file))
+    click.echo(tomli_w.dumps(_without_none(effective)), nl=False)
+    click.echo(f"{config_file}: valid", err=True)
+
+
+def _without_none(value: Any) -> Any:
+    """TOML has no null: unset optional keys are left out."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
+@config.command("reference")
+def config_reference() -> None:
+    """Print the configuration reference (docs/configuration.md) from the config classes."""
+    from medic.config_reference import reference_markdown
+
+    click.echo(reference_markdown(), nl=False)
+
+
+@main.group()
 def rules() -> None:
     """Inspect the rules that turn detections into Slurm actions."""
 
@@ -368,10 +406,13 @@ def simulate_run(scenario: str, seed: int, out_dir: Path, assignments: tuple[str
 @simulate.command("suite")
 @click.argument("name")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
-@click.option("--seeds", type=int, default=None, help="Seeds per scenario (broad suite).")
+@click.option(
+    "--seeds", type=int, default=None, help="Seeds per scenario (broad and perturbed suites)."
+)
 @user_errors
 def simulate_suite(name: str, out_dir: Path, seeds: int | None) -> None:
-    """Generate suite NAME: 'datasets' (the committed datasets/) or 'broad' (evaluation)."""
+    """Generate suite NAME: 'datasets' (the committed datasets/), 'broad' (evaluation) or
+    'perturbed' (the faults and traps under realistic variation)."""
     from medic.simulate import write_suite
 
     paths = write_suite(name, out_dir, seeds)

@@ -1,7 +1,7 @@
 """``medic record`` and ``medic label``: turn a real incident into a backtest case.
 
 ``record`` captures ``[start, end]`` from the configured sources into a recording
-(../shared/spec/recording.md). A log store (VictoriaLogs) is read back from ``start``, so a
+(docs/recording-format.md). A log store (VictoriaLogs) is read back from ``start``, so a
 past incident can be recorded after the fact; job output files, GPU telemetry and Slurm
 state exist only as they happen, so they are captured live from the moment ``record``
 starts until ``end`` (telemetry or Slurm rows of a range that lies wholly in the past are

@@ -11,11 +11,12 @@ than letting it fire on missing data. Evidence in the batches that do arrive is 
 
 Crash safety (kill -9): a source's cursor is saved only after the events before it went
 through the pipeline, whose detections and actions are already in DuckDB (written as they
-happen) and whose actions are claimed in the ledger file before they run. After a restart,
-sources resume from their cursors (no lost rows), the incidents still open in the history
-are reopened in the correlator (no repeated detection), and the ledger refuses keys it has
-seen (no repeated action). The Slurm source is not resumed: it starts with a fresh snapshot,
-which tells the detectors which jobs run where.
+happen, a detection before any action on it) and whose actions are claimed in the ledger file
+before they run. After a restart, sources resume from their cursors (no lost rows), the
+incidents still open in the history are reopened in the correlator with the requeues done in
+them (no repeated detection), and the ledger refuses the keys it has seen: one per incident,
+action and target (no repeated action). The Slurm source is not resumed: it starts with a fresh
+snapshot, which tells the detectors which jobs run where.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from medic.actions.executor import Executor
 from medic.actions.ledger import Ledger
 from medic.actions.recovery import Recovery
 from medic.actions.stage import ActionStage
-from medic.config import from_dict
+from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
 from medic.history.config import history_config
 from medic.history.store import DuckDBStore
@@ -61,22 +62,18 @@ class ServiceConfig:
     """Where /metrics and /healthz are served (loopback by default)."""
     state_dir: str = ".medic"
     """Source cursors (``cursors/``) and the action ledger (``ledger.jsonl``)."""
-    checkpoint_interval_s: float = 5.0
+    checkpoint_interval_s: Positive = 5.0
     """How often the cursors of what went through the pipeline are saved."""
-    queue_events: int = 256
+    queue_events: PositiveCount = 256
     """Events waiting for the pipeline; sources pause when it is full."""
-    retry_initial_s: float = 1.0
-    retry_max_s: float = 60.0
+    retry_initial_s: Positive = 1.0
+    retry_max_s: Positive = 60.0
     """Backoff for a source that failed (it is retried for ever and reported meanwhile)."""
-    stale_after_s: float = 120.0
+    stale_after_s: Positive = 120.0
     """/healthz reports a source unhealthy once its data lags the wall clock this much."""
 
     def __post_init__(self) -> None:
         parse_listen(self.listen)
-        if min(self.checkpoint_interval_s, self.retry_initial_s, self.stale_after_s) <= 0:
-            raise ValueError("intervals must be positive")
-        if self.queue_events < 1:
-            raise ValueError("queue_events must be at least 1")
 
 
 @dataclass
@@ -118,11 +115,12 @@ class Service:
         self.recovery.attach(self.actions.executor)
         self.pipeline = Pipeline.from_settings(
             settings,
-            responders=[self.actions, self.writer, self.metrics],
+            responders=[self.writer, self.actions, self.metrics],
             observers=[self.writer, self.actions.attempts, *self.recovery.observers],
         )
         self.writer.correlator = self.pipeline.correlator
         self.pipeline.correlator.restore(self._open_incidents())
+        self._restore_requeues()
         self.cursors = CursorStore(state_dir / "cursors")
         self.sources = {
             source.name: SourceState(source, resumable=source.name != SlurmSource.name)
@@ -133,7 +131,8 @@ class Service:
         self._stop = asyncio.Event()
 
     def _open_incidents(self) -> list[Incident]:
-        """Incidents the history shows opened within the correlation window before now."""
+        """Incidents the history shows open within the correlation window before now, each with
+        every detection it had, so that what they reported is not reported again."""
         window = round(self.pipeline.config.incident_window_s * US)
         rows = self.store.sql(
             "SELECT detected_at, job_id, kind, culprits, ranks, score, detector, summary "
@@ -141,10 +140,9 @@ class Service:
             "ORDER BY detected_at",
             [wall_us() - window],
         )
-        incidents: dict[str, Incident] = {}
+        detections: dict[str, list[Detection]] = {}
         for row in rows.to_pylist():
-            at = int(row["detected_at"].timestamp() * US)
-            first = Detection(
+            detection = Detection(
                 job_id=row["job_id"],
                 kind=row["kind"],
                 culprits=tuple(row["culprits"]),
@@ -152,12 +150,29 @@ class Service:
                 score=row["score"],
                 detector=row["detector"],
                 summary=row["summary"],
-                detected_at=at,
+                detected_at=int(row["detected_at"].timestamp() * US),
             )
-            incidents[row["job_id"]] = Incident(first=first, last_seen=at)
+            detections.setdefault(row["job_id"], []).append(detection)
+        incidents = [
+            Incident(d[0], d[-1].detected_at, symptoms=d[1:], symptom_count=len(d) - 1)
+            for d in detections.values()
+        ]
         if incidents:
             log.info("reopened %d incident(s) from the history", len(incidents))
-        return list(incidents.values())
+        return incidents
+
+    def _restore_requeues(self) -> None:
+        """The requeues medic did in the incidents reopened: a fault after one is acted on (a
+        new attempt), and the restart budget remembers them."""
+        open_incidents = self.pipeline.correlator.open
+        rows = self.store.sql(
+            "SELECT epoch_us(time) AS at, job_id FROM actions WHERE action = 'requeue' "
+            "AND status = 'done' AND job_id IS NOT NULL ORDER BY time"
+        )
+        for at, job_id in zip(*rows.to_pydict().values(), strict=True):
+            incident = open_incidents.get(job_id)
+            if incident is not None and at >= incident.first.detected_at:
+                self.actions.guards.restore_requeue(incident.first.id, job_id, at)
 
     def stop(self) -> None:
         """Ask the service to finish (what SIGTERM does)."""

@@ -43,4 +43,7 @@ def load_settings(path: Path | str | None) -> dict[str, Any]:
         raise ConfigError(
             f"{file}: unknown table [{unknown[0]}] (known: {', '.join(KNOWN_TABLES)})"
         )
+    flat = [name for name, value in settings.items() if not isinstance(value, dict)]
+    if flat:
+        raise ConfigError(f"{file}: '{flat[0]}' must be a table ([{flat[0]}])")
     return settings

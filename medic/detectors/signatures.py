@@ -14,12 +14,23 @@ Every detector that cares about log texts consumes this stream instead of raw li
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import polars as pl
 import pyarrow as pa
 
 from medic import schema
+from medic.config import ConfigError, from_dict
 from medic.detectors.base import register_parser
-from medic.detectors.catalogue import GROUPS, Catalogue, builtin_catalogue
+from medic.detectors.catalogue import (
+    GROUPS,
+    Catalogue,
+    CatalogueError,
+    builtin_catalogue,
+    site_catalogue,
+)
 from medic.detectors.jobs import RANK_PREFIX
 from medic.ingest.base import Batch
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch
@@ -42,6 +53,10 @@ SIGNATURES = pa.schema(
         pa.field("pci", pa.string()),
         pa.field("host", pa.string()),
         pa.field("exit_code", pa.int32()),
+        pa.field("pid", pa.int32()),
+        pa.field("peer", pa.string()),
+        pa.field("waited_us", pa.int64()),
+        pa.field("cause_xid", pa.int32()),
         pa.field("message", pa.string(), nullable=False),
     ]
 )
@@ -49,7 +64,7 @@ SIGNATURES = pa.schema(
 
 _EMPTY = pl.DataFrame(SIGNATURES.empty_table())
 _OPTIONAL_LOG_COLUMNS = {"job_id": pl.String, "rank": pl.Int32, "source": pl.String}
-_INT_GROUPS = ("xid", "rank", "exit_code")
+_INT_GROUPS = ("xid", "rank", "exit_code", "pid", "waited_ms", "waited_s", "cause_xid")
 
 
 class SignatureMatcher:
@@ -145,9 +160,37 @@ class SignatureMatcher:
                 pl.col("_pci").str.to_lowercase().alias("pci"),
                 pl.col("_host").alias("host"),
                 pl.col("_exit_code").alias("exit_code"),
+                pl.col("_pid").alias("pid"),
+                pl.col("_peer").alias("peer"),
+                pl.coalesce(
+                    pl.col("_waited_ms").cast(pl.Int64) * 1_000,
+                    pl.col("_waited_s").cast(pl.Int64) * 1_000_000,
+                ).alias("waited_us"),
+                pl.col("_cause_xid").alias("cause_xid"),
                 "message",
             )
         )
+
+
+@dataclass(frozen=True)
+class SignaturesConfig:
+    """``[parsers.signatures]``."""
+
+    extra: tuple[str, ...] = ()
+    """A site's catalogue files (the format of the built-in ``signatures.toml``), added to the
+    built-in catalogue: their signatures are tried first, their Xid and exit-code rows replace
+    the built-in ones. The parser and every detector read the same catalogue."""
+
+
+def catalogue_from_settings(parsers: Mapping[str, Any]) -> Catalogue:
+    """The catalogue a config's ``[parsers.signatures]`` table asks for (one-line errors)."""
+    config = from_dict(SignaturesConfig, parsers.get("signatures", {}), "parsers.signatures")
+    if not config.extra:
+        return builtin_catalogue()
+    try:
+        return site_catalogue(config.extra)
+    except CatalogueError as exc:
+        raise ConfigError(f"parsers.signatures.extra: {exc}") from None
 
 
 @register_parser
@@ -159,9 +202,18 @@ class SignatureParser:
     output_stream = "signatures"
     row_wise = True
     """Each output row comes from one input row: batches may be parsed together."""
+    Config = SignaturesConfig
+    uses_catalogue = True
 
-    def __init__(self, catalogue: Catalogue | None = None) -> None:
-        self.matcher = SignatureMatcher(catalogue or builtin_catalogue())
+    def __init__(
+        self, config: SignaturesConfig | None = None, catalogue: Catalogue | None = None
+    ) -> None:
+        self.config = config or SignaturesConfig()
+        if catalogue is None:
+            extra = self.config.extra
+            catalogue = site_catalogue(extra) if extra else builtin_catalogue()
+        self.catalogue = catalogue
+        self.matcher = SignatureMatcher(catalogue)
 
     def parse(self, batch: Batch) -> Batch | None:
         frame = batch.frame

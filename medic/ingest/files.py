@@ -40,6 +40,7 @@ import polars as pl
 import pyarrow as pa
 
 from medic import schema
+from medic.config import NonNegative, Positive, PositiveCount
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.live import SourceStats, wall_us
 
@@ -72,17 +73,24 @@ class FilesConfig:
     """``[sources.files]``."""
 
     paths: tuple[str, ...] = ("slurm-%j.out",)
+    """Slurm filename patterns of the jobs' output files (``%j``, ``%N``, ``%t``, ... and shell
+    wildcards in directories), globbed every poll."""
     node: str = ""
     """Node of lines whose path has no ``%N``; empty means this host's name."""
     rank_prefixes: tuple[str, ...] = (TORCHRUN_RANK,)
     """Regular expressions whose first group is the rank of a line (tried in order)."""
     source: str = "app"
-    poll_interval_s: float = 0.5
-    partial_flush_s: float = 5.0
-    idle_close_s: float = 300.0
-    max_read_bytes: int = 8 << 20
+    """The ``source`` column of the lines: app, system or slurm."""
+    poll_interval_s: Positive = 0.5
+    """How often the patterns are globbed and the files read."""
+    partial_flush_s: NonNegative = 5.0
+    """A last line without its end is emitted once it has not changed for this long."""
+    idle_close_s: NonNegative = 300.0
+    """Handles of files unchanged this long are closed (their offsets are kept)."""
+    max_read_bytes: PositiveCount = 8 << 20
     """Read at most this much of one file per poll (the rest follows in the next polls)."""
-    max_rows: int = 65_536
+    max_rows: PositiveCount = 65_536
+    """Largest batch handed downstream."""
 
     def __post_init__(self) -> None:
         if not self.paths:
@@ -97,8 +105,6 @@ class FilesConfig:
                 raise ValueError(f"rank prefix {prefix!r} is not a regex: {exc}") from None
         for pattern in self.paths:
             OutputPattern(pattern)
-        if min(self.poll_interval_s, self.max_read_bytes, self.max_rows) <= 0:
-            raise ValueError("poll_interval_s, max_read_bytes and max_rows must be positive")
 
 
 class OutputPattern:

@@ -387,9 +387,15 @@ class CustomPattern:
     """A site's own progress line: a regex with named groups from FIELDS."""
 
     pattern: str
+    """A regular expression whose named groups are progress fields: step, step_time_s,
+    step_time_ms, throughput, it_per_s, s_per_it."""
     framework: str = "custom"
+    """The ``framework`` column of the lines it matches."""
     event: str = "step"
+    """What a match is: step, eval_step, eval_start, eval_end, checkpoint_start,
+    checkpoint_end, checkpoint_load, startup, train_end or job_end."""
     unit: str | None = None
+    """Unit of the throughput group, when the pattern has one."""
 
     def __post_init__(self) -> None:
         if self.event not in EVENTS:
@@ -405,6 +411,7 @@ class ProgressConfig:
     """``[parsers.progress]``: extra formats, tried before the built-in ones."""
 
     patterns: tuple[CustomPattern, ...] = ()
+    """The site's own progress formats."""
 
 
 def _named_groups(pattern: str) -> set[str]:

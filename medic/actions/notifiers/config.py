@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from medic.config import Count, NonNegative, Positive, PositiveCount
+
 ReceiverKind = Literal["webhook", "slack", "pagerduty", "alertmanager"]
 PAGERDUTY_URL = "https://events.pagerduty.com/v2/enqueue"
 
@@ -25,6 +27,7 @@ class ReceiverConfig:
     """A receiver of notifications: one POST per incident group."""
 
     name: str
+    """What routes and alerts call it in ``notify``."""
     kind: ReceiverKind = "webhook"
     """``webhook`` (medic's JSON), ``slack`` (incoming webhook), ``pagerduty`` (Events API v2),
     ``alertmanager`` (the body Alertmanager's webhook_config posts, for tools that read it)."""
@@ -32,18 +35,23 @@ class ReceiverConfig:
     """Where to POST; for Slack prefer ``url_env``/``url_file`` (the URL is the secret); for
     PagerDuty the Events API v2 endpoint by default."""
     url_env: str | None = None
+    """Environment variable holding the URL (a Slack webhook URL is a secret)."""
     url_file: str | None = None
+    """A file holding the URL (its first line)."""
     token_env: str | None = None
     """Environment variable holding the secret: a bearer token (webhook, alertmanager) or the
     routing key (pagerduty)."""
     token_file: str | None = None
     """A file holding that secret (its first line)."""
-    timeout_s: float = 5.0
-    retries: int = 2
-    backoff_s: float = 0.5
-    max_per_minute: int = 20
+    timeout_s: Positive = 5.0
+    """Time one post may take."""
+    retries: Count = 2
+    """Further attempts after a transport error, a 429 or a 5xx (then it stays pending)."""
+    backoff_s: NonNegative = 0.5
+    """First pause between attempts; doubles each time."""
+    max_per_minute: PositiveCount = 20
     """Rate limit; notifications over it wait (persisted) and go out as the budget refills."""
-    group_window_s: float = 3600.0
+    group_window_s: NonNegative = 3600.0
     """Notifications of one incident group (a job, or the nodes blamed) within this span of the
     group's last one are folded into it: the receiver hears of the group once."""
 
@@ -56,10 +64,6 @@ class ReceiverConfig:
             raise ValueError(
                 f"receiver '{self.name}': pagerduty needs a routing key (token_env or token_file)"
             )
-        if self.timeout_s <= 0 or self.retries < 0 or self.backoff_s < 0:
-            raise ValueError(f"receiver '{self.name}': timeout_s > 0, retries and backoff_s >= 0")
-        if self.max_per_minute < 1 or self.group_window_s < 0:
-            raise ValueError(f"receiver '{self.name}': max_per_minute >= 1, group_window_s >= 0")
 
     def endpoint(self) -> str:
         """The URL to POST to (read from its variable or file when configured so)."""
