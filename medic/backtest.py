@@ -137,7 +137,7 @@ def backtest_recording(
     pipeline = Pipeline.from_settings(
         settings,
         responders=[stage] if writer is None else [stage, writer],
-        observers=[stage.attempts] if writer is None else [stage.attempts, writer],
+        observers=[*stage.observers] if writer is None else [*stage.observers, writer],
     )
     replay = ReplaySource(recording, from_dict(ReplayConfig, settings.get("replay", {}), "replay"))
     detections = detections_table(pipeline.run(replay))

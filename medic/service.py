@@ -112,11 +112,11 @@ class Service:
             self.recovery.notifiers,
             ledger=Ledger(state_dir / "ledger.jsonl"),
         )
-        self.recovery.attach(self.actions.executor)
+        self.recovery.attach(self.actions)
         self.pipeline = Pipeline.from_settings(
             settings,
             responders=[self.writer, self.actions, self.metrics],
-            observers=[self.writer, self.actions.attempts, *self.recovery.observers],
+            observers=[self.writer, *self.actions.observers, *self.recovery.observers],
         )
         self.writer.correlator = self.pipeline.correlator
         self.pipeline.correlator.restore(self._open_incidents())

@@ -19,11 +19,16 @@ from typing import Any, Literal
 from medic import schema
 from medic.actions.model import SlurmAction
 from medic.actions.notifiers.config import ReceiverConfig
-from medic.actions.recovery_config import DeadmanConfig, LifecycleConfig, RestartLoopConfig
+from medic.actions.recovery_config import (
+    DeadmanConfig,
+    LifecycleConfig,
+    NvrxConfig,
+    RestartLoopConfig,
+)
 from medic.config import Count, Fraction, NonNegative, Positive, PositiveCount, from_dict
 
 Mode = Literal["monitor", "enforce"]
-MERGED_TABLES = ("guards", "slurm", "lifecycle", "restart_loop", "deadman")
+MERGED_TABLES = ("guards", "slurm", "lifecycle", "restart_loop", "deadman", "nvrx")
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,8 @@ class RulesConfig:
     """Jobs that restart without progress are held instead of requeued again."""
     deadman: DeadmanConfig = field(default_factory=DeadmanConfig)
     """An alert when a source stops delivering data."""
+    nvrx: NvrxConfig = field(default_factory=NvrxConfig)
+    """Jobs under NVRx ``ft_launcher``: no requeue while it restarts them in place."""
 
     def __post_init__(self) -> None:
         for what, names in (

@@ -1,6 +1,6 @@
 """The recovery loop as ``medic serve`` runs it: notifiers with persisted delivery state, the
 per-node journal, drains by others, the node lifecycle (enforce mode, ``[rules.lifecycle]
-enabled``, the Slurm CLI executor), the dead-man alert, and the NVRx exclusion files.
+enabled``, the Slurm CLI executor), the dead-man alert, NVRx's cycle files and exclusion files.
 
 The service builds one ``Recovery`` from its settings, hands ``notifiers`` to the actions stage,
 adds ``observers`` to the pipeline, and calls ``tick`` on its checkpoint interval (wall clock).
@@ -20,8 +20,10 @@ from medic.actions.lifecycle import NodeLifecycle
 from medic.actions.node_journal import NodeEvent, NodeJournal
 from medic.actions.notifiers import Alert, Notifiers
 from medic.actions.slurm_cli import SlurmCli
+from medic.actions.stage import ActionStage
 from medic.history.nodes import LemonScorer
 from medic.history.store import HistoryStore
+from medic.nvrx import write_exclusions
 from medic.timeutil import US
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ class Recovery:
         self.deadman = DeadMan(config.deadman, self.notifiers.send)
         self.lifecycle: NodeLifecycle | None = None
         self.store = store
+        self.stage: ActionStage | None = None
 
     @classmethod
     def from_settings(
@@ -49,9 +52,11 @@ class Recovery:
     ) -> Recovery:
         return cls(load_rules(settings.get("rules")), store, state_dir, now)
 
-    def attach(self, executor: object) -> None:
-        """Drive the lifecycle through the stage's executor, when it can (the Slurm CLI, in
-        enforce mode, with ``[rules.lifecycle] enabled``)."""
+    def attach(self, stage: ActionStage) -> None:
+        """Follow the stage: its NVRx view of jobs, and its executor, which drives the
+        lifecycle when it can (the Slurm CLI, in enforce mode, ``[rules.lifecycle] enabled``)."""
+        self.stage = stage
+        executor = stage.executor
         lifecycle = self.config.lifecycle
         if not lifecycle.enabled or self.config.mode != "enforce":
             return
@@ -78,8 +83,29 @@ class Recovery:
         stalled = self.deadman.check(watermarks, now)
         if self.lifecycle is not None:
             self.lifecycle.tick(now)
+        if self.stage is not None:
+            self._nvrx(self.stage)
         self.notifiers.flush()
         return stalled
+
+    def _nvrx(self, stage: ActionStage) -> None:
+        """Read NVRx cycle files; write its exclusion files with medic's drained nodes."""
+        config = self.config.nvrx
+        if config.cycle_info_dir:
+            stage.nvrx.read_cycle_files(Path(config.cycle_info_dir))
+        if not config.exclusion_dir:
+            return
+        drained = stage.executor.drained_nodes()
+        if drained is None:
+            return
+        prefix = f"{self.config.slurm.reason_prefix}:"
+        bad = [node for node, reason in drained.items() if reason.startswith(prefix)]
+        for array, tasks in stage.nvrx.array_tasks().items():
+            where = Path(config.exclusion_dir.replace("{array_job_id}", array))
+            try:
+                write_exclusions(where, tasks, bad)
+            except OSError as exc:
+                log.error("nvrx: cannot write exclusions under %s: %s", where, exc)
 
     def _kept(self, event: NodeEvent) -> None:
         alert = Alert(

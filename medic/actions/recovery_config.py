@@ -97,3 +97,18 @@ class DeadmanConfig:
     """A source whose watermark stood still this long (wall clock) is stalled."""
     notify: tuple[str, ...] = ()
     """Receivers of the dead-man alert (none: it is only logged and shown in /healthz)."""
+
+
+@dataclass(frozen=True)
+class NvrxConfig:
+    """Jobs launched by NVIDIA's nvidia-resiliency-ext ``ft_launcher`` (see docs/nvrx.md)."""
+
+    restart_window_s: NonNegative = 600.0
+    """After an NVRx in-place restart (its log line, or a new cycle file), medic does not
+    requeue the job for this long: NVRx is handling it."""
+    cycle_info_dir: str = ""
+    """Where ``ft_launcher --ft-cycle-info-dir`` writes ``cycle_info.*`` files (empty: none
+    read)."""
+    exclusion_dir: str = ""
+    """Where to write ``task_<K>.drained`` files for NVRx job arrays; ``{array_job_id}`` is
+    replaced by the array's id (empty: none written)."""

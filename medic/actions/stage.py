@@ -30,6 +30,7 @@ from medic.actions.slurm_cli import SlurmCli
 from medic.actions.slurmrest import SlurmRest
 from medic.config import ConfigError
 from medic.detectors.base import Detection
+from medic.nvrx import NvrxGuard, NvrxWatch
 from medic.pipeline import PipelineConfig, pipeline_config
 from medic.recording import Recording
 
@@ -80,6 +81,8 @@ class ActionStage:
         self.attempts = JobAttempts()
         """Each job's attempts and their progress: a pipeline observer the stage's owner adds."""
         self.restart_loop = RestartLoopGuard(config.restart_loop, self.attempts, config.mode)
+        self.nvrx = NvrxWatch()
+        self.nvrx_guard = NvrxGuard(config.nvrx, self.nvrx)
 
     @classmethod
     def from_settings(
@@ -113,6 +116,12 @@ class ActionStage:
         """Every decision so far in the ``actions`` schema (what a backtest writes)."""
         return self.log.table()
 
+    @property
+    def observers(self) -> list[JobAttempts | NvrxWatch]:
+        """What the stage needs to see of the streams (progress, logs, scheduler): the pipeline
+        that feeds the stage adds these as observers."""
+        return [self.attempts, self.nvrx]
+
     def state_size(self) -> int:
         return self.guards.state_size() + self.attempts.state_size()
 
@@ -129,6 +138,7 @@ class ActionStage:
             if self.config.guards.cluster_nodes is None:
                 cluster_nodes = self.executor.node_count()
         verdicts = self.guards.review(detection, match.intents, facts, now, cluster_nodes)
+        verdicts = self.nvrx_guard.review(verdicts, detection, now)
         verdicts = self.restart_loop.review(verdicts, detection, now)
         decisions: list[Decision] = []
         for verdict in verdicts:
