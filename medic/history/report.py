@@ -18,6 +18,7 @@ from rich.table import Table
 
 from medic.actions.recovery_config import LemonConfig
 from medic.history.config import HistoryConfig
+from medic.history.goodput import Goodput, goodput
 from medic.history.nodes import report_lemons
 from medic.history.store import HistoryStore
 
@@ -123,6 +124,7 @@ class Report:
     savings: pl.DataFrame
     savings_timeline: pl.DataFrame
     lemons: pl.DataFrame
+    goodput: Goodput
 
     @property
     def gpu_hours_saved(self) -> float:
@@ -156,6 +158,7 @@ def build_report(
         savings=frame(SAVINGS, *costs),
         savings_timeline=frame(SAVINGS_TIMELINE, *costs),
         lemons=report_lemons(store, lemon or LemonConfig(), top),
+        goodput=goodput(store, *costs),
     )
 
 
@@ -235,6 +238,12 @@ def sections(report: Report) -> list[Section]:
             "GPUs with most faults",
             report.gpus,
             "minutes with an Xid or a new uncorrectable ECC error",
+        ),
+        Section(
+            "goodput",
+            "Goodput: GPU-hours lost per incident, with medic and with the watchdog alone",
+            report.goodput.by_kind,
+            report.goodput.note(),
         ),
         Section(
             "lemons",
