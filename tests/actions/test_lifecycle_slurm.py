@@ -14,8 +14,10 @@ import pytest
 from medic.actions.config import SlurmConfig
 from medic.actions.lifecycle import NodeLifecycle
 from medic.actions.node_journal import NodeJournal
+from medic.actions.recovery import Recovery
 from medic.actions.recovery_config import LifecycleConfig
 from medic.actions.slurm_cli import SlurmCli
+from medic.actions.stage import ActionStage
 from medic.history.store import DuckDBStore
 from medic.timeutil import US
 from tests.conftest import SlurmCluster
@@ -135,3 +137,30 @@ def test_a_lemon_is_kept_drained_and_flagged_without_a_check(
     assert events == ["drained", "lemon", "kept"]
     assert kept == [f"{node}: lemon score 5.00 >= 3"]
     assert "DRAIN" in slurm.node(node)["State"]
+
+
+def test_the_service_loop_checks_and_resumes_a_node_medic_drained(
+    slurm: SlurmCluster, node: str, tmp_path: Path
+) -> None:
+    lifecycle_settings = {
+        "enabled": True,
+        "check_command": "echo healthy",
+        "sbatch_args": [],
+        "output_dir": str(tmp_path / "checks"),
+        "check_after_s": 0,
+    }
+    settings = {"rules": {"mode": "enforce", "lifecycle": lifecycle_settings}}
+    with DuckDBStore() as store:
+        recovery = Recovery.from_settings(settings, store, tmp_path, time.time_ns() // 1000)
+        recovery.attach(ActionStage.from_settings(settings, notifier=recovery.notifiers))
+        assert recovery.lifecycle is not None
+        reason = "reason=medic: gpu_fault job 9 detection abc: Xid 79"
+        slurm.run("scontrol", "update", f"nodename={node}", "state=drain", reason)
+        deadline = time.monotonic() + 60
+        while recovery.journal.last(node, "resumed") is None:
+            assert time.monotonic() < deadline, list(recovery.journal.by_node[node])
+            recovery.tick(time.time_ns() // 1000, {})
+            time.sleep(0.5)
+        drained = recovery.journal.last(node, "drained")
+        assert drained is not None and drained.job_id == "9"
+    assert "DRAIN" not in slurm.node(node)["State"]

@@ -100,7 +100,7 @@ def test_one_incident_group_is_notified_once_and_a_new_one_again(hooks: HookServ
 def group_of(kind: str, body: dict[str, Any]) -> str:
     """The job a body of this kind is about."""
     if kind == "slack":
-        return body["text"].split("of job ")[1].split()[0]
+        return body["text"].split("of job ")[1].split()[0].rstrip(",")
     if kind == "pagerduty":
         return str(body["dedup_key"]).removeprefix("medic/job:")
     if kind == "alertmanager":
