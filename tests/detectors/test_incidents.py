@@ -45,3 +45,29 @@ def test_the_xid_is_acted_on_whether_it_comes_before_or_after_the_cuda_errors(
     assert [(d.kind, d.culprits, d.job_id) for d in blamed] == [("gpu_fault", ("n3",), "100")]
     assert seconds(blamed[0].detected_at) == pytest.approx(60.0 + xid_after_s, abs=1)
     assert {d.kind for d in found} <= {"crash", "gpu_fault"}
+
+
+def test_logs_alone_place_a_job_so_a_kernel_xid_becomes_its_gpu_fault() -> None:
+    job = Job()
+    logs = job.progress(0, 120)
+    logs.append(kernel(50.3, "n3", XID_79_N3))
+    found = detect(120, logs)
+    assert [(d.kind, d.culprits, d.job_id) for d in found] == [("gpu_fault", ("n3",), "100")]
+    assert seconds(found[0].detected_at) == pytest.approx(50.3, abs=0.5)
+
+
+def test_a_job_the_scheduler_places_elsewhere_is_not_blamed_for_a_kernel_xid() -> None:
+    job = Job(nodes=("n1", "n2"))
+    stray = Job(nodes=("n3",), job_id="200")
+    logs = job.progress(0, 120) + stray.progress(0, 120)
+    logs.append(kernel(50.3, "n3", XID_79_N3))
+    placed_elsewhere = {**stray.start(), "nodes": ["n4"]}
+    found = detect(120, logs, scheduler=[job.start(), placed_elsewhere])
+    assert found == []
+
+
+def test_a_job_that_stopped_logging_long_ago_is_not_blamed() -> None:
+    job = Job()
+    logs = job.progress(0, 30)
+    logs.append(kernel(1100.0, "n3", XID_79_N3))
+    assert detect(1200, logs) == []
