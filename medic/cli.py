@@ -102,6 +102,14 @@ def validate(paths: tuple[Path, ...]) -> None:
     show_default="the CPU count, at most 4",
     help="Recordings replayed at once, each in its own process (same results as one).",
 )
+@click.option(
+    "--delay",
+    "delays",
+    multiple=True,
+    metavar="STREAM=MIN:MAX",
+    help="Deliver a stream's rows MIN-MAX s late, per node, jittered (e.g. logs=0:30); "
+    "overrides [[replay.delays]].",
+)
 @user_errors
 def backtest(
     paths: tuple[Path, ...],
@@ -110,6 +118,7 @@ def backtest(
     config_file: Path | None,
     history_path: Path | None,
     jobs: int | None,
+    delays: tuple[str, ...],
 ) -> None:
     """Replay recordings through the detectors and rules (recording executor: nothing is
     touched) and score them against their labels."""
@@ -117,10 +126,13 @@ def backtest(
 
     from medic.backtest import default_jobs, run_backtest
     from medic.history.store import DuckDBStore
+    from medic.ingest.replay import with_delays
     from medic.render import print_backtest
     from medic.settings import load_settings
 
     settings = load_settings(config_file)
+    if delays:
+        settings = with_delays(settings, delays)
     recordings = expand_recordings(paths)
     history = None if history_path is None else DuckDBStore(history_path)
     console = Console(stderr=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from medic.ingest.replay import Delay, ReplayConfig
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 
 # NVIDIA's Xid catalogue: 79 (GPU has fallen off the bus); the format as in leptonai/gpud#46
@@ -71,3 +72,16 @@ def test_a_job_that_stopped_logging_long_ago_is_not_blamed() -> None:
     logs = job.progress(0, 30)
     logs.append(kernel(1100.0, "n3", XID_79_N3))
     assert detect(1200, logs) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_logs_delivered_0_to_30_s_late_by_node_give_the_same_attribution(seed: int) -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    logs += job.rank_logs(60.0, CUDA_ERROR, ranks=range(16, 24))
+    logs.append(kernel(60.5, "n3", XID_79_N3))
+    delayed = ReplayConfig(delays=(Delay("logs", 0, 30),), seed=seed)
+    found = detect(200, logs, gpu, sched, replay=delayed)
+    blamed = [(d.kind, d.culprits, d.job_id) for d in found if d.culprits]
+    assert blamed == [("gpu_fault", ("n3",), "100")]
+    assert {d.kind for d in found} <= {"crash", "gpu_fault"}
