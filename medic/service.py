@@ -103,7 +103,7 @@ class Service:
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
         self.metrics = ServiceMetrics()
         self.store = DuckDBStore(history_config(settings).path)
-        self.writer = HistoryWriter(self.store, history_config(settings))
+        self.writer = HistoryWriter(self.store, history_config(settings), wall_clock=wall_us)
         self.actions = ActionStage.from_settings(
             settings, executor, ledger=Ledger(state_dir / "ledger.jsonl")
         )

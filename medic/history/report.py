@@ -35,10 +35,13 @@ SELECT
 LATENCY_SAMPLES = """
 SELECT 1 AS position, 'time to detect' AS measure, kind, seconds FROM v_time_to_detect
 UNION ALL
-SELECT 2, 'time to act', kind, seconds_from_onset FROM v_time_to_act
+SELECT 2, 'time to detect (wall clock)', kind, wall_seconds FROM v_time_to_detect
+WHERE wall_seconds IS NOT NULL
+UNION ALL
+SELECT 3, 'time to act', kind, seconds_from_onset FROM v_time_to_act
 WHERE seconds_from_onset IS NOT NULL
 UNION ALL
-SELECT 3, 'act after detection', kind, seconds_from_detection FROM v_time_to_act
+SELECT 4, 'act after detection', kind, seconds_from_detection FROM v_time_to_act
 """
 
 LATENCY = f"""
@@ -216,7 +219,9 @@ def sections(report: Report) -> list[Section]:
             "latency",
             "Time to detect and to act (seconds)",
             report.latency,
-            "from the detector's onset estimate; act = first Slurm action taken (done or recorded)",
+            "from the detector's onset estimate, in event time (wall clock: from the onset to when "
+            "medic serve recorded the detection); act = first Slurm action taken (done or "
+            "recorded)",
         ),
         Section("detections", "Detections per day (UTC)", detections_by_day(report)),
         Section("actions", "Actions per day (UTC)", report.actions_daily),
