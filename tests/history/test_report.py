@@ -155,7 +155,8 @@ def test_time_to_detect_is_reported_in_event_time_and_by_the_wall_clock(
     writer = HistoryWriter(store, wall_clock=lambda: at(104))
     xid = Detection("7", "gpu_fault", ("n2",), detector="gpu_fault", onset=at(100))
     writer.handle([replace(xid, detected_at=at(100.5), incident="i7")], at(100.5))
-    latency = {(r["measure"], r["kind"]): r for r in build_report(store, HistoryConfig()).latency.to_dicts()}
+    report = build_report(store, HistoryConfig())
+    latency = {(r["measure"], r["kind"]): r for r in report.latency.to_dicts()}
     assert latency["time to detect", "gpu_fault"]["p50_s"] == 0.5
     assert latency["time to detect (wall clock)", "gpu_fault"]["p50_s"] == 4.0
     (row,) = store.sql("SELECT incident_id, detected_wall FROM detections").to_pylist()
