@@ -7,7 +7,10 @@ never stall ingest and the history's DuckDB connection is only ever used from on
 
 Event time: each source has a watermark; the pipeline's watermark is their minimum, so a
 source that lags or is being retried holds back time-based detection (hangs, silence) rather
-than letting it fire on missing data. Evidence in the batches that do arrive is still acted on.
+than letting it fire on missing data. A polling source that stamps rows with the wall clock is
+complete up to the wall clock between its polls (``complete_until``): a quiet source that has
+nothing to say does not hold the others back. Evidence in the batches that do arrive is still
+acted on.
 
 Crash safety (kill -9): a source's cursor is saved only after the events before it went
 through the pipeline, whose detections and actions are already in DuckDB (written as they
@@ -43,7 +46,9 @@ from medic.history.store import DuckDBStore
 from medic.history.writer import HistoryWriter
 from medic.ingest.base import Batch, Event, Source, Watermark
 from medic.ingest.cursor import CursorStore
+from medic.ingest.files import FileSource
 from medic.ingest.live import Backoff, wall_us
+from medic.ingest.prometheus import PrometheusSource
 from medic.ingest.slurm import SlurmSource
 from medic.ingest.sources import open_sources, sources_config
 from medic.pipeline import Incident, Pipeline
@@ -261,8 +266,10 @@ class Service:
         self._rows[batch.stream] = self._rows.get(batch.stream, 0) + batch.num_rows
 
     def watermark(self) -> int | None:
-        """The event time every source is complete up to: the least of their watermarks."""
-        marks = [s.watermark for s in self.sources.values()]
+        """The event time every source is complete up to: the least of their watermarks, a
+        polling source's taken as far as its next poll (``complete_until``)."""
+        now = wall_us()
+        marks = [complete_until(s.source, s.watermark, now) for s in self.sources.values()]
         if not marks or any(m is None for m in marks):
             return None
         return min(m for m in marks if m is not None)
@@ -311,6 +318,24 @@ class Service:
             healthy = healthy and ok
             sources[name] = {"up": state.up, "lag_s": lag, "error": state.last_error, "ok": ok}
         return {"healthy": healthy, "sources": sources, "history_errors": self.writer.errors}
+
+
+def complete_until(source: Source, watermark: int | None, now: int) -> int | None:
+    """How far ``source`` is complete. A source that stamps its rows with the wall clock at the
+    start of each poll (files, Slurm, Prometheus) has nothing older to say until its next poll,
+    one interval after the last: between polls it is complete up to the wall clock, so a quiet
+    Slurm source polled every 5 s does not hold a crash's 3 s hold back for 5 s more. A poll
+    that is late or failing holds it at the poll that was due. Other sources (a log store's
+    event time): their own watermark."""
+    if watermark is None:
+        return None
+    if isinstance(source, FileSource | SlurmSource):
+        interval = source.config.poll_interval_s
+    elif isinstance(source, PrometheusSource):
+        interval = source.config.interval_s
+    else:
+        return watermark
+    return max(watermark, min(now, watermark + round(interval * US)))
 
 
 def _action_rows(table: pa.Table) -> list[tuple[str, str, str | None]]:
