@@ -20,6 +20,7 @@ from medic.detectors.base import Detection, build_detectors, build_parsers
 from medic.detectors.incidents import share_liveness
 from medic.detectors.jobs import job_state
 from medic.detectors.progress_state import share_watched_jobs
+from medic.detectors.signatures import catalogue_from_settings
 from medic.ingest.base import Batch, Event, Watermark
 from medic.readahead import parse_ahead, stretches
 from medic.timeutil import US
@@ -228,12 +229,16 @@ class Pipeline:
         observers: Iterable[Observer] = (),
     ) -> Pipeline:
         """Build from a config mapping with ``[pipeline]``, ``[parsers.<name>]`` and
-        ``[detectors.<name>]`` tables."""
+        ``[detectors.<name>]`` tables. One signature catalogue (the built-in one plus the site
+        files of ``[parsers.signatures] extra``) goes to the parser and the detectors alike."""
         settings = settings or {}
         config = pipeline_config(settings)
-        detectors = build_detectors(settings.get("detectors", {}))
+        catalogue = catalogue_from_settings(settings.get("parsers", {}))
+        detectors = build_detectors(settings.get("detectors", {}), catalogue=catalogue)
         observers = list(observers)
-        parsers = build_parsers([*detectors, *observers], settings.get("parsers", {}))
+        parsers = build_parsers(
+            [*detectors, *observers], settings.get("parsers", {}), catalogue=catalogue
+        )
         return cls(detectors, config, responders, parsers, observers)
 
     def process(self, event: Event) -> list[Detection]:

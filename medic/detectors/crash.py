@@ -9,7 +9,9 @@ hold extends (up to ``gap_wait_s``) so that ``gpu_fault`` or ``node_failure`` ca
 if it stays gone and the job shows only its peers' complaints (no error of a rank's own), they
 are that failure's consequence and no crash is reported. So are
 the errors of a job after hardware evidence against one of its GPUs or nodes, however late
-(a NCCL watchdog may only fire half an hour after a GPU fell off the bus).
+(a NCCL watchdog may only fire half an hour after a GPU fell off the bus), and the errors that
+follow a line reporting the job stuck (a watchdog timeout aborts the process: that is the
+``hang`` detector's, from the moment the line says the job got stuck).
 
 A crash blames no node: software errors and the collateral NCCL errors of peers never do.
 Errors that a program may survive (a traceback, an exception line) wait up to ``confirm_s``
@@ -26,7 +28,7 @@ import polars as pl
 from medic.config import NonNegative
 from medic.detectors.attribution import MAX_EVIDENCE, Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
-from medic.detectors.catalogue import builtin_catalogue
+from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
@@ -36,6 +38,8 @@ CRASH_STATES = frozenset({"FAILED", "OUT_OF_MEMORY"})
 HARDWARE_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
 """Job ends that are another detector's (node_failure)."""
 HARDWARE_KINDS = ("gpu_fault", "node_failure")
+EXPLAINING_KINDS = (*HARDWARE_KINDS, "hang")
+"""Fatal evidence of these kinds explains a job's later errors."""
 RETENTION_US = 3600 * US
 """How long the state of a job the scheduler never reports ending is kept."""
 
@@ -72,9 +76,13 @@ class CrashDetector(WatchesLiveness):
     streams = frozenset({"signatures", "scheduler", "gpu_latest"})
     Config = CrashConfig
 
-    def __init__(self, config: CrashConfig | None = None) -> None:
+    uses_catalogue = True
+
+    def __init__(
+        self, config: CrashConfig | None = None, catalogue: Catalogue | None = None
+    ) -> None:
         self.config = config or CrashConfig()
-        self.catalogue = builtin_catalogue()
+        self.catalogue = catalogue or builtin_catalogue()
         self.liveness = Liveness()
         self.book = IncidentBook(self.name, self.name, 0, self.liveness)
         """Placement of jobs, and the jobs whose crash went out (quiet until they run again)."""
@@ -170,13 +178,23 @@ class CrashDetector(WatchesLiveness):
             self._add_signs(signs)
 
     def _hardware(self, frame: pl.DataFrame) -> None:
-        """Remember the jobs that hardware evidence concerns: their later errors follow from it."""
+        """Remember the jobs that hardware evidence (or a line reporting them stuck) concerns:
+        their later errors follow from it. A job stuck since after its pending crash began
+        keeps that crash: the crash came first."""
         rows = frame.filter(
-            pl.col("kind").is_in(HARDWARE_KINDS) & (pl.col("severity") == "fatal")
-        ).select("job_id", "node", pl.col("time").dt.epoch("us"))
-        for job_id, node, time in rows.iter_rows():
-            for job in self.book.concerned(job_id, node, time):
-                self.faulted[job] = min(time, self.faulted.get(job, time))
+            pl.col("kind").is_in(EXPLAINING_KINDS) & (pl.col("severity") == "fatal")
+        ).select(
+            "job_id",
+            "node",
+            pl.col("time").dt.epoch("us") - pl.col("waited_us").fill_null(0),
+            pl.col("kind") == "hang",
+        )
+        for job_id, node, since, stuck in rows.iter_rows():
+            for job in self.book.concerned(job_id, node, since):
+                pending = self.pending.get(job)
+                if stuck and pending is not None and pending.incident.onset < since:
+                    continue
+                self.faulted[job] = min(since, self.faulted.get(job, since))
                 self.pending.pop(job, None)
 
     def _add_signs(self, signs: pl.DataFrame) -> None:

@@ -18,6 +18,11 @@ next step is due counting from the end of such a spell. GPUs corroborating a han
 job printing no progress at all. A culprit node is named only with evidence; when all it shows
 is that the blamed nodes stopped reporting, the detection's kind is ``node_failure``.
 
+Some hangs say so themselves: an NCCL watchdog timeout, a heartbeat monitor, Horovod's stall
+inspector or a fault-tolerance rank monitor prints that a collective or a rank has been stuck
+for so long (the ``hang`` signatures). Such a line is a hang at once, its onset as far back as
+the line says (the collective "ran for" its milliseconds), whatever the step model thinks.
+
 Telemetry costs little while jobs progress: a snapshot of every job is taken from
 ``baseline_sample_s`` of telemetry every ``baseline_every_s``; full windows are kept only for
 jobs silent for ``watch_after_s`` or more, or whose snapshot looks hung.
@@ -32,6 +37,7 @@ import polars as pl
 from river import stats
 
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
+from medic.detectors.attribution import excerpt
 from medic.detectors.base import Detection, register
 from medic.detectors.hang_evidence import (
     CORROBORATING,
@@ -126,7 +132,7 @@ class HangDetector(WatchesJobs):
     """Fires when a job's silence is improbable for its own step rhythm."""
 
     name: ClassVar[str] = "hang"
-    streams: ClassVar[frozenset[str]] = frozenset({"progress", "gpu", "scheduler"})
+    streams: ClassVar[frozenset[str]] = frozenset({"progress", "gpu", "scheduler", "signatures"})
     Config: ClassVar[type] = HangConfig
 
     def __init__(self, config: HangConfig | None = None) -> None:
@@ -138,10 +144,16 @@ class HangDetector(WatchesJobs):
         self.silent = GpuWindows(c.window_s, means=("util", "power_w"), counters=COUNTERS, xid=True)
         self.watch: dict[str, JobWatch] = {}
         self._silent_jobs: set[str] = set()
+        self.stuck: dict[str, int] = {}
+        """Job -> time of the line that reported it stuck (reported once until it progresses)."""
 
     def state_size(self) -> int:
         return (
-            len(self.jobs) + len(self.watch) + self.baseline.state_size() + self.silent.state_size()
+            len(self.jobs)
+            + len(self.watch)
+            + len(self.stuck)
+            + self.baseline.state_size()
+            + self.silent.state_size()
         )
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -150,6 +162,8 @@ class HangDetector(WatchesJobs):
                 self._forget(job_id)
         elif batch.stream == "progress":
             self._learn(batch.frame)
+        elif batch.stream == "signatures":
+            return self._reported_stuck(batch.frame)
         elif batch.stream == "gpu":
             self.baseline.add(batch.frame, self.jobs.placement)
             self.silent.add(batch.frame, self.jobs.placement, self._silent_jobs)
@@ -163,6 +177,8 @@ class HangDetector(WatchesJobs):
         for job_id in self.jobs.release(watermark):
             self._forget(job_id)
         horizon = watermark - round(self.config.forget_after_s * US)
+        for job_id in [j for j, t in self.stuck.items() if t < horizon]:
+            del self.stuck[job_id]
         found = []
         watched = set()
         for job_id, watch in list(self.watch.items()):
@@ -199,6 +215,7 @@ class HangDetector(WatchesJobs):
         for step in self.jobs.observe_progress(rows):
             watch = self._watch(step.job_id)
             watch.alarmed = False
+            self.stuck.pop(step.job_id, None)
             if not step.clean or step.gap_us is None:
                 continue
             gap_s = step.gap_us / US
@@ -240,6 +257,61 @@ class HangDetector(WatchesJobs):
                 watch.telemetry.observe_silence(rows, window.end, self.config)
 
     # -- deciding -------------------------------------------------------------------------
+
+    def _reported_stuck(self, signs: pl.DataFrame) -> list[Detection]:
+        """A hang per job whose lines say it is stuck; the onset is the earliest moment a line
+        says it has been stuck since (line time minus the time it reports)."""
+        rows = signs.filter(
+            (pl.col("kind") == "hang")
+            & pl.col("job_id").is_not_null()
+            & ~pl.col("job_id").is_in(list(self.stuck))
+        )
+        if rows.is_empty():
+            return []
+        time = pl.col("time").dt.epoch("us")
+        jobs = (
+            rows.with_columns(
+                time.alias("time_us"), (time - pl.col("waited_us").fill_null(0)).alias("onset")
+            )
+            .sort("onset")
+            .group_by("job_id", maintain_order=True)
+            .agg(
+                pl.col("time_us").min(),
+                pl.col("onset").min(),
+                pl.len().alias("lines"),
+                pl.col("signature").first(),
+                pl.col("message").first(),
+                pl.col("rank")
+                .filter(pl.col("role") == "root")
+                .drop_nulls()
+                .unique(maintain_order=True),
+            )
+        )
+        found = []
+        for job_id, time_us, onset, lines, signature, message, ranks in jobs.iter_rows():
+            self.stuck[job_id] = time_us
+            watch = self.watch.get(job_id)
+            if self.jobs.done(job_id) or (watch is not None and watch.alarmed):
+                continue
+            if watch is not None:
+                watch.alarmed = True
+            stuck_s = (time_us - onset) / US
+            found.append(
+                Detection(
+                    job_id=job_id,
+                    kind="hang",
+                    culprits=(),
+                    ranks=tuple(ranks),
+                    score=1.0,
+                    detector=self.name,
+                    summary=f"job {job_id} reports being stuck for {stuck_s:.0f}s "
+                    f"({signature}, {lines} line{'s' if lines != 1 else ''}): "
+                    f"{excerpt(message)}; no node at fault",
+                    onset=onset,
+                    evidence={"signatures": [signature], "stuck_s": stuck_s},
+                )
+            )
+        return found
 
     def _check(
         self, job_id: str, job: JobProgress | None, watch: JobWatch, now: int
@@ -323,6 +395,7 @@ class HangDetector(WatchesJobs):
 
     def _forget(self, job_id: str) -> None:
         self.watch.pop(job_id, None)
+        self.stuck.pop(job_id, None)
         self._silent_jobs.discard(job_id)
         self.baseline.forget([job_id])
         self.silent.forget([job_id])

@@ -12,7 +12,12 @@ Evidence, from the fastest to the slowest:
   blocked in a collective spin at full utilisation on a fraction of their working power, where
   a checkpoint or a data stall leaves them idle), or the silence outlasts ``long_silence_s``.
   All this long before Slurm's SlurmdTimeout;
-* srun/salloc print ``error: Node failure on <node>``;
+* srun/salloc print ``error: Node failure on <node>`` (slurmctld: ``Nodes <node> not
+  responding``); the fabric says a node's HCA or port failed: NCCL's ``Got async event : local
+  catastrophic error`` or ``port error`` blames the host that printed it, an mlx5 health
+  failure in a kernel log the node it came from, and a completion error "retry exceeded"
+  (status 12) the peer it names, when the job's NCCL start-up lines (``NET/IB : Using ... ;
+  OOB <if>:<address>``) tell which host holds that address (otherwise no node is blamed);
 * Slurm marks the node NOT_RESPONDING, DOWN or FAIL (admin drains are not failures);
 * the job ends NODE_FAIL (or slurmstepd cancels it "DUE TO NODE FAILURE"): the culprit is
   then the job's node that has been silent the longest, when one is.
@@ -182,10 +187,13 @@ class NodeFailureDetector(WatchesLiveness):
         self.job_root_errors: dict[str, int] = {}
         """Job -> newest error of a rank's own (a traceback, out of memory, a CUDA error)."""
         self.job_power = JobPower(POWER_BASELINE_US + round(self.config.long_silence_s * US))
+        self.addresses: dict[str, str] = {}
+        """Fabric address -> the host that announced it (NCCL's start-up lines)."""
 
     def state_size(self) -> int:
         return (
-            len(self.book)
+            len(self.addresses)
+            + len(self.book)
             + len(self.liveness)
             + len(self.job_logs)
             + len(self.job_collateral)
@@ -289,11 +297,24 @@ class NodeFailureDetector(WatchesLiveness):
         for job_id, role, time in errors.iter_rows():
             state = self.job_collateral if role == "collateral" else self.job_root_errors
             state[job_id] = max(time, state.get(job_id, time))
+        self._learn_addresses(frame)
         rows = frame.filter(pl.col("kind") == "node_failure").with_columns(
             pl.col("time").dt.epoch("us").alias("time_us")
         )
         if rows.is_empty():
             return []
+        peers = rows.filter(pl.col("implicates") == "peer")
+        if not peers.is_empty():
+            rows = rows.with_columns(
+                pl.when(pl.col("implicates") == "peer")
+                .then(pl.col("peer").replace_strict(self.addresses, default=None))
+                .otherwise(pl.col("host"))
+                .alias("host"),
+                pl.when(pl.col("implicates") == "peer")
+                .then(pl.lit(None, pl.String))
+                .otherwise(pl.col("node"))
+                .alias("node"),
+            )
         evidence: list[tuple[str | None, Evidence]] = []
         for job_id, item in zip(rows["job_id"].to_list(), evidence_rows(rows, True), strict=True):
             if item.node is None or item.signature == "slurm_cancelled_node_failure":
@@ -302,6 +323,17 @@ class NodeFailureDetector(WatchesLiveness):
                 item = Evidence(item.time, item.what, node, role="root", hardware=True)
             evidence.append((job_id, item))
         return self._emit(evidence)
+
+    def _learn_addresses(self, frame: pl.DataFrame) -> None:
+        """Hosts announcing their fabric address (an informational line naming both)."""
+        announced = frame.filter(
+            (pl.col("kind") == "none")
+            & (pl.col("implicates") == "node")
+            & pl.col("peer").is_not_null()
+            & pl.col("host").is_not_null()
+        )
+        if not announced.is_empty():
+            self.addresses.update(announced.select("peer", "host").iter_rows())
 
     def _likeliest(self, nodes: list[str]) -> str | None:
         """Of a job's nodes, the one whose telemetry stopped first, if any stopped at all."""

@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from medic.config import ConfigError, NonNegative, PositiveCount, Range
+from medic.config import ConfigError, Count, NonNegative, PositiveCount, Range
 from medic.ingest.base import Batch, Event, Watermark
 from medic.recording import Recording, time_us
 from medic.schema import STREAMS
@@ -77,7 +77,7 @@ class ReplayConfig:
     """Event time covered by one window; watermarks advance by this much (at most 1 s)."""
     delays: tuple[Delay, ...] = ()
     """Per-stream delivery delays with jitter, to replay live disorder (none by default)."""
-    seed: int = 0
+    seed: Count = 0
     """Seed of the delays' jitter."""
 
     def __post_init__(self) -> None:
