@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import Literal
 
 from medic.actions.model import Outcome
-from medic.actions.notifiers.formats import Alert
+from medic.actions.notifiers.formats import Alert, Severity
 from medic.actions.recovery_config import DeadmanConfig
 from medic.timeutil import US
 
@@ -52,36 +53,22 @@ class DeadMan:
         limit = self.config.after_s
         text = f"source {name}: {where} for {quiet / US:.0f} s (deadman after_s = {limit:g})"
         log.error("dead-man: %s", text)
-        self._tell(
-            Alert(
-                f"deadman:{name}",
-                f"medic: no data from {name}",
-                text,
-                now,
-                "critical",
-                labels={"kind": "deadman", "source": name},
-            )
-        )
+        self._tell(name, f"medic: no data from {name}", text, now, "firing")
 
     def _resolved(self, name: str, now: int) -> None:
         since = self.stalled.pop(name)
         text = f"source {name} delivers again after {(now - since) / US:.0f} s"
         log.info("dead-man: %s", text)
-        self._tell(
-            Alert(
-                f"deadman:{name}",
-                f"medic: {name} delivers again",
-                text,
-                now,
-                "info",
-                "resolved",
-                labels={"kind": "deadman", "source": name},
-            )
-        )
+        self._tell(name, f"medic: {name} delivers again", text, now, "resolved")
 
-    def _tell(self, alert: Alert) -> None:
+    def _tell(
+        self, name: str, title: str, text: str, now: int, status: Literal["firing", "resolved"]
+    ) -> None:
         if self.send is None:
             return
+        severity: Severity = "critical" if status == "firing" else "info"
+        labels = {"kind": "deadman", "source": name}
+        alert = Alert(f"deadman:{name}", title, text, now, severity, status, labels)
         for receiver in self.config.notify:
             outcome = self.send(receiver, alert)
             if not outcome.ok:

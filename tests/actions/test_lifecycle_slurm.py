@@ -38,6 +38,10 @@ def node(slurm: SlurmCluster) -> Iterator[str]:
         slurm.run("scontrol", "update", f"nodename={name}", "state=resume", check=False)
 
 
+def drain(slurm: SlurmCluster, node: str, reason: str = "medic: test fault") -> None:
+    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
+
+
 def lifecycle(tmp_path: Path, command: str, store: DuckDBStore) -> NodeLifecycle:
     config = LifecycleConfig(
         enabled=True,
@@ -66,7 +70,7 @@ def run_until_settled(cycle: NodeLifecycle, node: str, timeout_s: float = 60) ->
 def test_a_passing_check_resumes_the_drained_node(
     slurm: SlurmCluster, node: str, tmp_path: Path
 ) -> None:
-    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=medic: test fault")
+    drain(slurm, node)
     with DuckDBStore() as store:
         cycle = lifecycle(tmp_path, 'echo "check ok on $SLURMD_NODENAME"', store)
         events = run_until_settled(cycle, node)
@@ -83,7 +87,7 @@ def test_a_passing_check_resumes_the_drained_node(
 def test_a_failing_check_keeps_the_node_drained_with_the_checks_words(
     slurm: SlurmCluster, node: str, tmp_path: Path
 ) -> None:
-    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=medic: test fault")
+    drain(slurm, node)
     with DuckDBStore() as store:
         cycle = lifecycle(tmp_path, 'echo "GPU 3: diag failed"; exit 4', store)
         events = run_until_settled(cycle, node)
@@ -98,7 +102,7 @@ def test_a_failing_check_keeps_the_node_drained_with_the_checks_words(
 def test_the_check_budget_keeps_a_node_that_keeps_failing(
     slurm: SlurmCluster, node: str, tmp_path: Path
 ) -> None:
-    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=medic: test fault")
+    drain(slurm, node)
     with DuckDBStore() as store:
         cycle = lifecycle(tmp_path, "exit 1", store)
         cycle.config = dataclasses.replace(cycle.config, max_checks_per_node=1)
@@ -112,7 +116,7 @@ def test_the_check_budget_keeps_a_node_that_keeps_failing(
 def test_a_drain_by_someone_else_is_never_checked_nor_resumed(
     slurm: SlurmCluster, node: str, tmp_path: Path
 ) -> None:
-    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=ops: DIMM swap")
+    drain(slurm, node, "ops: DIMM swap")
     with DuckDBStore() as store:
         cycle = lifecycle(tmp_path, "true", store)
         cycle.tick(time.time_ns() // 1000)
@@ -125,7 +129,7 @@ def test_a_drain_by_someone_else_is_never_checked_nor_resumed(
 def test_a_lemon_is_kept_drained_and_flagged_without_a_check(
     slurm: SlurmCluster, node: str, tmp_path: Path
 ) -> None:
-    slurm.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=medic: test fault")
+    drain(slurm, node)
     kept: list[str] = []
     with DuckDBStore() as store:
         cycle = lifecycle(tmp_path, "true", store)
@@ -154,8 +158,7 @@ def test_the_service_loop_checks_and_resumes_a_node_medic_drained(
         recovery = Recovery.from_settings(settings, store, tmp_path, time.time_ns() // 1000)
         recovery.attach(ActionStage.from_settings(settings, notifier=recovery.notifiers))
         assert recovery.lifecycle is not None
-        reason = "reason=medic: gpu_fault job 9 detection abc: Xid 79"
-        slurm.run("scontrol", "update", f"nodename={node}", "state=drain", reason)
+        drain(slurm, node, "medic: gpu_fault job 9 detection abc: Xid 79")
         deadline = time.monotonic() + 60
         while recovery.journal.last(node, "resumed") is None:
             assert time.monotonic() < deadline, list(recovery.journal.by_node[node])
