@@ -8,7 +8,8 @@ Slurm 22.05 schedules nothing on a DRAIN node, even inside a reservation, so a c
 this (verified on the local Slurm): a maintenance reservation of the node for medic's user
 (``flags=maint,ignore_jobs``, no end), then resume (the reservation keeps every other job off),
 then ``sbatch -w NODE --reservation=R`` the configured command. Exit status 0 of the job is a
-pass: the reservation is deleted and the node is back in service. Anything else (a non-zero
+pass, unless its output holds a failed DCGM test (``medic.actions.check_output``): the
+reservation is deleted and the node is back in service. Anything else (a non-zero
 exit, a timeout, a job Slurm lost) drains the node again with the check's outcome as its reason,
 then deletes the reservation. A service that dies mid-check leaves the node reserved (out of
 service, never unchecked in service); the restarted service follows the check job to its end.
@@ -29,6 +30,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from medic.actions.check_output import read_check
 from medic.actions.node_journal import NodeEvent, NodeJournal
 from medic.actions.recovery_config import LifecycleConfig
 from medic.actions.slurm_cli import SlurmCli, SlurmError, SlurmNode
@@ -46,16 +48,6 @@ MAX_DETAIL = 200
 LemonScore = Callable[[str, int], float]
 """A node's lemon score at a time (µs)."""
 Alert = Callable[[NodeEvent], None]
-
-
-def last_line(path: Path) -> str:
-    """The last non-empty line of a check's output, cut short; empty when it cannot be read."""
-    try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
-    except OSError:
-        return ""
-    text = next((line for line in reversed(lines) if line), "")
-    return text[:MAX_DETAIL]
 
 
 class NodeLifecycle:
@@ -212,13 +204,12 @@ class NodeLifecycle:
             self.slurm.cancel(job_id)
             limit = self.config.check_timeout_s
             return self._fail(node, now, job_id, f"check job {job_id} timed out ({limit:g} s)")
-        said = last_line(self.output(node, job_id))
-        if base == "COMPLETED" and code == 0:
-            return self._pass(node, now, job_id, said)
+        said = read_check(self.output(node, job_id))
+        if base == "COMPLETED" and code == 0 and not said.failed_tests:
+            return self._pass(node, now, job_id, said.detail)
         exit_text = f" exit {code}" if code is not None else ""
-        return self._fail(
-            node, now, job_id, f"check job {job_id} {base}{exit_text}: {said or 'no output'}"
-        )
+        detail = said.detail or "no output"
+        return self._fail(node, now, job_id, f"check job {job_id} {base}{exit_text}: {detail}")
 
     def _pass(self, node: str, now: int, job_id: str, said: str) -> bool:
         freed = self.slurm.unreserve(self.reservation(node))

@@ -20,6 +20,7 @@ from medic.actions.slurm_cli import SlurmCli
 from medic.actions.stage import ActionStage
 from medic.history.store import DuckDBStore
 from medic.timeutil import US
+from tests.actions.test_check_output import DCGM_4
 from tests.conftest import SlurmCluster
 
 pytestmark = pytest.mark.slurm
@@ -167,3 +168,15 @@ def test_the_service_loop_checks_and_resumes_a_node_medic_drained(
         drained = recovery.journal.last(node, "drained")
         assert drained is not None and drained.job_id == "9"
     assert "DRAIN" not in slurm.node(node)["State"]
+
+
+def test_a_dcgm_failure_fails_the_check_even_with_exit_status_0(
+    slurm: SlurmCluster, node: str, tmp_path: Path
+) -> None:
+    table = tmp_path / "diag.txt"
+    table.write_text(DCGM_4)
+    drain(slurm, node)
+    with DuckDBStore() as store:
+        cycle = lifecycle(tmp_path, f"cat {table}", store)
+        assert run_until_settled(cycle, node) == ["drained", "check_started", "check_failed"]
+    assert "COMPLETED exit 0: memory: Fail; memory: GPU1: Fail" in slurm.node(node)["Reason"]
