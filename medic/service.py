@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from medic.actions.executor import Executor
 from medic.actions.ledger import Ledger
-from medic.actions.recovery import Recovery
+from medic.actions.recovery import Recovery, RecoveryMetrics
 from medic.actions.stage import ActionStage
 from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
@@ -124,6 +124,7 @@ class Service:
             ledger=Ledger(state_dir / "ledger.jsonl"),
         )
         self.recovery.attach(self.actions)
+        self.metrics.registry.register(RecoveryMetrics(self.recovery))
         self.pipeline = Pipeline.from_settings(
             settings,
             responders=[self.writer, self.actions, self.metrics],

@@ -62,6 +62,11 @@ def test_each_receiver_hears_of_each_incident_group_once_across_a_kill_and_resta
     try:
         wait_for(lambda: len(hooks.received) >= 2 * len(KINDS), 30)
         time.sleep(2)  # a repeat would come within the service's next ticks
+        text = restarted.get("/metrics").text
+        assert 'medic_source_stalled{source="files"} 0.0' in text
+        assert "medic_notifications_pending 0.0" in text
+        assert "medic_drains_by_others_total 0.0" in text
+        assert 'medic_node_lifecycle_events_total{event="check_started"} 0.0' in text
     finally:
         assert restarted.stop() == 0
     assert delivered(hooks) == Counter({(k, j): 1 for k in KINDS for j in ("42", "43")})

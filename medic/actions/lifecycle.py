@@ -27,6 +27,7 @@ from __future__ import annotations
 import getpass
 import logging
 import re
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,6 +72,8 @@ class NodeLifecycle:
         self.alert = alert
         self.user = user or getpass.getuser()
         self.output_dir = Path(config.output_dir).resolve()
+        self.counts: Counter[str] = Counter()
+        """Lifecycle events recorded since the start, by event."""
 
     def reservation(self, node: str) -> str:
         return f"{self.config.reservation_prefix}-{node}"
@@ -110,6 +113,7 @@ class NodeLifecycle:
 
     def _record(self, now: int, node: str, event: str, detail: str, job: str | None = None) -> None:
         self.journal.record(NodeEvent(now, node, event, " ".join(detail.split()), job))
+        self.counts[event] += 1
 
     def _keep(self, now: int, node: str, event: str, detail: str) -> None:
         self._record(now, node, event, detail)

@@ -9,9 +9,12 @@ adds ``observers`` to the pipeline, and calls ``tick`` on its checkpoint interva
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from medic.actions.config import RulesConfig, load_rules
 from medic.actions.deadman import DeadMan
@@ -120,3 +123,36 @@ class Recovery:
             outcome = self.notifiers.send(receiver, alert)
             if not outcome.ok:
                 log.warning("node %s: notification to %s: %s", event.node, receiver, outcome.detail)
+
+
+class RecoveryMetrics(Collector):
+    """The recovery loop's series, read at scrape time: drains by others, stalled sources,
+    node lifecycle events and notifications waiting."""
+
+    def __init__(self, recovery: Recovery) -> None:
+        self.recovery = recovery
+
+    def collect(self) -> Iterator[Metric]:
+        r = self.recovery
+        drains = CounterMetricFamily(
+            "medic_drains_by_others", "Slurm drains set by others (health checks, people)"
+        )
+        drains.add_metric([], r.drains.count)
+        stalled = GaugeMetricFamily(
+            "medic_source_stalled", "1 while a source's watermark stands still", labels=["source"]
+        )
+        for name in r.deadman.moved:
+            stalled.add_metric([name], 1.0 if name in r.deadman.stalled else 0.0)
+        events = CounterMetricFamily(
+            "medic_node_lifecycle_events",
+            "Node checks started, passed, failed; nodes resumed, kept, flagged lemons",
+            labels=["event"],
+        )
+        counts = r.lifecycle.counts if r.lifecycle is not None else {}
+        for event in ("check_started", "check_passed", "check_failed", "resumed", "kept", "lemon"):
+            events.add_metric([event], counts.get(event, 0))
+        pending = GaugeMetricFamily(
+            "medic_notifications_pending", "Notifications waiting (rate limit, receiver down)"
+        )
+        pending.add_metric([], sum(1 for _ in r.notifiers.deliveries.pending()))
+        yield from (drains, stalled, events, pending)
