@@ -65,6 +65,9 @@ BAD_INPUTS = [
     ["serve", "--config", "{missing}"],
     ["serve", "--config", "{bad_range}"],
     ["serve"],
+    ["nodes", "--db", "{junk}", "--no-slurm"],
+    ["nodes", "--db", "{missing}", "--no-slurm"],
+    ["nodes", "--config", "{bad_range}", "--no-slurm"],
     ["nope"],
 ]
 

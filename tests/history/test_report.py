@@ -1,5 +1,6 @@
 """``medic report``: figures from the views, terminal tables, the HTML file, the command."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,21 @@ def test_plots_that_would_show_nothing_are_left_out(store: DuckDBStore) -> None:
     assert "<svg" not in sections["Actions per day (UTC)"]
     assert "<svg" not in sections["Nodes blamed most"]
     assert "<svg" in sections["GPU-hours saved against the NCCL watchdog (600 s)"]
+
+
+def test_time_to_detect_is_reported_in_event_time_and_by_the_wall_clock(
+    store: DuckDBStore,
+) -> None:
+    from medic.detectors.base import Detection
+    from medic.history.writer import HistoryWriter
+    from tests.builders import at
+
+    writer = HistoryWriter(store, wall_clock=lambda: at(104))
+    xid = Detection("7", "gpu_fault", ("n2",), detector="gpu_fault", onset=at(100))
+    writer.handle([replace(xid, detected_at=at(100.5), incident="i7")], at(100.5))
+    report = build_report(store, HistoryConfig())
+    latency = {(r["measure"], r["kind"]): r for r in report.latency.to_dicts()}
+    assert latency["time to detect", "gpu_fault"]["p50_s"] == 0.5
+    assert latency["time to detect (wall clock)", "gpu_fault"]["p50_s"] == 4.0
+    (row,) = store.sql("SELECT incident_id, detected_wall FROM detections").to_pylist()
+    assert row["incident_id"] == "i7"
