@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from medic.ingest.base import Batch
 from medic.ingest.victorialogs import VictoriaLogsConfig, VictoriaLogsSource
-from tests.ingest.vlserver import VictoriaLogsServer
+from medic.testing.victorialogs import VictoriaLogsServer
 
 
 def lines(n: int, now: int) -> list[dict[str, str]]:

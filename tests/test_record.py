@@ -19,7 +19,7 @@ from medic.recording import RecordingError, read_recording, validate_recording
 from medic.timeutil import US, iso
 from tests.builders import T0, log, recording, write
 from tests.ingest.fake_nvml import FakeGpu, FakeNvml
-from tests.ingest.vlserver import VictoriaLogsServer
+from medic.testing.victorialogs import VictoriaLogsServer
 
 
 @pytest.fixture

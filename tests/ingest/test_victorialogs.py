@@ -26,7 +26,7 @@ from medic.ingest.victorialogs import (
     VictoriaLogsSource,
     rfc3339_ns,
 )
-from tests.ingest.vlserver import VictoriaLogsServer
+from medic.testing.victorialogs import VictoriaLogsServer
 
 FAST = {
     "offset_s": 0.05,
