@@ -52,6 +52,7 @@ async def test_a_past_incident_is_recorded_from_the_log_store(
         ],
         stream_fields=["host"],
     )
+    vl.flush()
     start_us, end_us = (t0 + 10 * 10**9) // 1000, (t0 + 19 * 10**9) // 1000
     out = tmp_path / "xid79-gpu7"
     rec = await record(vl_settings(vl), start_us, end_us, out, description="bad GPU")

@@ -21,7 +21,6 @@ from medic.ingest.base import Batch, Watermark
 from medic.ingest.cursor import CursorStore
 from medic.ingest.live import SourceError
 from medic.ingest.victorialogs import (
-    StreamCursor,
     VictoriaLogsConfig,
     VictoriaLogsSource,
     rfc3339_ns,
@@ -39,7 +38,8 @@ FAST = {
 
 @pytest.fixture
 def vl() -> Iterator[VictoriaLogsServer]:
-    with VictoriaLogsServer() as server:
+    """The faithful fake, its visibility delay scaled down as FAST scales the tail's timing."""
+    with VictoriaLogsServer(searchable_delay_s=0.1) as server:
         yield server
 
 
@@ -233,6 +233,7 @@ async def test_record_range_is_backfilled_in_windows_split_while_too_big(
     t0 = time.time_ns() - 120 * 10**9
     rows = [line(i, t0 + i * 10**8, host=f"n{i % 4}") for i in range(300)]
     vl.ingest(rows, stream_fields=["host"])
+    vl.flush()
     start_us, until_us = (t0 + 5 * 10**8) // 1000, (t0 + 25 * 10**9) // 1000
     settings = config(vl, backfill_window_s=30.0, backfill_max_rows=40)
     source = VictoriaLogsSource(settings, httpx.AsyncClient(), start_us=start_us, until_us=until_us)
@@ -248,7 +249,7 @@ async def test_record_range_is_backfilled_in_windows_split_while_too_big(
 
 
 async def test_5xx_answers_are_retried(vl: VictoriaLogsServer) -> None:
-    vl.fail_next("/select/logsql/tail", 503, "cannot execute query: timeout", count=2)
+    vl.answer_next("/select/logsql/tail", 503, "cannot execute query: timeout", count=2)
     vl.ingest([line(0, time.time_ns() - 10**9)], stream_fields=["host"])
     source = VictoriaLogsSource(config(vl), httpx.AsyncClient())
     got = Collector()
@@ -262,6 +263,7 @@ async def test_a_query_broken_after_its_first_bytes_is_retried_without_duplicate
     t0 = time.time_ns() - 60 * 10**9
     rows = [line(i, t0 + i * 10**7, host=f"n{i % 3}") for i in range(100)]
     vl.ingest(rows, stream_fields=["host"])
+    vl.flush()
     vl.break_next_query()
     source = VictoriaLogsSource(
         config(vl), httpx.AsyncClient(), start_us=t0 // 1000, until_us=(t0 + 2 * 10**9) // 1000
@@ -312,51 +314,3 @@ def test_config_comes_from_a_toml_table_with_a_nested_field_map() -> None:
         from_dict(VictoriaLogsConfig, {"fields": {"host": "x"}}, "sources.victorialogs")
     with pytest.raises(ConfigError, match="without pipes"):
         from_dict(VictoriaLogsConfig, {"query": "* | limit 5"})
-
-
-KEY = pl.col("msg")
-
-
-def rows(*items: tuple[str, int, str]) -> pl.DataFrame:
-    return pl.DataFrame(
-        [{"sid": s, "t": t, "msg": m} for s, t, m in items],
-        schema={"sid": pl.String, "t": pl.Int64, "msg": pl.String},
-    )
-
-
-def test_cursor_keeps_rows_of_one_instant_apart_across_a_reconnect() -> None:
-    cursor = StreamCursor(watermark_ns=0, horizon_ns=0)
-    first = cursor.admit(rows(("a", 10, "x"), ("a", 20, "p"), ("a", 20, "p"), ("b", 20, "q")), KEY)
-    assert first.height == 4
-    # the connection broke inside the instant t=20 of stream a: a new tail re-sends everything
-    resent = rows(
-        ("a", 10, "x"),
-        ("a", 20, "p"),
-        ("a", 20, "p"),
-        ("a", 20, "p"),
-        ("a", 20, "r"),
-        ("b", 20, "q"),
-        ("b", 21, "s"),
-    )
-    again = cursor.admit(resent, KEY)
-    assert sorted(again.select("sid", "t", "msg").rows()) == [
-        ("a", 20, "p"),
-        ("a", 20, "r"),
-        ("b", 21, "s"),
-    ]
-    restored = StreamCursor.from_json(json.loads(json.dumps(cursor.to_json())))
-    assert restored.admit(resent, KEY).is_empty()
-
-
-def test_cursor_forgets_streams_idle_past_the_horizon() -> None:
-    cursor = StreamCursor(watermark_ns=0, horizon_ns=0)
-    cursor.admit(rows(*[(f"s{i}", 100 + i, "m") for i in range(100)]), KEY)
-    assert len(cursor) == 100
-    cursor.advance(100 + 50 + 5 * 10**9)
-    assert len(cursor) == 49
-    assert cursor.admit(rows(("s1", 101, "m"), ("s1", 10**10, "new")), KEY).height == 1
-
-
-def test_a_corrupt_cursor_is_a_clear_error() -> None:
-    with pytest.raises(SourceError, match="cannot resume from cursor"):
-        StreamCursor.from_json({"watermark_ns": "soon"})
