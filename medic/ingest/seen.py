@@ -2,8 +2,9 @@
 
 A log store hands the same row out more than once: a reconnected tail re-sends its last
 seconds, a re-read window repeats what the tail already sent. ``SeenRows`` remembers, for every
-delivered row newer than its horizon, a 64-bit hash of the row's identity (its stream, its
-time to the nanosecond, its content) and how many identical rows were delivered; ``admit``
+delivered row newer than its horizon, its time, a hash of its stream, a 64-bit hash of the
+row's identity (its stream, its time to the nanosecond, its content) and how many identical
+rows were delivered; ``admit``
 keeps the rows of a new answer that were not delivered before and remembers them.
 
 Identical rows (one stream, one instant, one text) are told apart by count: an answer that
@@ -26,9 +27,15 @@ HASH_ID = f"polars-{pl.__version__}"
 
 
 class SeenRows:
-    """Delivered rows with time ``t`` after ``horizon_ns``: columns ``t``, ``h`` (hash), ``n``."""
+    """Delivered rows with time ``t`` after ``horizon_ns``: columns ``t``, ``s`` (stream hash),
+    ``h`` (row hash), ``n`` (copies)."""
 
-    SCHEMA: ClassVar[dict[str, Any]] = {"t": pl.Int64, "h": pl.UInt64, "n": pl.Int64}
+    SCHEMA: ClassVar[dict[str, Any]] = {
+        "t": pl.Int64,
+        "s": pl.UInt64,
+        "h": pl.UInt64,
+        "n": pl.Int64,
+    }
 
     def __init__(self, horizon_ns: int, seen: pl.DataFrame | None = None) -> None:
         self.horizon_ns = horizon_ns
@@ -39,7 +46,7 @@ class SeenRows:
         return self._seen.height
 
     def admit(self, rows: pl.DataFrame) -> pl.DataFrame:
-        """The rows of ``rows`` (with columns ``t`` and ``h``) after the horizon and not
+        """The rows of ``rows`` (with columns ``t``, ``s`` and ``h``) after the horizon and not
         delivered before, in their order; they are remembered as delivered."""
         rows = rows.filter(pl.col("t") > self.horizon_ns)
         if rows.is_empty():
@@ -57,16 +64,18 @@ class SeenRows:
             .drop("_copy", "_delivered")
         )
         if not fresh.is_empty():
-            added = fresh.group_by("h").agg(pl.col("t").first(), pl.len().cast(pl.Int64).alias("n"))
+            added = fresh.group_by("h").agg(
+                pl.col("t").first(), pl.col("s").first(), pl.len().cast(pl.Int64).alias("n")
+            )
             self._seen = pl.concat([self._seen, added.select(*self.SCHEMA)])
         return fresh
 
     def delivered_per_bucket(self, low_ns: int, high_ns: int, step_ns: int) -> pl.DataFrame:
-        """Rows delivered with ``low_ns < t <= high_ns`` per epoch-aligned bucket of
-        ``step_ns``: columns ``bucket`` and ``delivered``."""
+        """Rows delivered with ``low_ns < t <= high_ns`` per stream and epoch-aligned bucket
+        of ``step_ns``: columns ``s``, ``bucket`` and ``delivered``."""
         return (
             self._seen.filter((pl.col("t") > low_ns) & (pl.col("t") <= high_ns))
-            .group_by((pl.col("t") - pl.col("t") % step_ns).alias("bucket"))
+            .group_by("s", (pl.col("t") - pl.col("t") % step_ns).alias("bucket"))
             .agg(pl.col("n").sum().alias("delivered"))
         )
 
@@ -78,7 +87,7 @@ class SeenRows:
 
     def dump(self) -> dict[str, Any]:
         """JSON-serialisable: the set as compressed Arrow IPC in base64, and the hash's id."""
-        compact = self._seen.group_by("t", "h").agg(pl.col("n").sum()).select(*self.SCHEMA)
+        compact = self._seen.group_by("t", "s", "h").agg(pl.col("n").sum()).select(*self.SCHEMA)
         buffer = io.BytesIO()
         compact.write_ipc(buffer, compression="zstd")
         return {

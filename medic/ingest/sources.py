@@ -44,7 +44,9 @@ from medic.ingest.victorialogs import VictoriaLogsConfig, VictoriaLogsSource
 class SourcesConfig:
     """``[sources]``."""
 
-    cursor_dir: str = ".medic/cursors"
+    cursor_dir: str = ""
+    """Where each source's resume cursor is kept; empty: ``cursors/`` in ``[service]
+    state_dir``."""
     victorialogs: VictoriaLogsConfig | None = None
     files: FilesConfig | None = None
     prometheus: PrometheusConfig | None = None

@@ -86,6 +86,8 @@ COALESCE_S = 0.005
 ROWS_TYPES = ("application/stream+json", "application/x-ndjson", "application/json")
 """Content-Types of rows: /query answers the first, /tail the second."""
 ENCODINGS = ("identity", "gzip")
+SWEEP_STREAMS = 100
+"""Streams re-read by one sweep query (``_stream_id:in(...)``)."""
 RFC3339 = "%Y-%m-%dT%H:%M:%S%.fZ"
 """How VictoriaLogs writes ``_time`` (UTC, fraction trimmed or absent)."""
 _PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
@@ -200,10 +202,10 @@ class TailCursor:
     """What has been delivered: the watermark, and the rows delivered over the lateness window
     behind it; see the module docstring."""
 
-    def __init__(self, watermark_ns: int, seen: SeenRows, lateness_ns: int) -> None:
+    def __init__(self, watermark_ns: int, seen: SeenRows, reach_ns: int) -> None:
         self.watermark_ns = watermark_ns
         self.seen = seen
-        self.lateness_ns = lateness_ns
+        self.reach_ns = reach_ns
 
     @property
     def tail_from(self) -> int:
@@ -214,13 +216,13 @@ class TailCursor:
     def advance(self, watermark_ns: int) -> None:
         if watermark_ns > self.watermark_ns:
             self.watermark_ns = watermark_ns
-            self.seen.advance(watermark_ns - self.lateness_ns)
+            self.seen.advance(watermark_ns - self.reach_ns)
 
     def to_json(self) -> dict[str, Any]:
         return {"watermark_ns": self.watermark_ns, "seen": self.seen.dump()}
 
     @classmethod
-    def from_json(cls, cursor: dict[str, Any], lateness_ns: int) -> TailCursor:
+    def from_json(cls, cursor: dict[str, Any], reach_ns: int) -> TailCursor:
         """A saved cursor; one saved by an older medic, or whose hashes another polars version
         made, resumes at its watermark without the rows behind it."""
         try:
@@ -233,7 +235,7 @@ class TailCursor:
         if seen is None:
             log.warning("victorialogs: the cursor holds no usable late-row set; resuming at it")
             seen = SeenRows(watermark)
-        return cls(watermark, seen, lateness_ns)
+        return cls(watermark, seen, reach_ns)
 
 
 class _HttpError(Exception):
@@ -325,10 +327,13 @@ class VictoriaLogsSource:
         self.stats = SourceStats()
         self.health = SourceHealth()
         self.until_ns = None if until_us is None else until_us * 1000 + 999  # all of that µs
-        self._lateness_ns = round(config.lateness_s * NS_PER_S)
+        # A row reaching VictoriaLogs lateness_s after its time is found by a sweep up to a
+        # sweep interval and a watermark lag later: the horizon stays that far behind.
+        reach_s = config.lateness_s + config.sweep_interval_s + config.watermark_lag_s
+        self._reach_ns = round(reach_s * NS_PER_S)
         self._cursor: TailCursor | None = None
         if cursor is not None:
-            self._cursor = TailCursor.from_json(cursor, self._lateness_ns)
+            self._cursor = TailCursor.from_json(cursor, self._reach_ns)
         elif start_us is not None:
             self._cursor = self._fresh_cursor(start_us * 1000 - 1)
         self._backoff = Backoff(config.backoff_initial_s, config.backoff_max_s)
@@ -351,7 +356,7 @@ class VictoriaLogsSource:
         ).hash()
 
     def _fresh_cursor(self, begin_ns: int) -> TailCursor:
-        return TailCursor(begin_ns, SeenRows(begin_ns), self._lateness_ns)
+        return TailCursor(begin_ns, SeenRows(begin_ns), self._reach_ns)
 
     def checkpoint(self) -> dict[str, Any]:
         """The cursor after the rows handed out so far (empty before the first)."""
@@ -419,6 +424,9 @@ class VictoriaLogsSource:
         target = live_edge if self.until_ns is None else min(self.until_ns, live_edge)
         far_behind = target - cursor.tail_from > cfg.max_tail_catchup_s * NS_PER_S
         if far_behind or (self.until_ns is not None and self.until_ns <= live_edge):
+            if self.until_ns is None:  # before the horizon moves on with the watermark
+                async for batch in self._sweep():
+                    yield batch
             async for event in self._backfill(target):
                 yield event
             if self._done():
@@ -459,8 +467,11 @@ class VictoriaLogsSource:
             _check_answer(url, response, body)
             return body
 
-    async def _query(self, low_ns: int, high_ns: int, limit: int | None) -> bytes:
-        """The rows with ``low_ns < _time <= high_ns`` as NDJSON."""
+    async def _query(
+        self, low_ns: int, high_ns: int, limit: int | None, streams: list[str] | None = None
+    ) -> bytes:
+        """The rows with ``low_ns < _time <= high_ns`` (of ``streams`` only, when given, by
+        ``_stream_id``) as NDJSON."""
         data = {
             "query": self.config.logsql,
             "start": rfc3339_ns(low_ns + 1),
@@ -469,6 +480,8 @@ class VictoriaLogsSource:
         }
         if limit is not None:
             data["limit"] = str(limit)
+        if streams is not None:
+            data["extra_filters"] = f"_stream_id:in({','.join(streams)})"
         return await self._post("/select/logsql/query", data, self.config.query_encoding)
 
     async def _tail(self) -> AsyncIterator[Event]:
@@ -519,9 +532,10 @@ class VictoriaLogsSource:
                     if self._done():
                         return
             elif block:
-                for batch in self._deliver(self._decode(block, url)):
-                    yield batch
+                rows = self._decode(block, url)
                 self._progress()
+                for batch in self._deliver(rows):
+                    yield batch
             if inflow.ended is not None and b"\n" not in inflow.buffer:
                 raise inflow.ended  # a line cut off by a broken connection is read again
             if (
@@ -542,7 +556,8 @@ class VictoriaLogsSource:
 
     async def _sweep(self) -> AsyncIterator[Batch]:
         """Deliver the rows of ``(horizon, W]`` that no read has delivered yet: compare the
-        server's row counts per step with what was delivered, re-read the steps short of rows."""
+        server's row counts per stream and step with what was delivered, and re-read the
+        streams and steps short of rows."""
         cursor = self._cursor
         assert cursor is not None
         self._swept_at = self.clock()
@@ -551,46 +566,64 @@ class VictoriaLogsSource:
             return
         step = round(self.config.sweep_step_s * NS_PER_S)
         self.stats.add("sweeps")
-        stored = await self._hits(low, high, step)
         short = (
-            stored.join(cursor.seen.delivered_per_bucket(low, high, step), on="bucket", how="left")
+            (await self._hits(low, high, step))
+            .join(
+                cursor.seen.delivered_per_bucket(low, high, step),
+                on=["s", "bucket"],
+                how="left",
+            )
             .filter(pl.col("stored") > pl.col("delivered").fill_null(0))
-            .get_column("bucket")
-            .sort()
-            .to_list()
+            .group_by("bucket")
+            .agg(pl.col("sid"))
+            .sort("bucket")
         )
-        for bucket in short:
-            self.stats.add("sweep_reads")
-            body = await self._query(max(bucket - 1, low), min(bucket + step - 1, high), None)
-            for batch in self._deliver(self._decode(body)):
-                yield batch
+        for bucket, sids in short.iter_rows():
+            for first in range(0, len(sids), SWEEP_STREAMS):
+                self.stats.add("sweep_reads")
+                body = await self._query(
+                    max(bucket - 1, low),
+                    min(bucket + step - 1, high),
+                    None,
+                    sids[first : first + SWEEP_STREAMS],
+                )
+                for batch in self._deliver(self._decode(body)):
+                    yield batch
         self._progress()
 
     async def _hits(self, low_ns: int, high_ns: int, step_ns: int) -> pl.DataFrame:
-        """Rows stored with ``low_ns < _time <= high_ns`` per step: ``bucket``, ``stored``."""
+        """Rows stored with ``low_ns < _time <= high_ns`` per stream and step: ``sid``, ``s``
+        (its hash), ``bucket``, ``stored``."""
         data = {
             "query": self.config.query.strip() or "*",
             "start": rfc3339_ns(low_ns + 1),
             "end": rfc3339_ns(high_ns),
             "step": duration(step_ns),
+            "field": "_stream_id",
         }
         url = f"{self._base}/select/logsql/hits"
         body = await self._post("/select/logsql/hits", data, "identity")
         try:
             series = json.loads(body)["hits"]
-            stamps = [t for s in series for t in s["timestamps"]]
-            counts = [int(v) for s in series for v in s["values"]]
             frame = pl.DataFrame(
-                {"stamp": stamps, "stored": counts}, schema={"stamp": pl.String, "stored": pl.Int64}
+                {
+                    "sid": [s["fields"]["_stream_id"] for s in series for _ in s["timestamps"]],
+                    "stamp": [t for s in series for t in s["timestamps"]],
+                    "stored": [int(v) for s in series for v in s["values"]],
+                },
+                schema={"sid": pl.String, "stamp": pl.String, "stored": pl.Int64},
             )
         except (ValueError, KeyError, TypeError, pl.exceptions.PolarsError) as exc:
             raise _BadAnswer(_unreadable(url, body, "hits", describe(exc))) from None
-        return frame.group_by(
+        return frame.select(
+            "sid",
+            pl.col("sid").hash().alias("s"),
             pl.col("stamp")
             .str.to_datetime(RFC3339, time_unit="ns", time_zone="UTC")
             .cast(pl.Int64)
-            .alias("bucket")
-        ).agg(pl.col("stored").sum())
+            .alias("bucket"),
+            "stored",
+        )
 
     def _decode(self, block: bytes, url: str = "VictoriaLogs") -> pl.DataFrame:
         """NDJSON rows into a frame with ``t`` (ns), ``sid``, ``h`` (identity hash) and the
@@ -605,6 +638,7 @@ class VictoriaLogsSource:
             .cast(pl.Int64)
             .alias("t"),
             pl.col("_stream_id").alias("sid"),
+            pl.col("_stream_id").hash().alias("s"),
         )
         if frame.select(pl.col("t").is_null().any() | pl.col("sid").is_null().any()).item():
             raise _BadAnswer(

@@ -32,7 +32,9 @@ Its behaviour was observed against a running v1.26.0 server and read in its sour
   cannot be used in live tailing``; a ``fields`` pipe without ``_time`` answers 200 and then
   aborts the chunked body.
 * ``/select/logsql/hits``: pipes dropped, rows counted per ``_time`` bucket of ``step``
-  (epoch-aligned), ``{"hits":[{"fields":{},"timestamps":[...],"values":[...],"total":N}]}``.
+  (epoch-aligned) and per value of each ``field`` arg,
+  ``{"hits":[{"fields":{},"timestamps":[...],"values":[...],"total":N}]}``.
+* ``extra_filters`` (a LogsQL filter ANDed to ``query``) on every select endpoint.
 * **Transfer**: a client that sends ``Accept-Encoding: gzip`` gets answers of 1 KiB or more
   gzipped; a compressed tail sends **no response headers** until its first row exists. An
   answer that ends within 2 KiB (after compression) carries ``Content-Length``; longer ones
@@ -41,8 +43,8 @@ Its behaviour was observed against a running v1.26.0 server and read in its sour
 
 LogsQL is the subset medic sends and tests use: ``*``, words and ``"phrases"`` in ``_msg``,
 ``field:word``, ``field:="exact"``, ``field:in("a","b")``, ``{k="v",k2=~"re"}``,
-``_stream_id:<hex>``, AND by juxtaposition, and the pipes ``fields``, ``sort by (_time)``,
-``limit``. Anything else is answered like a parse error.
+``_stream_id:<hex>``, ``_stream_id:in(<hex>, <hex>)``, AND by juxtaposition, and the pipes
+``fields``, ``sort by (_time)``, ``limit``. Anything else is answered like a parse error.
 
 Time: every time the server reads (receive time, tail windows, visibility, the crash window) is
 ``clock.now_ns()``; ``clock.advance(300)`` jumps five minutes ahead at once, so an outage, a
@@ -353,7 +355,8 @@ def _split_pipes(text: str) -> list[str]:
 
 def _in_filter(name: str, raw: str, text: str) -> Callable[[Row], bool]:
     try:
-        values = set(json.loads(f"[{raw}]"))
+        items = [p.strip() for p in raw.split(",") if p.strip()]
+        values = {json.loads(p) if p.startswith('"') else p for p in items}
     except ValueError:
         raise QueryError(f"cannot parse query [{text}]: bad in(...) list") from None
     return lambda row: row.value(name) in values
@@ -551,6 +554,10 @@ class VictoriaLogsServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def listening(self) -> bool:
+        return self._listening is not None
+
     def up(self) -> None:
         """Listen (again, on the same port after ``down()`` or ``crash()``)."""
         handler = type("Handler", (_Handler,), {"vl": self})
@@ -687,17 +694,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         parsed = urllib.parse.urlsplit(self.path)
-        args = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query).items()}
+        repeated = urllib.parse.parse_qs(parsed.query)
+        args = {k: v[-1] for k, v in repeated.items()}
         body = b""
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             body = self.rfile.read(length)
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         path = parsed.path
-        form: dict[str, list[str]] = {}
         if path.startswith("/select/") and content_type == "application/x-www-form-urlencoded":
             form = urllib.parse.parse_qs(body.decode(), keep_blank_values=True)
             args.update({k: v[-1] for k, v in form.items()})
+            for name, values in form.items():
+                repeated.setdefault(name, []).extend(values)
         with self.vl.lock:
             self.vl.requests.append((path, dict(args)))
         fault = self.vl.take_fault(path)
@@ -724,7 +733,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/select/logsql/tail":
             self._tail(args, tenant)
         elif path == "/select/logsql/hits":
-            self._hits(args, tenant, form.get("field", []))
+            self._hits(args, tenant, repeated.get("field", []))
         else:
             self._error(f"unsupported path requested: {path!r}", 404)
 
@@ -760,6 +769,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _common(self, args: dict[str, str]) -> tuple[Query, int, int] | None:
         try:
             query = parse_query(args.get("query", ""))
+            if args.get("extra_filters"):
+                query.filters.extend(parse_query(args["extra_filters"]).filters)
         except QueryError as exc:
             self._error(str(exc))
             return None
@@ -856,6 +867,7 @@ class _Handler(BaseHTTPRequestHandler):
         if common is None:
             return
         query, start, end = common
+        query.pipes = []  # hits counts the stored rows: pipes are dropped
         try:
             step = round(parse_duration_ms(args.get("step") or "1d") * 1_000_000)
         except ValueError as exc:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import time
 import statistics
+import time
 from collections.abc import Iterator
 
 import httpx
