@@ -52,11 +52,13 @@ class SeenRows:
         if rows.is_empty():
             return rows
         low, high = rows.get_column("t").min(), rows.get_column("t").max()
-        delivered = (
-            self._seen.filter(pl.col("t").is_between(low, high))
-            .group_by("h")
-            .agg(pl.col("n").sum().alias("_delivered"))
-        )
+        near = self._seen.filter(pl.col("t").is_between(low, high))
+        if near.is_empty() and rows.get_column("h").n_unique() == rows.height:
+            # the common case, a stretch never read before: nothing to count
+            added = rows.select("t", "s", "h", pl.lit(1, pl.Int64).alias("n"))
+            self._seen = pl.concat([self._seen, added])
+            return rows
+        delivered = near.group_by("h").agg(pl.col("n").sum().alias("_delivered"))
         fresh = (
             rows.with_columns(pl.int_range(pl.len()).over("h").alias("_copy"))
             .join(delivered, on="h", how="left", maintain_order="left")

@@ -136,9 +136,11 @@ class VictoriaLogsConfig:
     sweep_step_s: float = 10.0
     """The sweep compares row counts per step of this length and re-reads only the steps
     that gained rows."""
-    query_encoding: str = "identity"
-    """``identity`` or ``gzip`` for /query answers: gzip saves network bytes and costs CPU on
-    both ends (bench/bench_victorialogs_tail.py measures it). The tail is always identity."""
+    query_encoding: str = "gzip"
+    """``gzip`` or ``identity`` for /query answers. Measured (bench/bench_victorialogs_tail.py):
+    gzip costs medic less CPU per line, as the server then writes fewer, larger pieces, and
+    saves network bytes. The tail is always identity: a gzipped tail withholds its headers
+    while nothing matches."""
     backfill_window_s: float = 60.0
     backfill_max_rows: int = 1_000_000
     max_rows: int = 65_536
@@ -267,7 +269,7 @@ class _Inflow:
     async def pump(self) -> None:
         """Read the response into the buffer until it ends or breaks (then ``ended`` says how)."""
         try:
-            async for piece in self.response.aiter_bytes():
+            async for piece in _pieces(self.response):
                 self.buffer += piece
                 self._data.set()
                 if len(self.buffer) >= BLOCK_BYTES:
@@ -346,14 +348,9 @@ class VictoriaLogsSource:
             "_stream_id": pl.String,
             **{name: pl.String for name in config.selected_fields[2:]},
         }
-        self._hash = pl.concat_str(
-            [
-                pl.col("sid"),
-                pl.col("t").cast(pl.String),
-                *(pl.col(n).fill_null("") for n in config.selected_fields[2:]),
-            ],
-            separator="\x1f",
-        ).hash()
+        self._hash = pl.struct("sid", "t", "_msg").hash()
+        """A row's identity: its stream, its time to the ns and its message (the other fields
+        are the stream's or come with the message)."""
 
     def _fresh_cursor(self, begin_ns: int) -> TailCursor:
         return TailCursor(begin_ns, SeenRows(begin_ns), self._reach_ns)
@@ -463,7 +460,7 @@ class VictoriaLogsSource:
         async with self.client.stream(
             "POST", url, data=data, headers=headers, timeout=timeout
         ) as response:
-            body = await response.aread()
+            body = b"".join([piece async for piece in _pieces(response)])
             _check_answer(url, response, body)
             return body
 
@@ -633,10 +630,7 @@ class VictoriaLogsSource:
         except pl.exceptions.PolarsError as exc:
             raise _BadAnswer(_unreadable(url, block, "log rows", describe(exc))) from None
         frame = frame.with_columns(
-            pl.col("_time")
-            .str.to_datetime(RFC3339, time_unit="ns", time_zone="UTC", strict=False)
-            .cast(pl.Int64)
-            .alias("t"),
+            _rfc3339_ns(pl.col("_time")).alias("t"),
             pl.col("_stream_id").alias("sid"),
             pl.col("_stream_id").hash().alias("s"),
         )
@@ -673,7 +667,9 @@ class VictoriaLogsSource:
                 return pl.lit(None, pl.String)
             return pl.when(pl.col(name) != "").then(pl.col(name))
 
-        frame = kept.sort("t", maintain_order=True).select(
+        if not kept.get_column("t").is_sorted():
+            kept = kept.sort("t", maintain_order=True)
+        frame = kept.select(
             pl.from_epoch(pl.col("t") // 1000, time_unit="us")
             .dt.replace_time_zone("UTC")
             .alias("time"),
@@ -687,6 +683,30 @@ class VictoriaLogsSource:
             pl.col("_msg").fill_null("").alias("message"),
         )
         return schema.conform(frame.to_arrow(), schema.LOGS)
+
+
+def _pieces(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body as it comes; without a Content-Encoding straight from the connection (httpx's
+    decoding layers cost more than the bytes on a stream of small chunks)."""
+    if response.headers.get("content-encoding", "identity") == "identity":
+        return response.aiter_raw()
+    return response.aiter_bytes()
+
+
+def _rfc3339_ns(stamp: pl.Expr) -> pl.Expr:
+    """``_time`` as VictoriaLogs writes it (``2026-11-29T17:20:38.1Z``, fraction trimmed or
+    absent) in ns since the epoch, null when it is not that; the seconds and the fraction
+    parsed apart, three times faster than one ``%.f`` format."""
+    seconds = stamp.str.slice(0, 19).str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S", time_unit="ns", time_zone="UTC", strict=False
+    )
+    fraction = stamp.str.slice(20).str.strip_suffix("Z").str.pad_end(9, "0")
+    well_formed = stamp.str.ends_with("Z") & stamp.str.slice(19, 1).is_in([".", "Z"])
+    return (
+        pl.when(well_formed)
+        .then(seconds.cast(pl.Int64) + fraction.cast(pl.Int64, strict=False))
+        .otherwise(None)
+    )
 
 
 def _check_answer(url: str, response: httpx.Response, body: bytes) -> None:
