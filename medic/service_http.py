@@ -1,8 +1,11 @@
-"""`medic serve`'s HTTP side: Prometheus metrics on ``/metrics`` and health on ``/healthz``.
+"""`medic serve`'s HTTP side: Prometheus metrics on ``/metrics``, health on ``/healthz``, and
+the history report on ``/report`` (text) and ``/report.html``.
 
 prometheus-client renders the metrics; the standard library's WSGI server serves them from a
 daemon thread, so the event loop and the pipeline never wait on a scrape. It binds to
-loopback unless told otherwise.
+loopback unless told otherwise. The report is how ``medic report`` reads a history that the
+running service holds open (DuckDB lets one process write a database file, and no other
+process open it meanwhile, even read-only).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
@@ -21,11 +25,19 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.registry import Collector
 
 from medic.detectors.base import Detection
 from medic.ingest.live import LATENESS_BUCKETS_S, SourceHealth, SourceStats
 
 StartResponse = Callable[..., Any]
+ReportPage = Callable[[str, Mapping[str, str]], str]
+"""``(kind, query parameters) -> body``: kind is ``text`` or ``html``; ValueError for a bad
+parameter (answered 400)."""
+
+
+class ListenError(OSError):
+    """The service cannot listen where ``[service] listen`` says (port in use, bad address)."""
 
 
 @dataclass
@@ -84,6 +96,11 @@ class ServiceMetrics:
             "medic_history_write_errors", "Writes the history store refused", registry=r
         )
 
+    def watch_sources(self, counters: Callable[[], Mapping[str, Mapping[str, int]]]) -> None:
+        """Export each source's own counters (rows skipped, retries, files matched, ...), read
+        at scrape time from ``counters()``: ``{source: {name: value}}``."""
+        self.registry.register(SourceCounters(counters))
+
     def handle(self, detections: list[Detection], now: int) -> None:
         """Pipeline responder: count what was emitted."""
         for detection in detections:
@@ -92,6 +109,36 @@ class ServiceMetrics:
     def count_actions(self, rows: Iterable[tuple[str, str, str | None]]) -> None:
         for action, status, guard in rows:
             self.actions.labels(action, status, guard or "").inc()
+
+
+class SourceCounters(Collector):
+    """``medic_source_events{source, event}`` from the sources' counters, and
+    ``medic_log_files_matched`` (the file source's ``files_matched`` gauge)."""
+
+    GAUGES = frozenset({"files_matched"})
+
+    def __init__(self, counters: Callable[[], Mapping[str, Mapping[str, int]]]) -> None:
+        self.counters = counters
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        events = CounterMetricFamily(
+            "medic_source_events",
+            "What each source counted: lines skipped as junk, retries, truncations, ...",
+            labels=["source", "event"],
+        )
+        matched = GaugeMetricFamily(
+            "medic_log_files_matched",
+            "Log files the file source's path patterns match now",
+            labels=["source"],
+        )
+        for source, counts in self.counters().items():
+            for name, value in sorted(counts.items()):
+                if name in self.GAUGES:
+                    matched.add_metric([source], value)
+                else:
+                    events.add_metric([source, name], value)
+        yield events
+        yield matched
 
 
 class SourceReport(Protocol):
@@ -103,10 +150,10 @@ class SourceReport(Protocol):
     def is_up(self) -> bool: ...
 
 
-class SourceCollector:
+class SourceCollector(Collector):
     """Per-source series read from the sources when scraped, so a failure shows at once:
-    ``medic_source_up``, the requests a source failed and retried by itself, its counters
-    (``SourceStats``) and how late its late rows were."""
+    ``medic_source_up``, the requests a source failed and retried by itself, and how late its
+    late rows were (its other counters are ``SourceCounters``')."""
 
     def __init__(self, sources: Callable[[], Mapping[str, SourceReport]]) -> None:
         self.sources = sources
@@ -122,11 +169,6 @@ class SourceCollector:
             "Requests a source failed and retried (unreachable, broken, an answer it cannot read)",
             labels=["source"],
         )
-        events = CounterMetricFamily(
-            "medic_source_events",
-            "What a source counted (rows, duplicates, sweeps...)",
-            labels=["source", "event"],
-        )
         late = HistogramMetricFamily(
             "medic_source_late_rows_lateness_seconds",
             "Rows delivered behind the source's watermark, by how far behind",
@@ -140,14 +182,12 @@ class SourceCollector:
             stats = getattr(report.source, "stats", None)
             if not isinstance(stats, SourceStats):
                 continue
-            for event, n in sorted(stats.counts.items()):
-                events.add_metric([name, event], n)
             cumulative, buckets = 0, []
             for bound, n in zip([*LATENESS_BUCKETS_S, "+Inf"], stats.lateness, strict=True):
                 cumulative += n
                 buckets.append((str(bound), cumulative))
             late.add_metric([name], buckets, stats.lateness_sum_s)
-        yield from (up, failed, events, late)
+        yield from (up, failed, late)
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -156,7 +196,8 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 class HttpEndpoints:
-    """Serves ``/metrics`` and ``/healthz`` (JSON from ``health()``: 200 when healthy, else 503)."""
+    """Serves ``/metrics``, ``/healthz`` (JSON from ``health()``: 200 when healthy, else 503)
+    and, given ``report``, ``/report`` and ``/report.html``."""
 
     def __init__(
         self,
@@ -164,10 +205,17 @@ class HttpEndpoints:
         health: Callable[[], dict[str, Any]],
         host: str,
         port: int,
+        report: ReportPage | None = None,
     ) -> None:
         self.health = health
+        self.report = report
         self.metrics_app = make_wsgi_app(metrics.registry)
-        self.server: WSGIServer = make_server(host, port, self.app, handler_class=_QuietHandler)
+        try:
+            self.server: WSGIServer = make_server(host, port, self.app, handler_class=_QuietHandler)
+        except OSError as exc:
+            raise ListenError(
+                f"cannot listen on {host}:{port} ([service] listen): {exc.strerror or exc}"
+            ) from None
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -193,8 +241,30 @@ class HttpEndpoints:
             data = json.dumps(report).encode()
             start_response(status, [("Content-Type", "application/json")])
             return [data]
+        if path in ("/report", "/report.html") and self.report is not None:
+            return self._report(
+                environ, start_response, "html" if path.endswith("html") else "text"
+            )
         start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"medic serves /metrics and /healthz\n"]
+        return [b"medic serves /metrics, /healthz, /report and /report.html\n"]
+
+    def _report(
+        self, environ: dict[str, Any], start_response: StartResponse, kind: str
+    ) -> Iterable[bytes]:
+        assert self.report is not None
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        params = {name: values[-1] for name, values in query.items()}
+        try:
+            body = self.report(kind, params)
+        except ValueError as exc:
+            start_response("400 Bad Request", [("Content-Type", "text/plain")])
+            return [f"{exc}\n".encode()]
+        except Exception as exc:  # the service must outlive a report that fails
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+            return [f"report failed: {exc}\n".encode()]
+        content = "text/html; charset=utf-8" if kind == "html" else "text/plain; charset=utf-8"
+        start_response("200 OK", [("Content-Type", content)])
+        return [body.encode()]
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -40,11 +40,13 @@ class IncidentBook:
         """Telemetry names the job each GPU holds, for jobs the scheduler stream never shows."""
         self.jobs = JobTracker()
         self.reported: set[str] = set()
+        self.blamed: dict[str, set[str]] = {}
+        """Reported job -> the nodes its detections blamed."""
         self.ended: dict[str, int] = {}
         """Job -> end time, until ``forget_ended`` frees it."""
 
     def __len__(self) -> int:
-        return len(self.jobs) + len(self.reported) + len(self.ended)
+        return len(self.jobs) + len(self.reported) + len(self.ended) + len(self.blamed)
 
     def observe(self, batch: Batch) -> JobChanges:
         """Fold a scheduler batch in: the jobs it (re)started and the jobs it ended."""
@@ -55,6 +57,7 @@ class IncidentBook:
         ]
         for job_id in started:
             self.reported.discard(job_id)
+            self.blamed.pop(job_id, None)
             self.ended.pop(job_id, None)
         ended = self.jobs.observe(batch)
         for job_id in ended:
@@ -71,6 +74,13 @@ class IncidentBook:
         else:
             candidates = []
         return [job for job in candidates if self._responsible(job, time)]
+
+    def is_reported(self, job_id: str, node: str | None) -> bool:
+        """Whether evidence on ``node`` (None: no node) adds nothing to what was reported of the
+        job: the job was reported and the node is unknown or already blamed."""
+        if job_id not in self.reported:
+            return False
+        return node is None or node in self.blamed.get(job_id, ())
 
     def _telemetry_jobs(self, node: str) -> set[str]:
         """Jobs the node's GPUs last reported holding, unless they reported it before the job's
@@ -98,7 +108,8 @@ class IncidentBook:
         headline: Headline,
         confirmed_at: int | None = None,
     ) -> list[Detection]:
-        """One detection per concerned, not yet reported job, from its earliest evidence.
+        """One detection per concerned job that the evidence tells something new about (see
+        ``is_reported``), from its earliest such evidence.
 
         Evidence that takes time to be sure of (a silence) concerns the jobs as they are when
         it is ``confirmed_at``: a job that ended normally meanwhile took its GPUs with it."""
@@ -106,12 +117,15 @@ class IncidentBook:
         for job_id, item in sorted(evidence, key=lambda pair: pair[1].time):
             at = item.time if confirmed_at is None else confirmed_at
             for job in self.concerned(job_id, item.node, at):
-                if job not in self.reported:
+                if not self.is_reported(job, item.node):
                     incidents.setdefault(job, Incident(job)).add([item])
         found = []
         for job, incident in incidents.items():
-            self.reported.add(job)
             culprits = incident.culprits()
+            if job in self.reported and not culprits:
+                continue
+            self.reported.add(job)
+            self.blamed.setdefault(job, set()).update(culprits)
             found.append(
                 Detection(
                     job_id=job,
@@ -134,6 +148,7 @@ class IncidentBook:
             del self.ended[job_id]
             self.jobs.forget(job_id)
             self.reported.discard(job_id)
+            self.blamed.pop(job_id, None)
 
 
 class WatchesLiveness:

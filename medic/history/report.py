@@ -8,7 +8,10 @@ watchdog. ``build_report`` runs the queries; ``print_report`` renders rich table
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -259,3 +262,29 @@ def print_report(report: Report, console: Console) -> None:
     console.print(overview)
     for section in sections(report):
         console.print(frame_table(section.title, section.frame, section.note))
+
+
+def report_text(report: Report) -> str:
+    """The report as ``medic report`` prints it, as plain text."""
+    buffer = io.StringIO()
+    print_report(report, Console(file=buffer, width=160, color_system=None))
+    return buffer.getvalue()
+
+
+def render_report(
+    store: HistoryStore, config: HistoryConfig, kind: str, params: Mapping[str, str]
+) -> str:
+    """The report as text or HTML, with ``top`` and ``watchdog_s`` read from ``params`` (the
+    service's /report query); ValueError names a bad one."""
+    from medic.history.html import render_html
+
+    try:
+        top = int(params.get("top", "10"))
+        watchdog_s = float(params.get("watchdog_s", config.watchdog_timeout_s))
+    except ValueError:
+        raise ValueError("top must be an integer and watchdog_s a number") from None
+    if top < 1 or not watchdog_s > 0:
+        raise ValueError("top must be at least 1 and watchdog_s positive")
+    config = dataclasses.replace(config, watchdog_timeout_s=watchdog_s)
+    report = build_report(store, config, top)
+    return render_html(report) if kind == "html" else report_text(report)

@@ -63,7 +63,7 @@ def incident_rows(incidents: Sequence[Incident]) -> pa.Table:
     columns = {
         "id": [i.first.id for i in incidents],
         "job_id": [i.first.job_id for i in incidents],
-        "kind": [i.first.kind for i in incidents],
+        "kind": [i.kind for i in incidents],
         "opened_at": [i.first.detected_at for i in incidents],
         "last_seen": [i.last_seen for i in incidents],
         "symptom_count": [i.symptom_count for i in incidents],

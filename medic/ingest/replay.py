@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from medic.config import PositiveCount, Range
 from medic.ingest.base import Batch, Event, Watermark
 from medic.recording import Recording, time_us
 from medic.schema import STREAMS
@@ -30,16 +31,12 @@ from medic.timeutil import US
 
 @dataclass(frozen=True)
 class ReplayConfig:
-    max_rows: int = 65_536
-    """Largest batch handed to the pipeline."""
-    span_s: float = 1.0
-    """Event time covered by one window; watermarks advance by this much (at most 1 s)."""
+    """``[replay]``: how a recording is cut into batches for a backtest."""
 
-    def __post_init__(self) -> None:
-        if self.max_rows < 1:
-            raise ValueError("max_rows must be at least 1")
-        if not 0 < self.span_s <= 1.0:
-            raise ValueError("span_s must be in (0, 1] so watermarks advance every second")
+    max_rows: PositiveCount = 65_536
+    """Largest batch handed to the pipeline."""
+    span_s: Annotated[float, Range(gt=0, le=1)] = 1.0
+    """Event time covered by one window; watermarks advance by this much (at most 1 s)."""
 
 
 class _Cutter:

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from medic import schema
+from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.replay import ReplayConfig, ReplaySource
 from medic.recording import TableFile, open_recording, read_recording, write_recording
@@ -70,8 +71,8 @@ def test_rows_outside_the_meta_span_are_still_replayed() -> None:
 
 @pytest.mark.parametrize("span", [0, 1.5])
 def test_span_must_keep_watermarks_within_a_second(span: float) -> None:
-    with pytest.raises(ValueError, match="span_s"):
-        ReplayConfig(span_s=span)
+    with pytest.raises(ConfigError, match=r"'replay.span_s' must be in \(0, 1\]"):
+        from_dict(ReplayConfig, {"span_s": span}, "replay")
 
 
 def events(source: ReplaySource) -> list[tuple[str, object]]:
