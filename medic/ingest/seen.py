@@ -72,6 +72,22 @@ class SeenRows:
             self._seen = pl.concat([self._seen, added.select(*self.SCHEMA)])
         return fresh
 
+    def reconcile(
+        self, answer: pl.DataFrame, streams: pl.Series, low_ns: int, high_ns: int
+    ) -> None:
+        """``answer`` holds every row the server has of ``streams`` (hashes) with
+        ``low_ns < t <= high_ns``, each already admitted: what was delivered there and is
+        missing from it was lost by the server (a crash), so forget it; the counts then match
+        the server's again."""
+        inside = (
+            pl.col("s").is_in(streams.implode()) & (pl.col("t") > low_ns) & (pl.col("t") <= high_ns)
+        )
+        kept = answer.filter((pl.col("t") > low_ns) & (pl.col("t") <= high_ns))
+        present = kept.group_by("h").agg(
+            pl.col("t").first(), pl.col("s").first(), pl.len().cast(pl.Int64).alias("n")
+        )
+        self._seen = pl.concat([self._seen.filter(~inside), present.select(*self.SCHEMA)])
+
     def delivered_per_bucket(self, low_ns: int, high_ns: int, step_ns: int) -> pl.DataFrame:
         """Rows delivered with ``low_ns < t <= high_ns`` per stream and epoch-aligned bucket
         of ``step_ns``: columns ``s``, ``bucket`` and ``delivered``."""

@@ -86,6 +86,10 @@ COALESCE_S = 0.005
 """Bytes arriving within this of each other are decoded together."""
 ROWS_TYPES = ("application/stream+json", "application/x-ndjson", "application/json")
 """Content-Types of rows: /query answers the first, /tail the second."""
+CRASH_LOSS_NS = 10 * NS_PER_S
+"""Rows delivered this long before a failure are re-read by the next sweep: a server killed
+with -9 loses the rows it acknowledged in its last ~5 s, and their absence could hide late
+rows from the sweep's counts."""
 SWEEP_STREAMS = 100
 """Streams re-read by one sweep query (``_stream_id:in(...)``)."""
 RFC3339 = "%Y-%m-%dT%H:%M:%S%.fZ"
@@ -343,6 +347,10 @@ class VictoriaLogsSource:
         self._backoff = Backoff(config.backoff_initial_s, config.backoff_max_s)
         self._failures = 0
         self._swept_at = 0
+        self._recent: list[tuple[int, pl.DataFrame]] = []
+        """(when, stream hash and time) of the rows delivered in the last ``CRASH_LOSS_NS``."""
+        self._suspect = pl.DataFrame(schema={"s": pl.UInt64, "t": pl.Int64})
+        """Rows delivered just before a failure: a crashed server may have lost them."""
         self._base = config.url.rstrip("/")
         self._headers = {"AccountID": str(config.account_id), "ProjectID": str(config.project_id)}
         self._schema = {
@@ -399,6 +407,9 @@ class VictoriaLogsSource:
         self._failures += 1
         self.stats.add("retries")
         self.health.failed(why)
+        if self._recent:
+            self._suspect = pl.concat([self._suspect, *(rows for _, rows in self._recent)])
+            self._recent = []
         limit = self.config.retry_limit
         if limit and self._failures >= limit:
             raise SourceError(f"victorialogs: {why} (gave up after {self._failures} attempts)")
@@ -556,7 +567,9 @@ class VictoriaLogsSource:
     async def _sweep(self) -> AsyncIterator[Batch]:
         """Deliver the rows of ``(horizon, W]`` that no read has delivered yet: compare the
         server's row counts per stream and step with what was delivered, and re-read the
-        streams and steps short of rows."""
+        streams and steps where they differ (more: rows the tail never sent; fewer: rows the
+        server lost in a crash, which may hide late ones, so the streams and steps delivered just
+        before a failure are re-read too; the re-read settles the count)."""
         cursor = self._cursor
         assert cursor is not None
         self._swept_at = self.clock()
@@ -572,22 +585,31 @@ class VictoriaLogsSource:
                 on=["s", "bucket"],
                 how="left",
             )
-            .filter(pl.col("stored") > pl.col("delivered").fill_null(0))
+            .join(
+                self._suspect.select("s", (pl.col("t") - pl.col("t") % step).alias("bucket"))
+                .unique()
+                .with_columns(pl.lit(True).alias("suspect")),
+                on=["s", "bucket"],
+                how="left",
+            )
+            .filter(
+                (pl.col("stored") != pl.col("delivered").fill_null(0))
+                | pl.col("suspect").fill_null(False)
+            )
             .group_by("bucket")
-            .agg(pl.col("sid"))
+            .agg(pl.col("sid"), pl.col("s"))
             .sort("bucket")
         )
-        for bucket, sids in short.iter_rows():
+        for bucket, sids, hashes in short.iter_rows():
+            start, end = max(bucket - 1, low), min(bucket + step - 1, high)
             for first in range(0, len(sids), SWEEP_STREAMS):
                 self.stats.add("sweep_reads")
-                body = await self._query(
-                    max(bucket - 1, low),
-                    min(bucket + step - 1, high),
-                    None,
-                    sids[first : first + SWEEP_STREAMS],
-                )
-                for batch in self._deliver(self._decode(body)):
+                chunk = slice(first, first + SWEEP_STREAMS)
+                rows = self._decode(await self._query(start, end, None, sids[chunk]))
+                for batch in self._deliver(rows):
                     yield batch
+                cursor.seen.reconcile(rows, pl.Series(hashes[chunk], dtype=pl.UInt64), start, end)
+        self._suspect = self._suspect.filter(pl.col("t") > high)
         self._progress()
 
     async def _hits(self, low_ns: int, high_ns: int, step_ns: int) -> pl.DataFrame:
@@ -649,6 +671,9 @@ class VictoriaLogsSource:
         cursor = self._cursor
         assert cursor is not None
         kept = cursor.seen.admit(frame)
+        now = self.clock()
+        self._recent = [(at, rows) for at, rows in self._recent if at > now - CRASH_LOSS_NS]
+        self._recent.append((now, kept.select("s", "t")))
         self.stats.add("duplicates", frame.height - kept.height)
         if kept.is_empty():
             return

@@ -578,10 +578,7 @@ class VictoriaLogsServer:
         httpd.server_close()
         with self.lock:
             open_now = list(self.connections)
-            self.tails.clear()
-        for sock in open_now:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        self._cut(open_now)
         thread.join()
 
     def crash(self) -> int:
@@ -619,11 +616,16 @@ class VictoriaLogsServer:
         """Cut every open tail connection without ending its chunked body."""
         with self.lock:
             tails = list(self.tails)
-            self.tails.clear()
-        for sock in tails:
+        return self._cut(tails)
+
+    def _cut(self, connections: list[socket.socket]) -> int:
+        """Shut ``connections`` down mid-answer (a tail among them is no longer open)."""
+        with self.lock:
+            self.tails.difference_update(connections)
+        for sock in connections:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        return len(tails)
+        return len(connections)
 
     def open_tails(self) -> int:
         with self.lock:

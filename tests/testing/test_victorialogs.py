@@ -261,13 +261,13 @@ def test_a_quiet_compressed_tail_withholds_its_headers_until_a_row(
     real: VictoriaLogsServer,
 ) -> None:
     args = {"query": "*", "offset": "10ms", "refresh_interval": "20ms"}
-    quick = httpx.Timeout(5.0, read=0.5)
+    quick, patient = httpx.Timeout(5.0, read=0.5), httpx.Timeout(5.0, read=5.0)
     with httpx.stream(
         "POST",
         f"{real.url}/select/logsql/tail",
         data=args,
         headers={"Accept-Encoding": "identity"},
-        timeout=quick,
+        timeout=patient,
     ) as identity:
         assert identity.status_code == 200
     with pytest.raises(httpx.ReadTimeout):
@@ -276,7 +276,7 @@ def test_a_quiet_compressed_tail_withholds_its_headers_until_a_row(
     real.searchable_delay_s = 0.0
     real.ingest([{"_time": str(real.clock.now_ns()), "_msg": "first"}])
     with httpx.stream(
-        "POST", f"{real.url}/select/logsql/tail", data=args, timeout=quick
+        "POST", f"{real.url}/select/logsql/tail", data=args, timeout=patient
     ) as gzipped:
         assert gzipped.headers["content-encoding"] == "gzip"
         assert json.loads(next(gzipped.iter_lines()))["_msg"] == "first"
