@@ -111,6 +111,14 @@ def validate(paths: tuple[Path, ...]) -> None:
     show_default="the CPU count, at most 4",
     help="Recordings replayed at once, each in its own process (same results as one).",
 )
+@click.option(
+    "--delay",
+    "delays",
+    multiple=True,
+    metavar="STREAM=MIN:MAX",
+    help="Deliver a stream's rows MIN-MAX s late, per node, jittered (e.g. logs=0:30); "
+    "overrides [[replay.delays]].",
+)
 @user_errors
 def backtest(
     paths: tuple[Path, ...],
@@ -119,6 +127,7 @@ def backtest(
     config_file: Path | None,
     history_path: Path | None,
     jobs: int | None,
+    delays: tuple[str, ...],
 ) -> None:
     """Replay recordings through the detectors and rules (recording executor: nothing is
     touched) and score them against their labels. Progress goes to stderr: a bar on a terminal,
@@ -128,9 +137,12 @@ def backtest(
 
     from medic.backtest import default_jobs, run_backtest
     from medic.history.store import DuckDBStore
+    from medic.ingest.replay import with_delays
     from medic.render import print_backtest
 
     settings = load_settings(config_file)
+    if delays:
+        settings = with_delays(settings, delays)
     recordings = expand_recordings(paths)
     history = None if history_path is None else DuckDBStore(history_path)
     with (
@@ -330,6 +342,7 @@ def report(
     comes from the service's /report endpoint ([service] listen, or --url). --html writes one
     self-contained file with plots; --top bounds the node, GPU and job lists; --watchdog-s
     overrides [history] watchdog_timeout_s."""
+    from medic.actions.config import load_rules
     from medic.history.config import history_config
     from medic.history.remote import fetch_report, held_by_another_process, service_url
     from medic.history.report import render_report
@@ -337,6 +350,7 @@ def report(
 
     settings = load_settings(config_file)
     config = history_config(settings)
+    lemon = load_rules(settings.get("rules")).lifecycle.lemon
     params = {"top": str(top)}
     if watchdog_s is not None:
         params["watchdog_s"] = repr(watchdog_s)
@@ -344,7 +358,7 @@ def report(
     if url is None:
         try:
             with DuckDBStore(db_path or config.path, read_only=True) as store:
-                pages = {kind: render_report(store, config, kind, params) for kind in kinds}
+                pages = {kind: render_report(store, config, kind, params, lemon) for kind in kinds}
         except HistoryError as exc:
             if not held_by_another_process(exc):
                 raise
@@ -356,6 +370,22 @@ def report(
     if html_file is not None:
         html_file.write_text(pages["html"], encoding="utf-8")
         click.echo(f"report written to {html_file}")
+
+
+@main.command()
+@click.option(
+    "--db", "--history", "db_path", type=click.Path(path_type=Path), help="History database."
+)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option("--slurm/--no-slurm", default=True, show_default=True, help="Ask Slurm (sinfo).")
+@user_errors
+def nodes(db_path: Path | None, config_file: Path | None, slurm: bool) -> None:
+    """Nodes by Slurm state with their history: medic's checks and resumes, drains by others,
+    incidents that blamed them, jobs hit and lemon score ([rules.lifecycle.lemon])."""
+    from medic.history.nodes import nodes_report, print_nodes
+    from medic.settings import load_settings
+
+    print_nodes(nodes_report(load_settings(config_file), db_path, slurm), wide_console())
 
 
 @main.group()

@@ -246,3 +246,18 @@ def test_an_unreachable_log_store_shows_at_once_and_cursors_go_to_cursor_dir(
     assert f"VictoriaLogs at {url} is unreachable (ConnectError" in status["error"]
     assert 'medic_source_up{source="victorialogs"} 0.0' in metrics
     assert re.search(r'medic_source_failed_requests_total\{source="victorialogs"\} [1-9]', metrics)
+
+
+def test_a_polling_source_is_complete_up_to_the_wall_clock_until_its_next_poll_is_due() -> None:
+    from medic.ingest.files import FilesConfig, FileSource
+    from medic.ingest.replay import ReplaySource
+    from medic.service import complete_until
+    from tests.builders import at, recording
+
+    files = FileSource(FilesConfig(paths=("x-%j.out",), poll_interval_s=0.5))
+    assert complete_until(files, None, at(10)) is None
+    assert complete_until(files, at(10), at(10.2)) == at(10.2)
+    assert complete_until(files, at(10), at(13)) == at(10.5), "a late poll holds it back"
+    assert complete_until(files, at(10), at(9)) == at(10)
+    replayed = ReplaySource(recording())
+    assert complete_until(replayed, at(10), at(13)) == at(10), "event-time sources: their own"
