@@ -49,12 +49,12 @@ from medic.history.writer import HistoryWriter
 from medic.ingest.base import Batch, Event, Source, Watermark
 from medic.ingest.cursor import CursorStore
 from medic.ingest.files import FileSource
-from medic.ingest.live import Backoff, wall_us
+from medic.ingest.live import Backoff, SourceHealth, wall_us
 from medic.ingest.prometheus import PrometheusSource
 from medic.ingest.slurm import SlurmSource
 from medic.ingest.sources import open_sources, sources_config
 from medic.pipeline import Incident, Pipeline
-from medic.service_http import HttpEndpoints, ServiceMetrics, parse_listen
+from medic.service_http import HttpEndpoints, ServiceMetrics, SourceCollector, parse_listen
 from medic.service_log import LogFormat, log_decisions, log_detections
 from medic.timeutil import US
 
@@ -103,6 +103,17 @@ class SourceState:
     up: bool = True
     last_error: str | None = None
 
+    @property
+    def is_up(self) -> bool:
+        """Delivering, and (for a source that retries by itself) its last request succeeded."""
+        health = getattr(self.source, "health", None)
+        return self.up and not (isinstance(health, SourceHealth) and not health.up)
+
+    @property
+    def error(self) -> str | None:
+        health = getattr(self.source, "health", None)
+        return self.last_error or (health.error if isinstance(health, SourceHealth) else None)
+
 
 class Service:
     """The long-running service (see the module docstring)."""
@@ -139,12 +150,14 @@ class Service:
         self.writer.correlator = self.pipeline.correlator
         self.pipeline.correlator.restore(self._open_incidents())
         self._restore_requeues()
-        self.cursors = CursorStore(state_dir / "cursors")
+        sources = sources_config(settings)
+        self.cursors = CursorStore(sources.cursor_dir or state_dir / "cursors")
         self.sources = {
             source.name: SourceState(source, resumable=source.name != SlurmSource.name)
-            for source in open_sources(sources_config(settings), self.client, self.cursors)
+            for source in open_sources(sources, self.client, self.cursors)
         }
         self.metrics.watch_sources(self.source_counters)
+        self.metrics.registry.register(SourceCollector(lambda: self.sources))
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medic-pipeline")
         self._rows: dict[str, int] = {}
         self._stop = asyncio.Event()
@@ -248,7 +261,6 @@ class Service:
             except Exception as exc:  # a source must never take the service down
                 state.up, state.last_error = False, str(exc).splitlines()[0] if str(exc) else ""
                 self.metrics.source_errors.labels(name).inc()
-                self.metrics.up.labels(name).set(0)
                 delay = backoff.next_delay()
                 log.error("source %s failed: %s; retrying in %.0f s", name, exc, delay)
                 await asyncio.sleep(delay)
@@ -315,7 +327,6 @@ class Service:
         now = wall_us()
         self.recovery.tick(now, {name: state.watermark for name, state in self.sources.items()})
         for name, state in self.sources.items():
-            self.metrics.up.labels(name).set(1 if state.up else 0)
             if state.watermark is not None:
                 self.metrics.lag.labels(name).set(max(0, now - state.watermark) / US)
         for stream, rows in self._rows.items():
@@ -353,9 +364,9 @@ class Service:
         healthy = True
         for name, state in self.sources.items():
             lag = None if state.watermark is None else max(0, now - state.watermark) / US
-            ok = state.up and lag is not None and lag <= self.config.stale_after_s
+            ok = state.is_up and lag is not None and lag <= self.config.stale_after_s
             healthy = healthy and ok
-            sources[name] = {"up": state.up, "lag_s": lag, "error": state.last_error, "ok": ok}
+            sources[name] = {"up": state.is_up, "lag_s": lag, "error": state.error, "ok": ok}
         return {
             "healthy": healthy and not self.recovery.deadman.stalled,
             "sources": sources,

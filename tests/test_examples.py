@@ -13,8 +13,8 @@ import pytest
 from medic.config_tables import effective_settings
 from medic.service import Service
 from medic.settings import load_settings
+from medic.testing.victorialogs import VictoriaLogsServer
 from tests.conftest import ROOT, SlurmCluster
-from tests.ingest.vlserver import VictoriaLogsServer
 from tests.test_doctor import exporter  # noqa: F401  (the fixture)
 from tests.test_service import OOM, rows
 
