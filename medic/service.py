@@ -259,7 +259,7 @@ class Service:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a source must never take the service down
-                state.up, state.last_error = False, str(exc).splitlines()[0] if str(exc) else ""
+                state.up, state.last_error = False, (str(exc) or type(exc).__name__).splitlines()[0]
                 self.metrics.source_errors.labels(name).inc()
                 delay = backoff.next_delay()
                 log.error("source %s failed: %s; retrying in %.0f s", name, exc, delay)
