@@ -12,10 +12,18 @@ from typing import Any
 
 from medic.actions.config import RulesConfig, load_rules
 from medic.config import ConfigError, from_dict, to_dict
-from medic.detectors.base import DETECTORS, PARSERS, build_parsers, detector_configs, load_builtin
+from medic.detectors.base import (
+    DETECTORS,
+    PARSERS,
+    PREFIXES_TABLE,
+    build_parsers,
+    detector_configs,
+    load_builtin,
+)
 from medic.history.config import HistoryConfig
 from medic.ingest.replay import ReplayConfig
 from medic.ingest.sources import SourcesConfig
+from medic.parse.prefixes import PrefixConfig
 from medic.pipeline import PipelineConfig
 from medic.service import ServiceConfig
 
@@ -38,6 +46,7 @@ def config_tables() -> dict[str, type]:
             if getattr(cls, "Config", None) is not None
         }
     )
+    tables[f"parsers.{PREFIXES_TABLE}"] = PrefixConfig
     tables["replay"] = ReplayConfig
     return tables
 

@@ -206,7 +206,10 @@ def add_label(
     elif incident_id in taken:
         raise RecordingError(f"{path}: a label with incident_id {incident_id!r} exists already")
     if not recording.start_us <= onset_us <= recording.end_us:
-        log.warning("label: onset %s lies outside the recording's span", iso(onset_us))
+        raise RecordingError(
+            f"onset {iso(onset_us)} lies outside the recording "
+            f"({iso(recording.start_us)} to {iso(recording.end_us)})"
+        )
     row = {
         "incident_id": incident_id,
         "job_id": job_id,

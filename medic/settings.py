@@ -34,6 +34,8 @@ def load_settings(path: Path | str | None) -> dict[str, Any]:
         text = file.read_text()
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read config ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{file}: not a TOML file (not UTF-8 text)") from None
     try:
         settings = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

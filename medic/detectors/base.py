@@ -18,6 +18,7 @@ import pyarrow as pa
 from medic import schema
 from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch
+from medic.parse.prefixes import PrefixConfig, PrefixStripper
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ class Parser(Protocol):
 
 DETECTORS: dict[str, type[Any]] = {}
 PARSERS: dict[str, type[Any]] = {}
+PREFIXES_TABLE = "prefixes"
+"""``[parsers.prefixes]``: the line prefixes stripped before every log parser (not a parser)."""
 
 
 def register(cls: type[Any]) -> type[Any]:
@@ -184,12 +187,18 @@ def build_parsers(
 ) -> list[Any]:
     """The parsers whose output streams the given detectors consume (transitively). A parser
     class with a ``Config`` is configured from ``settings[<output stream>]`` ([parsers.<name>]);
-    one that reads the signature catalogue (``uses_catalogue``) gets ``catalogue``."""
+    one that reads the signature catalogue (``uses_catalogue``) gets ``catalogue``; the parsers
+    that read log lines (``strips_prefixes``) share one prefix stripper, configured from
+    ``settings["prefixes"]`` ([parsers.prefixes])."""
     load_builtin()
     settings = dict(settings or {})
+    prefixes = PrefixStripper(
+        from_dict(PrefixConfig, settings.pop(PREFIXES_TABLE, {}), f"parsers.{PREFIXES_TABLE}")
+    )
     unknown = sorted(set(settings) - set(PARSERS))
     if unknown:
-        raise ConfigError(f"unknown parser '{unknown[0]}' (known: {', '.join(sorted(PARSERS))})")
+        known = ", ".join(sorted([*PARSERS, PREFIXES_TABLE]))
+        raise ConfigError(f"unknown parser '{unknown[0]}' (known: {known})")
     wanted = set().union(*(d.streams for d in detectors)) if detectors else set()
     parsers: list[Any] = []
     pending = [stream for stream in sorted(wanted) if stream in PARSERS]
@@ -198,19 +207,23 @@ def build_parsers(
         cls = PARSERS[stream]
         if any(isinstance(p, cls) for p in parsers):
             continue
-        parsers.insert(0, _make_parser(cls, settings.get(stream, {}), catalogue))
+        parsers.insert(0, _make_parser(cls, settings.get(stream, {}), catalogue, prefixes))
         if cls.input_stream in PARSERS:
             pending.append(cls.input_stream)
     return parsers
 
 
-def _make_parser(cls: type[Any], values: Mapping[str, Any], catalogue: Any) -> Any:
+def _make_parser(
+    cls: type[Any], values: Mapping[str, Any], catalogue: Any, prefixes: PrefixStripper
+) -> Any:
+    shared: dict[str, Any] = {}
+    if getattr(cls, "uses_catalogue", False) and catalogue is not None:
+        shared["catalogue"] = catalogue
+    if getattr(cls, "strips_prefixes", False):
+        shared["prefixes"] = prefixes
     config = getattr(cls, "Config", None)
     if config is None:
         if values:
             raise ConfigError(f"parser '{cls.output_stream}' takes no settings")
-        return cls()
-    typed = from_dict(config, values, f"parsers.{cls.output_stream}")
-    if getattr(cls, "uses_catalogue", False) and catalogue is not None:
-        return cls(typed, catalogue=catalogue)
-    return cls(typed)
+        return cls(**shared)
+    return cls(from_dict(config, values, f"parsers.{cls.output_stream}"), **shared)

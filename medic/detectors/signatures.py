@@ -31,9 +31,9 @@ from medic.detectors.catalogue import (
     builtin_catalogue,
     site_catalogue,
 )
-from medic.detectors.jobs import RANK_PREFIX
 from medic.ingest.base import Batch
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch
+from medic.parse.prefixes import RAW, PrefixStripper
 
 SIGNATURES = pa.schema(
     [
@@ -71,8 +71,9 @@ class SignatureMatcher:
     """Compiled view of a catalogue: the prefilter, the first-match reader over its entries and
     the tables that a matched line is joined with."""
 
-    def __init__(self, catalogue: Catalogue) -> None:
+    def __init__(self, catalogue: Catalogue, prefixes: PrefixStripper | None = None) -> None:
         self.catalogue = catalogue
+        self.prefixes = prefixes or PrefixStripper()
         self._first = FirstMatch(
             catalogue.signatures["pattern"].to_list(),
             catalogue.signatures["literals"].to_list(),
@@ -107,7 +108,10 @@ class SignatureMatcher:
         ]
 
     def match(self, logs: pl.DataFrame) -> pl.DataFrame:
-        """The matched rows of a logs frame, in the ``SIGNATURES`` columns (maybe empty)."""
+        """The matched rows of a logs frame, in the ``SIGNATURES`` columns (maybe empty). Lines
+        are matched without their prefixes (``PrefixStripper``); ``message`` is the line as it
+        came."""
+        logs = self.prefixes.strip(logs)
         missing = [
             pl.lit(None, dtype).alias(name)
             for name, dtype in _OPTIONAL_LOG_COLUMNS.items()
@@ -134,11 +138,7 @@ class SignatureMatcher:
                 "time",
                 "job_id",
                 "node",
-                pl.coalesce(
-                    pl.col("rank"),
-                    pl.col("_rank"),
-                    pl.col("message").str.extract(RANK_PREFIX, 1).cast(pl.Int32, strict=False),
-                ).alias("rank"),
+                pl.coalesce("rank", "_rank", "prefix_rank").alias("rank"),
                 "source",
                 "signature",
                 pl.when(from_table)
@@ -158,7 +158,7 @@ class SignatureMatcher:
                 "xid",
                 "xid_name",
                 pl.col("_pci").str.to_lowercase().alias("pci"),
-                pl.col("_host").alias("host"),
+                pl.coalesce("_host", "prefix_host").alias("host"),
                 pl.col("_exit_code").alias("exit_code"),
                 pl.col("_pid").alias("pid"),
                 pl.col("_peer").alias("peer"),
@@ -167,7 +167,7 @@ class SignatureMatcher:
                     pl.col("_waited_s").cast(pl.Int64) * 1_000_000,
                 ).alias("waited_us"),
                 pl.col("_cause_xid").alias("cause_xid"),
-                "message",
+                pl.col(RAW).alias("message"),
             )
         )
 
@@ -204,16 +204,21 @@ class SignatureParser:
     """Each output row comes from one input row: batches may be parsed together."""
     Config = SignaturesConfig
     uses_catalogue = True
+    strips_prefixes = True
+    """Reads lines without their launchers' and shippers' prefixes (``build_parsers``)."""
 
     def __init__(
-        self, config: SignaturesConfig | None = None, catalogue: Catalogue | None = None
+        self,
+        config: SignaturesConfig | None = None,
+        catalogue: Catalogue | None = None,
+        prefixes: PrefixStripper | None = None,
     ) -> None:
         self.config = config or SignaturesConfig()
         if catalogue is None:
             extra = self.config.extra
             catalogue = site_catalogue(extra) if extra else builtin_catalogue()
         self.catalogue = catalogue
-        self.matcher = SignatureMatcher(catalogue)
+        self.matcher = SignatureMatcher(catalogue, prefixes)
 
     def parse(self, batch: Batch) -> Batch | None:
         frame = batch.frame

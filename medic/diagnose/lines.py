@@ -3,17 +3,20 @@
 What each file is comes from its name, then its lines:
 
 * ``system``: kernel and journal exports (``dmesg``, ``kern.log``, ``syslog``, ``messages``,
-  ``journal*``, or mostly kernel lines): no job; the node is the host a journal line names,
-  else the file's name or folder (``gpu-b17/dmesg.txt``, ``dmesg-gpu-b17.log``);
+  ``journal*``, or mostly kernel lines): no job; the node is the host a journal line's prefix
+  names, else the file's name or folder (``gpu-b17/dmesg.txt``, ``dmesg-gpu-b17.log``);
 * ``slurm``: ``slurmd``/``slurmctld`` logs: a line's job is the ``JobId=`` it names;
 * ``app``: a job's output: the job id from the name (``slurm-4242.out``, ``train-4242.log``)
   or the text (``*** JOB 4242``, ``StepId=4242.0``, ``SLURM_JOB_ID=4242``), else the file's
-  name; a line's node is the host of its NCCL prefix (``host:pid:tid [dev] NCCL``) or of a
-  torchrun root-cause block (``host : gpu-a01``), else the file's folder when it is named
-  after a host (``gpu-c07/slurm-4242.out``); its rank is torchrun's ``[rankN]:``,
-  ``[defaultN]:`` or ``srun --label``'s ``N:``.
+  name; a line's node is the host of its NCCL prefix (``host:pid:tid [dev] NCCL``), of a
+  launcher's prefix (pdsh's ``host: ``) or of a torchrun root-cause block
+  (``host : gpu-a01``), else the file's folder when it is named after a host
+  (``gpu-c07/slurm-4242.out``); its rank is the one its prefix says (``[rankN]:``,
+  ``srun --label``'s ``N:``, ...).
 
-A node nobody names is the empty string: evidence on it blames no node.
+Prefixes are read by the pipeline's own prefix stripper (``medic.parse.prefixes``, with the
+site's ``[parsers.prefixes]``); the lines go to the pipeline as they were written. A node
+nobody names is the empty string: evidence on it blames no node.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 import polars as pl
 
 from medic.diagnose.times import event_times, first_year
+from medic.parse.prefixes import PrefixStripper
 
 SYSTEM_NAMES = re.compile(r"dmesg|kern|syslog|messages|journal", re.IGNORECASE)
 SLURM_NAMES = re.compile(r"slurmd|slurmctld", re.IGNORECASE)
@@ -34,13 +38,8 @@ JOB_IN_NAME = re.compile(r"(?:slurm|job)[-_]?(\d+)|[-_.](\d+)\.(?:out|err|log|tx
 JOB_IN_TEXT = (
     r"\*\*\* (?:JOB|STEP) (\d+)|StepId=(\d+)|SLURM_JOB_ID=(\d+)|srun: job (\d+) |JobId=(\d+)"
 )
-JOURNAL_HOST = (
-    r"^(?:[A-Z][a-z]{2} +\d{1,2} [\d:.]+|\d{4}-\d\d-\d\dT\S+) ([A-Za-z0-9][\w.-]*) "
-    r"[\w.@/-]+(?:\[\d+\])?: "
-)
 NCCL_HOST = r"(?:^|[\s:\]])([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "
 ROOT_CAUSE_HOST = r"^\s*host\s*: ([A-Za-z0-9][\w.-]*)\s*$"
-RANK_PREFIX = r"^(?:\[rank(\d+)\]:|\[default(\d+)\]:|(\d+): )"
 FILE_WORDS = {"dmesg", "kern", "kernel", "syslog", "messages", "journal", "journalctl", "log"}
 FILE_WORDS |= {"txt", "slurmd", "slurmctld", "out", "err"}
 GENERIC_FOLDERS = {"", ".", "logs", "log", "tmp", "var"}
@@ -115,10 +114,12 @@ def job_of_file(text: LogText, messages: Sequence[str]) -> str:
     return Path(text.name).stem or text.name
 
 
-def lines_frame(texts: Sequence[LogText], year: int | None = None) -> pl.DataFrame:
+def lines_frame(
+    texts: Sequence[LogText], year: int | None = None, prefixes: PrefixStripper | None = None
+) -> pl.DataFrame:
     """Every non-empty line of ``texts`` with ``file``, ``line`` (1-based), ``kind`` (of its
     file), ``time`` (µs), ``job_id`` (null for node logs), ``node``, ``rank``, ``source`` and
-    ``message``, in time order."""
+    ``message`` (as written), in time order; ``prefixes`` reads what the lines' prefixes say."""
     frames = []
     for order, text in enumerate(texts):
         raw = re.split(r"\r\n|\r|\n", text.text)
@@ -152,35 +153,39 @@ def lines_frame(texts: Sequence[LogText], year: int | None = None) -> pl.DataFra
     lines = pl.concat(frames)
     year = year or first_year(lines.get_column("message")) or 2000
     lines = lines.with_columns(event_times(lines, year))
-    message = pl.col("message")
+    said = (prefixes or PrefixStripper()).strip(lines.select("message"))
+    lines = lines.with_columns(
+        said.get_column("message").alias("_bare"),
+        said.get_column("prefix_rank").alias("_rank"),
+        said.get_column("prefix_host").alias("_host"),
+    )
+    message, bare = pl.col("message"), pl.col("_bare")
     app = pl.col("kind") == "app"
-    ranks = message.str.extract_groups(RANK_PREFIX)
-    return lines.with_columns(
-        pl.when(app)
-        .then(pl.col("file_job"))
-        .otherwise(message.str.extract(r"JobId=(\d+)", 1))
-        .alias("job_id"),
-        pl.when(app)
-        .then(
-            pl.coalesce(
-                message.str.extract(NCCL_HOST, 1),
-                message.str.extract(ROOT_CAUSE_HOST, 1),
-                pl.col("file_node"),
+    return (
+        lines.with_columns(
+            pl.when(app)
+            .then(pl.col("file_job"))
+            .otherwise(message.str.extract(r"JobId=(\d+)", 1))
+            .alias("job_id"),
+            pl.when(app)
+            .then(
+                pl.coalesce(
+                    bare.str.extract(NCCL_HOST, 1),
+                    bare.str.extract(ROOT_CAUSE_HOST, 1),
+                    pl.col("_host"),
+                    pl.col("file_node"),
+                )
             )
+            .otherwise(pl.coalesce(pl.col("_host"), pl.col("file_node")))
+            .alias("node"),
+            pl.when(app).then(pl.col("_rank")).alias("rank"),
+            pl.when(app)
+            .then(pl.lit("app"))
+            .when(pl.col("kind") == "slurm")
+            .then(pl.lit("slurm"))
+            .otherwise(pl.lit("system"))
+            .alias("source"),
         )
-        .otherwise(pl.coalesce(message.str.extract(JOURNAL_HOST, 1), pl.col("file_node")))
-        .alias("node"),
-        pl.when(app)
-        .then(
-            pl.coalesce(*(ranks.struct.field(str(i)) for i in range(1, 4))).cast(
-                pl.Int32, strict=False
-            )
-        )
-        .alias("rank"),
-        pl.when(app)
-        .then(pl.lit("app"))
-        .when(pl.col("kind") == "slurm")
-        .then(pl.lit("slurm"))
-        .otherwise(pl.lit("system"))
-        .alias("source"),
-    ).sort("time", "order", "line", maintain_order=True)
+        .drop("_bare", "_rank", "_host")
+        .sort("time", "order", "line", maintain_order=True)
+    )

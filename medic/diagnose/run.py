@@ -23,6 +23,7 @@ from medic import schema
 from medic.actions.config import RulesConfig, load_rules
 from medic.actions.explain import explain
 from medic.detectors.base import Detection
+from medic.detectors.signatures import SignatureParser
 from medic.diagnose.lines import LogText, lines_frame
 from medic.ingest.base import Batch, Event, Watermark
 from medic.pipeline import Incident, Pipeline
@@ -173,13 +174,14 @@ def diagnose(
     """The incidents the pipeline finds in ``texts`` under ``settings`` (a medic config as a
     mapping: detectors, parsers, pipeline and rules), earliest first."""
     settings = settings or {}
-    lines = lines_frame(texts, year)
-    if lines.is_empty():
-        return []
-    lines, nodes = placed_lines(lines)
     matched = MatchedLines()
     pipeline = Pipeline.from_settings(settings, observers=[matched])
     rules = load_rules(settings.get("rules"))
+    reader = next(p for p in pipeline.parsers if isinstance(p, SignatureParser))
+    lines = lines_frame(texts, year, reader.matcher.prefixes)
+    if lines.is_empty():
+        return []
+    lines, nodes = placed_lines(lines)
     pipeline.run(events(lines, nodes))
     incidents = [*pipeline.correlator.take_closed(), *pipeline.correlator.open.values()]
     located = _located(matched.rows(), lines)

@@ -15,6 +15,11 @@ read from the start; a file that shrank (copytruncate) is read again from the st
 deleted file is read to its end and forgotten. Handles of files unchanged for
 ``idle_close_s`` are closed (their offsets are kept).
 
+A pattern matching no file is logged as a warning (again whenever it stops matching) and
+``files_matched`` counts the files followed, for ``medic_log_files_matched``. Lines of binary
+junk (a NUL byte, or more than a tenth control characters and undecodable bytes) are skipped
+and counted (``junk_lines``, ``junk_bytes``) rather than handed to the detectors.
+
 Time and watermark (this source reads the wall clock): output files carry no timestamps, so
 every line read in a poll is stamped with that poll's time, and the watermark after the poll
 is that time (later lines are stamped later). The cursor holds each file's identity and the
@@ -61,6 +66,9 @@ _GROUPS = {
     "u": ("user", r"[^/]*?"),
 }
 _LINE_END = re.compile(r"\r\n|\r|\n")
+_JUNK_CHARS = r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\x{FFFD}]"
+"""Control characters other than tab, line ends and escape (colours), and the replacement
+character that undecodable bytes became."""
 HEAD_BYTES = 1024
 
 
@@ -227,6 +235,8 @@ class FileSource:
         self.patterns = [OutputPattern(p) for p in config.paths]
         self.node = config.node or socket.gethostname()
         self.files: dict[str, _File] = {}
+        self.matching: dict[str, int] = {}
+        """Files each pattern matched at the last poll."""
         self.watermark: int | None = None
         self._resume = dict((cursor or {}).get("files", {}))
 
@@ -272,10 +282,14 @@ class FileSource:
     def _scan(self, mono: float) -> list[_Read]:
         found: dict[str, dict[str, str]] = {}
         for pattern in self.patterns:
+            hits = 0
             for path in glob.glob(pattern.glob):
                 meta = pattern.fields(path)
+                hits += meta is not None
                 if meta is not None and path not in found:
                     found[path] = meta
+            self._note_matches(pattern.pattern, hits)
+        self.stats.counts["files_matched"] = len(found)
         sizes: dict[str, int] = {}
         where: dict[tuple[int, int], str] = {}
         for path in sorted(found):
@@ -310,6 +324,18 @@ class FileSource:
                 tracked.offset, tracked.partial = 0, b""
             reads.append(self._read(tracked, sizes[path], mono))
         return [r for r in reads if r.lines]
+
+    def _note_matches(self, pattern: str, hits: int) -> None:
+        before = self.matching.get(pattern)
+        self.matching[pattern] = hits
+        if hits == 0 and before != 0:
+            log.warning(
+                "files: no file matches %s (check [sources.files] paths; a job's output file "
+                "appears when the job starts)",
+                pattern,
+            )
+        elif hits and not before:
+            log.info("files: %d file(s) match %s", hits, pattern)
 
     def _start(self, path: str, key: tuple[int, int], meta: dict[str, str]) -> _File:
         tracked = _File(path, key[0], key[1], 0, meta)
@@ -402,7 +428,9 @@ class FileSource:
             )
             for r in reads
         ]
-        frame = pl.concat(frames)
+        frame = self._without_junk(pl.concat(frames))
+        if frame.is_empty():
+            return
         prefix_rank = pl.coalesce(
             [pl.col("message").str.extract(p, 1) for p in self.config.rank_prefixes]
         ).cast(pl.Int32, strict=False)
@@ -418,3 +446,23 @@ class FileSource:
         self.stats.add("lines", table.num_rows)
         for offset in range(0, table.num_rows, self.config.max_rows):
             yield Batch("logs", table.slice(offset, self.config.max_rows))
+
+    def _without_junk(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The lines that are text; binary junk is counted and logged, not passed on."""
+        message = pl.col("message")
+        junk = message.str.contains("\x00", literal=True) | (
+            message.str.count_matches(_JUNK_CHARS) * 10 > message.str.len_chars()
+        )
+        marked = frame.with_columns(junk.alias("_junk"))
+        skipped = marked.filter(pl.col("_junk"))
+        if skipped.is_empty():
+            return frame
+        first = not self.stats["junk_lines"]
+        self.stats.add("junk_lines", skipped.height)
+        self.stats.add("junk_bytes", int(skipped.get_column("message").str.len_bytes().sum()))
+        if first:
+            log.warning(
+                "files: skipped %d line(s) of binary junk (counted in medic_source_events)",
+                skipped.height,
+            )
+        return marked.filter(~pl.col("_junk")).drop("_junk")

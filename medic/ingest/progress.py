@@ -31,6 +31,7 @@ import pyarrow as pa
 from medic.detectors.base import register_parser
 from medic.ingest.base import Batch
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch, Shortcut
+from medic.parse.prefixes import PrefixStripper
 from medic.schema import TIME
 
 EVENTS = (
@@ -68,7 +69,8 @@ PROGRESS = pa.schema(
 )
 
 ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
-RANK_PATTERNS = (r"^\[rank(\d+)\]:", r"\[Rank (\d+)\]")
+RANK_IN_TEXT = r"\[Rank (\d+)\]"
+"""DeepSpeed's rank tag inside a message (a launcher's rank prefix is the stripper's)."""
 NUMBER = r"[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?"
 
 
@@ -445,9 +447,14 @@ class ProgressParser:
     row_wise: ClassVar[bool] = True
     """Each output row comes from one input row: batches may be parsed together."""
     Config: ClassVar[type] = ProgressConfig
+    strips_prefixes: ClassVar[bool] = True
+    """Reads lines without their launchers' and shippers' prefixes (``build_parsers``)."""
 
-    def __init__(self, config: ProgressConfig | None = None) -> None:
+    def __init__(
+        self, config: ProgressConfig | None = None, prefixes: PrefixStripper | None = None
+    ) -> None:
         self.config = config or ProgressConfig()
+        self.prefixes = prefixes or PrefixStripper()
         self.formats = _compiled_formats(self.config)
         self._first = FirstMatch(
             [f.pattern for f in self.formats],
@@ -462,6 +469,7 @@ class ProgressParser:
         frame = batch.frame
         if frame.is_empty() or "message" not in frame.columns:
             return None
+        frame = self.prefixes.strip(frame)
         candidates = frame.filter(pl.col("job_id").is_not_null() & self._prefilter)
         if candidates.is_empty():
             return None
@@ -504,10 +512,8 @@ class ProgressParser:
         step_time, throughput = pl.col("_step_time"), pl.col("_throughput")
         rank = pl.coalesce(
             pl.col("rank"),
-            *(
-                pl.col("message").str.extract(p, 1).cast(pl.Int32, strict=False)
-                for p in RANK_PATTERNS
-            ),
+            pl.col("prefix_rank"),
+            pl.col("message").str.extract(RANK_IN_TEXT, 1).cast(pl.Int32, strict=False),
         )
         output = [
             pl.col("time"),

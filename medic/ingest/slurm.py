@@ -150,7 +150,7 @@ class SlurmSource:
         if self.watermark is not None:
             now = max(now, self.watermark)
         try:
-            jobs, nodes = await self._fetch()
+            jobs, nodes = await self.fetch()
         except _Unavailable as exc:
             self.stats.add("poll_errors")
             log.warning("slurm: %s; trying again at the next poll", exc)
@@ -166,7 +166,8 @@ class SlurmSource:
         events.append(Watermark(now))
         return events
 
-    async def _fetch(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def fetch(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Jobs and nodes as Slurm lists them now (CLI or REST); raises on any failure."""
         if self.config.rest_url:
             jobs_doc = await self._rest("jobs")
             nodes_doc = await self._rest("nodes")
