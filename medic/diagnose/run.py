@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from medic import schema
 from medic.actions.config import RulesConfig, load_rules
@@ -121,29 +122,21 @@ def events(lines: pl.DataFrame, nodes: Mapping[str, list[str]]) -> list[Event]:
     """Scheduler rows starting every job, then the lines in one-second batches, with a
     watermark every second (``MAX_TICKS`` at most per gap) and ``TAIL_S`` past the end."""
     start = int(lines.get_column("time").min()) - US  # type: ignore[arg-type]
-    scheduler = pl.DataFrame(
+    count = len(nodes)
+    scheduler = pa.Table.from_pydict(
         {
-            "time": [start] * len(nodes),
-            "kind": ["job"] * len(nodes),
+            "time": [start] * count,
+            "kind": ["job"] * count,
             "job_id": list(nodes),
-            "node": [None] * len(nodes),
-            "state": ["RUNNING"] * len(nodes),
+            "node": [None] * count,
+            "state": ["RUNNING"] * count,
             "nodes": list(nodes.values()),
-            "exit_code": [None] * len(nodes),
-            "reason": [None] * len(nodes),
+            "exit_code": [None] * count,
+            "reason": [None] * count,
         },
-        schema={
-            "time": pl.Int64,
-            "kind": pl.String,
-            "job_id": pl.String,
-            "node": pl.String,
-            "state": pl.String,
-            "nodes": pl.List(pl.String),
-            "exit_code": pl.Int32,
-            "reason": pl.String,
-        },
-    ).with_columns(pl.col("time").cast(pl.Datetime("us", "UTC")))
-    out: list[Event] = [Batch.from_frame("scheduler", scheduler, schema.SCHEDULER)]
+        schema=schema.SCHEDULER,
+    )
+    out: list[Event] = [Batch("scheduler", scheduler)]
     logs = lines.select(
         pl.col("time").cast(pl.Datetime("us", "UTC")),
         "job_id",
