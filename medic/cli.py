@@ -370,6 +370,7 @@ def report(
     comes from the service's /report endpoint ([service] listen, or --url). --html writes one
     self-contained file with plots; --top bounds the node, GPU and job lists; --watchdog-s
     overrides [history] watchdog_timeout_s."""
+    from medic.actions.config import load_rules
     from medic.history.config import history_config
     from medic.history.remote import fetch_report, held_by_another_process, service_url
     from medic.history.report import render_report
@@ -377,6 +378,7 @@ def report(
 
     settings = load_settings(config_file)
     config = history_config(settings)
+    lemon = load_rules(settings.get("rules")).lifecycle.lemon
     params = {"top": str(top)}
     if watchdog_s is not None:
         params["watchdog_s"] = repr(watchdog_s)
@@ -384,7 +386,7 @@ def report(
     if url is None:
         try:
             with DuckDBStore(db_path or config.path, read_only=True) as store:
-                pages = {kind: render_report(store, config, kind, params) for kind in kinds}
+                pages = {kind: render_report(store, config, kind, params, lemon) for kind in kinds}
         except HistoryError as exc:
             if not held_by_another_process(exc):
                 raise
@@ -396,6 +398,22 @@ def report(
     if html_file is not None:
         html_file.write_text(pages["html"], encoding="utf-8")
         click.echo(f"report written to {html_file}")
+
+
+@main.command()
+@click.option(
+    "--db", "--history", "db_path", type=click.Path(path_type=Path), help="History database."
+)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option("--slurm/--no-slurm", default=True, show_default=True, help="Ask Slurm (sinfo).")
+@user_errors
+def nodes(db_path: Path | None, config_file: Path | None, slurm: bool) -> None:
+    """Nodes by Slurm state with their history: medic's checks and resumes, drains by others,
+    incidents that blamed them, jobs hit and lemon score ([rules.lifecycle.lemon])."""
+    from medic.history.nodes import nodes_report, print_nodes
+    from medic.settings import load_settings
+
+    print_nodes(nodes_report(load_settings(config_file), db_path, slurm), wide_console())
 
 
 @main.group()

@@ -19,7 +19,10 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
+from medic.actions.recovery_config import LemonConfig
 from medic.history.config import HistoryConfig
+from medic.history.goodput import Goodput, goodput
+from medic.history.nodes import report_lemons
 from medic.history.store import HistoryStore
 
 OVERVIEW = """
@@ -126,6 +129,8 @@ class Report:
     restarts: pl.DataFrame
     savings: pl.DataFrame
     savings_timeline: pl.DataFrame
+    lemons: pl.DataFrame
+    goodput: Goodput
 
     @property
     def gpu_hours_saved(self) -> float:
@@ -133,8 +138,11 @@ class Report:
         return float(total[0]) if total.len() else 0.0
 
 
-def build_report(store: HistoryStore, config: HistoryConfig, top: int = 10) -> Report:
-    """Query the report views of ``store``; ``top`` bounds the node, GPU and job lists."""
+def build_report(
+    store: HistoryStore, config: HistoryConfig, top: int = 10, lemon: LemonConfig | None = None
+) -> Report:
+    """Query the report views of ``store``; ``top`` bounds the node, GPU and job lists;
+    ``lemon`` scores lemon nodes (``[rules.lifecycle.lemon]``, its defaults when None)."""
 
     def frame(query: str, *params: Any) -> pl.DataFrame:
         result = pl.from_arrow(store.sql(query, params))
@@ -155,6 +163,8 @@ def build_report(store: HistoryStore, config: HistoryConfig, top: int = 10) -> R
         restarts=frame(RESTARTS, top),
         savings=frame(SAVINGS, *costs),
         savings_timeline=frame(SAVINGS_TIMELINE, *costs),
+        lemons=report_lemons(store, lemon or LemonConfig(), top),
+        goodput=goodput(store, *costs),
     )
 
 
@@ -237,6 +247,19 @@ def sections(report: Report) -> list[Section]:
             report.gpus,
             "minutes with an Xid or a new uncorrectable ECC error",
         ),
+        Section(
+            "goodput",
+            "Goodput: GPU-hours lost per incident, with medic and with the watchdog alone",
+            report.goodput.by_kind,
+            report.goodput.note(),
+        ),
+        Section(
+            "lemons",
+            "Lemon nodes",
+            report.lemons,
+            "incidents blaming the node and failed checks, weighted by kind, halved per "
+            "half-life; a lemon needs incidents in several jobs (medic keeps it drained)",
+        ),
         Section("restarts", "Restarts per job", report.restarts),
         Section(
             "savings",
@@ -277,10 +300,14 @@ def report_text(report: Report) -> str:
 
 
 def render_report(
-    store: HistoryStore, config: HistoryConfig, kind: str, params: Mapping[str, str]
+    store: HistoryStore,
+    config: HistoryConfig,
+    kind: str,
+    params: Mapping[str, str],
+    lemon: LemonConfig | None = None,
 ) -> str:
     """The report as text or HTML, with ``top`` and ``watchdog_s`` read from ``params`` (the
-    service's /report query); ValueError names a bad one."""
+    service's /report query; ValueError names a bad one) and lemon nodes scored by ``lemon``."""
     from medic.history.html import render_html
 
     try:
@@ -291,5 +318,5 @@ def render_report(
     if top < 1 or not watchdog_s > 0:
         raise ValueError("top must be at least 1 and watchdog_s positive")
     config = dataclasses.replace(config, watchdog_timeout_s=watchdog_s)
-    report = build_report(store, config, top)
+    report = build_report(store, config, top, lemon)
     return render_html(report) if kind == "html" else report_text(report)
