@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,6 +46,10 @@ def user_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except BrokenPipeError:
+            # The reader went away (`medic ... | head`): stop quietly, as the Python docs advise.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         except USER_ERRORS as exc:
             fail(_one_line(exc))
 
@@ -674,5 +679,12 @@ def serve(config_file: Path, log_level: str) -> None:
     from medic.service_log import configure_logging
 
     settings = load_settings(config_file)
-    configure_logging(log_level, service_config(settings).log_format)
+    config = service_config(settings)
+    configure_logging(
+        log_level,
+        config.log_format,
+        config.log_file,
+        config.log_file_max_mb,
+        config.log_file_backups,
+    )
     run_service(settings)

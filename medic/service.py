@@ -40,7 +40,7 @@ from medic.actions.executor import Executor
 from medic.actions.ledger import Ledger
 from medic.actions.recovery import Recovery, RecoveryMetrics
 from medic.actions.stage import ActionStage
-from medic.config import Positive, PositiveCount, from_dict
+from medic.config import Count, Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
 from medic.history.config import history_config
 from medic.history.report import render_report
@@ -79,8 +79,14 @@ class ServiceConfig:
     stale_after_s: Positive = 120.0
     """/healthz reports a source unhealthy once its data lags the wall clock this much."""
     log_format: LogFormat = "text"
-    """The service log on stderr: `text` lines (`key=value` fields) or `json` lines for log
-    shippers; either way one line per detection and per action decision."""
+    """The service log: `text` lines (`key=value` fields) or `json` lines for log shippers;
+    either way one line per detection and per action decision."""
+    log_file: str = ""
+    """Write the log to this file, rotated by medic, instead of stderr (journald)."""
+    log_file_max_mb: Positive = 100.0
+    """A log file this large is rotated (`serve.log` becomes `serve.log.1`, ...)."""
+    log_file_backups: Count = 5
+    """Rotated log files kept."""
 
     def __post_init__(self) -> None:
         parse_listen(self.listen)
