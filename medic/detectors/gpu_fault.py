@@ -12,7 +12,8 @@ Evidence, in the order it usually arrives:
 * a rise of the volatile uncorrectable (double-bit) ECC counter, or a burst of NVLink errors;
 * a GPU whose telemetry vanishes while the other GPUs of its node keep reporting.
 
-Kernel lines carry no job: the node's jobs are taken from the scheduler and from telemetry.
+Kernel lines carry no job: the node's jobs are taken from the scheduler, from telemetry, and
+from the jobs' own log lines on the node (so a logs-only deployment attributes them too).
 The PCI address of an Xid line is mapped to a GPU index when telemetry shows the same Xid
 code on a GPU of that node around the same time; the mapping is remembered per node.
 """
@@ -72,7 +73,7 @@ class GpuFaultDetector(WatchesLiveness):
     """Fatal Xids, uncorrectable ECC, fallen-off-the-bus, NVLink failures, vanished GPUs."""
 
     name = "gpu_fault"
-    streams = frozenset({"signatures", "gpu_latest", "scheduler"})
+    streams = frozenset({"signatures", "gpu_latest", "scheduler", "logs"})
     Config = GpuFaultConfig
 
     uses_catalogue = True
@@ -133,6 +134,8 @@ class GpuFaultDetector(WatchesLiveness):
             return self._emit(self._xids(batch.frame) + self._counter_jumps(batch.frame))
         elif batch.stream == "signatures":
             return self._signatures(batch.frame)
+        elif batch.stream == "logs":
+            self.liveness.observe_logs(batch.frame)
         return []
 
     def advance(self, watermark: int) -> list[Detection]:

@@ -1,10 +1,14 @@
-"""Which jobs a piece of hardware evidence concerns, and one detection per job's incident.
+"""Which jobs a piece of hardware evidence concerns, and one detection per job and culprit.
 
 Shared by ``gpu_fault`` and ``node_failure`` (and by ``crash``, for placement): evidence seen
-on a node concerns the jobs running there (from the scheduler, or from what the node's GPUs
-report), and a job that *failed* a moment ago (its peers often crash before a dead node's
-silence is certain); a job that ended on purpose (completed, cancelled, timed out) is past
-caring. Each job gets one detection, for its earliest evidence, until it runs again.
+on a node concerns the jobs running there (from the scheduler, from what the node's GPUs
+report, or, for a job the scheduler does not place, from the job's own recent log lines on the
+node: a logs-only deployment still gets its kernel Xid lines attributed), and a job that
+*failed* a moment ago (its peers often crash before a dead node's silence is certain); a job
+that ended on purpose (completed, cancelled, timed out) is past caring. Each job gets one
+detection per culprit node until it runs again: its earliest evidence first, then one for each
+node that later evidence blames (a fault on another node of the job is a new fault, to be acted
+on; more lines about a node already blamed are not).
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ from medic.detectors.base import Detection
 from medic.detectors.jobs import FAILURE_STATES, JobTracker, started_jobs
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
+from medic.timeutil import US
 
 Headline = Callable[[str, Incident], str]
+LOG_PLACEMENT_US = 900 * US
+"""A job that wrote a line from a node within this span runs there, as far as logs tell."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,7 @@ class IncidentBook:
         elif node:
             candidates = self.jobs.jobs_on(node, ended_since=time - self.grace_us)
             candidates += sorted(self._telemetry_jobs(node) - set(candidates))
+            candidates += sorted(self._log_jobs(node, time) - set(candidates))
         else:
             candidates = []
         return [job for job in candidates if self._responsible(job, time)]
@@ -90,6 +98,15 @@ class IncidentBook:
         for job_id in self.liveness.jobs_on(node):
             info = self.jobs.jobs.get(job_id)
             if info is None or info.started_at is None or seen >= info.started_at:
+                jobs.add(job_id)
+        return jobs
+
+    def _log_jobs(self, node: str, time: int) -> set[str]:
+        """Jobs that wrote from the node lately, unless the scheduler places them elsewhere."""
+        jobs = set()
+        for job_id in self.liveness.log_jobs_on(node, time - LOG_PLACEMENT_US):
+            info = self.jobs.jobs.get(job_id)
+            if info is None or not info.nodes or node in info.nodes:
                 jobs.add(job_id)
         return jobs
 
