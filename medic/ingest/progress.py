@@ -5,11 +5,20 @@ The ``progress`` stream has one row per log line that says a job moved on: a tra
 phase event (checkpoint save/load, evaluation, training start/end, the scheduler cancelling the
 job). The hang and straggler detectors read it; it is derived once per logs batch.
 
-The formats are data (``FORMATS``), each row citing where its text comes from. One literal
-prefilter (over every format's anchor) picks the candidate lines; each candidate is then tried
-only with the formats whose anchor it holds, by priority, and the first that matches reads it
-(``first_match``). Operators add their own formats with ``[parsers.progress]`` in medic.toml
-(tried on every candidate line)::
+Lines are read without their launchers' and shippers' prefixes (``medic.parse.prefixes``), in
+two ways:
+
+* the known formats, the fast path: data (``medic.parse.progress_formats.FORMATS``), each
+  citing where its text comes from. One literal prefilter (over every format's anchor) picks
+  the candidate lines; each candidate is tried only with the formats whose anchor it holds, by
+  priority, and the first that matches reads it (``first_match``). A bar whose description
+  says it is no training loop (loading, evaluating, tokenising, ...) makes no step; the later
+  lines of a multi-line record (``part``) complete the step line before them;
+* the learning reader (``medic.parse.learned``), for jobs no format has read a step of: per
+  job, the recurring template with a rising counter and a duration or a rate.
+
+Operators add their own formats with ``[parsers.progress]`` in medic.toml (tried on every
+candidate line, before the built-in ones)::
 
     [[parsers.progress.patterns]]
     pattern = 'it (?P<step>\\d+) took (?P<step_time_s>[\\d.]+)s'
@@ -86,12 +95,14 @@ class CustomPattern:
 
     pattern: str
     """A regular expression whose named groups are progress fields: step, step_time_s,
-    step_time_ms, throughput, it_per_s, s_per_it."""
+    step_time_ms, step_time_us, throughput, it_per_s, s_per_it (and desc, a bar's
+    description)."""
     framework: str = "custom"
     """The ``framework`` column of the lines it matches."""
     event: str = "step"
     """What a match is: step, eval_step, eval_start, eval_end, checkpoint_start,
-    checkpoint_end, checkpoint_load, startup, train_end or job_end."""
+    checkpoint_end, checkpoint_load, startup, train_end, job_end, or part (a later line of a
+    multi-line record, completing the step line of its framework before it)."""
     unit: str | None = None
     """Unit of the throughput group, when the pattern has one."""
 
@@ -99,7 +110,7 @@ class CustomPattern:
         if self.event not in EVENTS:
             raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {self.event!r}")
         groups = _named_groups(self.pattern)
-        unknown = sorted(groups - set(FIELDS))
+        unknown = sorted(groups - {*FIELDS, DESC})
         if unknown:
             raise ValueError(f"pattern group '{unknown[0]}' is not one of {', '.join(FIELDS)}")
 
