@@ -4,7 +4,6 @@ faults (hangs with no node at fault, stragglers from the first step)."""
 from pathlib import Path
 
 import polars as pl
-import pytest
 
 from medic.recording import validate_recording, write_recording
 from medic.simulate import simulate
