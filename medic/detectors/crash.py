@@ -60,9 +60,10 @@ class CrashConfig:
     end_grace_s: NonNegative = 5.0
     """Signs this close before a deliberate end (cancel, time limit) are its consequence."""
     fabric_wait_s: NonNegative = 25.0
-    """A crash of a job whose lines show a fabric error that may be a failed node (a port error,
-    a peer's retries exhausted, which node_failure holds for ``fabric_hold_s``) waits this long
-    after it; without an error of a rank's own it is that failure's consequence, not a crash."""
+    """A crash with no error of a rank's own, of a job whose lines show a fabric error that may be
+    a failed node (a port error, a peer's retries exhausted, which node_failure holds for
+    ``fabric_hold_s``), waits this long after it: it is that failure's consequence, not a crash.
+    A crash with an error of its own is reported as usual (the fabric error follows from it)."""
 
 
 @dataclass
@@ -135,14 +136,14 @@ class CrashDetector(WatchesLiveness):
                 and watermark - pending.confirmed_at < cfg.gap_wait_s * US
             ):
                 continue
+            root = pending.incident.root
+            own_error = root is not None and root.role == "root"
             wait = round(cfg.fabric_wait_s * US)
             fabric = self.fabric.get(job_id, pending.incident.onset - wait - 1)
             near = fabric >= pending.incident.onset - wait
-            if near and watermark < fabric + wait:
+            if near and not own_error and watermark < fabric + wait:
                 continue
             del self.pending[job_id]
-            root = pending.incident.root
-            own_error = root is not None and root.role == "root"
             unexplained = gap < cfg.gap_wait_s * US and not near
             if job_id not in self.faulted and (own_error or unexplained):
                 self.book.reported.add(job_id)
