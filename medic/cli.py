@@ -100,6 +100,34 @@ def validate(paths: tuple[Path, ...]) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option("--json", "as_json", is_flag=True, help="Print the incidents as JSON.")
+@click.option("--year", type=int, help="Year of timestamps that omit it (default: the logs').")
+@user_errors
+def diagnose(
+    paths: tuple[Path, ...], config_file: Path | None, as_json: bool, year: int | None
+) -> None:
+    """Find the incidents in raw log files or folders (job output, dmesg/journal exports,
+    Slurm logs): kind, culprit, the evidence lines and the actions the rules would take."""
+    from medic.diagnose.lines import DiagnoseError, read_paths
+    from medic.diagnose.render import as_json as findings_json
+    from medic.diagnose.render import as_text
+    from medic.diagnose.run import diagnose as run_diagnose
+    from medic.settings import load_settings
+
+    try:
+        texts = read_paths(paths)
+    except DiagnoseError as exc:
+        fail(str(exc))
+    found = run_diagnose(texts, load_settings(config_file), year)
+    if as_json:
+        click.echo(json.dumps(findings_json(found)))
+    else:
+        click.echo("\n".join(as_text(found)))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write results here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")

@@ -98,6 +98,7 @@ class NodeLifecycle:
             log.warning("lifecycle: cannot list nodes: %s", exc)
             return
         checking = set(self.checking())
+        self._orphans(checking, now)
         for node in nodes:
             try:
                 if node.name in checking:
@@ -107,6 +108,21 @@ class NodeLifecycle:
                     checking.add(node.name)
             except SlurmError as exc:
                 log.warning("lifecycle: node %s: %s", node.name, exc)
+
+    def _orphans(self, checking: set[str], now: int) -> None:
+        """A check reservation that no check in the journal owns and that is older than a check
+        may take (medic died between reserving and recording): its node is drained again, so
+        that it goes through the lifecycle instead of staying out of service unnoticed."""
+        try:
+            found = self.slurm.reservations(f"{self.config.reservation_prefix}-")
+        except SlurmError as exc:
+            log.warning("lifecycle: cannot list reservations: %s", exc)
+            return
+        for name, node, start in found:
+            owner = name.removeprefix(f"{self.config.reservation_prefix}-")
+            stale = now - start * US > self._us("check_timeout_s")
+            if owner == node and owner not in checking and stale:
+                self._fail(node, now, None, f"check interrupted: reservation {name} left over")
 
     def ours(self, node: SlurmNode) -> bool:
         return node.reason.startswith(f"{self.prefix}:")

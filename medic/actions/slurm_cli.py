@@ -11,6 +11,7 @@ then polls until Slurm shows the effect.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 import subprocess
@@ -179,6 +180,24 @@ class SlurmCli:
             if len(fields) == 5 and fields[0]:
                 nodes.setdefault(fields[0], SlurmNode(*fields))
         return list(nodes.values())
+
+    def reservations(self, prefix: str) -> list[tuple[str, str, float]]:
+        """Reservations whose name starts with ``prefix``: name, node list and start (seconds
+        since the epoch; Slurm prints its host's local time)."""
+        out = self._command(["scontrol", "-o", "show", "reservation"])
+        found = []
+        for line in out.splitlines():
+            fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+            name = fields.get("ReservationName", "")
+            if name.startswith(prefix):
+                try:
+                    start = dt.datetime.fromisoformat(fields["StartTime"]).astimezone()
+                except (KeyError, ValueError):
+                    raise SlurmError(
+                        f"scontrol show reservation: unexpected {line[:80]!r}"
+                    ) from None
+                found.append((name, fields.get("Nodes", ""), start.timestamp()))
+        return found
 
     def job_outcome(self, job_id: str) -> tuple[str, int | None] | None:
         """A job's state and, once it ended, its exit status (``scontrol -o show job``, which

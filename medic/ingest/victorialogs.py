@@ -597,11 +597,29 @@ class VictoriaLogsSource:
                 | pl.col("suspect").fill_null(False)
             )
             .group_by("bucket")
-            .agg(pl.col("sid"), pl.col("s"))
+            .agg(pl.col("sid").sort(), pl.col("s").sort_by("sid"))
             .sort("bucket")
         )
-        for bucket, sids, hashes in short.iter_rows():
-            start, end = max(bucket - 1, low), min(bucket + step - 1, high)
+        # consecutive steps short in the same streams are read back in one query
+        runs = (
+            short.with_columns(pl.col("sid").list.join(",").alias("key"))
+            .with_columns(
+                ((pl.col("bucket").diff() != step) | (pl.col("key") != pl.col("key").shift()))
+                .fill_null(True)
+                .cum_sum()
+                .alias("run")
+            )
+            .group_by("run", maintain_order=True)
+            .agg(
+                pl.col("bucket").min().alias("first"),
+                pl.col("bucket").max().alias("last"),
+                pl.col("sid").first(),
+                pl.col("s").first(),
+            )
+            .drop("run")
+        )
+        for first_bucket, last_bucket, sids, hashes in runs.iter_rows():
+            start, end = max(first_bucket - 1, low), min(last_bucket + step - 1, high)
             for first in range(0, len(sids), SWEEP_STREAMS):
                 self.stats.add("sweep_reads")
                 chunk = slice(first, first + SWEEP_STREAMS)

@@ -5,6 +5,7 @@ never touched."""
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,8 +33,9 @@ def node(slurm: SlurmCluster) -> Iterator[str]:
     idle = slurm.run("sinfo", "-h", "-N", "-t", "idle", "-o", "%N").stdout.split()
     if not idle:
         pytest.skip("no idle node in the local Slurm")
-    name = sorted(idle)[-1]
+    name = random.choice(idle)  # other sessions may test on this cluster at the same time
     yield name
+    slurm.run("scancel", f"--name=medic-check-{name}", check=False)
     slurm.run("scontrol", "delete", f"reservationname=medic-check-{name}", check=False)
     if "DRAIN" in slurm.node(name)["State"]:
         slurm.run("scontrol", "update", f"nodename={name}", "state=resume", check=False)
@@ -82,7 +84,7 @@ def test_a_passing_check_resumes_the_drained_node(
         assert stored == events
     state = slurm.node(node)
     assert "DRAIN" not in state["State"] and "MAINT" not in state["State"], state["State"]
-    assert "medic-check" not in slurm.run("scontrol", "show", "reservation").stdout
+    assert f"medic-check-{node} " not in slurm.run("scontrol", "show", "reservation").stdout
 
 
 def test_a_failing_check_keeps_the_node_drained_with_the_checks_words(
@@ -97,7 +99,7 @@ def test_a_failing_check_keeps_the_node_drained_with_the_checks_words(
     assert "DRAIN" in state["State"]
     assert state["Reason"].startswith("medic: health check failed: check job")
     assert "FAILED exit 4: GPU 3: diag failed" in state["Reason"]
-    assert "medic-check" not in slurm.run("scontrol", "show", "reservation").stdout
+    assert f"medic-check-{node} " not in slurm.run("scontrol", "show", "reservation").stdout
 
 
 def test_the_check_budget_keeps_a_node_that_keeps_failing(
@@ -180,3 +182,39 @@ def test_a_dcgm_failure_fails_the_check_even_with_exit_status_0(
         cycle = lifecycle(tmp_path, f"cat {table}", store)
         assert run_until_settled(cycle, node) == ["drained", "check_started", "check_failed"]
     assert "COMPLETED exit 0: memory: Fail; memory: GPU1: Fail" in slurm.node(node)["Reason"]
+
+
+def test_a_check_reservation_left_over_by_a_dead_medic_drains_its_node_again(
+    slurm: SlurmCluster, node: str, tmp_path: Path
+) -> None:
+    prefix = "medic-orphan-test"  # its own name, so concurrent runs' checks are not touched
+    reservation = f"{prefix}-{node}"
+    slurm.run(
+        "scontrol",
+        "create",
+        "reservation",
+        f"reservationname={reservation}",
+        f"nodes={node}",
+        "users=root",
+        "starttime=now",
+        "duration=UNLIMITED",
+        "flags=maint,ignore_jobs",
+    )
+    try:
+        with DuckDBStore() as store:
+            cycle = lifecycle(tmp_path, "true", store)
+            cycle.config = dataclasses.replace(
+                cycle.config, reservation_prefix=prefix, check_timeout_s=0.001
+            )
+            time.sleep(0.1)
+            cycle.tick(time.time_ns() // 1000)
+            events = [(e.event, e.detail) for e in cycle.journal.by_node[node]]
+        assert events == [
+            ("check_failed", f"check interrupted: reservation {reservation} left over")
+        ]
+        assert reservation not in slurm.run("scontrol", "show", "reservation").stdout
+        state = slurm.node(node)
+        assert "DRAIN" in state["State"]
+        assert state["Reason"].startswith("medic: health check failed: check interrupted")
+    finally:
+        slurm.run("scontrol", "delete", f"reservationname={reservation}", check=False)
