@@ -4,8 +4,8 @@ Each round backtests the recordings one after the other (``run_backtest``, one w
 ``--history`` runs), first plain, then writing what ``medic serve`` would have into a fresh
 DuckDB file; the best of ``--repeat`` interleaved rounds of each is kept, so a neighbour's
 burst of CPU does not count. Printed: the two wall times and their ratio (the target is at
-most 1.2), then where the history's extra time goes (``--profile``: the functions of ``medic.history`` and
-DuckDB's calls that cost the most, cumulative, from one profiled round).
+most 1.2), then where the history's extra time goes (``--profile``: the functions of
+``medic.history`` and DuckDB's calls that cost the most, cumulative, from one profiled round).
 
     .venv/bin/python bench/backtest_history.py datasets/oom-s1 datasets/gpu_hang-s1
     .venv/bin/python bench/backtest_history.py datasets --repeat 2 --profile
