@@ -154,7 +154,9 @@ def backtest_recording(
     settings = settings or {}
     started = time.perf_counter()
     stage = ActionStage.for_recording(recording, settings)
-    writer = None if history is None else HistoryWriter(history, history_config(settings))
+    writer = (
+        None if history is None else HistoryWriter(history, history_config(settings), deferred=True)
+    )
     pipeline = Pipeline.from_settings(
         settings,
         responders=[stage] if writer is None else [stage, writer],
