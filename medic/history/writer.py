@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 import polars as pl
 import pyarrow as pa
 
 from medic import schema
-from medic.detectors.base import Detection, detections_table
+from medic.detectors.base import Detection, detection_id, detections_table
 from medic.history import HistoryError
 from medic.history.config import HistoryConfig
 from medic.history.rollup import GPU_ROLLUP, PROGRESS_ROLLUP, MinuteBuffer
@@ -187,6 +187,26 @@ class HistoryWriter:
             kept, self.deferred = self.deferred, {}
             for table, parts in kept.items():
                 self._append(table, pa.concat_tables(parts, promote_options="permissive"))
+
+    def set_onsets(self, onsets: Mapping[str, int]) -> None:
+        """Give the deferred detections whose id is in ``onsets`` that onset (a backtest: the
+        matching label's, so that the report's time to detect is the backtest's latency)."""
+        parts = (self.deferred or {}).get("detections", [])
+        for index, rows in enumerate(parts):
+            found = [
+                onsets.get(detection_id(at, job, kind, detector), onset)
+                for at, job, kind, detector, onset in zip(
+                    rows.column("detected_at").cast(pa.int64()).to_pylist(),
+                    rows.column("job_id").to_pylist(),
+                    rows.column("kind").to_pylist(),
+                    rows.column("detector").to_pylist(),
+                    rows.column("onset").cast(pa.int64()).to_pylist(),
+                    strict=True,
+                )
+            ]
+            column = rows.schema.get_field_index("onset")
+            field = rows.schema.field(column)
+            parts[index] = rows.set_column(column, field, pa.array(found, field.type))
 
     def _take_incidents(self) -> None:
         if self.correlator is not None:
