@@ -10,16 +10,21 @@ rises since the silence began.
 progressing: an NCCL wait), ``rank stopped`` (a GPU that was busy went idle, or draws idle power
 while pegged, as its peers wait), ``working`` (not pegged, or drawing more than a wait: an
 evaluation, training without printing), ``idle`` (most GPUs), ``mixed``, ``busy`` (no baseline
-yet) or ``no telemetry``. ``culprits`` names nodes only with evidence, and only when
-the evidence points at a minority of the job: a GPU that stopped while its peers wait, a node
-whose telemetry stopped, hardware counters (PCIe replay, NVLink, uncorrectable ECC, Xid) that
-rose during the silence, or ranks a step behind the others. A software deadlock, where every
-GPU looks alike, blames no node.
+yet) or ``no telemetry``.
+
+``culprits`` names a node only with evidence against the node itself, and only when the evidence
+points at a minority of the job: a GPU pegged at 100% while drawing idle power (its engine is
+stuck: a waiting kernel draws far more), a node whose telemetry stopped, hardware counters (PCIe
+replay, NVLink, uncorrectable ECC, Xid) that rose during the silence, or a hardware error line in
+the node's kernel log. A GPU that merely went idle while its peers wait, or ranks a step behind
+the others, is what a rank stuck in host code (a dead NFS mount, a Python deadlock) looks like:
+those name the stuck ranks and no node, so the job is restarted without draining a healthy node.
+A software deadlock, where every GPU looks alike, blames nothing.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,7 +43,7 @@ CORROBORATING = frozenset({"spinning", "rank stopped"})
 HOLDING = frozenset({"idle", "working"})
 EVIDENCE_COLUMNS = [f"{c}_delta" for c in COUNTERS] + ["xid"]
 _GPU = {"node": pl.String, "gpu": pl.Int16}
-_NO_GPUS = pl.DataFrame(schema=_GPU)
+_NO_GPUS = pl.DataFrame(schema=_GPU | {"pegged": pl.Boolean})
 
 
 @dataclass
@@ -107,22 +112,23 @@ class JobTelemetry:
 
     def stopped(self, gpus: pl.DataFrame | None, config: HangConfig) -> pl.DataFrame:
         """GPUs that were busy in the healthy snapshot and are now idle, or pegged at idle
-        power while their peers spin."""
+        power while their peers spin (column ``pegged``: which of the two)."""
         healthy = self.healthy
         if gpus is None or healthy is None or gpus.is_empty():
             return _NO_GPUS
         util, power = gpus.get_column("util"), gpus.get_column("power_w")
         pegged = util >= config.spin_util
-        stopped = util < config.idle_util
+        stuck = pl.Series([False] * gpus.height)
         if int(pegged.sum()) * 2 > gpus.height:
             peers_power = power.filter(pegged).median()
             if peers_power is not None:
                 low = config.stuck_power_ratio * float(peers_power)  # type: ignore[arg-type]
-                stopped = stopped | (pegged & (power < low))
+                stuck = pegged & (power < low)
+        stopped = (util < config.idle_util) | stuck
         if not stopped.any():
             return _NO_GPUS
         busy_before = healthy.filter(pl.col("util") >= config.busy_util).select(list(_GPU))
-        now = gpus.filter(stopped).select(list(_GPU))
+        now = gpus.select(list(_GPU)).with_columns(pegged=stuck).filter(stopped)
         return now.join(busy_before, on=list(_GPU), how="semi")
 
     def _healthy(self, gpus: pl.DataFrame) -> None:
@@ -169,11 +175,14 @@ def _state(telemetry: JobTelemetry, gpus: pl.DataFrame, config: HangConfig) -> s
 
 @dataclass(frozen=True)
 class Blame:
-    """The nodes the evidence points at, the ranks on them, and each node's evidence."""
+    """The nodes the evidence points at with each node's evidence, and the stuck ranks (on
+    those nodes, or with no node at fault when only the ranks' behaviour shows)."""
 
     nodes: tuple[str, ...] = ()
     ranks: tuple[int, ...] = ()
     reasons: dict[str, str] = field(default_factory=dict)
+    stuck: str = ""
+    """What shows the stuck ranks when no node is at fault (empty otherwise)."""
 
     @property
     def why(self) -> str:
@@ -185,16 +194,23 @@ class Blame:
         return bool(self.nodes) and all(r == SILENT_NODE for r in self.reasons.values())
 
 
-def culprits(job: JobProgress | None, telemetry: JobTelemetry, config: HangConfig) -> Blame:
-    """Nodes the evidence points at, when they are a minority of the job."""
+def culprits(
+    job: JobProgress | None,
+    telemetry: JobTelemetry,
+    config: HangConfig,
+    kernel: dict[str, str] | None = None,
+) -> Blame:
+    """Nodes the evidence points at, when they are a minority of the job; otherwise the ranks
+    that look stuck. ``kernel`` maps nodes to a hardware error their kernel logged lately."""
     share = config.max_culprit_fraction
     healthy = telemetry.healthy
     gpus = healthy.height if healthy is not None else 0
     reasons: dict[str, str] = {}
     stopped = telemetry.stopped(telemetry.latest, config)
-    if not stopped.is_empty() and stopped.height <= share * max(gpus, 1):
-        for node in sorted(set(stopped.get_column("node").to_list())):
-            reasons.setdefault(node, "its GPU stopped while the others wait")
+    if stopped.height > share * max(gpus, 1):
+        stopped = _NO_GPUS
+    for node in sorted(set(stopped.filter("pegged").get_column("node").to_list())):
+        reasons.setdefault(node, "its GPU is pegged but draws idle power while the others wait")
     heard = set().union(*telemetry.recent_nodes) if telemetry.recent_nodes else set()
     known = set(healthy.get_column("node").to_list()) if healthy is not None else set()
     if heard and known - heard:
@@ -206,13 +222,44 @@ def culprits(job: JobProgress | None, telemetry: JobTelemetry, config: HangConfi
             for node in sorted(set(rising.get_column("node").to_list())):
                 reasons.setdefault(node, "hardware error counters rose")
     rank_steps = job.rank_steps if job is not None else {}
-    for rank in _lagging_ranks(rank_steps):
-        reasons.setdefault(rank_steps[rank][1], "its ranks are a step behind")
     nodes = known | heard | {node for _, node in rank_steps.values()}
-    if not reasons or (len(nodes) > 1 and len(reasons) > share * len(nodes)):
-        return Blame()
-    ranks = sorted(r for r, (_, node) in rank_steps.items() if node in reasons)
-    return Blame(tuple(sorted(reasons)), tuple(ranks), reasons)
+    for node, line in sorted((kernel or {}).items()):
+        if node in nodes:
+            reasons.setdefault(node, f"its kernel logged {line}")
+    if reasons and (len(nodes) <= 1 or len(reasons) <= share * len(nodes)):
+        ranks = sorted(r for r, (_, node) in rank_steps.items() if node in reasons)
+        return Blame(tuple(sorted(reasons)), tuple(ranks), reasons)
+    per_node = Counter(healthy.get_column("node").to_list()) if healthy is not None else Counter()
+    return _stuck_ranks(rank_steps, stopped.filter(~pl.col("pegged")), per_node, share)
+
+
+def _stuck_ranks(
+    rank_steps: dict[int, tuple[int, str]],
+    idle: pl.DataFrame,
+    per_node: Counter[str],
+    share: float,
+) -> Blame:
+    """No node at fault: the ranks whose GPU went idle while the others wait (when every rank
+    of that node prints, the n-th of them runs on its n-th GPU) and the ranks a step behind
+    the others."""
+    lagging = _lagging_ranks(rank_steps)
+    if len(lagging) > share * max(len(rank_steps), 1):
+        lagging = []
+    on_node: dict[str, list[int]] = {}
+    for rank, (_, node) in sorted(rank_steps.items()):
+        on_node.setdefault(node, []).append(rank)
+    ranks = set(lagging)
+    for node, gpu in idle.select("node", "gpu").iter_rows():
+        local = on_node.get(node, [])
+        if len(local) == per_node[node] and gpu < len(local):
+            ranks.add(local[gpu])
+    shown = [f"{node} GPU {gpu}" for node, gpu in idle.select("node", "gpu").iter_rows()]
+    what = []
+    if shown:
+        what.append(f"{', '.join(shown)} went idle while the others wait")
+    if lagging:
+        what.append(f"rank {', '.join(map(str, sorted(lagging)))} a step behind")
+    return Blame(ranks=tuple(sorted(ranks)), stuck="; ".join(what))
 
 
 def _summed(since: pl.DataFrame | None, rises: pl.DataFrame) -> pl.DataFrame:
