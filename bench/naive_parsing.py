@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from medic.detectors.catalogue import GROUPS, Catalogue
-from medic.detectors.jobs import RANK_PREFIX
-from medic.ingest.progress import ANSI_ESCAPE, FORMATS, RANK_PATTERNS
+from medic.ingest.progress import ANSI_ESCAPE, FORMATS, RANK_IN_TEXT
+from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
 
 Line = tuple[Any, ...]
 """(time, job_id, node, rank, source, message), the columns of a logs row."""
@@ -56,6 +56,32 @@ def _number(text: str | None) -> float | None:
         return None
 
 
+class NaivePrefixes:
+    """Prefix stripping, one line at a time: the stripper's regex matched at the line's start
+    again and again, each match cut off."""
+
+    def __init__(self) -> None:
+        self.regex = re.compile(PrefixStripper().pattern)
+
+    def strip(self, message: str) -> tuple[str, int | None, str | None]:
+        """The bare message, and the rank and host its prefixes name."""
+        rank: int | None = None
+        host: str | None = None
+        for _ in range(MAX_ROUNDS):
+            found = self.regex.match(message)
+            if found is None:
+                break
+            said = {
+                name.rsplit("_", 1)[0]: value
+                for name, value in found.groupdict().items()
+                if value is not None
+            }
+            rank = rank if rank is not None else _int(said.get("rank"))
+            host = host or said.get("host")
+            message = message[found.end() :]
+        return message, rank, host
+
+
 class NaiveSignatures:
     """Signature matching, one line at a time."""
 
@@ -75,13 +101,14 @@ class NaiveSignatures:
             for row in catalogue.signatures.iter_rows(named=True)
         ]
         self.xids = {row["code"]: row for row in catalogue.xids.iter_rows(named=True)}
-        self.rank_prefix = re.compile(RANK_PREFIX)
+        self.prefixes = NaivePrefixes()
 
     def match(self, lines: Iterable[Line]) -> list[tuple[Any, ...]]:
         """One row per matching line: (time, rank, signature, kind, severity, action, xid,
         xid_name, pci, host, exit_code)."""
         out = []
-        for time, _job, _node, rank, _source, message in lines:
+        for time, _job, _node, rank, _source, line in lines:
+            message, prefix_rank, prefix_host = self.prefixes.strip(line)
             for entry in self.entries:
                 if not any(literal in message for literal in entry.literals):
                     continue
@@ -98,8 +125,7 @@ class NaiveSignatures:
                 if rank is None:
                     rank = _int(groups["rank"])
                 if rank is None:
-                    prefix = self.rank_prefix.search(message)
-                    rank = _int(prefix.group(1)) if prefix else None
+                    rank = prefix_rank
                 pci = groups["pci"]
                 out.append(
                     (
@@ -112,7 +138,7 @@ class NaiveSignatures:
                         xid,
                         known["mnemonic"] if known else None,
                         pci.lower() if pci is not None else None,
-                        groups["host"],
+                        groups["host"] or prefix_host,
                         _int(groups["exit_code"]),
                     )
                 )
@@ -126,15 +152,19 @@ class NaiveProgress:
     def __init__(self) -> None:
         self.ansi = re.compile(ANSI_ESCAPE)
         self.formats = [(f, re.compile(f.pattern)) for f in FORMATS]
-        self.rank_patterns = [re.compile(p) for p in RANK_PATTERNS]
+        self.rank_in_text = re.compile(RANK_IN_TEXT)
+        self.prefixes = NaivePrefixes()
 
     def match(self, lines: Iterable[Line]) -> list[tuple[Any, ...]]:
         """One row per progress line: (time, job_id, node, rank, framework, event, step,
         step_time_s, throughput, throughput_unit)."""
         out = []
-        for time, job_id, node, rank, _source, message in lines:
+        for time, job_id, node, rank, _source, line in lines:
             if job_id is None:
                 continue
+            message, prefix_rank, _ = self.prefixes.strip(line)
+            if rank is None:
+                rank = prefix_rank
             text = None
             for fmt, regex in self.formats:
                 if not any(anchor in message for anchor in fmt.anchors):
@@ -178,11 +208,8 @@ class NaiveProgress:
         return out
 
     def _rank(self, message: str) -> int | None:
-        for regex in self.rank_patterns:
-            found = regex.search(message)
-            if found:
-                return _int(found.group(1))
-        return None
+        found = self.rank_in_text.search(message)
+        return _int(found.group(1)) if found else None
 
 
 def _first(*values: float | None) -> float | None:

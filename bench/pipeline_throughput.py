@@ -55,6 +55,7 @@ from medic.detectors.signatures import SignatureParser
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.progress import ProgressParser
 from medic.ingest.replay import ReplaySource
+from medic.parse.prefixes import PrefixStripper
 from medic.pipeline import Pipeline
 from medic.recording import Recording, find_recordings
 from medic.simulate import simulate
@@ -143,8 +144,9 @@ def as_lines(table: pa.Table) -> list[Line]:
 
 def medic_parse(table: pa.Table, batch_lines: int) -> tuple[list[Batch], list[Batch]]:
     """What the parsers make of each batch, as the detectors get it (in polars: its Arrow form
-    is only built when read)."""
-    signatures, progress = SignatureParser(), ProgressParser()
+    is only built when read). They share one prefix stripper, as in the pipeline."""
+    prefixes = PrefixStripper()
+    signatures, progress = SignatureParser(prefixes=prefixes), ProgressParser(prefixes=prefixes)
     found_signatures: list[Batch] = []
     found_progress: list[Batch] = []
     for lo in range(0, table.num_rows, batch_lines):

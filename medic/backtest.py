@@ -1,7 +1,9 @@
 """Backtests: replay recordings through the one Pipeline and score them by the spec's rules.
 
 ``backtest_recording`` is what ``medic backtest`` and the tuning notebook call per
-recording; ``run_backtest`` adds the files, the totals and the per-kind breakdown.
+recording; ``run_backtest`` adds the files, the totals and the per-kind breakdown. A recording
+that cannot be read (a corrupt parquet file, a broken meta.json) is skipped with an error and
+listed in ``BacktestReport.failures``; the others are still replayed and scored.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from medic.history.store import HistoryStore
 from medic.history.writer import HistoryWriter
 from medic.ingest.replay import ReplayConfig, ReplaySource
 from medic.pipeline import Pipeline
-from medic.recording import Recording, open_recording
+from medic.recording import Recording, RecordingError, open_recording
+from medic.schema import SchemaError
 from medic.scoring import Score, score
 
 log = logging.getLogger(__name__)
@@ -49,9 +52,26 @@ class RecordingResult:
     actions: pa.Table
 
 
+@dataclass(frozen=True)
+class RecordingFailure:
+    """A recording that could not be replayed, and why (one line)."""
+
+    path: Path
+    error: str
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+UNREADABLE = (RecordingError, SchemaError, pa.ArrowException, OSError)
+"""What a damaged recording raises while it is read, before or during its replay."""
+
+
 @dataclass
 class BacktestReport:
     results: list[RecordingResult] = field(default_factory=list)
+    failures: list[RecordingFailure] = field(default_factory=list)
 
     @property
     def overall(self) -> Score:
@@ -116,6 +136,7 @@ class BacktestReport:
                 }
                 for r in self.results
             ],
+            "failed": [{"path": str(f.path), "error": f.error} for f in self.failures],
             "by_kind": self.by_kind(),
             "actions": self.actions_summary(),
             "overall": self.overall.summary(),
@@ -179,17 +200,21 @@ def default_jobs() -> int:
 
 def backtest_path(
     path: Path, settings: Mapping[str, Any] | None = None, history: HistoryStore | None = None
-) -> RecordingResult:
+) -> RecordingResult | RecordingFailure:
     """Read and backtest one recording (what a worker process of ``run_backtest`` runs); its
     GPU telemetry is read from disk a batch at a time as the replay goes."""
-    return backtest_recording(open_recording(path), settings, history)
+    try:
+        return backtest_recording(open_recording(path), settings, history)
+    except UNREADABLE as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return RecordingFailure(path, text if str(path) in text else f"{path}: {text}")
 
 
 def run_backtest(
     paths: Iterable[Path],
     settings: Mapping[str, Any] | None = None,
     out_dir: Path | None = None,
-    on_result: Callable[[RecordingResult], None] | None = None,
+    on_result: Callable[[RecordingResult | RecordingFailure], None] | None = None,
     history: HistoryStore | None = None,
     jobs: int = 1,
 ) -> BacktestReport:
@@ -218,7 +243,7 @@ def _worker_pool(workers: int) -> Executor:
 
 def in_workers(
     paths: list[Path], settings: Mapping[str, Any] | None, pool: Callable[[], Executor]
-) -> Iterator[RecordingResult]:
+) -> Iterator[RecordingResult | RecordingFailure]:
     """Results of ``paths`` from a pool of workers, in input order. A worker that dies (killed
     for memory, say) breaks the pool: the recordings without a result yet are then replayed in
     this process, with a warning, rather than losing the results already made."""
@@ -251,15 +276,19 @@ def _exit_with(parent: int) -> None:
 
 
 def _collect(
-    results: Iterable[RecordingResult],
+    results: Iterable[RecordingResult | RecordingFailure],
     out_dir: Path | None,
-    on_result: Callable[[RecordingResult], None] | None,
+    on_result: Callable[[RecordingResult | RecordingFailure], None] | None,
 ) -> BacktestReport:
     report = BacktestReport()
     for result in results:
-        if out_dir is not None:
-            write_result(result, out_dir)
-        report.results.append(result)
+        if isinstance(result, RecordingFailure):
+            log.error("backtest: skipped %s", result.error)
+            report.failures.append(result)
+        else:
+            if out_dir is not None:
+                write_result(result, out_dir)
+            report.results.append(result)
         if on_result is not None:
             on_result(result)
     return report

@@ -3,10 +3,11 @@ the module that does the work; errors in user input end as one line on stderr, e
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,6 +19,7 @@ from medic.config import ConfigError
 from medic.history import HistoryError
 from medic.recording import RecordingError, find_recordings, validate_recording
 from medic.schema import DETECTION_KINDS, SchemaError
+from medic.settings import load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,7 +28,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     HistoryError,
     RecordingError,
     SchemaError,
-    FileNotFoundError,
+    OSError,
 )
 
 
@@ -36,16 +38,23 @@ def fail(message: str) -> None:
 
 
 def user_errors(func: F) -> F:
-    """Turn expected input errors into one line on stderr and exit status 2."""
+    """Turn expected input errors (a bad config, recording or history, a path that cannot be
+    read or written, a port in use) into one line on stderr and exit status 2."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except USER_ERRORS as exc:
-            fail(str(exc))
+            fail(_one_line(exc))
 
     return wrapper  # type: ignore[return-value]
+
+
+def _one_line(error: Exception) -> str:
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return str(error)
 
 
 def wide_console() -> Console:
@@ -102,6 +111,14 @@ def validate(paths: tuple[Path, ...]) -> None:
     show_default="the CPU count, at most 4",
     help="Recordings replayed at once, each in its own process (same results as one).",
 )
+@click.option(
+    "--delay",
+    "delays",
+    multiple=True,
+    metavar="STREAM=MIN:MAX",
+    help="Deliver a stream's rows MIN-MAX s late, per node, jittered (e.g. logs=0:30); "
+    "overrides [[replay.delays]].",
+)
 @user_errors
 def backtest(
     paths: tuple[Path, ...],
@@ -110,39 +127,33 @@ def backtest(
     config_file: Path | None,
     history_path: Path | None,
     jobs: int | None,
+    delays: tuple[str, ...],
 ) -> None:
     """Replay recordings through the detectors and rules (recording executor: nothing is
-    touched) and score them against their labels."""
+    touched) and score them against their labels. Progress goes to stderr: a bar on a terminal,
+    else a line per recording. A recording that cannot be read is skipped with an error, and
+    the exit status is then 1."""
     import contextlib
 
     from medic.backtest import default_jobs, run_backtest
     from medic.history.store import DuckDBStore
+    from medic.ingest.replay import with_delays
     from medic.render import print_backtest
-    from medic.settings import load_settings
 
     settings = load_settings(config_file)
+    if delays:
+        settings = with_delays(settings, delays)
     recordings = expand_recordings(paths)
     history = None if history_path is None else DuckDBStore(history_path)
-    console = Console(stderr=True)
     with (
-        Progress(
-            TextColumn("backtest"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=as_json or not console.is_terminal,
-        ) as progress,
+        backtest_progress(len(recordings)) as progress,
         contextlib.closing(history) if history else contextlib.nullcontext(),
     ):
-        task = progress.add_task("", total=len(recordings))
         report = run_backtest(
             recordings,
             settings,
             out_dir,
-            on_result=lambda r: progress.update(task, advance=1, description=r.name),
+            on_result=progress,
             history=history,
             jobs=default_jobs() if jobs is None else jobs,
         )
@@ -153,6 +164,95 @@ def backtest(
         print_backtest(data, wide_console())
         if out_dir is not None:
             click.echo(f"results written under {out_dir}/")
+    if report.failures:
+        click.echo(
+            f"medic: error: {len(report.failures)} of {len(recordings)} recording(s) could not "
+            "be read and are left out of the scores: "
+            + ", ".join(str(f.path) for f in report.failures),
+            err=True,
+        )
+        sys.exit(1)
+
+
+@contextlib.contextmanager
+def backtest_progress(total: int) -> Iterator[Callable[[Any], None]]:
+    """Progress on stderr, whatever stdout is: a bar on a terminal, else one line per recording
+    done (a CI log or a redirected run still shows that it advances)."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        done = 0
+
+        def line(result: Any) -> None:
+            nonlocal done
+            done += 1
+            took = f" in {result.elapsed_s:.1f} s" if hasattr(result, "elapsed_s") else " skipped"
+            click.echo(f"backtest: {done}/{total} {result.name}{took}", err=True)
+
+        yield line
+        return
+    columns = (TextColumn("backtest"), BarColumn(), MofNCompleteColumn())
+    with Progress(
+        *columns,
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=total)
+        yield lambda result: progress.update(task, advance=1, description=result.name)
+
+
+@main.group()
+def config() -> None:
+    """Check a config file; print the configuration reference."""
+
+
+@config.command("check")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@user_errors
+def config_check(config_file: Path) -> None:
+    """Validate CONFIG_FILE (names, types, ranges) and print the effective configuration, every
+    default filled in, as TOML."""
+    import tomli_w
+
+    from medic.config_tables import effective_settings
+
+    effective = effective_settings(load_settings(config_file))
+    click.echo(tomli_w.dumps(_without_none(effective)), nl=False)
+    click.echo(f"{config_file}: valid", err=True)
+
+
+def _without_none(value: Any) -> Any:
+    """TOML has no null: unset optional keys are left out."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
+@config.command("reference")
+def config_reference() -> None:
+    """Print the configuration reference (docs/configuration.md) from the config classes."""
+    from medic.config_reference import reference_markdown
+
+    click.echo(reference_markdown(), nl=False)
+
+
+@main.command()
+@click.option(
+    "--config", "config_file", required=True, type=click.Path(path_type=Path), help="medic.toml"
+)
+@user_errors
+def doctor(config_file: Path) -> None:
+    """Try every dependency CONFIG names, for real and harmlessly: Slurm commands or slurmrestd
+    (and the right to drain and requeue), VictoriaLogs and its query, log paths, telemetry
+    endpoints or NVML, the history, the state directory and the listen address. One line per
+    check; exit status 1 when one failed."""
+    from medic.doctor import diagnose, print_checks
+
+    if not print_checks(diagnose(load_settings(config_file)), click.echo):
+        sys.exit(1)
 
 
 @main.group()
@@ -198,7 +298,6 @@ def rules_test(
         make_facts,
         render,
     )
-    from medic.settings import load_settings
 
     config = load_rules(load_settings(config_file).get("rules"))
     try:
@@ -224,6 +323,10 @@ def rules_test(
 @click.option("--html", "html_file", type=click.Path(path_type=Path), help="Also write HTML.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option("--watchdog-s", type=click.FloatRange(min=0, min_open=True))
+@click.option(
+    "--url",
+    help="Ask a running medic serve (e.g. http://127.0.0.1:9464) instead of opening the file.",
+)
 @user_errors
 def report(
     db_path: Path | None,
@@ -231,29 +334,39 @@ def report(
     html_file: Path | None,
     top: int,
     watchdog_s: float | None,
+    url: str | None,
 ) -> None:
     """Time to detect and to act, detections and actions per day, the nodes and GPUs that fail
     most, restarts per job and GPU-hours saved against the NCCL watchdog, from the history
-    database ([history] path unless --db). --html writes one self-contained file with plots;
-    --top bounds the node, GPU and job lists; --watchdog-s overrides [history]
-    watchdog_timeout_s."""
-    import dataclasses
-
+    database ([history] path unless --db). While medic serve holds the database, the report
+    comes from the service's /report endpoint ([service] listen, or --url). --html writes one
+    self-contained file with plots; --top bounds the node, GPU and job lists; --watchdog-s
+    overrides [history] watchdog_timeout_s."""
     from medic.history.config import history_config
-    from medic.history.report import build_report, print_report
+    from medic.history.remote import fetch_report, held_by_another_process, service_url
+    from medic.history.report import render_report
     from medic.history.store import DuckDBStore
-    from medic.settings import load_settings
 
-    config = history_config(load_settings(config_file))
+    settings = load_settings(config_file)
+    config = history_config(settings)
+    params = {"top": str(top)}
     if watchdog_s is not None:
-        config = dataclasses.replace(config, watchdog_timeout_s=watchdog_s)
-    with DuckDBStore(db_path or config.path, read_only=True) as store:
-        figures = build_report(store, config, top)
-    print_report(figures, wide_console())
+        params["watchdog_s"] = repr(watchdog_s)
+    kinds = ["text", "html"] if html_file is not None else ["text"]
+    if url is None:
+        try:
+            with DuckDBStore(db_path or config.path, read_only=True) as store:
+                pages = {kind: render_report(store, config, kind, params) for kind in kinds}
+        except HistoryError as exc:
+            if not held_by_another_process(exc):
+                raise
+            url = service_url(settings)
+            click.echo(f"medic: the history is held by medic serve; asking {url}", err=True)
+    if url is not None:
+        pages = {kind: fetch_report(url, kind, params) for kind in kinds}
+    click.echo(pages["text"], nl=False)
     if html_file is not None:
-        from medic.history.html import write_html
-
-        write_html(figures, html_file)
+        html_file.write_text(pages["html"], encoding="utf-8")
         click.echo(f"report written to {html_file}")
 
 
@@ -288,7 +401,6 @@ def history_import(
     from medic.history.config import history_config
     from medic.history.importer import import_backtest
     from medic.history.store import DuckDBStore
-    from medic.settings import load_settings
 
     if not results and not recording_paths:
         fail("nothing to import: name backtest result directories or --recordings")
@@ -349,10 +461,13 @@ def simulate_run(scenario: str, seed: int, out_dir: Path, assignments: tuple[str
 @simulate.command("suite")
 @click.argument("name")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
-@click.option("--seeds", type=int, default=None, help="Seeds per scenario (broad suite).")
+@click.option(
+    "--seeds", type=int, default=None, help="Seeds per scenario (broad and perturbed suites)."
+)
 @user_errors
 def simulate_suite(name: str, out_dir: Path, seeds: int | None) -> None:
-    """Generate suite NAME: 'datasets' (the committed datasets/) or 'broad' (evaluation)."""
+    """Generate suite NAME: 'datasets' (the committed datasets/), 'broad' (evaluation) or
+    'perturbed' (the faults and traps under realistic variation)."""
     from medic.simulate import write_suite
 
     paths = write_suite(name, out_dir, seeds)
@@ -449,7 +564,6 @@ def record(
     from medic.ingest.live import SourceError, wall_us
     from medic.record import parse_when
     from medic.record import record as capture_range
-    from medic.settings import load_settings
 
     settings = load_settings(config_file)
     now = wall_us()
@@ -535,13 +649,12 @@ def label(
 @user_errors
 def serve(config_file: Path, log_level: str) -> None:
     """Run medic as a service: live sources through the detectors, rules and Slurm executor
-    into the history, with /metrics and /healthz (loopback by default). Stops on SIGTERM."""
-    import logging
-
+    into the history, with /metrics, /healthz and /report (loopback by default). Logs one line
+    per detection and per action decision. Stops on SIGTERM."""
     from medic.service import serve as run_service
-    from medic.settings import load_settings
+    from medic.service import service_config
+    from medic.service_log import configure_logging
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    run_service(load_settings(config_file))
+    settings = load_settings(config_file)
+    configure_logging(log_level, service_config(settings).log_format)
+    run_service(settings)

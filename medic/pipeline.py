@@ -15,11 +15,12 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from medic.config import from_dict
+from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection, build_detectors, build_parsers
 from medic.detectors.incidents import share_liveness
 from medic.detectors.jobs import job_state
 from medic.detectors.progress_state import share_watched_jobs
+from medic.detectors.signatures import catalogue_from_settings
 from medic.ingest.base import Batch, Event, Watermark
 from medic.readahead import parse_ahead, stretches
 from medic.timeutil import US
@@ -32,11 +33,17 @@ RESTART_STATES = ("RUNNING",)
 class PipelineConfig:
     """Settings of the composition itself (detector settings live with each detector)."""
 
-    incident_window_s: float = 1800.0
-    """Later detections of a job within this span after the last symptom join its open incident
-    instead of being emitted again (one incident, one detection per job)."""
-    max_symptoms: int = 64
+    incident_window_s: Positive = 600.0
+    """A job's detections within this span of the previous one are one incident, which the
+    guards' once-per-incident check uses too: medic's one incident window (docs/rules.md,
+    Incidents)."""
+    max_symptoms: PositiveCount = 64
     """Symptoms kept per incident for the history; the count keeps growing past it."""
+
+
+def pipeline_config(settings: Mapping[str, Any]) -> PipelineConfig:
+    """The ``[pipeline]`` table of a settings mapping, checked (the defaults when absent)."""
+    return from_dict(PipelineConfig, settings.get("pipeline", {}), "pipeline")
 
 
 class Responder(Protocol):
@@ -57,6 +64,22 @@ class Observer(Protocol):
     def advance(self, watermark: int) -> object: ...
 
 
+HARDWARE_KINDS = ("gpu_fault", "node_failure")
+
+
+def strength(detection: Detection) -> tuple[bool, bool]:
+    """How much a detection says: one that blames nodes over one that does not, hardware kinds
+    over the others. An incident is named after its strongest detection."""
+    return bool(detection.culprits), detection.kind in HARDWARE_KINDS
+
+
+def findings(detection: Detection) -> set[tuple[str, str | None]]:
+    """What a detection tells about its job: (kind, culprit) per blamed node, or (kind, None)."""
+    if not detection.culprits:
+        return {(detection.kind, None)}
+    return {(detection.kind, node) for node in detection.culprits}
+
+
 @dataclass
 class Incident:
     """One job's incident: the detection that opened it plus the symptoms that joined it."""
@@ -68,10 +91,48 @@ class Incident:
     job_stopped: bool = False
     """The scheduler showed the job leave RUNNING (failed, requeued, ...) since the incident
     opened; its next RUNNING row is a new attempt."""
+    strongest: Detection | None = None
+    """The detection that says most (``strength``); the first until a stronger one joins."""
+    seen: set[tuple[str, str | None]] = field(default_factory=set)
+    """Every (kind, culprit) its detections brought (``findings``)."""
+
+    def __post_init__(self) -> None:
+        self.strongest = self.strongest or self.first
+        self.seen |= findings(self.first)
+        for detection in self.symptoms:
+            self.seen |= findings(detection)
+
+    @property
+    def kind(self) -> str:
+        assert self.strongest is not None
+        return self.strongest.kind
+
+    def news(self, detection: Detection) -> bool:
+        """Whether ``detection`` brings a (kind, culprit) the incident has not seen: a new kind,
+        or a node not blamed yet (a detection blaming no node adds nothing to a kind seen)."""
+        if detection.culprits:
+            return not findings(detection) <= self.seen
+        return not any(kind == detection.kind for kind, _ in self.seen)
+
+    def join(self, detection: Detection, max_symptoms: int) -> None:
+        self.last_seen = max(self.last_seen, detection.detected_at)
+        self.symptom_count += 1
+        if len(self.symptoms) < max_symptoms:
+            self.symptoms.append(detection)
+        self.seen |= findings(detection)
+        assert self.strongest is not None
+        if strength(detection) > strength(self.strongest):
+            self.strongest = detection
 
 
 class IncidentCorrelator:
-    """Keeps one open incident per job, so later symptoms enrich instead of re-alerting."""
+    """Groups each job's detections into incidents, for the history and notifications (as
+    Alertmanager groups alerts). Grouping never hides news from the rules: a detection that
+    brings a new (kind, culprit) to its job's open incident (an Xid after a crash, a fault on
+    another node) is emitted, marked with the incident; only repeats of what the incident
+    already holds are kept back. A job's incident stays open while its detections come within
+    ``window_us`` of the previous one, and closes when the job runs again after stopping (a
+    requeue) or the window passes; de-duplicating actions is the guards' and the ledger's job."""
 
     def __init__(self, window_us: int, max_symptoms: int) -> None:
         self.window_us = window_us
@@ -79,21 +140,20 @@ class IncidentCorrelator:
         self.open: dict[str, Incident] = {}
         self.closed: list[Incident] = []
 
-    def admit(self, detection: Detection) -> bool:
-        """True when ``detection`` opens a new incident and must be emitted."""
+    def admit(self, detection: Detection) -> Detection | None:
+        """``detection`` marked with its incident when it must be emitted (it opens an incident
+        or brings news to one), else None (it only joins its incident)."""
         if detection.job_id is None:
-            return True
+            return detection
         incident = self.open.get(detection.job_id)
         if incident is not None and detection.detected_at - incident.last_seen <= self.window_us:
-            incident.last_seen = detection.detected_at
-            incident.symptom_count += 1
-            if len(incident.symptoms) < self.max_symptoms:
-                incident.symptoms.append(detection)
-            return False
+            news = incident.news(detection)
+            incident.join(detection, self.max_symptoms)
+            return dataclasses.replace(detection, incident=incident.first.id) if news else None
         if incident is not None:
             self.closed.append(self.open.pop(detection.job_id))
         self.open[detection.job_id] = Incident(first=detection, last_seen=detection.detected_at)
-        return True
+        return dataclasses.replace(detection, incident=detection.id)
 
     def observe_scheduler(self, frame: pl.DataFrame) -> None:
         """A job that stopped and then runs again (a requeue) begins a new attempt: its open
@@ -169,16 +229,21 @@ class Pipeline:
         observers: Iterable[Observer] = (),
     ) -> Pipeline:
         """Build from a config mapping with ``[pipeline]``, ``[parsers.<name>]`` and
-        ``[detectors.<name>]`` tables."""
+        ``[detectors.<name>]`` tables. One signature catalogue (the built-in one plus the site
+        files of ``[parsers.signatures] extra``) goes to the parser and the detectors alike."""
         settings = settings or {}
-        config = from_dict(PipelineConfig, settings.get("pipeline", {}), "pipeline")
-        detectors = build_detectors(settings.get("detectors", {}))
+        config = pipeline_config(settings)
+        catalogue = catalogue_from_settings(settings.get("parsers", {}))
+        detectors = build_detectors(settings.get("detectors", {}), catalogue=catalogue)
         observers = list(observers)
-        parsers = build_parsers([*detectors, *observers], settings.get("parsers", {}))
+        parsers = build_parsers(
+            [*detectors, *observers], settings.get("parsers", {}), catalogue=catalogue
+        )
         return cls(detectors, config, responders, parsers, observers)
 
     def process(self, event: Event) -> list[Detection]:
-        """Consume one batch or watermark; return the detections that opened new incidents."""
+        """Consume one batch or watermark; return the detections that opened incidents or
+        brought news to them (``IncidentCorrelator.admit``)."""
         if isinstance(event, Watermark):
             return self._advance(event.time)
         return self._update(event)
@@ -259,7 +324,7 @@ class Pipeline:
         if not found:
             return []
         stamped = [dataclasses.replace(d, detected_at=self.now) for d in found]
-        emitted = [d for d in stamped if self.correlator.admit(d)]
+        emitted = [e for d in stamped if (e := self.correlator.admit(d)) is not None]
         if emitted:
             for responder in self.responders:
                 responder.handle(emitted, self.now)

@@ -1,7 +1,7 @@
 """``medic record`` and ``medic label``: turn a real incident into a backtest case.
 
 ``record`` captures ``[start, end]`` from the configured sources into a recording
-(../shared/spec/recording.md). A log store (VictoriaLogs) is read back from ``start``, so a
+(docs/recording-format.md). A log store (VictoriaLogs) is read back from ``start``, so a
 past incident can be recorded after the fact; job output files, GPU telemetry and Slurm
 state exist only as they happen, so they are captured live from the moment ``record``
 starts until ``end`` (telemetry or Slurm rows of a range that lies wholly in the past are
@@ -206,7 +206,10 @@ def add_label(
     elif incident_id in taken:
         raise RecordingError(f"{path}: a label with incident_id {incident_id!r} exists already")
     if not recording.start_us <= onset_us <= recording.end_us:
-        log.warning("label: onset %s lies outside the recording's span", iso(onset_us))
+        raise RecordingError(
+            f"onset {iso(onset_us)} lies outside the recording "
+            f"({iso(recording.start_us)} to {iso(recording.end_us)})"
+        )
     row = {
         "incident_id": incident_id,
         "job_id": job_id,

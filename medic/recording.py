@@ -1,4 +1,4 @@
-"""Recordings (../shared/spec/recording.md): read, write, validate, find.
+"""Recordings (docs/recording-format.md): read, write, validate, find.
 
 A recording is a directory with ``meta.json``, ``logs.parquet`` and optional ``gpu``,
 ``scheduler`` and ``labels`` parquet files. Readers accept either timestamp unit, tolerate

@@ -1,6 +1,6 @@
 """Arrow schemas of every table medic reads or writes: the one place they are defined.
 
-The columns follow ../shared/spec/recording.md (format ``medic-recording/1``) exactly;
+The columns follow docs/recording-format.md (format ``medic-recording/1``) exactly;
 ``actions`` is medic's own audit table. ``conform`` turns any table a reader was handed
 (either timestamp unit, ``large_string``, missing optional columns, unknown extras)
 into the canonical schema, and names the first column it cannot accept.

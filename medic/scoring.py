@@ -1,4 +1,4 @@
-"""The spec's reference scoring rules (../shared/spec/recording.md, "Scoring").
+"""The spec's reference scoring rules (docs/recording-format.md, "Scoring").
 
 1. De-duplicate: of detections with the same ``job_id`` and ``kind`` within 600 s of the
    first, only the first counts (the next one after that window starts a new group).

@@ -7,15 +7,19 @@ never stall ingest and the history's DuckDB connection is only ever used from on
 
 Event time: each source has a watermark; the pipeline's watermark is their minimum, so a
 source that lags or is being retried holds back time-based detection (hangs, silence) rather
-than letting it fire on missing data. Evidence in the batches that do arrive is still acted on.
+than letting it fire on missing data. A polling source that stamps rows with the wall clock is
+complete up to the wall clock between its polls (``complete_until``): a quiet source that has
+nothing to say does not hold the others back. Evidence in the batches that do arrive is still
+acted on.
 
 Crash safety (kill -9): a source's cursor is saved only after the events before it went
 through the pipeline, whose detections and actions are already in DuckDB (written as they
-happen) and whose actions are claimed in the ledger file before they run. After a restart,
-sources resume from their cursors (no lost rows), the incidents still open in the history
-are reopened in the correlator (no repeated detection), and the ledger refuses keys it has
-seen (no repeated action). The Slurm source is not resumed: it starts with a fresh snapshot,
-which tells the detectors which jobs run where.
+happen, a detection before any action on it) and whose actions are claimed in the ledger file
+before they run. After a restart, sources resume from their cursors (no lost rows), the
+incidents still open in the history are reopened in the correlator with the requeues done in
+them (no repeated detection), and the ledger refuses the keys it has seen: one per incident,
+action and target (no repeated action). The Slurm source is not resumed: it starts with a fresh
+snapshot, which tells the detectors which jobs run where.
 """
 
 from __future__ import annotations
@@ -35,18 +39,22 @@ import pyarrow as pa
 from medic.actions.executor import Executor
 from medic.actions.ledger import Ledger
 from medic.actions.stage import ActionStage
-from medic.config import from_dict
+from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
 from medic.history.config import history_config
+from medic.history.report import render_report
 from medic.history.store import DuckDBStore
 from medic.history.writer import HistoryWriter
 from medic.ingest.base import Batch, Event, Source, Watermark
 from medic.ingest.cursor import CursorStore
+from medic.ingest.files import FileSource
 from medic.ingest.live import Backoff, wall_us
+from medic.ingest.prometheus import PrometheusSource
 from medic.ingest.slurm import SlurmSource
 from medic.ingest.sources import open_sources, sources_config
 from medic.pipeline import Incident, Pipeline
 from medic.service_http import HttpEndpoints, ServiceMetrics, parse_listen
+from medic.service_log import LogFormat, log_decisions, log_detections
 from medic.timeutil import US
 
 log = logging.getLogger(__name__)
@@ -60,22 +68,21 @@ class ServiceConfig:
     """Where /metrics and /healthz are served (loopback by default)."""
     state_dir: str = ".medic"
     """Source cursors (``cursors/``) and the action ledger (``ledger.jsonl``)."""
-    checkpoint_interval_s: float = 5.0
+    checkpoint_interval_s: Positive = 5.0
     """How often the cursors of what went through the pipeline are saved."""
-    queue_events: int = 256
+    queue_events: PositiveCount = 256
     """Events waiting for the pipeline; sources pause when it is full."""
-    retry_initial_s: float = 1.0
-    retry_max_s: float = 60.0
+    retry_initial_s: Positive = 1.0
+    retry_max_s: Positive = 60.0
     """Backoff for a source that failed (it is retried for ever and reported meanwhile)."""
-    stale_after_s: float = 120.0
+    stale_after_s: Positive = 120.0
     """/healthz reports a source unhealthy once its data lags the wall clock this much."""
+    log_format: LogFormat = "text"
+    """The service log on stderr: `text` lines (`key=value` fields) or `json` lines for log
+    shippers; either way one line per detection and per action decision."""
 
     def __post_init__(self) -> None:
         parse_listen(self.listen)
-        if min(self.checkpoint_interval_s, self.retry_initial_s, self.stale_after_s) <= 0:
-            raise ValueError("intervals must be positive")
-        if self.queue_events < 1:
-            raise ValueError("queue_events must be at least 1")
 
 
 @dataclass
@@ -100,34 +107,38 @@ class Service:
         client: httpx.AsyncClient | None = None,
         executor: Executor | None = None,
     ) -> None:
-        self.config = from_dict(ServiceConfig, settings.get("service", {}), "service")
+        self.config = service_config(settings)
         state_dir = Path(self.config.state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
         self.metrics = ServiceMetrics()
-        self.store = DuckDBStore(history_config(settings).path)
-        self.writer = HistoryWriter(self.store, history_config(settings))
+        self.history = history_config(settings)
+        self.store = DuckDBStore(self.history.path)
+        self.writer = HistoryWriter(self.store, self.history, wall_clock=wall_us)
         self.actions = ActionStage.from_settings(
             settings, executor, ledger=Ledger(state_dir / "ledger.jsonl")
         )
         self.pipeline = Pipeline.from_settings(
             settings,
-            responders=[self.actions, self.writer, self.metrics],
+            responders=[self.writer, self.actions, self.metrics],
             observers=[self.writer],
         )
         self.writer.correlator = self.pipeline.correlator
         self.pipeline.correlator.restore(self._open_incidents())
+        self._restore_requeues()
         self.cursors = CursorStore(state_dir / "cursors")
         self.sources = {
             source.name: SourceState(source, resumable=source.name != SlurmSource.name)
             for source in open_sources(sources_config(settings), self.client, self.cursors)
         }
+        self.metrics.watch_sources(self.source_counters)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medic-pipeline")
         self._rows: dict[str, int] = {}
         self._stop = asyncio.Event()
 
     def _open_incidents(self) -> list[Incident]:
-        """Incidents the history shows opened within the correlation window before now."""
+        """Incidents the history shows open within the correlation window before now, each with
+        every detection it had, so that what they reported is not reported again."""
         window = round(self.pipeline.config.incident_window_s * US)
         rows = self.store.sql(
             "SELECT detected_at, job_id, kind, culprits, ranks, score, detector, summary "
@@ -135,10 +146,9 @@ class Service:
             "ORDER BY detected_at",
             [wall_us() - window],
         )
-        incidents: dict[str, Incident] = {}
+        detections: dict[str, list[Detection]] = {}
         for row in rows.to_pylist():
-            at = int(row["detected_at"].timestamp() * US)
-            first = Detection(
+            detection = Detection(
                 job_id=row["job_id"],
                 kind=row["kind"],
                 culprits=tuple(row["culprits"]),
@@ -146,12 +156,29 @@ class Service:
                 score=row["score"],
                 detector=row["detector"],
                 summary=row["summary"],
-                detected_at=at,
+                detected_at=int(row["detected_at"].timestamp() * US),
             )
-            incidents[row["job_id"]] = Incident(first=first, last_seen=at)
+            detections.setdefault(row["job_id"], []).append(detection)
+        incidents = [
+            Incident(d[0], d[-1].detected_at, symptoms=d[1:], symptom_count=len(d) - 1)
+            for d in detections.values()
+        ]
         if incidents:
             log.info("reopened %d incident(s) from the history", len(incidents))
-        return list(incidents.values())
+        return incidents
+
+    def _restore_requeues(self) -> None:
+        """The requeues medic did in the incidents reopened: a fault after one is acted on (a
+        new attempt), and the restart budget remembers them."""
+        open_incidents = self.pipeline.correlator.open
+        rows = self.store.sql(
+            "SELECT epoch_us(time) AS at, job_id FROM actions WHERE action = 'requeue' "
+            "AND status = 'done' AND job_id IS NOT NULL ORDER BY time"
+        )
+        for at, job_id in zip(*rows.to_pydict().values(), strict=True):
+            incident = open_incidents.get(job_id)
+            if incident is not None and at >= incident.first.detected_at:
+                self.actions.guards.restore_requeue(incident.first.id, job_id, at)
 
     def stop(self) -> None:
         """Ask the service to finish (what SIGTERM does)."""
@@ -163,8 +190,8 @@ class Service:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
         host, port = parse_listen(self.config.listen)
-        http = HttpEndpoints(self.metrics, self.health, host, port).start()
-        log.info("medic serve: /metrics and /healthz on %s:%d", host, http.port)
+        http = HttpEndpoints(self.metrics, self.health, host, port, self.report_page).start()
+        log.info("medic serve: /metrics, /healthz and /report on %s:%d", host, http.port)
         queue: asyncio.Queue[tuple[str, Event, dict[str, Any]]] = asyncio.Queue(
             self.config.queue_events
         )
@@ -227,16 +254,19 @@ class Service:
     def _process(self, name: str, event: Event, cursor: dict[str, Any]) -> None:
         """On the worker thread: one event through the pipeline, then its bookkeeping."""
         state = self.sources[name]
+        detections: list[Detection] = []
         if isinstance(event, Watermark):
             state.watermark = max(event.time, state.watermark or event.time)
             combined = self.watermark()
             if combined is not None:
-                self.pipeline.process(Watermark(combined))
+                detections = self.pipeline.process(Watermark(combined))
         else:
             self._count(name, event)
-            self.pipeline.process(event)
+            detections = self.pipeline.process(event)
+        log_detections(detections)
         actions = self.actions.log.take()
         if actions.num_rows:
+            log_decisions(actions)
             self.writer.record_actions(actions)
             self.metrics.count_actions(_action_rows(actions))
         state.cursor = cursor
@@ -246,8 +276,10 @@ class Service:
         self._rows[batch.stream] = self._rows.get(batch.stream, 0) + batch.num_rows
 
     def watermark(self) -> int | None:
-        """The event time every source is complete up to: the least of their watermarks."""
-        marks = [s.watermark for s in self.sources.values()]
+        """The event time every source is complete up to: the least of their watermarks, a
+        polling source's taken as far as its next poll (``complete_until``)."""
+        now = wall_us()
+        marks = [complete_until(s.source, s.watermark, now) for s in self.sources.values()]
         if not marks or any(m is None for m in marks):
             return None
         return min(m for m in marks if m is not None)
@@ -285,6 +317,20 @@ class Service:
         self._checkpoint(self.config.checkpoint_interval_s)
         self.store.close()
 
+    def source_counters(self) -> dict[str, dict[str, int]]:
+        """What each source counted so far (its ``stats``), for /metrics."""
+        return {
+            name: state.source.stats.as_dict()
+            for name, state in self.sources.items()
+            if hasattr(state.source, "stats")
+        }
+
+    def report_page(self, kind: str, params: Mapping[str, str]) -> str:
+        """/report and /report.html, on the HTTP thread: the history report, read through a
+        connection of its own while the pipeline keeps writing."""
+        with self.store.cursor() as reader:
+            return render_report(reader, self.history, kind, params)
+
     def health(self) -> dict[str, Any]:
         """Per source: delivering, and how far behind the wall clock its data is."""
         now = wall_us()
@@ -298,6 +344,24 @@ class Service:
         return {"healthy": healthy, "sources": sources, "history_errors": self.writer.errors}
 
 
+def complete_until(source: Source, watermark: int | None, now: int) -> int | None:
+    """How far ``source`` is complete. A source that stamps its rows with the wall clock at the
+    start of each poll (files, Slurm, Prometheus) has nothing older to say until its next poll,
+    one interval after the last: between polls it is complete up to the wall clock, so a quiet
+    Slurm source polled every 5 s does not hold a crash's 3 s hold back for 5 s more. A poll
+    that is late or failing holds it at the poll that was due. Other sources (a log store's
+    event time): their own watermark."""
+    if watermark is None:
+        return None
+    if isinstance(source, FileSource | SlurmSource):
+        interval = source.config.poll_interval_s
+    elif isinstance(source, PrometheusSource):
+        interval = source.config.interval_s
+    else:
+        return watermark
+    return max(watermark, min(now, watermark + round(interval * US)))
+
+
 def _action_rows(table: pa.Table) -> list[tuple[str, str, str | None]]:
     return list(
         zip(
@@ -307,6 +371,11 @@ def _action_rows(table: pa.Table) -> list[tuple[str, str, str | None]]:
             strict=True,
         )
     )
+
+
+def service_config(settings: Mapping[str, Any]) -> ServiceConfig:
+    """The ``[service]`` table of a loaded config, checked (one-line ConfigError)."""
+    return from_dict(ServiceConfig, settings.get("service", {}), "service")
 
 
 def serve(settings: Mapping[str, Any]) -> None:

@@ -1,24 +1,37 @@
-"""`medic serve`'s HTTP side: Prometheus metrics on ``/metrics`` and health on ``/healthz``.
+"""`medic serve`'s HTTP side: Prometheus metrics on ``/metrics``, health on ``/healthz``, and
+the history report on ``/report`` (text) and ``/report.html``.
 
 prometheus-client renders the metrics; the standard library's WSGI server serves them from a
 daemon thread, so the event loop and the pipeline never wait on a scrape. It binds to
-loopback unless told otherwise.
+loopback unless told otherwise. The report is how ``medic report`` reads a history that the
+running service holds open (DuckDB lets one process write a database file, and no other
+process open it meanwhile, even read-only).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from medic.detectors.base import Detection
 
 StartResponse = Callable[..., Any]
+ReportPage = Callable[[str, Mapping[str, str]], str]
+"""``(kind, query parameters) -> body``: kind is ``text`` or ``html``; ValueError for a bad
+parameter (answered 400)."""
+
+
+class ListenError(OSError):
+    """The service cannot listen where ``[service] listen`` says (port in use, bad address)."""
 
 
 @dataclass
@@ -83,6 +96,11 @@ class ServiceMetrics:
             "medic_history_write_errors", "Writes the history store refused", registry=r
         )
 
+    def watch_sources(self, counters: Callable[[], Mapping[str, Mapping[str, int]]]) -> None:
+        """Export each source's own counters (rows skipped, retries, files matched, ...), read
+        at scrape time from ``counters()``: ``{source: {name: value}}``."""
+        self.registry.register(SourceCounters(counters))
+
     def handle(self, detections: list[Detection], now: int) -> None:
         """Pipeline responder: count what was emitted."""
         for detection in detections:
@@ -93,13 +111,44 @@ class ServiceMetrics:
             self.actions.labels(action, status, guard or "").inc()
 
 
+class SourceCounters(Collector):
+    """``medic_source_events{source, event}`` from the sources' counters, and
+    ``medic_log_files_matched`` (the file source's ``files_matched`` gauge)."""
+
+    GAUGES = frozenset({"files_matched"})
+
+    def __init__(self, counters: Callable[[], Mapping[str, Mapping[str, int]]]) -> None:
+        self.counters = counters
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        events = CounterMetricFamily(
+            "medic_source_events",
+            "What each source counted: lines skipped as junk, retries, truncations, ...",
+            labels=["source", "event"],
+        )
+        matched = GaugeMetricFamily(
+            "medic_log_files_matched",
+            "Log files the file source's path patterns match now",
+            labels=["source"],
+        )
+        for source, counts in self.counters().items():
+            for name, value in sorted(counts.items()):
+                if name in self.GAUGES:
+                    matched.add_metric([source], value)
+                else:
+                    events.add_metric([source, name], value)
+        yield events
+        yield matched
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Scrapes every few seconds would flood the service's log."""
 
 
 class HttpEndpoints:
-    """Serves ``/metrics`` and ``/healthz`` (JSON from ``health()``: 200 when healthy, else 503)."""
+    """Serves ``/metrics``, ``/healthz`` (JSON from ``health()``: 200 when healthy, else 503)
+    and, given ``report``, ``/report`` and ``/report.html``."""
 
     def __init__(
         self,
@@ -107,10 +156,17 @@ class HttpEndpoints:
         health: Callable[[], dict[str, Any]],
         host: str,
         port: int,
+        report: ReportPage | None = None,
     ) -> None:
         self.health = health
+        self.report = report
         self.metrics_app = make_wsgi_app(metrics.registry)
-        self.server: WSGIServer = make_server(host, port, self.app, handler_class=_QuietHandler)
+        try:
+            self.server: WSGIServer = make_server(host, port, self.app, handler_class=_QuietHandler)
+        except OSError as exc:
+            raise ListenError(
+                f"cannot listen on {host}:{port} ([service] listen): {exc.strerror or exc}"
+            ) from None
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -136,8 +192,30 @@ class HttpEndpoints:
             data = json.dumps(report).encode()
             start_response(status, [("Content-Type", "application/json")])
             return [data]
+        if path in ("/report", "/report.html") and self.report is not None:
+            return self._report(
+                environ, start_response, "html" if path.endswith("html") else "text"
+            )
         start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"medic serves /metrics and /healthz\n"]
+        return [b"medic serves /metrics, /healthz, /report and /report.html\n"]
+
+    def _report(
+        self, environ: dict[str, Any], start_response: StartResponse, kind: str
+    ) -> Iterable[bytes]:
+        assert self.report is not None
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        params = {name: values[-1] for name, values in query.items()}
+        try:
+            body = self.report(kind, params)
+        except ValueError as exc:
+            start_response("400 Bad Request", [("Content-Type", "text/plain")])
+            return [f"{exc}\n".encode()]
+        except Exception as exc:  # the service must outlive a report that fails
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+            return [f"report failed: {exc}\n".encode()]
+        content = "text/html; charset=utf-8" if kind == "html" else "text/plain; charset=utf-8"
+        start_response("200 OK", [("Content-Type", content)])
+        return [body.encode()]
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -34,6 +34,8 @@ def load_settings(path: Path | str | None) -> dict[str, Any]:
         text = file.read_text()
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read config ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{file}: not a TOML file (not UTF-8 text)") from None
     try:
         settings = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -43,4 +45,7 @@ def load_settings(path: Path | str | None) -> dict[str, Any]:
         raise ConfigError(
             f"{file}: unknown table [{unknown[0]}] (known: {', '.join(KNOWN_TABLES)})"
         )
+    flat = [name for name, value in settings.items() if not isinstance(value, dict)]
+    if flat:
+        raise ConfigError(f"{file}: '{flat[0]}' must be a table ([{flat[0]}])")
     return settings

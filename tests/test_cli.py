@@ -63,3 +63,17 @@ def test_backtest_table_and_bad_config(tmp_path: Path) -> None:
         == "medic: error: unknown detector 'nope' (known: "
         + result.stderr.split("(known: ")[1].strip()
     )
+
+
+def test_backtest_with_a_delivery_delay_replays_every_row_and_rejects_a_bad_one(
+    tmp_path: Path,
+) -> None:
+    rows = [log(t, "x") for t in range(1, 9)]
+    write(tmp_path / "r1", recording(duration_s=10, logs=rows))
+    args = ["backtest", str(tmp_path / "r1"), "--json", "--delay", "logs=0:5"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["recordings"][0]["rows"] == 8
+    bad = CliRunner().invoke(main, ["backtest", str(tmp_path / "r1"), "--delay", "logs=later"])
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("medic: error: delay 'logs=later': ")

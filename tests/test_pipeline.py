@@ -32,8 +32,14 @@ class EchoDetector:
         self.seen: list[int] = []
 
     def update(self, b: Batch) -> list[Detection]:
+        """``word`` is a crash of the line's job; ``<kind>@<node>`` a detection blaming the node."""
         hits = b.frame.filter(pl.col("word") == self.config.word)
-        return [Detection(job_id=j, kind="crash", detector=self.name) for j in hits["job_id"]]
+        found = [Detection(job_id=j, kind="crash", detector=self.name) for j in hits["job_id"]]
+        blamed = b.frame.filter(pl.col("word").str.contains("@"))
+        for job_id, word in blamed.select("job_id", "word").iter_rows():
+            kind, node = word.split("@")
+            found.append(Detection(job_id, kind, (node,), detector=self.name))
+        return found
 
     def advance(self, watermark: int) -> list[Detection]:
         self.seen.append(watermark)
@@ -71,6 +77,27 @@ def test_detections_are_stamped_with_event_time_and_correlated_per_job(echo: Non
     assert pipeline.process(Watermark(at(200))) == []
     again = pipeline.process(batch("logs", [log(201, "boom")]))
     assert [d.detected_at for d in again] == [at(201)], "window passed: a new incident"
+
+
+def test_every_new_kind_or_culprit_of_a_job_reaches_the_responders(echo: None) -> None:
+    pipeline = Pipeline([EchoDetector(EchoConfig())], PipelineConfig(incident_window_s=600))
+    words = ["boom", "gpu_fault@n3", "gpu_fault@n3", "boom", "gpu_fault@n5", "node_failure@n5"]
+    emitted = [pipeline.process(batch("logs", [log(10 * i + 1, w)])) for i, w in enumerate(words)]
+    assert [[(d.kind, d.culprits) for d in found] for found in emitted] == [
+        [("crash", ())],
+        [("gpu_fault", ("n3",))],
+        [],
+        [],
+        [("gpu_fault", ("n5",))],
+        [("node_failure", ("n5",))],
+    ]
+    first = emitted[0][0]
+    assert {d.incident for found in emitted for d in found} == {first.id}
+    pipeline.process(Watermark(at(2000)))
+    (incident,) = pipeline.correlator.take_closed()
+    assert incident.first == first
+    assert incident.kind == "gpu_fault", "named after the first detection that blamed a node"
+    assert incident.symptom_count == 5
 
 
 def job_row(t: float, state: str) -> dict[str, object]:

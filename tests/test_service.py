@@ -209,3 +209,18 @@ def test_metrics_bind_to_loopback_by_default() -> None:
     from medic.service import ServiceConfig
 
     assert ServiceConfig().listen.startswith("127.0.0.1:")
+
+
+def test_a_polling_source_is_complete_up_to_the_wall_clock_until_its_next_poll_is_due() -> None:
+    from medic.ingest.files import FilesConfig, FileSource
+    from medic.ingest.replay import ReplaySource
+    from medic.service import complete_until
+    from tests.builders import at, recording
+
+    files = FileSource(FilesConfig(paths=("x-%j.out",), poll_interval_s=0.5))
+    assert complete_until(files, None, at(10)) is None
+    assert complete_until(files, at(10), at(10.2)) == at(10.2)
+    assert complete_until(files, at(10), at(13)) == at(10.5), "a late poll holds it back"
+    assert complete_until(files, at(10), at(9)) == at(10)
+    replayed = ReplaySource(recording())
+    assert complete_until(replayed, at(10), at(13)) == at(10), "event-time sources: their own"

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from medic import schema
 from medic.actions.model import SlurmAction
-from medic.config import from_dict
+from medic.config import Count, Fraction, NonNegative, Positive, PositiveCount, from_dict
 
 Mode = Literal["monitor", "enforce"]
 MERGED_TABLES = ("guards", "slurm")
@@ -29,16 +29,26 @@ class RouteConfig:
     """Which detections a route matches and what it does with them. Empty lists match all."""
 
     name: str
+    """Names the route in the actions table and in `medic rules test`."""
     kinds: tuple[str, ...] = ()
+    """Detection kinds the route matches."""
     culprits: bool | None = None
     """True: only detections that blame nodes; False: only those that blame none."""
-    min_score: float = 0.0
+    min_score: NonNegative = 0.0
+    """Least detection score the route matches."""
     partitions: tuple[str, ...] = ()
+    """Partitions of the jobs the route matches."""
     users: tuple[str, ...] = ()
+    """Users whose jobs the route matches."""
     users_deny: tuple[str, ...] = ()
+    """Users whose jobs the route never matches."""
     jobs: tuple[str, ...] = ()
+    """Job ids the route matches."""
     jobs_deny: tuple[str, ...] = ()
+    """Job ids the route never matches."""
     actions: tuple[SlurmAction, ...] = ()
+    """Slurm actions taken, in order: drain (the culprit nodes), requeue, hold, release, cancel
+    (the job)."""
     notify: tuple[str, ...] = ()
     """Receiver names to post the detection and its decisions to."""
     continue_matching: bool = False
@@ -57,8 +67,6 @@ class RouteConfig:
             raise ValueError(f"route '{self.name}': drain needs culprits (culprits = false)")
         if not self.actions and not self.notify:
             raise ValueError(f"route '{self.name}': no actions and nothing to notify")
-        if self.min_score < 0:
-            raise ValueError(f"route '{self.name}': min_score must be >= 0")
 
     @property
     def needs_job_facts(self) -> bool:
@@ -71,31 +79,22 @@ class GuardConfig:
 
     partitions: tuple[str, ...] = ()
     """Partition allow-list for Slurm actions; empty allows every partition."""
-    incident_window_s: float = 600.0
-    """Detections of one job within this span of the incident's first are one incident, and an
-    incident gets each action at most once (a detection whose onset follows medic's requeue of
-    the job opens a new one)."""
-    node_cooldown_s: float = 600.0
+    node_cooldown_s: NonNegative = 600.0
     """No node action on a node within this span after the previous one."""
-    max_drained_fraction: float = 0.1
-    """At most this fraction of the cluster's nodes drained by medic at once."""
-    max_drains_per_hour: int = 10
-    max_restarts_per_job: int = 3
+    max_drained_nodes: Count = 1
+    """Nodes medic may hold drained at once, whatever the cluster's size (the budget is this or
+    ``max_drained_fraction`` of the cluster, whichever is more)."""
+    max_drained_fraction: Fraction = 0.1
+    """Fraction of the cluster's nodes medic may hold drained at once, when that is more than
+    ``max_drained_nodes``."""
+    max_drains_per_hour: Count = 10
+    """Drains by medic within any hour, cluster-wide."""
+    max_restarts_per_job: Count = 3
     """Requeues of one job by medic within ``restart_window_s``."""
-    restart_window_s: float = 86_400.0
-    cluster_nodes: int | None = None
+    restart_window_s: NonNegative = 86_400.0
+    """The span ``max_restarts_per_job`` counts over."""
+    cluster_nodes: PositiveCount | None = None
     """Cluster size for the drained fraction; by default asked from Slurm (or the recording)."""
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.max_drained_fraction <= 1:
-            raise ValueError("max_drained_fraction must be between 0 and 1")
-        for name in ("incident_window_s", "node_cooldown_s", "restart_window_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0")
-        if self.max_drains_per_hour < 0 or self.max_restarts_per_job < 0:
-            raise ValueError("budgets must be >= 0")
-        if self.cluster_nodes is not None and self.cluster_nodes < 1:
-            raise ValueError("cluster_nodes must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -103,10 +102,15 @@ class ReceiverConfig:
     """A webhook that gets a JSON body per notified detection (POST)."""
 
     name: str
+    """What routes call it in ``notify``."""
     url: str
-    timeout_s: float = 5.0
-    retries: int = 2
-    backoff_s: float = 0.5
+    """Where the JSON is posted (http:// or https://)."""
+    timeout_s: Positive = 5.0
+    """Time one post may take."""
+    retries: Count = 2
+    """Further attempts after a failed post."""
+    backoff_s: NonNegative = 0.5
+    """First pause between attempts; doubles each time."""
     token_env: str | None = None
     """Environment variable holding a bearer token (kept out of the config file)."""
 
@@ -120,41 +124,49 @@ class SlurmConfig:
     """How actions reach Slurm: its CLI (default) or slurmrestd."""
 
     executor: Literal["cli", "rest"] = "cli"
-    timeout_s: float = 10.0
+    """``cli``: scontrol on this host; ``rest``: slurmrestd."""
+    timeout_s: Positive = 10.0
     """Per command or request."""
-    retries: int = 3
+    retries: Count = 3
     """Further attempts after a transient failure (controller unreachable, timeout)."""
-    backoff_s: float = 0.2
+    backoff_s: NonNegative = 0.2
     """First pause between attempts; doubles each time."""
-    verify_timeout_s: float = 10.0
+    verify_timeout_s: NonNegative = 10.0
     """How long to re-read Slurm until the action's effect shows."""
-    poll_s: float = 0.1
+    poll_s: Positive = 0.1
+    """Pause between two reads while verifying."""
     restart_now: bool = False
     """After a requeue, set ``StartTime=now`` so the job need not wait out Slurm's credential
     expiry (``cred_expire``, 120 s by default) before it runs again."""
     reason_prefix: str = "medic"
     """Drain reasons start with this, so medic's drains can be told from an operator's."""
     rest_url: str = "http://localhost"
+    """slurmrestd's base URL (with ``executor = "rest"``)."""
     rest_socket: str | None = None
     """A unix socket of slurmrestd (``rest_auth/local``); else ``rest_url`` with JWT headers."""
     rest_api: str = "v0.0.38"
+    """slurmrestd's API version (Slurm 22.05 serves v0.0.38)."""
     rest_user: str | None = None
+    """``X-SLURM-USER-NAME`` sent with the token."""
     rest_token_env: str = "SLURM_JWT"
-
-    def __post_init__(self) -> None:
-        if self.timeout_s <= 0 or self.verify_timeout_s < 0 or self.poll_s <= 0:
-            raise ValueError("timeouts must be positive")
-        if self.retries < 0 or self.backoff_s < 0:
-            raise ValueError("retries and backoff_s must be >= 0")
+    """Environment variable holding the JWT (``scontrol token``), kept out of the file."""
 
 
 @dataclass(frozen=True)
 class RulesConfig:
+    """``[rules]``: what detections trigger, behind which guards (see docs/rules.md)."""
+
     mode: Mode = "monitor"
+    """``monitor`` records what would run and touches nothing; ``enforce`` acts on Slurm."""
     guards: GuardConfig = field(default_factory=GuardConfig)
+    """Limits that hold whatever the routes say."""
     receivers: tuple[ReceiverConfig, ...] = ()
+    """Webhooks routes may notify."""
     routes: tuple[RouteConfig, ...] = ()
+    """Tried in order; the first that matches decides (unless it says ``continue_matching``).
+    Given routes replace the built-in ones (``medic/actions/default_rules.toml``)."""
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    """How actions reach Slurm."""
 
     def __post_init__(self) -> None:
         for what, names in (

@@ -7,10 +7,16 @@ In monitor mode the last guard, ``monitor``, stops every Slurm action, but only 
 passed and were counted: a monitor-mode run (and a backtest) shows what enforce mode would
 have done, budgets and cooldowns included. Windows use the event time handed in, never the wall
 clock, so replay behaves like live. All state is bounded: entries leave once their window ends.
+
+Incidents are the pipeline's (``Detection.incident``, see ``medic.pipeline.IncidentCorrelator``):
+every detection that brings news reaches the guards, and the ``incident`` guard lets each action
+run once per incident, so an Xid that upgrades a crash gets its node drained while the job,
+already requeued for the crash, is not requeued again.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,22 +50,33 @@ class Verdict:
     intent: Intent
     guard: str | None = None
     reason: str = ""
+    incident: str = ""
+    """The incident it was reviewed in (its ledger key names it: once per incident, across
+    restarts too)."""
 
 
 @dataclass
 class _Incident:
-    opened_at: int
+    id: str
+    touched_at: int
     acted: set[tuple[str, str]] = field(default_factory=set)
     requeued_at: int | None = None
 
 
 def incident_key(detection: Detection) -> str:
-    """A job's incident is keyed by the job; a jobless one by the nodes it blames."""
+    """The pipeline's incident of the detection; outside a pipeline (``medic rules test``), a
+    job's incident is keyed by the job, a jobless one by the nodes it blames."""
+    if detection.incident is not None:
+        return pipeline_incident_key(detection.incident)
     if detection.job_id is not None:
         return f"job:{detection.job_id}"
     if detection.culprits:
         return "nodes:" + ",".join(sorted(set(detection.culprits)))
     return f"detection:{detection.id}"
+
+
+def pipeline_incident_key(incident_id: str) -> str:
+    return f"incident:{incident_id}"
 
 
 def _seconds(us: int) -> str:
@@ -69,9 +86,12 @@ def _seconds(us: int) -> str:
 class Guards:
     """Guard state (incidents, cooldowns, budgets) and the checks over it."""
 
-    def __init__(self, config: GuardConfig, mode: Mode) -> None:
+    def __init__(self, config: GuardConfig, mode: Mode, incident_window_s: float) -> None:
         self.config = config
         self.mode = mode
+        self.incident_window_us = round(incident_window_s * US)
+        """How long an incident's state is kept after its last detection: the pipeline's
+        incident window (``[pipeline] incident_window_s``), after which it closes there too."""
         self.incidents: dict[str, _Incident] = {}
         self.node_acted_at: dict[str, int] = {}
         self.drain_times: deque[int] = deque()
@@ -86,6 +106,14 @@ class Guards:
         """Take Slurm's word for which nodes medic has drained (an operator may have resumed
         some, or medic restarted)."""
         self.drained = set(nodes)
+
+    def restore_requeue(self, incident_id: str, job_id: str, at: int) -> None:
+        """A requeue of ``job_id`` done at ``at`` in the pipeline incident ``incident_id`` by a
+        previous run (read back from the history): it counts against the job's restart budget,
+        and a detection whose onset follows it is a new attempt, as if this run had done it."""
+        key = pipeline_incident_key(incident_id)
+        incident = self.incidents.setdefault(key, _Incident(key, touched_at=at))
+        self._count(Intent("requeue", "history", job_id=job_id), incident, at)
 
     def undo_drain(self, node: str) -> None:
         """A drain that did not take effect does not count towards the drained fraction."""
@@ -109,7 +137,8 @@ class Guards:
                 stop = ("monitor", "monitor mode: enforce mode would run it")
             if stop is None or stop[0] == "monitor":
                 self._count(intent, incident, now)
-            verdicts.append(Verdict(intent, *stop) if stop else Verdict(intent))
+            guard, reason = stop or (None, "")
+            verdicts.append(Verdict(intent, guard, reason, incident.id))
         return verdicts
 
     def _check(
@@ -160,16 +189,25 @@ class Guards:
                 f"{len(self.drain_times)} drains in the last hour (max_drains_per_hour = {cap})"
             )
         total = self.config.cluster_nodes or cluster_nodes
-        fraction = self.config.max_drained_fraction
-        if total is None:
-            return "drained_fraction", "cluster size unknown: cannot bound the drained fraction"
+        budget = self.drain_budget(total)
         after = len(self.drained | {node})
-        if after > fraction * total:
+        if after > budget:
+            size = f"{total} nodes" if total is not None else "a cluster of unknown size"
             return "drained_fraction", (
-                f"draining {node} would leave {after} of {total} nodes drained by medic "
-                f"(max_drained_fraction = {fraction:g})"
+                f"draining {node} would leave {after} nodes drained by medic, over the budget "
+                f"of {budget} for {size} (max_drained_nodes = {self.config.max_drained_nodes}, "
+                f"max_drained_fraction = {self.config.max_drained_fraction:g})"
             )
         return None
+
+    def drain_budget(self, cluster_nodes: int | None) -> int:
+        """How many nodes medic may hold drained at once: ``max_drained_nodes``, or the
+        ``max_drained_fraction`` of the cluster when that is more (the cluster's size unknown,
+        the count alone)."""
+        count = self.config.max_drained_nodes
+        if cluster_nodes is None:
+            return count
+        return max(count, math.floor(self.config.max_drained_fraction * cluster_nodes))
 
     def _restart_budget(self, job_id: str) -> tuple[str, str] | None:
         times = self.restarts.get(job_id, ())
@@ -191,7 +229,9 @@ class Guards:
             and detection.onset > incident.requeued_at
         )
         if incident is None or new_attempt:
-            incident = self.incidents[key] = _Incident(opened_at=now)
+            attempt = key if incident is None else f"{key} after {detection.onset}"
+            incident = self.incidents[key] = _Incident(attempt, touched_at=now)
+        incident.touched_at = now
         return incident
 
     def _count(self, intent: Intent, incident: _Incident, now: int) -> None:
@@ -206,8 +246,8 @@ class Guards:
             incident.requeued_at = now
 
     def _expire(self, now: int) -> None:
-        window = self.config.incident_window_s * US
-        for key in [k for k, inc in self.incidents.items() if now - inc.opened_at > window]:
+        window = self.incident_window_us
+        for key in [k for k, inc in self.incidents.items() if now - inc.touched_at > window]:
             del self.incidents[key]
         cooldown = self.config.node_cooldown_s * US
         for node in [n for n, t in self.node_acted_at.items() if now - t >= cooldown]:

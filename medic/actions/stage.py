@@ -29,6 +29,7 @@ from medic.actions.slurm_cli import SlurmCli
 from medic.actions.slurmrest import SlurmRest
 from medic.config import ConfigError
 from medic.detectors.base import Detection
+from medic.pipeline import PipelineConfig, pipeline_config
 from medic.recording import Recording
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class ActionStage:
         notifier: Notifier | None = None,
         ledger: Ledger | None = None,
         action_log: ActionLog | None = None,
+        incident_window_s: float = PipelineConfig.incident_window_s,
     ) -> None:
         for route in config.routes:
             for action in route.actions:
@@ -70,10 +72,10 @@ class ActionStage:
         self.config = config
         self.executor = executor
         self.notifier = notifier or Webhooks(config.receivers)
-        self.ledger = ledger or Ledger()
-        self.log = action_log or ActionLog()
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.log = action_log if action_log is not None else ActionLog()
         self.rules = RuleSet(config)
-        self.guards = Guards(config.guards, config.mode)
+        self.guards = Guards(config.guards, config.mode, incident_window_s)
 
     @classmethod
     def from_settings(
@@ -85,14 +87,19 @@ class ActionStage:
     ) -> ActionStage:
         """From a settings mapping's ``[rules]`` table (the shipped defaults when absent)."""
         config = load_rules(settings.get("rules"))
-        return cls(config, executor or build_executor(config.slurm), notifier, ledger)
+        executor = executor or build_executor(config.slurm)
+        window = pipeline_config(settings).incident_window_s
+        return cls(config, executor, notifier, ledger, incident_window_s=window)
 
     @classmethod
     def for_recording(cls, recording: Recording, settings: Mapping[str, Any]) -> ActionStage:
         """The backtest's actions stage: ``[rules]`` from ``settings``, the recording executor
         (which also takes the notifications down instead of sending them)."""
         recorder = RecordingExecutor.for_recording(recording)
-        return cls(load_rules(settings.get("rules")), recorder, notifier=recorder)
+        window = pipeline_config(settings).incident_window_s
+        return cls(
+            load_rules(settings.get("rules")), recorder, notifier=recorder, incident_window_s=window
+        )
 
     def handle(self, detections: list[Detection], now: int) -> None:
         for detection in detections:
@@ -159,7 +166,7 @@ class ActionStage:
 
         if verdict.guard is not None:
             return decision("suppressed", verdict.guard, verdict.reason)
-        key = action_key(detection.id, intent.action, intent.target)
+        key = action_key(verdict.incident, intent.action, intent.target)
         if not self.ledger.claim(key, now):
             return decision("suppressed", "ledger", f"already run (idempotency key {key})")
         if intent.action == NOTIFY:

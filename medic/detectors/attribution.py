@@ -138,7 +138,7 @@ def evidence_rows(frame: pl.DataFrame, hardware: bool) -> list[Evidence]:
         if row.get("xid") is not None:
             what = f"Xid {row['xid']}" + (f" ({row['xid_name']})" if row.get("xid_name") else "")
         else:
-            what = _excerpt(row["message"])
+            what = excerpt(row["message"])
         out.append(
             Evidence(
                 time=int(row["time_us"]),
@@ -154,7 +154,7 @@ def evidence_rows(frame: pl.DataFrame, hardware: bool) -> list[Evidence]:
     return out
 
 
-def _excerpt(message: str, width: int = 160) -> str:
+def excerpt(message: str, width: int = 160) -> str:
     """The line without its torchrun rank tag, quoted and cut to ``width`` characters."""
     text = re.sub(RANK_PREFIX, "", message).strip()
     return repr(text if len(text) <= width else text[: width - 3] + "...")

@@ -18,6 +18,7 @@ import pyarrow as pa
 from medic import schema
 from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch
+from medic.parse.prefixes import PrefixConfig, PrefixStripper
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ class Detection:
     detected_at: int = 0
     onset: int | None = None
     evidence: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    incident: str | None = field(default=None, compare=False, hash=False)
+    """Id of the incident the pipeline grouped it into (its first detection's id); None
+    outside a pipeline."""
 
     def __post_init__(self) -> None:
         if self.kind not in schema.DETECTION_KINDS:
@@ -106,6 +110,8 @@ class Parser(Protocol):
 
 DETECTORS: dict[str, type[Any]] = {}
 PARSERS: dict[str, type[Any]] = {}
+PREFIXES_TABLE = "prefixes"
+"""``[parsers.prefixes]``: the line prefixes stripped before every log parser (not a parser)."""
 
 
 def register(cls: type[Any]) -> type[Any]:
@@ -127,14 +133,11 @@ def load_builtin() -> None:
     import medic.detectors.builtin  # noqa: F401
 
 
-def build_detectors(
+def detector_configs(
     settings: Mapping[str, Mapping[str, Any]] | None = None,
-    enabled: Iterable[str] | None = None,
-) -> list[Any]:
-    """Instantiate detectors from ``{name: {setting: value}}``; all registered ones by default.
-
-    A table may carry ``enabled = false`` to switch a detector off.
-    """
+) -> dict[str, tuple[bool, Any]]:
+    """Every registered detector's checked config and whether it is on, from
+    ``{name: {setting: value}}``; a table may carry ``enabled = false`` to switch one off."""
     load_builtin()
     settings = dict(settings or {})
     unknown = sorted(set(settings) - set(DETECTORS))
@@ -142,29 +145,60 @@ def build_detectors(
         raise ConfigError(
             f"unknown detector '{unknown[0]}' (known: {', '.join(sorted(DETECTORS)) or 'none'})"
         )
+    configs = {}
+    for name, cls in sorted(DETECTORS.items()):
+        table = settings.get(name, {})
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"'detectors.{name}' must be a table, got {table!r}")
+        values = dict(table)
+        enabled = values.pop("enabled", True)
+        if not isinstance(enabled, bool):
+            raise ConfigError(f"'detectors.{name}.enabled' must be true or false, got {enabled!r}")
+        configs[name] = (enabled, from_dict(cls.Config, values, f"detectors.{name}"))
+    return configs
+
+
+def build_detectors(
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+    enabled: Iterable[str] | None = None,
+    catalogue: Any = None,
+) -> list[Any]:
+    """Instantiate the detectors ``settings`` leave on (see ``detector_configs``), or only
+    those named in ``enabled``. Detectors that read the signature catalogue
+    (``uses_catalogue``) get ``catalogue`` (None: the built-in one)."""
+    configs = detector_configs(settings)
     names = list(enabled) if enabled is not None else sorted(DETECTORS)
     detectors = []
     for name in names:
         if name not in DETECTORS:
             raise ConfigError(f"unknown detector '{name}'")
-        values = dict(settings.get(name, {}))
-        if not values.pop("enabled", True):
-            continue
-        cls = DETECTORS[name]
-        detectors.append(cls(from_dict(cls.Config, values, f"detectors.{name}")))
+        on, config = configs[name]
+        if on:
+            cls = DETECTORS[name]
+            uses = getattr(cls, "uses_catalogue", False)
+            detectors.append(cls(config, catalogue=catalogue) if uses else cls(config))
     return detectors
 
 
 def build_parsers(
-    detectors: Iterable[Any], settings: Mapping[str, Mapping[str, Any]] | None = None
+    detectors: Iterable[Any],
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+    catalogue: Any = None,
 ) -> list[Any]:
     """The parsers whose output streams the given detectors consume (transitively). A parser
-    class with a ``Config`` is configured from ``settings[<output stream>]`` ([parsers.<name>])."""
+    class with a ``Config`` is configured from ``settings[<output stream>]`` ([parsers.<name>]);
+    one that reads the signature catalogue (``uses_catalogue``) gets ``catalogue``; the parsers
+    that read log lines (``strips_prefixes``) share one prefix stripper, configured from
+    ``settings["prefixes"]`` ([parsers.prefixes])."""
     load_builtin()
     settings = dict(settings or {})
+    prefixes = PrefixStripper(
+        from_dict(PrefixConfig, settings.pop(PREFIXES_TABLE, {}), f"parsers.{PREFIXES_TABLE}")
+    )
     unknown = sorted(set(settings) - set(PARSERS))
     if unknown:
-        raise ConfigError(f"unknown parser '{unknown[0]}' (known: {', '.join(sorted(PARSERS))})")
+        known = ", ".join(sorted([*PARSERS, PREFIXES_TABLE]))
+        raise ConfigError(f"unknown parser '{unknown[0]}' (known: {known})")
     wanted = set().union(*(d.streams for d in detectors)) if detectors else set()
     parsers: list[Any] = []
     pending = [stream for stream in sorted(wanted) if stream in PARSERS]
@@ -173,16 +207,23 @@ def build_parsers(
         cls = PARSERS[stream]
         if any(isinstance(p, cls) for p in parsers):
             continue
-        parsers.insert(0, _make_parser(cls, settings.get(stream, {})))
+        parsers.insert(0, _make_parser(cls, settings.get(stream, {}), catalogue, prefixes))
         if cls.input_stream in PARSERS:
             pending.append(cls.input_stream)
     return parsers
 
 
-def _make_parser(cls: type[Any], values: Mapping[str, Any]) -> Any:
+def _make_parser(
+    cls: type[Any], values: Mapping[str, Any], catalogue: Any, prefixes: PrefixStripper
+) -> Any:
+    shared: dict[str, Any] = {}
+    if getattr(cls, "uses_catalogue", False) and catalogue is not None:
+        shared["catalogue"] = catalogue
+    if getattr(cls, "strips_prefixes", False):
+        shared["prefixes"] = prefixes
     config = getattr(cls, "Config", None)
     if config is None:
         if values:
             raise ConfigError(f"parser '{cls.output_stream}' takes no settings")
-        return cls()
-    return cls(from_dict(config, values, f"parsers.{cls.output_stream}"))
+        return cls(**shared)
+    return cls(from_dict(config, values, f"parsers.{cls.output_stream}"), **shared)

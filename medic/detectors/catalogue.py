@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -18,12 +19,25 @@ from typing import Any
 import polars as pl
 
 KINDS = ("crash", "gpu_fault", "node_failure", "hang", "straggler", "none")
-IMPLICATES = ("gpu", "node", "rank", "none")
+IMPLICATES = ("gpu", "node", "peer", "rank", "none")
 SEVERITIES = ("fatal", "error", "warning", "info")
 ROLES = ("root", "collateral", "context", "benign")
 ACTIONS = ("drain", "reset_gpu", "reboot", "restart_job", "none")
-GROUPS = ("xid", "pci", "rank", "host", "exit_code")
-"""Named groups a pattern may capture; each becomes a column of the ``signatures`` stream."""
+GROUPS = (
+    "xid",
+    "pci",
+    "rank",
+    "host",
+    "exit_code",
+    "pid",
+    "peer",
+    "waited_ms",
+    "waited_s",
+    "cause_xid",
+)
+"""Named groups a pattern may capture; each becomes a column of the ``signatures`` stream
+(``waited_ms`` and ``waited_s`` together become ``waited_us``: how long the line says something
+had been stuck, so its onset lies that far back)."""
 
 _SIGNATURE_KEYS = {
     "id": str,
@@ -45,9 +59,10 @@ _XID_KEYS = {
     "kind": str,
     "severity": str,
     "action": str,
+    "per_process": bool,
 }
 _EXIT_KEYS = {"code": int, "meaning": str, "source": str}
-_OPTIONAL = {"xid_table"}
+_OPTIONAL = {"xid_table", "per_process"}
 _VOCABULARY = {
     "kind": KINDS,
     "implicates": IMPLICATES,
@@ -73,6 +88,25 @@ class Catalogue:
         """Xid codes that are fatal evidence of ``kind``."""
         rows = self.xids.filter((pl.col("kind") == kind) & (pl.col("severity") == "fatal"))
         return [int(code) for code in rows["code"]]
+
+    def per_process_xids(self) -> list[int]:
+        """Xid codes an application's own kernel can raise: hardware only when they repeat
+        across processes on one GPU."""
+        return [int(code) for code in self.xids.filter(pl.col("per_process"))["code"]]
+
+    def extended(self, site: Catalogue) -> Catalogue:
+        """This catalogue with a site's entries: its signatures are tried first (a site's text
+        wins over a built-in one), its Xid and exit-code rows replace the built-in rows of the
+        same code. A signature id used by both is an error."""
+        clash = set(site.signatures["id"]) & set(self.signatures["id"])
+        if clash:
+            raise CatalogueError(f"signature id '{sorted(clash)[0]}' is already built in")
+        signatures = pl.concat([site.signatures, self.signatures]).drop("entry")
+        xids = pl.concat([site.xids, self.xids.join(site.xids, on="code", how="anti")])
+        exits = pl.concat(
+            [site.exit_codes, self.exit_codes.join(site.exit_codes, on="code", how="anti")]
+        )
+        return Catalogue(signatures.with_row_index("entry"), xids, exits)
 
     def exit_meaning(self, code: int | None) -> str | None:
         if code is None:
@@ -123,7 +157,8 @@ def parse_catalogue(data: dict[str, Any]) -> Catalogue:
         if entry["id"] in seen:
             raise CatalogueError(f"{where}: duplicate id")
         seen.add(entry["id"])
-    for i, entry in enumerate(data.get("xid", [])):
+    xid_rows = data.get("xid", [])
+    for i, entry in enumerate(xid_rows):
         _check(entry, _XID_KEYS, f"xid #{i + 1} ({entry.get('code', '?')})")
     for i, entry in enumerate(data.get("exit_code", [])):
         _check(entry, _EXIT_KEYS, f"exit_code #{i + 1} ({entry.get('code', '?')})")
@@ -146,7 +181,7 @@ def parse_catalogue(data: dict[str, Any]) -> Catalogue:
             },
         ).with_row_index("entry"),
         xids=pl.DataFrame(
-            data.get("xid", []),
+            [{"per_process": False, **entry} for entry in xid_rows],
             schema={
                 "code": pl.Int32,
                 "mnemonic": pl.String,
@@ -154,6 +189,7 @@ def parse_catalogue(data: dict[str, Any]) -> Catalogue:
                 "kind": pl.String,
                 "severity": pl.String,
                 "action": pl.String,
+                "per_process": pl.Boolean,
             },
         ),
         exit_codes=pl.DataFrame(
@@ -179,3 +215,18 @@ def builtin_catalogue() -> Catalogue:
     """The catalogue shipped in the package (loaded once per process)."""
     text = resources.files("medic.detectors").joinpath("signatures.toml").read_text()
     return parse_catalogue(tomllib.loads(text))
+
+
+def site_catalogue(extra: Sequence[str | Path]) -> Catalogue:
+    """The built-in catalogue extended by a site's files (``[parsers.signatures] extra``), in
+    order: a later file's entries are tried before an earlier one's. Errors name the file."""
+    catalogue = builtin_catalogue()
+    for path in extra:
+        try:
+            catalogue = catalogue.extended(read_catalogue(Path(path)))
+        except CatalogueError as exc:
+            message = str(exc)
+            raise CatalogueError(
+                message if message.startswith(f"{path}:") else f"{path}: {message}"
+            ) from None
+    return catalogue

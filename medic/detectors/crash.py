@@ -9,7 +9,9 @@ hold extends (up to ``gap_wait_s``) so that ``gpu_fault`` or ``node_failure`` ca
 if it stays gone and the job shows only its peers' complaints (no error of a rank's own), they
 are that failure's consequence and no crash is reported. So are
 the errors of a job after hardware evidence against one of its GPUs or nodes, however late
-(a NCCL watchdog may only fire half an hour after a GPU fell off the bus).
+(a NCCL watchdog may only fire half an hour after a GPU fell off the bus), and the errors that
+follow a line reporting the job stuck (a watchdog timeout aborts the process: that is the
+``hang`` detector's, from the moment the line says the job got stuck).
 
 A crash blames no node: software errors and the collateral NCCL errors of peers never do.
 Errors that a program may survive (a traceback, an exception line) wait up to ``confirm_s``
@@ -23,9 +25,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from medic.config import NonNegative
 from medic.detectors.attribution import MAX_EVIDENCE, Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
-from medic.detectors.catalogue import builtin_catalogue
+from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
@@ -35,28 +38,27 @@ CRASH_STATES = frozenset({"FAILED", "OUT_OF_MEMORY"})
 HARDWARE_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
 """Job ends that are another detector's (node_failure)."""
 HARDWARE_KINDS = ("gpu_fault", "node_failure")
+EXPLAINING_KINDS = (*HARDWARE_KINDS, "hang")
+"""Fatal evidence of these kinds explains a job's later errors."""
 RETENTION_US = 3600 * US
 """How long the state of a job the scheduler never reports ending is kept."""
 
 
 @dataclass(frozen=True)
 class CrashConfig:
-    hold_s: float = 3.0
+    """``[detectors.crash]``: how long a crash waits for its root cause to show."""
+
+    hold_s: NonNegative = 3.0
     """Event time a confirmed crash waits for hardware evidence before it is reported."""
-    gap_hint_s: float = 2.5
+    gap_hint_s: NonNegative = 2.5
     """A telemetry gap this long on one of the job's GPUs or nodes may be a dying GPU or node."""
-    gap_wait_s: float = 30.0
+    gap_wait_s: NonNegative = 30.0
     """Longest extra wait for such a gap (above gpu_fault.vanish_s and node_failure.silence_s);
     a gap still open then is a failed GPU or node, and peers' complaints its consequence."""
-    confirm_s: float = 60.0
+    confirm_s: NonNegative = 60.0
     """How long a survivable error (a traceback) waits for the process death that confirms it."""
-    end_grace_s: float = 5.0
+    end_grace_s: NonNegative = 5.0
     """Signs this close before a deliberate end (cancel, time limit) are its consequence."""
-
-    def __post_init__(self) -> None:
-        for name in ("hold_s", "gap_hint_s", "gap_wait_s", "confirm_s", "end_grace_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
 
 
 @dataclass
@@ -74,9 +76,13 @@ class CrashDetector(WatchesLiveness):
     streams = frozenset({"signatures", "scheduler", "gpu_latest"})
     Config = CrashConfig
 
-    def __init__(self, config: CrashConfig | None = None) -> None:
+    uses_catalogue = True
+
+    def __init__(
+        self, config: CrashConfig | None = None, catalogue: Catalogue | None = None
+    ) -> None:
         self.config = config or CrashConfig()
-        self.catalogue = builtin_catalogue()
+        self.catalogue = catalogue or builtin_catalogue()
         self.liveness = Liveness()
         self.book = IncidentBook(self.name, self.name, 0, self.liveness)
         """Placement of jobs, and the jobs whose crash went out (quiet until they run again)."""
@@ -172,13 +178,23 @@ class CrashDetector(WatchesLiveness):
             self._add_signs(signs)
 
     def _hardware(self, frame: pl.DataFrame) -> None:
-        """Remember the jobs that hardware evidence concerns: their later errors follow from it."""
+        """Remember the jobs that hardware evidence (or a line reporting them stuck) concerns:
+        their later errors follow from it. A job stuck since after its pending crash began
+        keeps that crash: the crash came first."""
         rows = frame.filter(
-            pl.col("kind").is_in(HARDWARE_KINDS) & (pl.col("severity") == "fatal")
-        ).select("job_id", "node", pl.col("time").dt.epoch("us"))
-        for job_id, node, time in rows.iter_rows():
-            for job in self.book.concerned(job_id, node, time):
-                self.faulted[job] = min(time, self.faulted.get(job, time))
+            pl.col("kind").is_in(EXPLAINING_KINDS) & (pl.col("severity") == "fatal")
+        ).select(
+            "job_id",
+            "node",
+            pl.col("time").dt.epoch("us") - pl.col("waited_us").fill_null(0),
+            pl.col("kind") == "hang",
+        )
+        for job_id, node, since, stuck in rows.iter_rows():
+            for job in self.book.concerned(job_id, node, since):
+                pending = self.pending.get(job)
+                if stuck and pending is not None and pending.incident.onset < since:
+                    continue
+                self.faulted[job] = min(since, self.faulted.get(job, since))
                 self.pending.pop(job, None)
 
     def _add_signs(self, signs: pl.DataFrame) -> None:

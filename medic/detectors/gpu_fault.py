@@ -3,13 +3,17 @@
 Evidence, in the order it usually arrives:
 
 * a fatal Xid (by NVIDIA's catalogue: RESET_GPU, RESTART_BM, the ECC and NVLink workflows)
-  from the kernel log (``NVRM: Xid (PCI:...)``) or from telemetry's ``xid`` column;
+  from the kernel log (``NVRM: Xid (PCI:...)``) or from telemetry's ``xid`` column; an Xid an
+  application's own kernel can raise (13, 31, 43, 109: ``per_process`` in the catalogue) only
+  when processes keep raising it on one GPU (``per_process_repeat`` of them), as a bad GPU
+  does for every job placed on it; follow-on Xids (45, 154) never on their own;
 * a CUDA error that only hardware produces (uncorrectable ECC or NVLink error), a GPU that
   "has fallen off the bus";
 * a rise of the volatile uncorrectable (double-bit) ECC counter, or a burst of NVLink errors;
 * a GPU whose telemetry vanishes while the other GPUs of its node keep reporting.
 
-Kernel lines carry no job: the node's jobs are taken from the scheduler and from telemetry.
+Kernel lines carry no job: the node's jobs are taken from the scheduler, from telemetry, and
+from the jobs' own log lines on the node (so a logs-only deployment attributes them too).
 The PCI address of an Xid line is mapped to a GPU index when telemetry shows the same Xid
 code on a GPU of that node around the same time; the mapping is remembered per node.
 """
@@ -22,9 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from medic.config import Count, NonNegative, Positive, PositiveCount
 from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
-from medic.detectors.catalogue import builtin_catalogue
+from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.gpu_slots import fitted
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
@@ -42,25 +47,25 @@ Located = tuple[str | None, Evidence]
 
 @dataclass(frozen=True)
 class GpuFaultConfig:
-    vanish_s: float = 10.0
+    """``[detectors.gpu_fault]``: Xids, ECC, NVLink bursts and vanished GPUs."""
+
+    vanish_s: Positive = 10.0
     """A GPU missing from telemetry this long, while its node reports, has failed."""
-    fresh_s: float = 5.0
+    fresh_s: Positive = 5.0
     """The node counts as reporting if its newest sample is this close to the cluster's newest."""
-    nvlink_burst: int = 50
+    nvlink_burst: Count = 50
     """NVLink CRC/replay/recovery errors within ``nvlink_window_s`` that make a failing link
     (0: off); a healthy link may count a few errors a day."""
-    nvlink_window_s: float = 300.0
+    nvlink_window_s: Positive = 300.0
     """The span NVLink errors are counted over."""
-    xid_match_s: float = 30.0
+    xid_match_s: NonNegative = 30.0
     """How far apart a kernel Xid line and a telemetry Xid may be to map PCI address to GPU."""
-    ended_grace_s: float = 60.0
+    ended_grace_s: NonNegative = 60.0
     """A job that failed this recently is still held responsible for its GPUs' evidence."""
-
-    def __post_init__(self) -> None:
-        if self.vanish_s <= 0 or self.fresh_s <= 0 or self.xid_match_s < 0:
-            raise ValueError("vanish_s and fresh_s must be positive, xid_match_s not negative")
-        if self.nvlink_burst < 0 or self.nvlink_window_s <= 0:
-            raise ValueError("nvlink_burst must not be negative and nvlink_window_s positive")
+    per_process_repeat: PositiveCount = 2
+    """Distinct processes raising an application-level Xid on one GPU that make it hardware."""
+    per_process_window_s: Positive = 86400.0
+    """The span those processes are counted over."""
 
 
 @register
@@ -68,13 +73,20 @@ class GpuFaultDetector(WatchesLiveness):
     """Fatal Xids, uncorrectable ECC, fallen-off-the-bus, NVLink failures, vanished GPUs."""
 
     name = "gpu_fault"
-    streams = frozenset({"signatures", "gpu_latest", "scheduler"})
+    streams = frozenset({"signatures", "gpu_latest", "scheduler", "logs"})
     Config = GpuFaultConfig
 
-    def __init__(self, config: GpuFaultConfig | None = None) -> None:
+    uses_catalogue = True
+
+    def __init__(
+        self, config: GpuFaultConfig | None = None, catalogue: Catalogue | None = None
+    ) -> None:
         self.config = config or GpuFaultConfig()
-        catalogue = builtin_catalogue()
+        catalogue = catalogue or builtin_catalogue()
         self.fatal_xids = set(catalogue.fatal_xids("gpu_fault"))
+        self.per_process_xids = catalogue.per_process_xids()
+        self.process_xids: dict[tuple[str, str], dict[int, int]] = {}
+        """(node, PCI address) -> process id -> last time it raised an application-level Xid."""
         self.xid_names: dict[int, str] = dict(catalogue.xids.select("code", "mnemonic").iter_rows())
         self.liveness = Liveness()
         self.book = IncidentBook(
@@ -109,6 +121,7 @@ class GpuFaultDetector(WatchesLiveness):
             + len(self.kernel_xids)
             + len(self.pci_gpu)
             + len(self.vanished)
+            + len(self.process_xids)
         )
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -121,6 +134,8 @@ class GpuFaultDetector(WatchesLiveness):
             return self._emit(self._xids(batch.frame) + self._counter_jumps(batch.frame))
         elif batch.stream == "signatures":
             return self._signatures(batch.frame)
+        elif batch.stream == "logs":
+            self.liveness.observe_logs(batch.frame)
         return []
 
     def advance(self, watermark: int) -> list[Detection]:
@@ -143,6 +158,8 @@ class GpuFaultDetector(WatchesLiveness):
             self.telemetry_xids = [x for x in self.telemetry_xids if x[3] >= stale]
         if self.kernel_xids and self.kernel_xids[0][3] < stale:
             self.kernel_xids = [x for x in self.kernel_xids if x[3] >= stale]
+        if self.process_xids:
+            self._forget_processes(watermark - round(cfg.per_process_window_s * US))
         self._follow_prunes()
         return found
 
@@ -166,11 +183,39 @@ class GpuFaultDetector(WatchesLiveness):
         if rows.is_empty():
             return []
         rows = rows.with_columns(pl.col("time").dt.epoch("us").alias("time_us"), host=None)
-        rows = rows.with_columns(pl.Series("gpu", self._gpus_of(rows), dtype=pl.Int16)).filter(
-            (pl.col("kind") == "gpu_fault") & (pl.col("severity") == "fatal")
+        rows = rows.with_columns(
+            pl.Series("gpu", self._gpus_of(rows), dtype=pl.Int16),
+            pl.Series("_repeated", self._repeated(rows), dtype=pl.Boolean),
+        ).filter(
+            ((pl.col("kind") == "gpu_fault") & (pl.col("severity") == "fatal"))
+            | pl.col("_repeated")
         )
         items = evidence_rows(rows, hardware=True)
         return self._emit(list(zip(rows["job_id"].to_list(), items, strict=True)))
+
+    def _repeated(self, rows: pl.DataFrame) -> list[bool]:
+        """Per row: an application-level Xid that enough distinct processes have now raised on
+        its GPU within the window (the count includes this row's process)."""
+        window = round(self.config.per_process_window_s * US)
+        out = []
+        for node, pci, xid, pid, time in rows.select(
+            "node", "pci", "xid", "pid", "time_us"
+        ).iter_rows():
+            if xid not in self.per_process_xids or pid is None or pci is None:
+                out.append(False)
+                continue
+            seen = self.process_xids.setdefault((node, pci), {})
+            seen[pid] = time
+            recent = sum(1 for t in seen.values() if t >= time - window)
+            out.append(recent >= self.config.per_process_repeat)
+        return out
+
+    def _forget_processes(self, cutoff: int) -> None:
+        for key, seen in list(self.process_xids.items()):
+            for pid in [p for p, t in seen.items() if t < cutoff]:
+                del seen[pid]
+            if not seen:
+                del self.process_xids[key]
 
     def _gpus_of(self, rows: pl.DataFrame) -> list[int | None]:
         """GPU index of each row, from its PCI address when the mapping is known."""

@@ -33,6 +33,11 @@ The score is ``1 - 2^(-silence / threshold)``, discounted by the GPUs' corrobora
 (``score_of``): 0.5 when the silence alone reaches its threshold, 0.8 when the GPUs corroborate
 too, rising towards 1 as the silence goes on. ``evidence`` carries what it was made of.
 
+Some hangs say so themselves: an NCCL watchdog timeout, a heartbeat monitor, Horovod's stall
+inspector or a fault-tolerance rank monitor prints that a collective or a rank has been stuck
+for so long (the ``hang`` signatures). Such a line is a hang at once, its onset as far back as
+the line says (the collective "ran for" its milliseconds), whatever the step model thinks.
+
 Telemetry costs little while jobs progress: a snapshot of every job is taken from
 ``baseline_sample_s`` of telemetry every ``baseline_every_s``; full windows are kept only for
 jobs silent for ``watch_after_s`` or more, or whose snapshot looks hung.
@@ -41,11 +46,13 @@ jobs silent for ``watch_after_s`` or more, or whose snapshot looks hung.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import polars as pl
 from river import stats
 
+from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
+from medic.detectors.attribution import excerpt
 from medic.detectors.base import Detection, register
 from medic.detectors.hang_evidence import (
     CORROBORATING,
@@ -66,73 +73,75 @@ from medic.timeutil import US
 class HangConfig:
     """Parameters of the hang detector; every one can be swept by backtests."""
 
-    min_silence_s: float = 60.0
+    min_silence_s: Positive = 60.0
     """Never fire on a shorter silence (without corroborating telemetry)."""
-    corroborated_silence_s: float = 45.0
+    corroborated_silence_s: Positive = 45.0
     """Shortest silence that fires while telemetry shows the job's GPUs waiting."""
-    corroborated_gap_factor: float = 1.5
+    corroborated_gap_factor: Positive = 1.5
     """... and it must exceed this many times the job's ``gap_quantile`` step gap."""
-    corroborated_hold_s: float = 20.0
+    corroborated_hold_s: NonNegative = 20.0
     """The GPUs must have corroborated this long (two windows) before a silence counts as
     corroborated."""
-    gap_quantile: float = 0.99
-    gap_factor: float = 3.0
+    gap_quantile: Annotated[float, Range(gt=0, le=1)] = 0.99
+    """Quantile of the job's step gaps the silence is compared with."""
+    gap_factor: Positive = 3.0
     """Fire when the silence exceeds this many times the job's ``gap_quantile`` step gap."""
-    gap_window: int = 256
+    gap_window: PositiveCount = 256
     """Step gaps the per-job model keeps."""
-    grace_gaps: int = 8
+    grace_gaps: Count = 8
     """Gaps learned before the model is trusted; until then ``cold_silence_s`` applies."""
-    cold_silence_s: float = 600.0
+    cold_silence_s: Positive = 600.0
     """Silence tolerated before ``grace_gaps`` are learned (or ``gap_factor`` times the longest
     gap learned so far, if longer)."""
-    phase_allowance_s: float = 600.0
+    phase_allowance_s: NonNegative = 600.0
     """Silence tolerated while a checkpoint or an evaluation runs, before the job has finished
     one of that kind (the cold start: synchronous saves of large models take minutes)."""
-    phase_factor: float = 3.0
+    phase_factor: Positive = 3.0
     """Once it has: this many times the longest such phase (or unannounced spell of spinning
     that ended by itself) this job has had ..."""
-    phase_floor_s: float = 120.0
+    phase_floor_s: NonNegative = 120.0
     """... and at least this long."""
-    working_silence_s: float = 1800.0
+    working_silence_s: Positive = 1800.0
     """Silence tolerated while the GPUs work (not pegged, or drawing more than a wait does)."""
-    idle_silence_s: float = 480.0
+    idle_silence_s: Positive = 480.0
     """Silence tolerated while most GPUs idle (a checkpoint or data stall printing nothing)."""
-    spin_hold_s: float = 120.0
+    spin_hold_s: Positive = 120.0
     """GPUs corroborating a hang this long fire even if the step model would wait longer (never
     inside an open phase or a learned spell allowance); it is also all that fires for a job
     printing no progress."""
-    watch_after_s: float = 15.0
+    watch_after_s: NonNegative = 15.0
     """Silence after which the job's telemetry is kept in full ``window_s`` windows."""
-    window_s: float = 10.0
-    baseline_every_s: float = 60.0
-    baseline_sample_s: float = 10.0
+    window_s: Positive = 10.0
+    """Telemetry window of a silent job (its GPUs' means per window)."""
+    baseline_every_s: Positive = 60.0
+    """Period of a progressing job's healthy snapshots."""
+    baseline_sample_s: Positive = 10.0
     """A progressing job's healthy snapshot: this much telemetry out of every baseline period."""
-    busy_util: float = 50.0
-    idle_util: float = 10.0
-    spin_util: float = 95.0
-    spin_power_ratio: float = 0.5
+    busy_util: Percent = 50.0
+    """A GPU at this utilisation or more is working."""
+    idle_util: Percent = 10.0
+    """A GPU below this utilisation is idle."""
+    spin_util: Percent = 95.0
+    """A GPU at this utilisation or more is pegged (working, or spinning in a wait)."""
+    spin_power_ratio: Fraction = 0.5
     """GPUs pegged at ``spin_util`` or more while drawing less than this share of the job's
     progressing power are spinning in a wait."""
-    stuck_power_ratio: float = 0.6
+    stuck_power_ratio: Fraction = 0.6
     """A pegged GPU drawing less than this share of its spinning peers' power has stopped."""
-    power_window: int = 9
+    power_window: PositiveCount = 9
     """Healthy snapshots whose median power makes the job's power baseline (river rolling
     median: a stand-in snapshot taken while the job was still warming up is outvoted)."""
-    max_culprit_fraction: float = 0.5
+    max_culprit_fraction: Fraction = 0.5
     """Evidence pointing at more of the job than this blames nobody."""
-    kernel_lookback_s: float = 120.0
+    kernel_lookback_s: NonNegative = 120.0
     """A hardware error line in a node's kernel log this long before the silence began, or
     during it, is evidence against the node."""
-    forget_after_s: float = 7200.0
+    forget_after_s: Positive = 7200.0
     """Drop a job not heard of for this long (no scheduler end seen)."""
 
     def __post_init__(self) -> None:
-        if not 0 < self.gap_quantile <= 1:
-            raise ValueError("gap_quantile must be in (0, 1]")
-        if self.gap_window < 1 or self.grace_gaps < 0:
-            raise ValueError("gap_window must be >= 1 and grace_gaps >= 0")
-        if self.window_s <= 0 or not 0 < self.baseline_sample_s <= self.baseline_every_s:
-            raise ValueError("windows must be positive, baseline_sample_s <= baseline_every_s")
+        if self.baseline_sample_s > self.baseline_every_s:
+            raise ValueError("baseline_sample_s must not exceed baseline_every_s")
 
 
 @dataclass
@@ -167,10 +176,18 @@ class HangDetector(WatchesJobs):
         self.kernel: dict[str, tuple[int, str]] = {}
         """node -> (time, signature) of the latest hardware error its kernel logged."""
         self._silent_jobs: set[str] = set()
+        self.stuck: dict[str, int] = {}
+        """Job -> time of the line that reported it stuck (reported once until it progresses)."""
 
     def state_size(self) -> int:
-        held = len(self.jobs) + len(self.watch) + len(self.kernel)
-        return held + self.baseline.state_size() + self.silent.state_size()
+        return (
+            len(self.jobs)
+            + len(self.watch)
+            + len(self.stuck)
+            + len(self.kernel)
+            + self.baseline.state_size()
+            + self.silent.state_size()
+        )
 
     def update(self, batch: Batch) -> list[Detection]:
         if batch.stream == "scheduler":
@@ -178,11 +195,12 @@ class HangDetector(WatchesJobs):
                 self._forget(job_id)
         elif batch.stream == "progress":
             self._learn(batch.frame)
+        elif batch.stream == "signatures":
+            self._kernel_errors(batch.frame)
+            return self._reported_stuck(batch.frame)
         elif batch.stream == "gpu":
             self.baseline.add(batch.frame, self.jobs.placement)
             self.silent.add(batch.frame, self.jobs.placement, self._silent_jobs)
-        elif batch.stream == "signatures":
-            self._kernel_errors(batch.frame)
         return []
 
     def _kernel_errors(self, hits: pl.DataFrame) -> None:
@@ -212,6 +230,8 @@ class HangDetector(WatchesJobs):
             self._forget(job_id)
         horizon = watermark - round(self.config.forget_after_s * US)
         self.kernel = {node: hit for node, hit in self.kernel.items() if hit[0] >= horizon}
+        for job_id in [j for j, t in self.stuck.items() if t < horizon]:
+            del self.stuck[job_id]
         found = []
         watched = set()
         for job_id, watch in list(self.watch.items()):
@@ -249,6 +269,7 @@ class HangDetector(WatchesJobs):
             watch = self._watch(step.job_id)
             self._learn_spell(watch, step)
             watch.alarmed = False
+            self.stuck.pop(step.job_id, None)
             if not step.clean or step.gap_us is None:
                 continue
             gap_s = step.gap_us / US
@@ -303,6 +324,61 @@ class HangDetector(WatchesJobs):
                 watch.telemetry.observe_silence(rows, window.end, self.config)
 
     # -- deciding -------------------------------------------------------------------------
+
+    def _reported_stuck(self, signs: pl.DataFrame) -> list[Detection]:
+        """A hang per job whose lines say it is stuck; the onset is the earliest moment a line
+        says it has been stuck since (line time minus the time it reports)."""
+        rows = signs.filter(
+            (pl.col("kind") == "hang")
+            & pl.col("job_id").is_not_null()
+            & ~pl.col("job_id").is_in(list(self.stuck))
+        )
+        if rows.is_empty():
+            return []
+        time = pl.col("time").dt.epoch("us")
+        jobs = (
+            rows.with_columns(
+                time.alias("time_us"), (time - pl.col("waited_us").fill_null(0)).alias("onset")
+            )
+            .sort("onset")
+            .group_by("job_id", maintain_order=True)
+            .agg(
+                pl.col("time_us").min(),
+                pl.col("onset").min(),
+                pl.len().alias("lines"),
+                pl.col("signature").first(),
+                pl.col("message").first(),
+                pl.col("rank")
+                .filter(pl.col("role") == "root")
+                .drop_nulls()
+                .unique(maintain_order=True),
+            )
+        )
+        found = []
+        for job_id, time_us, onset, lines, signature, message, ranks in jobs.iter_rows():
+            self.stuck[job_id] = time_us
+            watch = self.watch.get(job_id)
+            if self.jobs.done(job_id) or (watch is not None and watch.alarmed):
+                continue
+            if watch is not None:
+                watch.alarmed = True
+            stuck_s = (time_us - onset) / US
+            found.append(
+                Detection(
+                    job_id=job_id,
+                    kind="hang",
+                    culprits=(),
+                    ranks=tuple(ranks),
+                    score=1.0,
+                    detector=self.name,
+                    summary=f"job {job_id} reports being stuck for {stuck_s:.0f}s "
+                    f"({signature}, {lines} line{'s' if lines != 1 else ''}): "
+                    f"{excerpt(message)}; no node at fault",
+                    onset=onset,
+                    evidence={"signatures": [signature], "stuck_s": stuck_s},
+                )
+            )
+        return found
 
     def _check(
         self, job_id: str, job: JobProgress | None, watch: JobWatch, now: int
@@ -413,6 +489,7 @@ class HangDetector(WatchesJobs):
 
     def _forget(self, job_id: str) -> None:
         self.watch.pop(job_id, None)
+        self.stuck.pop(job_id, None)
         self._silent_jobs.discard(job_id)
         self.baseline.forget([job_id])
         self.silent.forget([job_id])

@@ -1,10 +1,14 @@
-"""Which jobs a piece of hardware evidence concerns, and one detection per job's incident.
+"""Which jobs a piece of hardware evidence concerns, and one detection per job and culprit.
 
 Shared by ``gpu_fault`` and ``node_failure`` (and by ``crash``, for placement): evidence seen
-on a node concerns the jobs running there (from the scheduler, or from what the node's GPUs
-report), and a job that *failed* a moment ago (its peers often crash before a dead node's
-silence is certain); a job that ended on purpose (completed, cancelled, timed out) is past
-caring. Each job gets one detection, for its earliest evidence, until it runs again.
+on a node concerns the jobs running there (from the scheduler, from what the node's GPUs
+report, or, for a job the scheduler does not place, from the job's own recent log lines on the
+node: a logs-only deployment still gets its kernel Xid lines attributed), and a job that
+*failed* a moment ago (its peers often crash before a dead node's silence is certain); a job
+that ended on purpose (completed, cancelled, timed out) is past caring. Each job gets one
+detection per culprit node until it runs again: its earliest evidence first, then one for each
+node that later evidence blames (a fault on another node of the job is a new fault, to be acted
+on; more lines about a node already blamed are not).
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ from medic.detectors.base import Detection
 from medic.detectors.jobs import FAILURE_STATES, JobTracker, started_jobs
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
+from medic.timeutil import US
 
 Headline = Callable[[str, Incident], str]
+LOG_PLACEMENT_US = 900 * US
+"""A job that wrote a line from a node within this span runs there, as far as logs tell."""
 
 
 @dataclass(frozen=True)
@@ -40,11 +47,13 @@ class IncidentBook:
         """Telemetry names the job each GPU holds, for jobs the scheduler stream never shows."""
         self.jobs = JobTracker()
         self.reported: set[str] = set()
+        self.blamed: dict[str, set[str]] = {}
+        """Reported job -> the nodes its detections blamed."""
         self.ended: dict[str, int] = {}
         """Job -> end time, until ``forget_ended`` frees it."""
 
     def __len__(self) -> int:
-        return len(self.jobs) + len(self.reported) + len(self.ended)
+        return len(self.jobs) + len(self.reported) + len(self.ended) + len(self.blamed)
 
     def observe(self, batch: Batch) -> JobChanges:
         """Fold a scheduler batch in: the jobs it (re)started and the jobs it ended."""
@@ -55,6 +64,7 @@ class IncidentBook:
         ]
         for job_id in started:
             self.reported.discard(job_id)
+            self.blamed.pop(job_id, None)
             self.ended.pop(job_id, None)
         ended = self.jobs.observe(batch)
         for job_id in ended:
@@ -68,9 +78,17 @@ class IncidentBook:
         elif node:
             candidates = self.jobs.jobs_on(node, ended_since=time - self.grace_us)
             candidates += sorted(self._telemetry_jobs(node) - set(candidates))
+            candidates += sorted(self._log_jobs(node, time) - set(candidates))
         else:
             candidates = []
         return [job for job in candidates if self._responsible(job, time)]
+
+    def is_reported(self, job_id: str, node: str | None) -> bool:
+        """Whether evidence on ``node`` (None: no node) adds nothing to what was reported of the
+        job: the job was reported and the node is unknown or already blamed."""
+        if job_id not in self.reported:
+            return False
+        return node is None or node in self.blamed.get(job_id, ())
 
     def _telemetry_jobs(self, node: str) -> set[str]:
         """Jobs the node's GPUs last reported holding, unless they reported it before the job's
@@ -80,6 +98,15 @@ class IncidentBook:
         for job_id in self.liveness.jobs_on(node):
             info = self.jobs.jobs.get(job_id)
             if info is None or info.started_at is None or seen >= info.started_at:
+                jobs.add(job_id)
+        return jobs
+
+    def _log_jobs(self, node: str, time: int) -> set[str]:
+        """Jobs that wrote from the node lately, unless the scheduler places them elsewhere."""
+        jobs = set()
+        for job_id in self.liveness.log_jobs_on(node, time - LOG_PLACEMENT_US):
+            info = self.jobs.jobs.get(job_id)
+            if info is None or not info.nodes or node in info.nodes:
                 jobs.add(job_id)
         return jobs
 
@@ -98,7 +125,8 @@ class IncidentBook:
         headline: Headline,
         confirmed_at: int | None = None,
     ) -> list[Detection]:
-        """One detection per concerned, not yet reported job, from its earliest evidence.
+        """One detection per concerned job that the evidence tells something new about (see
+        ``is_reported``), from its earliest such evidence.
 
         Evidence that takes time to be sure of (a silence) concerns the jobs as they are when
         it is ``confirmed_at``: a job that ended normally meanwhile took its GPUs with it."""
@@ -106,12 +134,15 @@ class IncidentBook:
         for job_id, item in sorted(evidence, key=lambda pair: pair[1].time):
             at = item.time if confirmed_at is None else confirmed_at
             for job in self.concerned(job_id, item.node, at):
-                if job not in self.reported:
+                if not self.is_reported(job, item.node):
                     incidents.setdefault(job, Incident(job)).add([item])
         found = []
         for job, incident in incidents.items():
-            self.reported.add(job)
             culprits = incident.culprits()
+            if job in self.reported and not culprits:
+                continue
+            self.reported.add(job)
+            self.blamed.setdefault(job, set()).update(culprits)
             found.append(
                 Detection(
                     job_id=job,
@@ -134,6 +165,7 @@ class IncidentBook:
             del self.ended[job_id]
             self.jobs.forget(job_id)
             self.reported.discard(job_id)
+            self.blamed.pop(job_id, None)
 
 
 class WatchesLiveness:

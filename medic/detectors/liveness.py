@@ -226,6 +226,10 @@ class Liveness:
         self.newest_gpu: int | None = None
         self._pruned_at = 0
         self._folded: pl.DataFrame | None = None
+        self._logs_folded: pl.DataFrame | None = None
+        self.log_jobs: dict[str, dict[str, int]] = {}
+        """Node -> job -> the newest line the job itself wrote from the node: where jobs run,
+        as their own logs tell (a logs-only deployment has nothing else)."""
         self._located: tuple[np.ndarray, np.ndarray] | None = None
         self.prunes = 0
         """How many times ``forget_before`` dropped stale GPUs and nodes (state keyed by GPU
@@ -242,7 +246,8 @@ class Liveness:
         self._additions = 0
 
     def __len__(self) -> int:
-        return int((self._gpu_seen >= 0).sum() + (self._node_seen >= 0).sum()) + len(self.logs)
+        held = int((self._gpu_seen >= 0).sum() + (self._node_seen >= 0).sum())
+        return held + len(self.logs) + len(self.log_jobs)
 
     def observe_gpu(self, latest: pl.DataFrame) -> None:
         """Fold a ``gpu_latest`` batch in (one row per GPU). Detectors sharing this Liveness each
@@ -341,9 +346,26 @@ class Liveness:
         return {job for job in self._gpu_job[i].tolist() if job is not None}
 
     def observe_logs(self, frame: pl.DataFrame) -> None:
-        if frame.is_empty():
+        """Fold a ``logs`` batch in: each node's newest line, and the jobs writing from each node.
+        Detectors sharing this Liveness each pass it the same batch: it is folded once."""
+        if frame is self._logs_folded or frame.is_empty():
             return
+        self._logs_folded = frame
         self.logs.observe(*newest_by(frame, "node"))
+        if "job_id" not in frame.columns:
+            return
+        placed = (
+            frame.filter(pl.col("job_id").is_not_null() & pl.col("node").is_not_null())
+            .group_by("node", "job_id")
+            .agg(pl.col("time").max().dt.epoch("us"))
+        )
+        for node, job_id, time in placed.iter_rows():
+            jobs = self.log_jobs.setdefault(node, {})
+            jobs[job_id] = max(time, jobs.get(job_id, time))
+
+    def log_jobs_on(self, node: str, since: int) -> set[str]:
+        """Jobs whose own lines came from ``node`` at ``since`` or later."""
+        return {job for job, t in self.log_jobs.get(node, {}).items() if t >= since}
 
     def vanished_gpus(self, min_gap_us: int, fresh_us: int) -> list[Gap]:
         """GPUs missing for at least ``min_gap_us`` from a node whose other GPUs reported within
@@ -407,6 +429,11 @@ class Liveness:
             return
         self._pruned_at = cutoff
         self.logs.forget_before(cutoff)
+        for node, jobs in list(self.log_jobs.items()):
+            for job_id in [j for j, t in jobs.items() if t < cutoff]:
+                del jobs[job_id]
+            if not jobs:
+                del self.log_jobs[node]
         stale = (self._gpu_seen >= 0) & (self._gpu_seen < cutoff)
         if not stale.any():
             return  # a node's newest sample is its GPUs' newest: no node is stale either

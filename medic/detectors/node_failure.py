@@ -12,7 +12,12 @@ Evidence, from the fastest to the slowest:
   blocked in a collective spin at full utilisation on a fraction of their working power, where
   a checkpoint or a data stall leaves them idle), or the silence outlasts ``long_silence_s``.
   All this long before Slurm's SlurmdTimeout;
-* srun/salloc print ``error: Node failure on <node>``;
+* srun/salloc print ``error: Node failure on <node>`` (slurmctld: ``Nodes <node> not
+  responding``); the fabric says a node's HCA or port failed: NCCL's ``Got async event : local
+  catastrophic error`` or ``port error`` blames the host that printed it, an mlx5 health
+  failure in a kernel log the node it came from, and a completion error "retry exceeded"
+  (status 12) the peer it names, when the job's NCCL start-up lines (``NET/IB : Using ... ;
+  OOB <if>:<address>``) tell which host holds that address (otherwise no node is blamed);
 * Slurm marks the node NOT_RESPONDING, DOWN or FAIL (admin drains are not failures);
 * the job ends NODE_FAIL (or slurmstepd cancels it "DUE TO NODE FAILURE"): the culprit is
   then the job's node that has been silent the longest, when one is.
@@ -25,10 +30,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import polars as pl
 
+from medic.config import NonNegative, Percent, Positive, Range
 from medic.detectors.attribution import Evidence, Incident, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
@@ -46,37 +53,33 @@ POWER_BASELINE_US = 60 * US
 
 @dataclass(frozen=True)
 class NodeFailureConfig:
-    silence_s: float = 20.0
+    """``[detectors.node_failure]``: nodes gone silent, or failed in Slurm."""
+
+    silence_s: Positive = 20.0
     """A node of a running job with neither telemetry nor logs this long has failed if it or its
     job wrote regularly until then and has not for three of its usual spacings since, or if the
     job's ranks report errors since: a healthy job keeps writing while a node's telemetry
     exporter restarts."""
-    long_silence_s: float = 180.0
+    long_silence_s: Positive = 180.0
     """A silence this long is a failure without corroboration (telemetry exporters restarting or
     failing scrapes can stay silent for a minute or two)."""
-    slack_s: float = 5.0
+    slack_s: NonNegative = 5.0
     """Lines written (and power drawn) this soon after the silence began were already in flight."""
-    stall_ratio: float = 0.6
+    stall_ratio: Annotated[float, Range(gt=0, lt=1)] = 0.6
     """The job's other GPUs stalled with the node if their mean power since fell below this share
     of the minute before (GPUs blocked in a collective draw a fraction of their working power)
     while their mean utilisation stayed at ``spin_util`` or more."""
-    spin_util: float = 80.0
+    spin_util: Percent = 80.0
     """NCCL kernels spin at full utilisation while they wait; GPUs idling through a checkpoint
     save or a data stall are not blocked on a peer."""
-    ended_grace_s: float = 60.0
+    ended_grace_s: NonNegative = 60.0
     """A job that failed this recently is still watched for its nodes' silence."""
     node_states: tuple[str, ...] = FAILED_NODE_STATES
     """Slurm node state flags that mean the node failed."""
 
     def __post_init__(self) -> None:
-        if self.silence_s <= 0 or self.long_silence_s < self.silence_s:
-            raise ValueError("silence_s must be positive and long_silence_s at least silence_s")
-        if min(self.slack_s, self.ended_grace_s) < 0:
-            raise ValueError("slack_s and ended_grace_s must not be negative")
-        if not 0 < self.stall_ratio < 1:
-            raise ValueError("stall_ratio must be between 0 and 1")
-        if not 0 <= self.spin_util <= 100:
-            raise ValueError("spin_util must be a utilisation between 0 and 100")
+        if self.long_silence_s < self.silence_s:
+            raise ValueError("long_silence_s must be at least silence_s")
 
 
 class JobPower:
@@ -184,10 +187,13 @@ class NodeFailureDetector(WatchesLiveness):
         self.job_root_errors: dict[str, int] = {}
         """Job -> newest error of a rank's own (a traceback, out of memory, a CUDA error)."""
         self.job_power = JobPower(POWER_BASELINE_US + round(self.config.long_silence_s * US))
+        self.addresses: dict[str, str] = {}
+        """Fabric address -> the host that announced it (NCCL's start-up lines)."""
 
     def state_size(self) -> int:
         return (
-            len(self.book)
+            len(self.addresses)
+            + len(self.book)
             + len(self.liveness)
             + len(self.job_logs)
             + len(self.job_collateral)
@@ -215,7 +221,7 @@ class NodeFailureDetector(WatchesLiveness):
         evidence: list[tuple[str | None, Evidence]] = []
         for gap in self.liveness.silent_nodes(round(cfg.silence_s * US), watermark):
             for job_id in self.book.concerned(None, gap.node, watermark):
-                if job_id in self.book.reported:
+                if self.book.is_reported(job_id, gap.node):
                     continue
                 why = self._corroboration(job_id, gap, watermark)
                 if why is not None:
@@ -291,11 +297,24 @@ class NodeFailureDetector(WatchesLiveness):
         for job_id, role, time in errors.iter_rows():
             state = self.job_collateral if role == "collateral" else self.job_root_errors
             state[job_id] = max(time, state.get(job_id, time))
+        self._learn_addresses(frame)
         rows = frame.filter(pl.col("kind") == "node_failure").with_columns(
             pl.col("time").dt.epoch("us").alias("time_us")
         )
         if rows.is_empty():
             return []
+        peers = rows.filter(pl.col("implicates") == "peer")
+        if not peers.is_empty():
+            rows = rows.with_columns(
+                pl.when(pl.col("implicates") == "peer")
+                .then(pl.col("peer").replace_strict(self.addresses, default=None))
+                .otherwise(pl.col("host"))
+                .alias("host"),
+                pl.when(pl.col("implicates") == "peer")
+                .then(pl.lit(None, pl.String))
+                .otherwise(pl.col("node"))
+                .alias("node"),
+            )
         evidence: list[tuple[str | None, Evidence]] = []
         for job_id, item in zip(rows["job_id"].to_list(), evidence_rows(rows, True), strict=True):
             if item.node is None or item.signature == "slurm_cancelled_node_failure":
@@ -304,6 +323,17 @@ class NodeFailureDetector(WatchesLiveness):
                 item = Evidence(item.time, item.what, node, role="root", hardware=True)
             evidence.append((job_id, item))
         return self._emit(evidence)
+
+    def _learn_addresses(self, frame: pl.DataFrame) -> None:
+        """Hosts announcing their fabric address (an informational line naming both)."""
+        announced = frame.filter(
+            (pl.col("kind") == "none")
+            & (pl.col("implicates") == "node")
+            & pl.col("peer").is_not_null()
+            & pl.col("host").is_not_null()
+        )
+        if not announced.is_empty():
+            self.addresses.update(announced.select("peer", "host").iter_rows())
 
     def _likeliest(self, nodes: list[str]) -> str | None:
         """Of a job's nodes, the one whose telemetry stopped first, if any stopped at all."""

@@ -14,15 +14,26 @@ Every detector that cares about log texts consumes this stream instead of raw li
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import polars as pl
 import pyarrow as pa
 
 from medic import schema
+from medic.config import ConfigError, from_dict
 from medic.detectors.base import register_parser
-from medic.detectors.catalogue import GROUPS, Catalogue, builtin_catalogue
-from medic.detectors.jobs import RANK_PREFIX
+from medic.detectors.catalogue import (
+    GROUPS,
+    Catalogue,
+    CatalogueError,
+    builtin_catalogue,
+    site_catalogue,
+)
 from medic.ingest.base import Batch
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch
+from medic.parse.prefixes import RAW, PrefixStripper
 
 SIGNATURES = pa.schema(
     [
@@ -42,6 +53,10 @@ SIGNATURES = pa.schema(
         pa.field("pci", pa.string()),
         pa.field("host", pa.string()),
         pa.field("exit_code", pa.int32()),
+        pa.field("pid", pa.int32()),
+        pa.field("peer", pa.string()),
+        pa.field("waited_us", pa.int64()),
+        pa.field("cause_xid", pa.int32()),
         pa.field("message", pa.string(), nullable=False),
     ]
 )
@@ -49,15 +64,16 @@ SIGNATURES = pa.schema(
 
 _EMPTY = pl.DataFrame(SIGNATURES.empty_table())
 _OPTIONAL_LOG_COLUMNS = {"job_id": pl.String, "rank": pl.Int32, "source": pl.String}
-_INT_GROUPS = ("xid", "rank", "exit_code")
+_INT_GROUPS = ("xid", "rank", "exit_code", "pid", "waited_ms", "waited_s", "cause_xid")
 
 
 class SignatureMatcher:
     """Compiled view of a catalogue: the prefilter, the first-match reader over its entries and
     the tables that a matched line is joined with."""
 
-    def __init__(self, catalogue: Catalogue) -> None:
+    def __init__(self, catalogue: Catalogue, prefixes: PrefixStripper | None = None) -> None:
         self.catalogue = catalogue
+        self.prefixes = prefixes or PrefixStripper()
         self._first = FirstMatch(
             catalogue.signatures["pattern"].to_list(),
             catalogue.signatures["literals"].to_list(),
@@ -92,7 +108,10 @@ class SignatureMatcher:
         ]
 
     def match(self, logs: pl.DataFrame) -> pl.DataFrame:
-        """The matched rows of a logs frame, in the ``SIGNATURES`` columns (maybe empty)."""
+        """The matched rows of a logs frame, in the ``SIGNATURES`` columns (maybe empty). Lines
+        are matched without their prefixes (``PrefixStripper``); ``message`` is the line as it
+        came."""
+        logs = self.prefixes.strip(logs)
         missing = [
             pl.lit(None, dtype).alias(name)
             for name, dtype in _OPTIONAL_LOG_COLUMNS.items()
@@ -119,11 +138,7 @@ class SignatureMatcher:
                 "time",
                 "job_id",
                 "node",
-                pl.coalesce(
-                    pl.col("rank"),
-                    pl.col("_rank"),
-                    pl.col("message").str.extract(RANK_PREFIX, 1).cast(pl.Int32, strict=False),
-                ).alias("rank"),
+                pl.coalesce("rank", "_rank", "prefix_rank").alias("rank"),
                 "source",
                 "signature",
                 pl.when(from_table)
@@ -143,11 +158,39 @@ class SignatureMatcher:
                 "xid",
                 "xid_name",
                 pl.col("_pci").str.to_lowercase().alias("pci"),
-                pl.col("_host").alias("host"),
+                pl.coalesce("_host", "prefix_host").alias("host"),
                 pl.col("_exit_code").alias("exit_code"),
-                "message",
+                pl.col("_pid").alias("pid"),
+                pl.col("_peer").alias("peer"),
+                pl.coalesce(
+                    pl.col("_waited_ms").cast(pl.Int64) * 1_000,
+                    pl.col("_waited_s").cast(pl.Int64) * 1_000_000,
+                ).alias("waited_us"),
+                pl.col("_cause_xid").alias("cause_xid"),
+                pl.col(RAW).alias("message"),
             )
         )
+
+
+@dataclass(frozen=True)
+class SignaturesConfig:
+    """``[parsers.signatures]``."""
+
+    extra: tuple[str, ...] = ()
+    """A site's catalogue files (the format of the built-in ``signatures.toml``), added to the
+    built-in catalogue: their signatures are tried first, their Xid and exit-code rows replace
+    the built-in ones. The parser and every detector read the same catalogue."""
+
+
+def catalogue_from_settings(parsers: Mapping[str, Any]) -> Catalogue:
+    """The catalogue a config's ``[parsers.signatures]`` table asks for (one-line errors)."""
+    config = from_dict(SignaturesConfig, parsers.get("signatures", {}), "parsers.signatures")
+    if not config.extra:
+        return builtin_catalogue()
+    try:
+        return site_catalogue(config.extra)
+    except CatalogueError as exc:
+        raise ConfigError(f"parsers.signatures.extra: {exc}") from None
 
 
 @register_parser
@@ -159,9 +202,23 @@ class SignatureParser:
     output_stream = "signatures"
     row_wise = True
     """Each output row comes from one input row: batches may be parsed together."""
+    Config = SignaturesConfig
+    uses_catalogue = True
+    strips_prefixes = True
+    """Reads lines without their launchers' and shippers' prefixes (``build_parsers``)."""
 
-    def __init__(self, catalogue: Catalogue | None = None) -> None:
-        self.matcher = SignatureMatcher(catalogue or builtin_catalogue())
+    def __init__(
+        self,
+        config: SignaturesConfig | None = None,
+        catalogue: Catalogue | None = None,
+        prefixes: PrefixStripper | None = None,
+    ) -> None:
+        self.config = config or SignaturesConfig()
+        if catalogue is None:
+            extra = self.config.extra
+            catalogue = site_catalogue(extra) if extra else builtin_catalogue()
+        self.catalogue = catalogue
+        self.matcher = SignatureMatcher(catalogue, prefixes)
 
     def parse(self, batch: Batch) -> Batch | None:
         frame = batch.frame

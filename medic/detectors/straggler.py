@@ -42,10 +42,11 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import polars as pl
 
+from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.base import Detection, register
 from medic.detectors.online import flag_count, peer_z, push_flags
 from medic.detectors.pace import PaceModel
@@ -91,66 +92,64 @@ FEATURE_NAMES[NETWORK] = "network link drops"
 class StragglerConfig:
     """Parameters of the straggler detector; every one can be swept by backtests."""
 
-    slowdown_ratio: float = 1.07
+    slowdown_ratio: Annotated[float, Range(gt=1)] = 1.07
     """A current pace this many times the job's baseline is a slow vote."""
-    pace_window: int = 256
+    pace_window: PositiveCount = 256
     """Healthy paces the per-job baseline keeps."""
-    grace_steps: int = 20
+    grace_steps: PositiveCount = 20
     """Training steps the learned paces must cover before the baseline votes."""
-    pace_span_s: float = 120.0
+    pace_span_s: Positive = 120.0
     """The current pace is the median of the paces seen this long before a vote."""
-    slow_k: int = 2
-    slow_n: int = 3
+    slow_k: PositiveCount = 2
+    slow_n: PositiveCount = 3
     """Slow votes (one per window) out of the last ones that make the job slowed."""
-    stale_s: float = 420.0
+    stale_s: Positive = 420.0
     """No vote without a pace this recent, or within three of the job's usual print intervals
     if longer (a silent job is the hang detector's business)."""
-    window_s: float = 30.0
+    window_s: Positive = 30.0
     """Peer-comparison window."""
-    sample_s: float = 10.0
+    sample_s: Positive = 10.0
     """Telemetry used per window (its first seconds): the comparison needs means, not every
     sample, and reading a third of them keeps the detector cheap at scale."""
-    z_threshold: float = 4.0
-    busy_util: float = 50.0
+    z_threshold: Positive = 4.0
+    """Robust z-score of a GPU against its peers (per feature) that makes a deviation."""
+    busy_util: Percent = 50.0
     """A job whose median GPU utilisation is below this in a window is not compared then."""
-    peer_k: int = 3
-    peer_n: int = 4
-    min_gpus: int = 4
+    peer_k: PositiveCount = 3
+    peer_n: Annotated[int, Range(ge=1, le=62)] = 4
+    """Deviating windows out of the last ones that make a node a straggler."""
+    min_gpus: Annotated[int, Range(ge=2)] = 4
     """Fewer GPUs in a window make no peer group."""
-    max_culprit_fraction: float = 0.25
+    max_culprit_fraction: Fraction = 0.25
     """Suspects covering more of the job's nodes (or GPUs) than this blame nobody."""
-    grace_windows: int = 10
+    grace_windows: Count = 10
     """Windows a GPU is watched before it can be flagged; its offset from its peers over them
     is what it always looked like (a hot slot, a slower part), not a change."""
-    offset_weight: float = 0.1
+    offset_weight: Fraction = 0.1
     """Weight of one healthy window in a GPU's learned offset after the grace windows."""
-    clock_floor_mhz: float = 30.0
-    power_floor_w: float = 15.0
-    temp_floor_c: float = 3.0
-    throttle_floor: float = 0.1
-    counter_floor: float = 2.0
+    clock_floor_mhz: NonNegative = 30.0
+    power_floor_w: NonNegative = 15.0
+    temp_floor_c: NonNegative = 3.0
+    throttle_floor: NonNegative = 0.1
+    counter_floor: NonNegative = 2.0
     """Least spread assumed among peers, per feature, so identical peers do not make tiny
     differences look huge."""
-    throttle_mask: int = DEFAULT_THROTTLE_MASK
-    flap_count: int = 2
+    throttle_mask: Count = DEFAULT_THROTTLE_MASK
+    """NVML clocks-event reason bits that count as throttling (SW power cap, HW slowdown, SW
+    thermal, HW thermal, HW power brake by default)."""
+    flap_count: PositiveCount = 2
     """Link drops in the kernel log of one node, within ``flap_window_s``, that make it a
     network straggler without the pace vote."""
-    flap_window_s: float = 900.0
-    forget_after_s: float = 7200.0
+    flap_window_s: Positive = 900.0
+    """The span over which a node's link drops are counted."""
+    forget_after_s: Positive = 7200.0
+    """Drop a job not heard of for this long (no scheduler end seen)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.slow_k <= self.slow_n or not 1 <= self.peer_k <= self.peer_n:
             raise ValueError("persistence needs 1 <= k <= n")
-        if self.peer_n > 62:
-            raise ValueError("peer_n must be at most 62")
-        if self.slowdown_ratio <= 1:
-            raise ValueError("slowdown_ratio must be above 1")
-        if self.grace_steps < 1:
-            raise ValueError("grace_steps must be at least 1")
-        if not 0 < self.sample_s <= self.window_s:
-            raise ValueError("sample_s must be within (0, window_s]")
-        if self.flap_count < 1 or self.flap_window_s <= 0:
-            raise ValueError("flap_count must be >= 1 and flap_window_s positive")
+        if self.sample_s > self.window_s:
+            raise ValueError("sample_s must not exceed window_s")
 
     def floors(self) -> dict[str, float]:
         return {

@@ -6,28 +6,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from medic.config import from_dict
+from medic.config import NonNegative, Positive, PositiveCount, from_dict
 
 
 @dataclass(frozen=True)
 class HistoryConfig:
+    """``[history]``: the DuckDB history and the report's assumptions."""
+
     path: str = "medic-history.duckdb"
     """The DuckDB database file."""
-    watchdog_timeout_s: float = 600.0
+    watchdog_timeout_s: Positive = 600.0
     """The NCCL watchdog timeout GPU-hours saved are measured against (PyTorch's default)."""
-    gpus_per_node: int = 8
+    gpus_per_node: PositiveCount = 8
     """GPUs of a job per allocated node, when no telemetry says how many GPUs it held."""
-    lateness_s: float = 30.0
+    lateness_s: NonNegative = 30.0
     """A minute of telemetry or progress is summarised once event time is this far past its
     end, so rows that arrive a little late still count."""
-
-    def __post_init__(self) -> None:
-        if self.watchdog_timeout_s <= 0:
-            raise ValueError("watchdog_timeout_s must be positive")
-        if self.gpus_per_node < 1:
-            raise ValueError("gpus_per_node must be at least 1")
-        if self.lateness_s < 0:
-            raise ValueError("lateness_s must not be negative")
 
 
 def history_config(settings: Mapping[str, Any] | None) -> HistoryConfig:

@@ -8,7 +8,10 @@ watchdog. ``build_report`` runs the queries; ``print_report`` renders rich table
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,10 +38,13 @@ SELECT
 LATENCY_SAMPLES = """
 SELECT 1 AS position, 'time to detect' AS measure, kind, seconds FROM v_time_to_detect
 UNION ALL
-SELECT 2, 'time to act', kind, seconds_from_onset FROM v_time_to_act
+SELECT 2, 'time to detect (wall clock)', kind, wall_seconds FROM v_time_to_detect
+WHERE wall_seconds IS NOT NULL
+UNION ALL
+SELECT 3, 'time to act', kind, seconds_from_onset FROM v_time_to_act
 WHERE seconds_from_onset IS NOT NULL
 UNION ALL
-SELECT 3, 'act after detection', kind, seconds_from_detection FROM v_time_to_act
+SELECT 4, 'act after detection', kind, seconds_from_detection FROM v_time_to_act
 """
 
 LATENCY = f"""
@@ -216,7 +222,9 @@ def sections(report: Report) -> list[Section]:
             "latency",
             "Time to detect and to act (seconds)",
             report.latency,
-            "from the detector's onset estimate; act = first Slurm action taken (done or recorded)",
+            "from the detector's onset estimate, in event time (wall clock: from the onset to when "
+            "medic serve recorded the detection); act = first Slurm action taken (done or "
+            "recorded)",
         ),
         Section("detections", "Detections per day (UTC)", detections_by_day(report)),
         Section("actions", "Actions per day (UTC)", report.actions_daily),
@@ -259,3 +267,29 @@ def print_report(report: Report, console: Console) -> None:
     console.print(overview)
     for section in sections(report):
         console.print(frame_table(section.title, section.frame, section.note))
+
+
+def report_text(report: Report) -> str:
+    """The report as ``medic report`` prints it, as plain text."""
+    buffer = io.StringIO()
+    print_report(report, Console(file=buffer, width=160, color_system=None))
+    return buffer.getvalue()
+
+
+def render_report(
+    store: HistoryStore, config: HistoryConfig, kind: str, params: Mapping[str, str]
+) -> str:
+    """The report as text or HTML, with ``top`` and ``watchdog_s`` read from ``params`` (the
+    service's /report query); ValueError names a bad one."""
+    from medic.history.html import render_html
+
+    try:
+        top = int(params.get("top", "10"))
+        watchdog_s = float(params.get("watchdog_s", config.watchdog_timeout_s))
+    except ValueError:
+        raise ValueError("top must be an integer and watchdog_s a number") from None
+    if top < 1 or not watchdog_s > 0:
+        raise ValueError("top must be at least 1 and watchdog_s positive")
+    config = dataclasses.replace(config, watchdog_timeout_s=watchdog_s)
+    report = build_report(store, config, top)
+    return render_html(report) if kind == "html" else report_text(report)

@@ -143,6 +143,13 @@ class DuckDBStore:
     def close(self) -> None:
         self.con.close()
 
+    def cursor(self) -> DuckDBStore:
+        """Another connection to the same database, for another thread of this process (the
+        service's report while its pipeline writes); close it when done."""
+        other = object.__new__(DuckDBStore)
+        other.where, other.tables, other.con = self.where, self.tables, self.con.cursor()
+        return other
+
     def __enter__(self) -> DuckDBStore:
         return self
 

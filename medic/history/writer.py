@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import polars as pl
@@ -37,7 +37,11 @@ from medic.timeutil import US
 
 log = logging.getLogger(__name__)
 
-DETECTION_ROWS = schema.DETECTIONS.append(pa.field("onset", schema.TIME))
+DETECTION_ROWS = (
+    schema.DETECTIONS.append(pa.field("onset", schema.TIME))
+    .append(pa.field("detected_wall", schema.TIME))
+    .append(pa.field("incident_id", pa.string()))
+)
 INCIDENT_ROWS = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
@@ -52,10 +56,19 @@ INCIDENT_ROWS = pa.schema(
 )
 
 
-def detection_rows(detections: Sequence[Detection]) -> pa.Table:
-    """Detections as rows of the ``detections`` table (the spec's columns plus ``onset``)."""
-    onsets = pa.array([d.onset for d in detections], schema.TIME)
-    return detections_table(detections).append_column(DETECTION_ROWS.field("onset"), onsets)
+def detection_rows(detections: Sequence[Detection], wall: int | None = None) -> pa.Table:
+    """Detections as rows of the ``detections`` table: the spec's columns plus ``onset``, the
+    wall clock ``wall`` they were recorded at (live only) and their incident."""
+    extra = {
+        "onset": [d.onset for d in detections],
+        "detected_wall": [wall] * len(detections),
+        "incident_id": [d.incident for d in detections],
+    }
+    table = detections_table(detections)
+    for name, values in extra.items():
+        field = DETECTION_ROWS.field(name)
+        table = table.append_column(field, pa.array(values, field.type))
+    return table
 
 
 def incident_rows(incidents: Sequence[Incident]) -> pa.Table:
@@ -63,7 +76,7 @@ def incident_rows(incidents: Sequence[Incident]) -> pa.Table:
     columns = {
         "id": [i.first.id for i in incidents],
         "job_id": [i.first.job_id for i in incidents],
-        "kind": [i.first.kind for i in incidents],
+        "kind": [i.kind for i in incidents],
         "opened_at": [i.first.detected_at for i in incidents],
         "last_seen": [i.last_seen for i in incidents],
         "symptom_count": [i.symptom_count for i in incidents],
@@ -103,8 +116,11 @@ class HistoryWriter:
         store: HistoryStore,
         config: HistoryConfig | None = None,
         correlator: IncidentCorrelator | None = None,
+        wall_clock: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
+        self.wall_clock = wall_clock
+        """Live only (``medic serve``): stamps each detection's ``detected_wall``."""
         self.config = config or HistoryConfig()
         self.correlator = correlator
         self.buffers = {"gpu": MinuteBuffer(GPU_ROLLUP), "progress": MinuteBuffer(PROGRESS_ROLLUP)}
@@ -118,7 +134,8 @@ class HistoryWriter:
 
     def handle(self, detections: list[Detection], now: int) -> None:
         """Responder: record the detections the pipeline emitted."""
-        self._write("detections", detection_rows(detections))
+        wall = self.wall_clock() if self.wall_clock is not None else None
+        self._write("detections", detection_rows(detections, wall))
         self._take_incidents()
 
     def update(self, batch: Batch) -> None:

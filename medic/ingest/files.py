@@ -15,6 +15,11 @@ read from the start; a file that shrank (copytruncate) is read again from the st
 deleted file is read to its end and forgotten. Handles of files unchanged for
 ``idle_close_s`` are closed (their offsets are kept).
 
+A pattern matching no file is logged as a warning (again whenever it stops matching) and
+``files_matched`` counts the files followed, for ``medic_log_files_matched``. Lines of binary
+junk (a NUL byte, or more than a tenth control characters and undecodable bytes) are skipped
+and counted (``junk_lines``, ``junk_bytes``) rather than handed to the detectors.
+
 Time and watermark (this source reads the wall clock): output files carry no timestamps, so
 every line read in a poll is stamped with that poll's time, and the watermark after the poll
 is that time (later lines are stamped later). The cursor holds each file's identity and the
@@ -40,6 +45,7 @@ import polars as pl
 import pyarrow as pa
 
 from medic import schema
+from medic.config import NonNegative, Positive, PositiveCount
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.live import SourceStats, wall_us
 
@@ -60,6 +66,9 @@ _GROUPS = {
     "u": ("user", r"[^/]*?"),
 }
 _LINE_END = re.compile(r"\r\n|\r|\n")
+_JUNK_CHARS = r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\x{FFFD}]"
+"""Control characters other than tab, line ends and escape (colours), and the replacement
+character that undecodable bytes became."""
 HEAD_BYTES = 1024
 
 
@@ -72,17 +81,24 @@ class FilesConfig:
     """``[sources.files]``."""
 
     paths: tuple[str, ...] = ("slurm-%j.out",)
+    """Slurm filename patterns of the jobs' output files (``%j``, ``%N``, ``%t``, ... and shell
+    wildcards in directories), globbed every poll."""
     node: str = ""
     """Node of lines whose path has no ``%N``; empty means this host's name."""
     rank_prefixes: tuple[str, ...] = (TORCHRUN_RANK,)
     """Regular expressions whose first group is the rank of a line (tried in order)."""
     source: str = "app"
-    poll_interval_s: float = 0.5
-    partial_flush_s: float = 5.0
-    idle_close_s: float = 300.0
-    max_read_bytes: int = 8 << 20
+    """The ``source`` column of the lines: app, system or slurm."""
+    poll_interval_s: Positive = 0.5
+    """How often the patterns are globbed and the files read."""
+    partial_flush_s: NonNegative = 5.0
+    """A last line without its end is emitted once it has not changed for this long."""
+    idle_close_s: NonNegative = 300.0
+    """Handles of files unchanged this long are closed (their offsets are kept)."""
+    max_read_bytes: PositiveCount = 8 << 20
     """Read at most this much of one file per poll (the rest follows in the next polls)."""
-    max_rows: int = 65_536
+    max_rows: PositiveCount = 65_536
+    """Largest batch handed downstream."""
 
     def __post_init__(self) -> None:
         if not self.paths:
@@ -97,8 +113,6 @@ class FilesConfig:
                 raise ValueError(f"rank prefix {prefix!r} is not a regex: {exc}") from None
         for pattern in self.paths:
             OutputPattern(pattern)
-        if min(self.poll_interval_s, self.max_read_bytes, self.max_rows) <= 0:
-            raise ValueError("poll_interval_s, max_read_bytes and max_rows must be positive")
 
 
 class OutputPattern:
@@ -221,6 +235,8 @@ class FileSource:
         self.patterns = [OutputPattern(p) for p in config.paths]
         self.node = config.node or socket.gethostname()
         self.files: dict[str, _File] = {}
+        self.matching: dict[str, int] = {}
+        """Files each pattern matched at the last poll."""
         self.watermark: int | None = None
         self._resume = dict((cursor or {}).get("files", {}))
 
@@ -266,10 +282,14 @@ class FileSource:
     def _scan(self, mono: float) -> list[_Read]:
         found: dict[str, dict[str, str]] = {}
         for pattern in self.patterns:
+            hits = 0
             for path in glob.glob(pattern.glob):
                 meta = pattern.fields(path)
+                hits += meta is not None
                 if meta is not None and path not in found:
                     found[path] = meta
+            self._note_matches(pattern.pattern, hits)
+        self.stats.counts["files_matched"] = len(found)
         sizes: dict[str, int] = {}
         where: dict[tuple[int, int], str] = {}
         for path in sorted(found):
@@ -304,6 +324,18 @@ class FileSource:
                 tracked.offset, tracked.partial = 0, b""
             reads.append(self._read(tracked, sizes[path], mono))
         return [r for r in reads if r.lines]
+
+    def _note_matches(self, pattern: str, hits: int) -> None:
+        before = self.matching.get(pattern)
+        self.matching[pattern] = hits
+        if hits == 0 and before != 0:
+            log.warning(
+                "files: no file matches %s (check [sources.files] paths; a job's output file "
+                "appears when the job starts)",
+                pattern,
+            )
+        elif hits and not before:
+            log.info("files: %d file(s) match %s", hits, pattern)
 
     def _start(self, path: str, key: tuple[int, int], meta: dict[str, str]) -> _File:
         tracked = _File(path, key[0], key[1], 0, meta)
@@ -396,7 +428,9 @@ class FileSource:
             )
             for r in reads
         ]
-        frame = pl.concat(frames)
+        frame = self._without_junk(pl.concat(frames))
+        if frame.is_empty():
+            return
         prefix_rank = pl.coalesce(
             [pl.col("message").str.extract(p, 1) for p in self.config.rank_prefixes]
         ).cast(pl.Int32, strict=False)
@@ -412,3 +446,23 @@ class FileSource:
         self.stats.add("lines", table.num_rows)
         for offset in range(0, table.num_rows, self.config.max_rows):
             yield Batch("logs", table.slice(offset, self.config.max_rows))
+
+    def _without_junk(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The lines that are text; binary junk is counted and logged, not passed on."""
+        message = pl.col("message")
+        junk = message.str.contains("\x00", literal=True) | (
+            message.str.count_matches(_JUNK_CHARS) * 10 > message.str.len_chars()
+        )
+        marked = frame.with_columns(junk.alias("_junk"))
+        skipped = marked.filter(pl.col("_junk"))
+        if skipped.is_empty():
+            return frame
+        first = not self.stats["junk_lines"]
+        self.stats.add("junk_lines", skipped.height)
+        self.stats.add("junk_bytes", int(skipped.get_column("message").str.len_bytes().sum()))
+        if first:
+            log.warning(
+                "files: skipped %d line(s) of binary junk (counted in medic_source_events)",
+                skipped.height,
+            )
+        return marked.filter(~pl.col("_junk")).drop("_junk")

@@ -31,6 +31,7 @@ import pyarrow as pa
 from medic.detectors.base import register_parser
 from medic.ingest.base import Batch
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch, Shortcut
+from medic.parse.prefixes import PrefixStripper
 from medic.schema import TIME
 
 EVENTS = (
@@ -68,7 +69,8 @@ PROGRESS = pa.schema(
 )
 
 ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
-RANK_PATTERNS = (r"^\[rank(\d+)\]:", r"\[Rank (\d+)\]")
+RANK_IN_TEXT = r"\[Rank (\d+)\]"
+"""DeepSpeed's rank tag inside a message (a launcher's rank prefix is the stripper's)."""
 NUMBER = r"[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?"
 
 
@@ -387,9 +389,15 @@ class CustomPattern:
     """A site's own progress line: a regex with named groups from FIELDS."""
 
     pattern: str
+    """A regular expression whose named groups are progress fields: step, step_time_s,
+    step_time_ms, throughput, it_per_s, s_per_it."""
     framework: str = "custom"
+    """The ``framework`` column of the lines it matches."""
     event: str = "step"
+    """What a match is: step, eval_step, eval_start, eval_end, checkpoint_start,
+    checkpoint_end, checkpoint_load, startup, train_end or job_end."""
     unit: str | None = None
+    """Unit of the throughput group, when the pattern has one."""
 
     def __post_init__(self) -> None:
         if self.event not in EVENTS:
@@ -405,6 +413,7 @@ class ProgressConfig:
     """``[parsers.progress]``: extra formats, tried before the built-in ones."""
 
     patterns: tuple[CustomPattern, ...] = ()
+    """The site's own progress formats."""
 
 
 def _named_groups(pattern: str) -> set[str]:
@@ -438,9 +447,14 @@ class ProgressParser:
     row_wise: ClassVar[bool] = True
     """Each output row comes from one input row: batches may be parsed together."""
     Config: ClassVar[type] = ProgressConfig
+    strips_prefixes: ClassVar[bool] = True
+    """Reads lines without their launchers' and shippers' prefixes (``build_parsers``)."""
 
-    def __init__(self, config: ProgressConfig | None = None) -> None:
+    def __init__(
+        self, config: ProgressConfig | None = None, prefixes: PrefixStripper | None = None
+    ) -> None:
         self.config = config or ProgressConfig()
+        self.prefixes = prefixes or PrefixStripper()
         self.formats = _compiled_formats(self.config)
         self._first = FirstMatch(
             [f.pattern for f in self.formats],
@@ -455,6 +469,7 @@ class ProgressParser:
         frame = batch.frame
         if frame.is_empty() or "message" not in frame.columns:
             return None
+        frame = self.prefixes.strip(frame)
         candidates = frame.filter(pl.col("job_id").is_not_null() & self._prefilter)
         if candidates.is_empty():
             return None
@@ -497,10 +512,8 @@ class ProgressParser:
         step_time, throughput = pl.col("_step_time"), pl.col("_throughput")
         rank = pl.coalesce(
             pl.col("rank"),
-            *(
-                pl.col("message").str.extract(p, 1).cast(pl.Int32, strict=False)
-                for p in RANK_PATTERNS
-            ),
+            pl.col("prefix_rank"),
+            pl.col("message").str.extract(RANK_IN_TEXT, 1).cast(pl.Int32, strict=False),
         )
         output = [
             pl.col("time"),

@@ -36,6 +36,7 @@ import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
 
 from medic import schema
+from medic.config import Positive, PositiveCount
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.dcgm import ALIASES, COLUMNS, NVLINK_ERRORS, XID_LAST, XID_TOTAL
 from medic.ingest.live import SourceStats, first_line, wall_us
@@ -49,12 +50,16 @@ class PrometheusConfig:
 
     targets: tuple[str, ...] = ()
     """Endpoints, e.g. ``http://gpu001:9400/metrics``."""
-    interval_s: float = 1.0
-    timeout_s: float = 2.0
+    interval_s: Positive = 1.0
+    """How often every target is scraped."""
+    timeout_s: Positive = 2.0
+    """Time one scrape may take."""
     node_label: str = "Hostname"
     """Label naming the node; the target's host name when a sample lacks it."""
     job_label: str = "hpc_job"
-    max_concurrency: int = 64
+    """Label holding the job id of a GPU's samples (dcgm-exporter's job mapping)."""
+    max_concurrency: PositiveCount = 64
+    """Scrapes in flight at once."""
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -62,8 +67,6 @@ class PrometheusConfig:
         for target in self.targets:
             if not target.startswith(("http://", "https://")):
                 raise ValueError(f"target {target!r} must start with http:// or https://")
-        if self.interval_s <= 0 or self.timeout_s <= 0 or self.max_concurrency < 1:
-            raise ValueError("interval_s, timeout_s and max_concurrency must be positive")
 
 
 @dataclass

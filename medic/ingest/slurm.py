@@ -3,7 +3,7 @@
 State comes from ``squeue --json`` and ``sinfo --json`` (through an injected command runner)
 or from slurmrestd's ``/slurm/<version>/jobs`` and ``/nodes`` (through an injected httpx
 client): both speak the same OpenAPI documents. Slurm 22.05 ignores squeue's filters with
-``--json`` (../shared/notes/slurm-localhost.md §4), so ``partitions`` filters on this side.
+``--json`` (docs/slurm-localhost.md), so ``partitions`` filters on this side.
 Both document shapes are read: 22.05's (``job_state`` a string, ``exit_code`` the raw wait
 status, node ``state`` plus ``state_flags``) and 23.02's and later (lists and objects).
 
@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from medic import schema
 from medic.actions.slurm_cli import CommandRunner, run_command
+from medic.config import Positive
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.live import SourceError, SourceStats, first_line, wall_us
 
@@ -61,22 +62,26 @@ MISSING_PROGRAM_RC = 127
 class SlurmSourceConfig:
     """``[sources.slurm]``."""
 
-    poll_interval_s: float = 5.0
+    poll_interval_s: Positive = 5.0
+    """How often job and node state is read."""
     squeue: tuple[str, ...] = ("squeue", "--json")
+    """The command that prints the jobs as JSON."""
     sinfo: tuple[str, ...] = ("sinfo", "--json")
+    """The command that prints the nodes as JSON."""
     rest_url: str = ""
     """slurmrestd's base URL; when set, state is read over REST instead of the CLI."""
     rest_version: str = "v0.0.38"
+    """slurmrestd's API version (Slurm 22.05 serves v0.0.38)."""
     rest_user: str = ""
+    """``X-SLURM-USER-NAME`` sent with the token."""
     rest_token: str = ""
     """JWT for ``X-SLURM-USER-TOKEN`` (``scontrol token``); empty with rest_auth/local."""
     partitions: tuple[str, ...] = ()
     """Only jobs and nodes of these partitions; all when empty."""
-    timeout_s: float = 30.0
+    timeout_s: Positive = 30.0
+    """Time one command or request may take."""
 
     def __post_init__(self) -> None:
-        if self.poll_interval_s <= 0 or self.timeout_s <= 0:
-            raise ValueError("poll_interval_s and timeout_s must be positive")
         if not self.squeue or not self.sinfo:
             raise ValueError("squeue and sinfo must name a command")
 
@@ -145,7 +150,7 @@ class SlurmSource:
         if self.watermark is not None:
             now = max(now, self.watermark)
         try:
-            jobs, nodes = await self._fetch()
+            jobs, nodes = await self.fetch()
         except _Unavailable as exc:
             self.stats.add("poll_errors")
             log.warning("slurm: %s; trying again at the next poll", exc)
@@ -161,7 +166,8 @@ class SlurmSource:
         events.append(Watermark(now))
         return events
 
-    async def _fetch(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def fetch(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Jobs and nodes as Slurm lists them now (CLI or REST); raises on any failure."""
         if self.config.rest_url:
             jobs_doc = await self._rest("jobs")
             nodes_doc = await self._rest("nodes")

@@ -1,9 +1,6 @@
 """The live sources a config asks for: ``[sources]`` with one table per source.
 
 ```toml
-[sources]
-cursor_dir = "/var/lib/medic/cursors"   # where each source's resume cursor is kept
-
 [sources.victorialogs]                   # logs from a log store...
 url = "http://victorialogs:9428"
 query = '{app="training"}'
@@ -44,11 +41,14 @@ from medic.ingest.victorialogs import VictoriaLogsConfig, VictoriaLogsSource
 class SourcesConfig:
     """``[sources]``."""
 
-    cursor_dir: str = ".medic/cursors"
     victorialogs: VictoriaLogsConfig | None = None
+    """Logs from VictoriaLogs; when absent, logs come from files."""
     files: FilesConfig | None = None
+    """Logs from the jobs' output files (the default log source)."""
     prometheus: PrometheusConfig | None = None
+    """GPU telemetry scraped from dcgm-exporter or ``medic agent``; none when absent."""
     slurm: SlurmSourceConfig | None = None
+    """Job and node state from Slurm; none when absent."""
 
 
 def sources_config(settings: Mapping[str, Any]) -> SourcesConfig:

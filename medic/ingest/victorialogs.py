@@ -1,6 +1,6 @@
 """VictoriaLogs source: live tail over ``/select/logsql/tail``, backfill over ``…/query``.
 
-VictoriaLogs' tail has no resume cursor (../shared/notes/victorialogs-api.md): a new tail
+VictoriaLogs' tail has no resume cursor (docs/victorialogs.md): a new tail
 re-sends the last ``start_offset`` of rows and knows nothing of what an earlier connection
 delivered. This source therefore keeps its own cursor (``StreamCursor``), the same rule the
 server applies inside one tail, made persistent:
@@ -44,13 +44,14 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import httpx
 import polars as pl
 import pyarrow as pa
 
 from medic import schema
+from medic.config import Count, NonNegative, Positive, PositiveCount, Range
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.live import (
     Backoff,
@@ -83,9 +84,13 @@ class FieldMap:
     """Which VictoriaLogs fields hold the logs schema's columns ("" when a field is absent)."""
 
     job_id: str = "job_id"
+    """Field holding the Slurm job id."""
     node: str = "host"
+    """Field holding the node's host name."""
     rank: str = "rank"
+    """Field holding the rank."""
     source: str = "source"
+    """Field holding the line's source (app, system or slurm)."""
 
 
 @dataclass(frozen=True)
@@ -93,34 +98,44 @@ class VictoriaLogsConfig:
     """``[sources.victorialogs]``."""
 
     url: str = "http://127.0.0.1:9428"
+    """VictoriaLogs' base URL (http:// or https://)."""
     query: str = "*"
     """LogsQL filter selecting the lines detectors need (no pipes)."""
     fields: FieldMap = field(default_factory=FieldMap)
+    """Which VictoriaLogs fields hold the job id, node, rank and source of a line."""
     default_node: str = "unknown"
     """Node for lines whose node field is missing."""
     default_source: str = "app"
     """Source for lines whose source field is missing or not one of app/system/slurm."""
-    account_id: int = 0
-    project_id: int = 0
-    offset_s: float = 1.0
+    account_id: Count = 0
+    project_id: Count = 0
+    """Tenant (``AccountID`` and ``ProjectID`` headers) of a multi-tenant VictoriaLogs."""
+    offset_s: Annotated[float, Range(ge=0.001)] = 1.0
     """Tail offset: rows younger than this are left for the next refresh."""
-    refresh_interval_s: float = 1.0
-    watermark_lag_s: float = 2.0
+    refresh_interval_s: Annotated[float, Range(ge=0.001)] = 1.0
+    """How often the live tail asks for new rows (``refresh_interval`` of /tail)."""
+    watermark_lag_s: NonNegative = 2.0
     """Time for a tail window's rows to reach medic (server work, network, clock skew)."""
-    start_offset_s: float = 5.0
+    start_offset_s: NonNegative = 5.0
     """How far back a start without a cursor begins."""
-    max_tail_catchup_s: float = 10.0
+    max_tail_catchup_s: NonNegative = 10.0
     """A longer gap is backfilled through /query before tailing, so that a tail's first
     window stays as small as its later ones."""
-    backfill_window_s: float = 60.0
-    backfill_max_rows: int = 1_000_000
-    max_rows: int = 65_536
+    backfill_window_s: Positive = 60.0
+    """A backfill asks /query for this much event time at once (halved while a window holds
+    more than ``backfill_max_rows``)."""
+    backfill_max_rows: PositiveCount = 1_000_000
+    """Most rows one backfill query may return."""
+    max_rows: PositiveCount = 65_536
     """Largest batch handed downstream."""
-    connect_timeout_s: float = 5.0
-    query_timeout_s: float = 30.0
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 30.0
-    retry_limit: int = 0
+    connect_timeout_s: Positive = 5.0
+    """Time allowed to connect to VictoriaLogs."""
+    query_timeout_s: Positive = 30.0
+    """Time one backfill query may take (also sent as the query's own ``timeout``)."""
+    backoff_initial_s: Positive = 0.5
+    backoff_max_s: Positive = 30.0
+    """Pause after a failed request, doubling up to the maximum."""
+    retry_limit: Count = 0
     """Consecutive failed attempts before giving up; 0 retries for ever (the service)."""
 
     def __post_init__(self) -> None:
@@ -130,13 +145,6 @@ class VictoriaLogsConfig:
             raise ValueError(f"default_source must be one of {', '.join(schema.LOG_SOURCES)}")
         if "|" in self.query:
             raise ValueError("query must be a LogsQL filter without pipes")
-        for name in ("offset_s", "refresh_interval_s"):
-            if getattr(self, name) < 0.001:
-                raise ValueError(f"{name} must be at least 0.001 (VictoriaLogs' minimum)")
-        if self.max_rows < 1 or self.backfill_max_rows < 1:
-            raise ValueError("max_rows and backfill_max_rows must be at least 1")
-        if self.backfill_window_s <= 0:
-            raise ValueError("backfill_window_s must be positive")
 
     @property
     def selected_fields(self) -> list[str]:

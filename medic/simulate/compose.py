@@ -16,9 +16,11 @@ from medic.config import ConfigError, to_dict
 from medic.recording import Recording, make_meta
 from medic.simulate import traps
 from medic.simulate.joblogs import render_run
+from medic.simulate.phases import phase_effects
 from medic.simulate.plan import GpuEffect, Run, paint_modes
 from medic.simulate.scenarios import FAULTS, TRAPS, Common, Mixed, Scenario
 from medic.simulate.telemetry import GpuPlan, Holding, render_gpu
+from medic.simulate.variation import Variation
 from medic.simulate.world import World
 from medic.timeutil import US
 
@@ -31,9 +33,10 @@ def seeded(name: str, seed: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(name.encode())])
 
 
-def compose(scenario: Scenario, seed: int, params: Common) -> Recording:
+def compose(scenario: Scenario, seed: int, params: Common, perturbed: bool = False) -> Recording:
     """One recording of ``scenario``: every random choice comes from (scenario, seed), in a
-    fixed order, so the same inputs give the same tables."""
+    fixed order, so the same inputs give the same tables. ``perturbed`` draws the realistic
+    variation from a generator of its own, leaving the plain draws as they were."""
     rng = seeded(scenario.name, seed)
     seconds = round((params.duration_min or rng.uniform(20.0, 90.0)) * 60)
     featured_nodes = params.job_nodes or _featured_size(rng)
@@ -52,6 +55,8 @@ def compose(scenario: Scenario, seed: int, params: Common) -> Recording:
         background = [_size(rng, max(2, min(8, featured_nodes))) for _ in range(jobs)]
         cluster = featured_nodes + sum(faulty) + sum(background) + int(rng.integers(1, 3))
     world = World(rng, seconds, cluster)
+    if perturbed:
+        world.variation = Variation.draw(seeded(f"{scenario.name}/perturbed", seed), world)
 
     featured = _featured(world, featured_nodes, params, "long_startup" in chosen)
     if featured is None:
@@ -66,6 +71,8 @@ def compose(scenario: Scenario, seed: int, params: Common) -> Recording:
     _mixed_faults(world, faulty)
     _background(world, background, chosen)
     _cluster_traps(world, chosen)
+    if world.variation is not None:
+        world.variation.after_plan(world)
     return _render(world, scenario, seed, params)
 
 
@@ -214,8 +221,10 @@ def _render(world: World, scenario: Scenario, seed: int, params: Common) -> Reco
     for node, t in world.silent.items():
         silent = (pl.col("node") == world.host(node)) & (pl.col("time") >= world.clock.at(t))
         outside = outside | silent
+    variation = world.variation
+    extra = {} if variation is None else {"perturbation": variation.meta(world)}
     meta = make_meta(
-        f"{scenario.name}-s{seed}",
+        f"{scenario.name}-{'s' if variation is None else 'p'}{seed}",
         t0,
         t1,
         description=scenario.description,
@@ -225,10 +234,13 @@ def _render(world: World, scenario: Scenario, seed: int, params: Common) -> Reco
         params=to_dict(params),
         traps=sorted({*world.traps, *(t for job in world.jobs for t in job.traps)}),
         jobs={job.job_id: job.framework for job in world.jobs},
+        **extra,
     )
     return Recording(
         meta=meta,
-        logs=world.sink.table(drop=outside),
+        logs=world.sink.table(
+            drop=outside, deliver=None if variation is None else variation.deliver(world)
+        ),
         gpu=gpu,
         scheduler=world.slurm.table(world.clock, world.seconds),
         labels=_labels(world),
@@ -240,6 +252,8 @@ def _gpu_plan(world: World, runs: list[Run]) -> GpuPlan:
     effects = list(world.effects)
     for run in runs:
         effects.extend(run.effects)
+        if world.variation is not None:
+            effects.extend(phase_effects(run, world.variation.rng))
         cap = run.job.power_cap_w
         if cap is not None:
             effects.extend(GpuEffect(n, -1, "capped", run.start, run.end, cap) for n in run.nodes)
@@ -266,6 +280,8 @@ def _gpu_plan(world: World, runs: list[Run]) -> GpuPlan:
         drop=world.drops,
         protect=world.protect,
         miss_rate=world.miss_rate,
+        cadence=world.cadence,
+        cadence_offset=world.cadence_offset,
     )
 
 

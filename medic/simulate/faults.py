@@ -10,6 +10,7 @@ fault causes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -232,7 +233,7 @@ def nvlink(
 # --- hangs ---------------------------------------------------------------------------------
 
 
-def _hang_ending(world: World, run: Run, t: float, ending: str, stuck: list[int]) -> None:
+def hang_ending(world: World, run: Run, t: float, ending: str, stuck: list[int]) -> None:
     """How a hung job ends: the NCCL watchdog, the user's scancel, or not within the recording."""
     rng = world.rng
     if ending == "watchdog":
@@ -245,7 +246,7 @@ def _hang_ending(world: World, run: Run, t: float, ending: str, stuck: list[int]
         world.finish(run, end, "CANCELLED", None, "cancelled")
 
 
-def _missed_progress(run: Run, onset: float) -> str:
+def missed_progress(run: Run, onset: float) -> str:
     """When the first progress line that never comes was due, relative to the onset (the
     telemetry shows a hang at once; the logs only when the next line is overdue)."""
     sched = run.schedule
@@ -287,12 +288,12 @@ def gpu_hang(
     if code:
         later = t + float(round(rng.uniform(60.0, run.job.pg_timeout_s * 0.8)))
         xid_line(world, bad.node, bad.gpu, code, int(run.pids[bad.rank]), later, False)
-    _hang_ending(world, run, t, "watchdog", [bad.rank])
+    hang_ending(world, run, t, "watchdog", [bad.rank])
     world.pool.reserve([bad.node])
     if run.closing == "failed" and rng.random() < 0.5:
         kill_task_failed(world, run, bad.node)
     onset = world.first_sample(run.nodes, t)
-    note = f"GPU hang ({style}); {_missed_progress(run, onset)}"
+    note = f"GPU hang ({style}); {missed_progress(run, onset)}"
     world.label(run.job, "hang", onset, [bad.node], [bad.rank], note)
 
 
@@ -306,25 +307,31 @@ def deadlock(
     t = fault_time(world, run, min(run.job.pg_timeout_s + 240, world.seconds * 0.5), at_min)
     block_all(run, t)
     how = ending or str(rng.choice(["watchdog", "watchdog", "cancel", "none"]))
-    _hang_ending(world, run, t, how, [])
+    hang_ending(world, run, t, how, [])
     onset = world.first_sample(run.nodes, t)
-    note = f"software deadlock (ends by {how}); {_missed_progress(run, onset)}"
+    note = f"software deadlock (ends by {how}); {missed_progress(run, onset)}"
     world.label(run.job, "hang", onset, [], [], note)
 
 
 # --- stragglers ----------------------------------------------------------------------------
 
 
-def _straggler(world: World, run: Run, bad: Culprit, t: float, factor: float, note: str) -> None:
-    """From ``t`` the whole job steps ``factor`` times slower, every GPU but the culprit's
-    waiting on it; labelled a straggler blaming the culprit from its first sample on."""
+def slow_down(run: Run, t: float, factor: float, spared: Sequence[int]) -> None:
+    """From ``t`` the whole job steps ``factor`` times slower, every GPU but those of the
+    ``spared`` ranks waiting on them part of each step."""
     run.slowdowns.append((t, factor))
     run.invalidate()
     wait = 1.0 - 1.0 / factor
     for i, node in enumerate(run.nodes):
         for gpu in range(GPUS_PER_NODE):
-            if i * GPUS_PER_NODE + gpu != bad.rank:
+            if i * GPUS_PER_NODE + gpu not in spared:
                 run.effects.append(GpuEffect(node, gpu, "waiting", t, run.end, wait))
+
+
+def _straggler(world: World, run: Run, bad: Culprit, t: float, factor: float, note: str) -> None:
+    """From ``t`` the whole job steps ``factor`` times slower, every GPU but the culprit's
+    waiting on it; labelled a straggler blaming the culprit from its first sample on."""
+    slow_down(run, t, factor, [bad.rank])
     world.label(
         run.job, "straggler", world.first_sample([bad.node], t), [bad.node], [bad.rank], note
     )

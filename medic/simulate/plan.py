@@ -83,6 +83,17 @@ class CounterEvent:
     amount: int = 1
 
 
+@dataclass(frozen=True)
+class Holdup:
+    """A step that waits ``seconds`` on one rank's host (a data-loader stall): that rank's GPU
+    sits idle while every other rank spins in the next collective."""
+
+    index: int
+    """Index of the step in the run's ``durations``."""
+    seconds: float
+    rank: int
+
+
 @dataclass
 class Pause:
     kind: str  # "ckpt" | "eval"
@@ -166,6 +177,11 @@ class Run:
     ckpt_pauses: np.ndarray = field(default_factory=lambda: np.zeros(0))
     eval_pauses: np.ndarray = field(default_factory=lambda: np.zeros(0))
     pids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    ckpt_style: str = "pause"
+    """How a checkpoint save looks on the GPUs: ``pause`` (every GPU idle while storage is
+    written), ``barrier`` (writers write while the other ranks spin in a barrier, see
+    ``medic.simulate.phases``) or ``async`` (a short staging copy, then training goes on)."""
+    holdups: list[Holdup] = field(default_factory=list)
     agent_pids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
@@ -255,8 +271,14 @@ def paint_modes(run: Run, seconds: int) -> np.ndarray:
     paint(run.train_start, min(train_end, run.exit_at), Mode.TRAIN)
     for end, took in zip(sched.ends[sched.stalled], sched.durations[sched.stalled], strict=True):
         paint(end - took, end - took / 2, Mode.STALL)
+    for holdup in run.holdups:
+        if holdup.index < sched.ends.size:
+            began = float(sched.ends[holdup.index] - sched.durations[holdup.index])
+            paint(began, began + holdup.seconds, Mode.WAIT)
+    barrier = run.ckpt_style == "barrier"
     for pause in sched.pauses:
-        paint(pause.start, pause.end, Mode.CKPT if pause.kind == "ckpt" else Mode.EVAL)
+        mode = Mode.EVAL if pause.kind == "eval" else Mode.WAIT if barrier else Mode.CKPT
+        paint(pause.start, pause.end, mode)
     if run.stop < run.exit_at:
         paint(run.stop, run.exit_at, run.after_stop)
     return modes

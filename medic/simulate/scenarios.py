@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from medic.simulate import faults
+from medic.simulate import faults, quiet_faults
 from medic.simulate.frameworks import FRAMEWORK_NAMES
 from medic.simulate.plan import Run
 from medic.simulate.world import World
@@ -128,6 +128,11 @@ class Deadlock(Fault):
     pg_timeout_s: int | None = None
 
 
+def _check_slowdown(slowdown: float | None) -> None:
+    if slowdown is not None and not 1.0 < slowdown <= 2.5:
+        raise ValueError("slowdown must be in (1, 2.5]")
+
+
 @dataclass(frozen=True)
 class Straggler(Fault):
     slowdown: float | None = None
@@ -135,8 +140,17 @@ class Straggler(Fault):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.slowdown is not None and not 1.0 < self.slowdown <= 2.5:
-            raise ValueError("slowdown must be in (1, 2.5]")
+        _check_slowdown(self.slowdown)
+
+
+@dataclass(frozen=True)
+class EarlyStraggler(Common):
+    slowdown: float | None = None
+    """Step-time factor of the whole job from its first step (1.1-1.5)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_slowdown(self.slowdown)
 
 
 @dataclass(frozen=True)
@@ -212,7 +226,7 @@ def type_name(hint: Any) -> str:
 
 def _inject(fn: Callable[..., None], *names: str) -> Inject:
     def run(world: World, target: Run, params: Any) -> None:
-        fn(world, target, **_fields(params, *names, "at_min"))
+        fn(world, target, **_fields(params, *names), at_min=getattr(params, "at_min", None))
 
     return run
 
@@ -312,6 +326,46 @@ FAULTS: dict[str, Scenario] = {
             "node_failure",
             NodeFailure,
             _inject(faults.node_failure, "slurmd_timeout_s", "requeue", "fast_errors"),
+        ),
+    )
+}
+
+# Faults the perturbation suite adds (kept apart so that the mixed scenario and the broad suite
+# draw exactly what they drew before).
+QUIET_FAULTS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "host_hang",
+            "One rank stuck in host code: its GPU idles, every other rank spins in NCCL; "
+            "nothing printed until the watchdog. The rank is at fault, no node.",
+            "hang",
+            Deadlock,
+            _inject(quiet_faults.host_hang, "ending", "pg_timeout_s"),
+        ),
+        Scenario(
+            "nfs_hang",
+            "One rank blocked on a dead NFS server: kernels print 'nfs: server ... not "
+            "responding' and hung-task warnings; the rank is at fault, no node.",
+            "hang",
+            Deadlock,
+            _inject(quiet_faults.nfs_hang, "ending", "pg_timeout_s"),
+        ),
+        Scenario(
+            "power_cap_straggler",
+            "One GPU power-capped from the job's first step (SW power cap, low clocks): the "
+            "whole job is slower from the start.",
+            "straggler",
+            EarlyStraggler,
+            _inject(quiet_faults.power_cap_straggler, "slowdown"),
+        ),
+        Scenario(
+            "ib_flap_straggler",
+            "A node's InfiniBand port flaps throughout the job (mlx5 link down/up, NCCL async "
+            "events): the whole job is slower from its first step.",
+            "straggler",
+            EarlyStraggler,
+            _inject(quiet_faults.ib_flap_straggler, "slowdown"),
         ),
     )
 }

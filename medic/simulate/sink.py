@@ -6,7 +6,7 @@ paths) and turned into the spec's ``logs`` table once, sorted by time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -21,6 +21,7 @@ _COLUMNS = {
     "rank": pl.Int32,
     "source": pl.String,
     "message": pl.String,
+    "origin": pl.Int32,
 }
 
 # Columns that are never template placeholders.
@@ -41,8 +42,10 @@ class LogSink:
         job_id: str | None = None,
         rank: int | None = None,
         source: str = "app",
+        origin: int | None = None,
     ) -> None:
-        """Append lines of one node (and one rank, when known)."""
+        """Append lines of one node (and one rank, when known); ``origin`` is the rank that
+        printed them even when the collector cannot tell (it never reaches the recording)."""
         n = len(messages)
         if n == 0:
             return
@@ -55,26 +58,42 @@ class LogSink:
                     "rank": [rank] * n,
                     "source": [source] * n,
                     "message": list(messages),
+                    "origin": [origin] * n,
                 },
                 schema=_COLUMNS,
             )
         )
 
     def add_frame(self, frame: pl.DataFrame) -> None:
-        """Append a frame that already has the sink's columns (extra columns are dropped)."""
+        """Append a frame that already has the sink's columns (extra columns are dropped, a
+        missing ``origin`` is null)."""
         if frame.height:
-            self._parts.append(frame.select([pl.col(c).cast(t) for c, t in _COLUMNS.items()]))
+            self._parts.append(
+                frame.select(
+                    [
+                        (pl.col(c) if c in frame.columns else pl.lit(None)).cast(t).alias(c)
+                        for c, t in _COLUMNS.items()
+                    ]
+                )
+            )
 
     def frame(self) -> pl.DataFrame:
         if not self._parts:
             return pl.DataFrame(schema=_COLUMNS)
         return pl.concat(self._parts, how="vertical")
 
-    def table(self, drop: pl.Expr | None = None) -> pa.Table:
-        """Every line as the spec's logs table, sorted by time; ``drop`` removes matching rows."""
+    def table(
+        self,
+        drop: pl.Expr | None = None,
+        deliver: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
+    ) -> pa.Table:
+        """Every line as the spec's logs table, sorted by time; ``drop`` removes matching rows,
+        ``deliver`` rewrites the lines as the collector receives them (prefixes, times)."""
         frame = self.frame()
         if drop is not None:
             frame = frame.filter(~drop)
+        if deliver is not None:
+            frame = deliver(frame)
         frame = frame.sort("time", maintain_order=True).with_columns(
             pl.col("time").cast(pl.Datetime("us", "UTC"))
         )

@@ -1,6 +1,7 @@
-"""Named collections of recordings: ``datasets`` (committed in the repository's datasets/)
-and ``broad`` (for evaluation: every fault kind in many variants over many seeds, plus
-healthy recordings with every trap; never committed)."""
+"""Named collections of recordings: ``datasets`` (committed in the repository's datasets/),
+``broad`` (for evaluation: every fault kind in many variants over many seeds, plus healthy
+recordings with every trap; never committed) and ``perturbed`` (the same faults and traps, and
+the quiet ones, under realistic variation: ``medic.simulate.variation``; never committed)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from medic.config import ConfigError
 from medic.recording import write_recording
 from medic.simulate.catalog import simulate
 from medic.simulate.readme import ReadmeRow, write_readme
-from medic.simulate.scenarios import FAULTS, HEALTHY, TRAPS
+from medic.simulate.scenarios import FAULTS, HEALTHY, QUIET_FAULTS, TRAPS
 
 REGENERATE = "medic simulate suite datasets --out datasets"
 
@@ -23,17 +24,19 @@ class Entry:
     scenario: str
     seed: int
     params: dict[str, Any] = field(default_factory=dict)
+    perturbed: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.scenario}-s{self.seed}"
+        return f"{self.scenario}-{'p' if self.perturbed else 's'}{self.seed}"
 
 
 def datasets_entries(seeds: int | None = None) -> list[Entry]:
     """The committed suite: every scenario, small clusters (2-8-node jobs, 20-40 minutes),
-    plus one 24-node job over a short span; under 25 MB in all."""
+    plus one 24-node job over a short span, and one recording of each quiet fault; under 25 MB
+    in all."""
     if seeds is not None:
-        raise ConfigError("suite 'datasets' is fixed; --seeds applies to the 'broad' suite")
+        raise ConfigError("suite 'datasets' is fixed; --seeds applies to the other suites")
     entries = []
     for name in FAULTS:
         for seed in (1, 2):
@@ -52,6 +55,9 @@ def datasets_entries(seeds: int | None = None) -> list[Entry]:
             100,
             {"job_nodes": 24, "jobs": 0, "duration_min": 15.0, "pg_timeout_s": 300},
         ),
+    ]
+    entries += [
+        Entry(name, 1, {"jobs": 1, "job_nodes": 2, "duration_min": 20.0}) for name in QUIET_FAULTS
     ]
     return entries
 
@@ -79,9 +85,23 @@ def broad_entries(seeds: int | None = None) -> list[Entry]:
     return entries
 
 
+def perturbed_entries(seeds: int | None = None) -> list[Entry]:
+    """Every fault scenario, quiet or not, and every healthy scenario on each seed under the
+    realistic variation, plus a mixed recording every other seed; clusters and spans as the
+    seed draws them (jobs of 2-16 nodes, 20-90 minutes)."""
+    count = 20 if seeds is None else seeds
+    if count < 1:
+        raise ConfigError("--seeds must be at least 1")
+    names = [*FAULTS, *QUIET_FAULTS, *HEALTHY]
+    entries = [Entry(name, seed, perturbed=True) for seed in range(1, count + 1) for name in names]
+    entries += [Entry("mixed", seed, perturbed=True) for seed in range(2, count + 1, 2)]
+    return entries
+
+
 SUITES: dict[str, Callable[[int | None], list[Entry]]] = {
     "datasets": datasets_entries,
     "broad": broad_entries,
+    "perturbed": perturbed_entries,
 }
 
 
@@ -101,7 +121,7 @@ def write_suite(name: str, out_dir: Path, seeds: int | None = None) -> list[Path
     paths: list[Path] = []
     rows: list[ReadmeRow] = []
     for entry in entries:
-        recording = simulate(entry.scenario, entry.seed, **entry.params)
+        recording = simulate(entry.scenario, entry.seed, entry.perturbed, **entry.params)
         path = write_recording(out_dir / entry.name, recording)
         paths.append(path)
         rows.append(ReadmeRow.of(entry.scenario, entry.seed, recording, path))

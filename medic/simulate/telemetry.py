@@ -62,6 +62,29 @@ class GpuPlan:
     protect: set[tuple[int, int]]
     """(node, second) samples that random scrape misses must not remove (label onsets)."""
     miss_rate: float
+    cadence: int = 1
+    """Seconds between two samples of a node (dcgm-exporter's collection interval)."""
+    cadence_offset: np.ndarray | None = None
+    """Per node, which second of each ``cadence`` it is sampled at (0 when None)."""
+
+    def sampled(self, ks: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Whether second ``ks`` of each of ``nodes`` is a sample (broadcasting)."""
+        if self.cadence == 1:
+            return np.ones(np.broadcast_shapes(ks.shape, nodes.shape), dtype=bool)
+        offset = (
+            np.zeros(self.cluster.size, np.int64)
+            if self.cadence_offset is None
+            else (self.cadence_offset)
+        )
+        result: np.ndarray = (ks - offset[nodes]) % self.cadence == 0
+        return result
+
+    def next_sample(self, node: int, k: int) -> int:
+        """The first sampled second of ``node`` at or after second ``k``."""
+        if self.cadence == 1:
+            return k
+        offset = 0 if self.cadence_offset is None else int(self.cadence_offset[node])
+        return k + (offset - k) % self.cadence
 
 
 def render_gpu(plan: GpuPlan, rng: np.random.Generator) -> pa.Table:
@@ -69,13 +92,14 @@ def render_gpu(plan: GpuPlan, rng: np.random.Generator) -> pa.Table:
     layout = _Layout.build(plan, rng)
     jobs = _Jobs.build(plan)
     miss = _random_misses(plan, rng, plan.cluster.size)
-    events = _counter_events(plan.counters, layout.col_of, plan.cluster)
+    events = _counter_events(plan, layout.col_of)
     carry = {name: layout.base[name].copy() for name in COUNTERS}
     temp_state: np.ndarray | None = None
     batches = []
     for k0 in range(0, plan.seconds, CHUNK_S):
         chunk = _levels(plan, layout, jobs, k0, min(plan.seconds, k0 + CHUNK_S), rng)
         chunk.keep &= ~miss[k0 : k0 + chunk.n][:, layout.col_node]
+        chunk.keep &= plan.sampled(np.arange(k0, k0 + chunk.n)[:, None], layout.col_node[None, :])
         for effect in plan.effects:
             cols, lo, hi = _effect_span(effect, layout.col_of, plan.cluster, k0, k0 + chunk.n)
             if hi > lo:
@@ -286,6 +310,22 @@ def _hung(c: _Chunk, rows: slice, cols: np.ndarray, e: GpuEffect, lay: _Layout) 
     c.throttle[rows, cols] = 0
 
 
+def _host_bound(c: _Chunk, rows: slice, cols: np.ndarray, e: GpuEffect, lay: _Layout) -> None:
+    """A rank whose host is busy while its peers spin in a collective: no kernels (``level``
+    1: blocked in host code, a data loader, a file system), or bursts of copies (``level`` 2:
+    writing its checkpoint shard). Only where the job is waiting in a collective."""
+    waiting = c.mode[rows, cols] == Mode.WAIT
+    coin = c.coin[rows, cols]
+    util = np.where(coin < 0.8, 0.0, coin * 20.0) if e.level >= 2 else np.zeros_like(coin)
+    power = lay.idle_w[cols] + (35.0 + util * 2.0) * (e.level >= 2) + c.noise[1][rows, cols] * 2
+    c.util[rows, cols] = np.where(waiting, util, c.util[rows, cols])
+    c.power[rows, cols] = np.where(waiting, power, c.power[rows, cols])
+    c.clock[rows, cols] = np.where(waiting & (util == 0), IDLE_CLOCK, c.clock[rows, cols])
+    c.throttle[rows, cols] = np.where(
+        waiting, np.where(util == 0, GPU_IDLE, 0), c.throttle[rows, cols]
+    )
+
+
 def _heating(c: _Chunk, rows: slice, cols: np.ndarray, e: GpuEffect, lay: _Layout) -> None:
     seconds = np.arange(rows.start, rows.stop) + c.k0 - (e.start - 1)
     ramp = np.clip(seconds / max(1.0, e.end - e.start), 0.0, 1.0)
@@ -327,6 +367,7 @@ EFFECTS: dict[str, Effect] = {
     "thermal": _thermal,
     "capped": _capped,
     "waiting": _waiting,
+    "host_bound": _host_bound,
 }
 
 
@@ -426,16 +467,14 @@ def _effect_span(
     return cols, max(first, k0) - k0, min(last, k1) - k0
 
 
-def _counter_events(
-    counters: list[CounterEvent], col_of: np.ndarray, cluster: Cluster
-) -> dict[str, list[tuple[int, int, int]]]:
+def _counter_events(plan: GpuPlan, col_of: np.ndarray) -> dict[str, list[tuple[int, int, int]]]:
     """Events keyed by counter as (sample index that first shows them, column, amount)."""
     out: dict[str, list[tuple[int, int, int]]] = {}
-    for event in counters:
-        phase_s = cluster.phase_us[event.node] / US
-        k = int(np.ceil(event.time - phase_s))
+    for event in plan.counters:
+        phase_s = plan.cluster.phase_us[event.node] / US
+        k = plan.next_sample(event.node, max(int(np.ceil(event.time - phase_s)), 0))
         out.setdefault(event.counter, []).append(
-            (max(k, 0), int(col_of[event.node, event.gpu]), event.amount)
+            (k, int(col_of[event.node, event.gpu]), event.amount)
         )
     return out
 

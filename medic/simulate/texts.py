@@ -1,6 +1,6 @@
 """Verbatim texts that real GPU clusters print, as templates.
 
-Sources (see ../shared/notes/failure-signatures.md): NVIDIA's Xid catalogue and driver
+Sources: NVIDIA's Xid catalogue and driver
 messages, PyTorch ProcessGroupNCCL / torch.distributed.elastic sources, NCCL debug output,
 Slurm's slurmstepd/srun messages. Placeholders in ``{braces}`` are filled per run with
 ``fill`` or per rank by ``sink.fill_templates`` (``{rank}``, ``{local_rank}``, ``{host}``,
@@ -416,3 +416,32 @@ SLURMCTLD_NOT_RESPONDING = "slurmctld[{pid}]: error: Nodes {node} not responding
 SLURMCTLD_KILL = "slurmctld[{pid}]: Killing JobId={raw} on failed node {node}"
 SLURMCTLD_REQUEUE = "slurmctld[{pid}]: requeue job JobId={raw} due to failure of node {node}"
 SLURMCTLD_DOWN = "slurmctld[{pid}]: error: Nodes {node} not responding, setting DOWN"
+
+# --- InfiniBand, NFS and the kernel's hung-task watchdog (source "system") ------------------
+# The mlx5 driver names the port's netdev when its carrier changes ("mlx5_core <pci> <dev>:
+# Link down|up", mlx5e_update_carrier; observed e.g. in bigstack-oss/cubecos#733); NCCL prints
+# the verbs async event of a device it has open ("NET/IB : <dev>:<port> Got async event :
+# <ibv_event_type_str>", transport/net_ib.cc: "port error", "port active").
+IB_LINK = "kernel: mlx5_core {nic} ib{port}: Link {state}"
+IB_ASYNC_EVENT = (
+    "{host}:{pid}:{tid} [{local_rank}] NCCL WARN NET/IB : mlx5_{hca}:1 Got async event : {event}"
+)
+# Bus ids of the eight ConnectX adapters of a node, one per GPU (rail-optimised HGX).
+IB_NIC_BUS = (
+    "0000:1a:00.0",
+    "0000:2c:00.0",
+    "0000:3c:00.0",
+    "0000:5e:00.0",
+    "0000:9c:00.0",
+    "0000:ad:00.0",
+    "0000:bc:00.0",
+    "0000:dc:00.0",
+)
+# net/sunrpc/clnt.c (call_timeout / call_decode) and kernel/hung_task.c.
+NFS_NOT_RESPONDING = "kernel: nfs: server {server} not responding, still trying"
+NFS_OK = "kernel: nfs: server {server} OK"
+HUNG_TASK = (
+    "kernel: INFO: task {comm}:{pid} blocked for more than {seconds} seconds.",
+    "kernel:       Tainted: P           OE     5.15.0-{build}-generic #{build}-Ubuntu",
+    'kernel: "echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.',
+)

@@ -4,7 +4,7 @@ truth, and the helpers faults and traps use to write lines, effects and schedule
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -22,6 +22,9 @@ from medic.simulate.workload import (
     step_durations,
 )
 from medic.timeutil import US, to_us
+
+if TYPE_CHECKING:
+    from medic.simulate.variation import Variation
 
 EPOCH_US = to_us("2026-03-01T00:00:00Z")
 NCCL_VERSIONS = {"new": ("2.21.5", "2.23.4", "2.20.5"), "old": ("2.18.3", "2.19.3")}
@@ -53,6 +56,11 @@ class World:
         self.controller = str(rng.choice(["slurmctl01", "head-01", "sched1"]))
         self.ctld_pid = int(rng.integers(1000, 9000))
         self._next_id = int(rng.integers(40_000, 9_000_000))
+        self.variation: Variation | None = None
+        """The perturbed suite's realistic variation (None: the plain simulator)."""
+        self.cadence = 1
+        """Seconds between two telemetry samples of a node."""
+        self.cadence_offset = np.zeros(nodes, dtype=np.int64)
 
     # --- names -------------------------------------------------------------------------------
 
@@ -93,11 +101,14 @@ class World:
         name = framework or pick_framework(rng)
         gen = "new" if rng.random() < 0.75 else "old"
         job_id, raw = self.new_job_id()
+        spec = draw_spec(rng, name, step_s)
+        if self.variation is not None:
+            spec = self.variation.vary_spec(spec)
         job = Job(
             job_id=job_id,
             raw_id=raw,
             framework=name,
-            spec=draw_spec(rng, name, step_s),
+            spec=spec,
             rank_mode=str(rng.choice(["column", "column", "prefix", "prefix", "none"])),
             torch_gen=gen,
             nccl=str(rng.choice(NCCL_VERSIONS[gen])),
@@ -118,10 +129,15 @@ class World:
         count = max(1, int(np.ceil(horizon / (spec.step_s * job.user_slow * 0.35))) + 4)
         return step_durations(self.rng, spec, count, job.user_slow)
 
+    def _vary_steps(self, run: Run) -> None:
+        if self.variation is not None:
+            run.holdups = self.variation.vary_steps(run)
+
     def move_start(self, run: Run, start: float) -> None:
         """Start ``run`` at another time (its steps are drawn again to cover the recording)."""
         run.start = start
         run.durations, run.stalled = self._durations(run.job, start)
+        self._vary_steps(run)
         run.invalidate()
 
     def add_run(self, job: Job, nodes: list[int], start: float, first_step: int) -> Run:
@@ -146,6 +162,9 @@ class World:
             pids=rng.integers(4_000, 3_900_000, world),
             agent_pids=rng.integers(4_000, 3_900_000, len(nodes)),
         )
+        if self.variation is not None:
+            self.variation.vary_run(run)
+            self._vary_steps(run)
         job.runs.append(run)
         return run
 
@@ -194,7 +213,10 @@ class World:
     def sample_time(self, node: int, t: float) -> float:
         """When ``node``'s first telemetry sample at or after ``t`` is taken."""
         phase = self.cluster.phase_us[node] / US
-        return float(np.ceil(t - phase) + phase)
+        k = int(np.ceil(t - phase))
+        if self.cadence > 1:
+            k += int(self.cadence_offset[node] - k) % self.cadence
+        return float(k + phase)
 
     def first_sample(self, nodes: Sequence[int], t: float) -> float:
         """The first telemetry sample of any of ``nodes`` at or after ``t``; that sample is
@@ -254,6 +276,7 @@ class World:
             (pl.col("rank") if run.job.rank_mode == "column" else pl.lit(None))
             .cast(pl.Int32)
             .alias("rank"),
+            pl.col("rank").cast(pl.Int32).alias("origin"),
         )
         self.sink.add_frame(lines)
 
@@ -269,6 +292,7 @@ class World:
             node=node,
             job_id=run.job.job_id,
             rank=rank if run.job.rank_mode == "column" else None,
+            origin=rank,
         )
 
     def emit_node(

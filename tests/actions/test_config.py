@@ -56,7 +56,10 @@ def test_user_settings_override_defaults_key_by_key_and_replace_lists() -> None:
             "route name 'r' is used twice",
         ),
         ({"routes": [{"name": "r", "notify": ["pager"]}]}, "unknown receiver 'pager'"),
-        ({"guards": {"max_drained_fraction": 1.5}}, "max_drained_fraction must be between 0 and 1"),
+        (
+            {"guards": {"max_drained_fraction": 1.5}},
+            "'rules.guards.max_drained_fraction' must be in [0, 1], got 1.5",
+        ),
         ({"guards": {"node_cooldown_s": "1h"}}, "'rules.guards.node_cooldown_s' must be a number"),
         ({"receivers": [{"name": "x", "url": "ftp://x"}]}, "url must start with http://"),
         ({"slurm": {"executor": "ssh"}}, "'rules.slurm.executor' must be one of"),

@@ -7,8 +7,8 @@ from medic.detectors.base import Detection
 from tests.builders import at
 
 
-def guards(mode: str = "enforce", **config: Any) -> Guards:
-    return Guards(GuardConfig(**config), mode)  # type: ignore[arg-type]
+def guards(mode: str = "enforce", window_s: float = 600, **config: Any) -> Guards:
+    return Guards(GuardConfig(**config), mode, window_s)  # type: ignore[arg-type]
 
 
 def fault(job: str | None = "42", *culprits: str, onset: int | None = None) -> Detection:
@@ -64,13 +64,13 @@ def test_partition_allow_list_fails_safe_on_an_unknown_partition() -> None:
     assert stops(g.review(fault("3"), [requeue("3")], gpu, at(0))) == [None]
 
 
-def test_one_action_per_incident_until_the_window_ends() -> None:
-    g = guards(incident_window_s=600, cluster_nodes=100, node_cooldown_s=0)
+def test_one_action_per_incident_until_the_window_after_its_last_detection_ends() -> None:
+    g = guards(window_s=600, cluster_nodes=100, node_cooldown_s=0)
     assert stops(g.review(fault(), [requeue()], None, at(0))) == [None]
     again = g.review(fault(), [requeue()], None, at(300))
     assert stops(again) == ["incident"]
     assert again[0].reason == "job 42 already got requeue in this incident"
-    assert stops(g.review(fault(), [requeue()], None, at(601))) == [None]
+    assert stops(g.review(fault(), [requeue()], None, at(901))) == [None]
 
 
 def test_a_detection_whose_onset_follows_medics_requeue_is_a_new_incident() -> None:
@@ -91,8 +91,8 @@ def test_node_cooldown_in_event_time() -> None:
     assert stops(g.review(fault("3"), [drain()], None, at(600))) == [None]
 
 
-def test_drain_budget_caps_the_drained_fraction() -> None:
-    g = guards(max_drained_fraction=0.1, node_cooldown_s=0)
+def test_drain_budget_caps_the_drained_fraction_on_a_large_cluster() -> None:
+    g = guards(max_drained_nodes=1, max_drained_fraction=0.1, node_cooldown_s=0)
     nodes = [f"n{i}" for i in range(5)]
     verdicts = [
         g.review(fault(str(i), node), [drain(node, str(i))], None, at(i), cluster_nodes=20)[0]
@@ -100,19 +100,57 @@ def test_drain_budget_caps_the_drained_fraction() -> None:
     ]
     assert stops(verdicts) == [None, None] + ["drained_fraction"] * 3
     assert verdicts[2].reason == (
-        "draining n2 would leave 3 of 20 nodes drained by medic (max_drained_fraction = 0.1)"
+        "draining n2 would leave 3 nodes drained by medic, over the budget of 2 for 20 nodes "
+        "(max_drained_nodes = 1, max_drained_fraction = 0.1)"
     )
 
 
-def test_drained_fraction_follows_slurm_and_fails_safe_without_a_cluster_size() -> None:
-    g = guards(max_drained_fraction=0.1)
-    assert stops(g.review(fault(), [drain()], None, at(0))) == ["drained_fraction"]
+def test_a_small_cluster_may_still_lose_the_absolute_count_of_nodes() -> None:
+    g = guards(max_drained_nodes=1, max_drained_fraction=0.1, node_cooldown_s=0)
+    first = g.review(fault("1", "n1"), [drain("n1", "1")], None, at(0), cluster_nodes=4)
+    second = g.review(fault("2", "n2"), [drain("n2", "2")], None, at(1), cluster_nodes=4)
+    assert stops(first + second) == [None, "drained_fraction"]
+    assert g.drain_budget(4) == 1
+    assert g.drain_budget(100) == 10
+
+
+def test_drain_budget_follows_slurm_and_holds_without_a_cluster_size() -> None:
+    g = guards(max_drained_nodes=1, max_drained_fraction=0.1)
+    assert stops(g.review(fault(), [drain()], None, at(0))) == [None]
     g.sync_drained({"n1", "n2"})
     assert stops(g.review(fault("7", "n4"), [drain("n4", "7")], None, at(1), 20)) == [
         "drained_fraction"
     ]
     g.sync_drained({"n1"})
     assert stops(g.review(fault("8", "n5"), [drain("n5", "8")], None, at(2), 20)) == [None]
+
+
+def test_monitor_mode_says_what_enforce_would_do_without_a_cluster_size() -> None:
+    g = guards("monitor", max_drained_nodes=1, node_cooldown_s=0)
+    first = g.review(fault("1", "n1"), [drain("n1", "1")], None, at(0))
+    second = g.review(fault("2", "n2"), [drain("n2", "2")], None, at(1))
+    assert stops(first + second) == ["monitor", "drained_fraction"]
+    assert "for a cluster of unknown size" in second[0].reason
+
+
+def test_an_upgrade_in_one_pipeline_incident_drains_but_does_not_requeue_again() -> None:
+    g = guards(cluster_nodes=100)
+    crash = Detection("42", "hang", (), detector="t", incident="i1")
+    assert stops(g.review(crash, [requeue()], None, at(0))) == [None]
+    xid = Detection("42", "gpu_fault", ("n3",), detector="t", incident="i1", onset=at(-2))
+    assert stops(g.review(xid, [drain(), requeue()], None, at(20))) == [None, "incident"]
+    other = Detection("42", "gpu_fault", ("n3",), detector="t", incident="i2", onset=at(-2))
+    assert stops(g.review(other, [requeue()], None, at(30))) == [None]
+
+
+def test_a_requeue_restored_from_the_history_counts() -> None:
+    g = guards(cluster_nodes=100, max_restarts_per_job=1)
+    g.restore_requeue("i1", "42", at(0))
+    same = Detection("42", "gpu_fault", ("n3",), detector="t", incident="i1", onset=at(-1))
+    verdicts = g.review(same, [requeue()], None, at(5))
+    assert stops(verdicts) == ["incident"]
+    later = Detection("42", "gpu_fault", ("n5",), detector="t", incident="i1", onset=at(30))
+    assert stops(g.review(later, [requeue()], None, at(40))) == ["restart_budget"]
 
 
 def test_drains_per_hour_slides_with_event_time() -> None:
@@ -126,7 +164,7 @@ def test_drains_per_hour_slides_with_event_time() -> None:
 
 
 def test_restart_budget_per_job() -> None:
-    g = guards(max_restarts_per_job=2, restart_window_s=3600, incident_window_s=0)
+    g = guards(window_s=0, max_restarts_per_job=2, restart_window_s=3600)
     results = [stops(g.review(fault(), [requeue()], None, at(60 * i)))[0] for i in range(4)]
     assert results == [None, None, "restart_budget", "restart_budget"]
     assert stops(g.review(fault(), [requeue()], None, at(3600))) == [None]

@@ -1,6 +1,7 @@
 import json
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -8,6 +9,7 @@ import pytest
 
 from medic import schema
 from medic.actions.config import load_rules
+from medic.actions.ledger import Ledger
 from medic.actions.notify import Webhooks
 from medic.actions.recorder import RecordingExecutor
 from medic.actions.slurm_cli import JOB_FORMAT, CommandResult, SlurmCli
@@ -20,9 +22,11 @@ from tests.builders import at
 NODES = [f"n{i}" for i in range(100)]
 
 
-def stage(rules: dict[str, Any] | None = None, nodes: Sequence[str] = NODES) -> ActionStage:
+def stage(
+    rules: dict[str, Any] | None = None, nodes: Sequence[str] = NODES, window_s: float = 600
+) -> ActionStage:
     recorder = RecordingExecutor(nodes)
-    return ActionStage(load_rules(rules), recorder, notifier=recorder)
+    return ActionStage(load_rules(rules), recorder, notifier=recorder, incident_window_s=window_s)
 
 
 def fault(job: str | None = "42", *culprits: str, t: float = 0) -> Detection:
@@ -62,11 +66,22 @@ def test_enforce_mode_executes_through_the_executor() -> None:
 
 
 def test_a_detection_handled_twice_runs_nothing_twice() -> None:
-    s = stage({"mode": "enforce", "guards": {"incident_window_s": 0, "node_cooldown_s": 0}})
+    s = stage({"mode": "enforce", "guards": {"node_cooldown_s": 0}}, window_s=0)
     s.handle([fault()], at(0))
     s.handle([fault()], at(1))
     rows = s.actions_table().to_pylist()
     assert [r["guard"] for r in rows] == [None, None, "ledger", "ledger"]
+
+
+def test_an_empty_file_backed_ledger_is_the_one_written(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    recorder = RecordingExecutor(NODES)
+    s = ActionStage(load_rules({"mode": "enforce"}), recorder, ledger=Ledger(path))
+    s.handle([fault()], at(0))
+    assert len(path.read_text().splitlines()) == 2
+    again = ActionStage(load_rules({"mode": "enforce"}), recorder, ledger=Ledger(path))
+    again.handle([fault()], at(1))
+    assert [r["guard"] for r in again.actions_table().to_pylist()] == ["ledger", "ledger"]
 
 
 def test_guards_hold_under_a_flood_of_100_detections() -> None:

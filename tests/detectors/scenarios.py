@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from medic.detectors.base import Detection, build_detectors
-from medic.ingest.replay import ReplaySource
+from medic.ingest.replay import ReplayConfig, ReplaySource
 from medic.pipeline import Pipeline
 from medic.timeutil import US
 from tests.builders import T0, at, log, recording
@@ -106,6 +106,7 @@ def detect(
     gpu: Sequence[dict] = (),
     scheduler: Sequence[dict] = (),
     detectors: Sequence[str] = EVIDENCE_DETECTORS,
+    replay: ReplayConfig | None = None,
 ) -> list[Detection]:
     """Replay the scenario through a fresh pipeline; the detections it emitted."""
     rec = recording(
@@ -115,7 +116,7 @@ def detect(
         scheduler=sorted(scheduler, key=lambda r: r["time"]),
     )
     pipeline = Pipeline(build_detectors(enabled=detectors))
-    return pipeline.run(ReplaySource(rec))
+    return pipeline.run(ReplaySource(rec, replay))
 
 
 def seconds(us: int) -> float:

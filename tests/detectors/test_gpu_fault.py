@@ -10,11 +10,15 @@ from medic.timeutil import US
 from tests.builders import at, batch
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 
-# leptonai/gpud#46 and NVIDIA/NVSentinel#155
+# formats of leptonai/gpud#46 and NVIDIA/NVSentinel#155, our own values
 XID_79 = "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"
+XID_GSP = (
+    "NVRM: Xid (PCI:0000:cb:00): 119, pid=402211, name=python3, Timeout after 6s of waiting "
+    "for RPC response from GPU5 GSP! Expected function 10 (FREE) (0x5c000021 0x0)."
+)
 XID_CTXSW = (
-    "NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, "
-    "errorString CTX SWITCH TIMEOUT, Info 0x58005"
+    "NVRM: Xid (PCI:0000:cb:00): 109, pid={pid}, name=pt_main_thread, Ch 00000011, "
+    "errorString CTX SWITCH TIMEOUT, Info 0x3c041"
 )
 
 
@@ -29,11 +33,23 @@ def scenario(job: Job, duration: int = 120) -> tuple[list[dict], list[dict], lis
 def test_a_fatal_xid_in_the_kernel_log_blames_its_node_at_once() -> None:
     job = Job()
     logs, gpu, sched = scenario(job)
-    logs.append(kernel(50.3, "n3", XID_CTXSW))
+    logs.append(kernel(50.3, "n3", XID_GSP))
     found = detect(120, logs, gpu, sched)
     assert [(d.kind, d.culprits, d.job_id) for d in found] == [("gpu_fault", ("n3",), "100")]
     assert seconds(found[0].detected_at) == pytest.approx(50.3, abs=0.5)
-    assert "Xid 109 (CTXSW_TIMEOUT_ERROR)" in found[0].summary
+    assert "Xid 119 (GSP_RPC_TIMEOUT)" in found[0].summary
+
+
+def test_an_application_level_xid_is_hardware_only_when_processes_keep_raising_it() -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    logs.append(kernel(30.0, "n3", XID_CTXSW.format(pid=5001)))
+    logs.append(kernel(31.0, "n3", XID_CTXSW.format(pid=5001)))
+    assert detect(120, logs, gpu, sched) == []
+    logs.append(kernel(70.0, "n3", XID_CTXSW.format(pid=6120)))
+    found = detect(120, logs, gpu, sched)
+    assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("n3",))]
+    assert seconds(found[0].detected_at) == pytest.approx(70.0, abs=0.5)
 
 
 def test_the_pci_address_is_mapped_to_the_gpu_that_telemetry_shows_the_xid_on() -> None:

@@ -246,9 +246,9 @@ def test_a_job_that_logs_every_few_minutes_does_not_confirm_an_exporter_gap() ->
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ({"stall_ratio": 1.5}, "stall_ratio must be between 0 and 1"),
-        ({"spin_util": 120.0}, "spin_util must be a utilisation between 0 and 100"),
-        ({"silence_s": 30.0, "long_silence_s": 10.0}, "long_silence_s at least silence_s"),
+        ({"stall_ratio": 1.5}, r"stall_ratio' must be in \(0, 1\)"),
+        ({"spin_util": 120.0}, r"spin_util' must be in \[0, 100\]"),
+        ({"silence_s": 30.0, "long_silence_s": 10.0}, "long_silence_s must be at least silence_s"),
     ],
 )
 def test_a_wrong_config_is_a_one_line_error(table: dict, message: str) -> None:

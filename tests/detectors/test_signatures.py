@@ -43,8 +43,10 @@ def test_every_xid_row_cites_nvidia_actions_and_fatal_codes_are_the_known_ones()
     xids = CATALOGUE.xids
     assert xids["code"].is_unique().all()
     fatal = set(CATALOGUE.fatal_xids())
-    assert {46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143}.issubset(fatal)
-    assert fatal.isdisjoint({13, 31, 43, 45, 63, 92})
+    assert {46, 48, 62, 64, 74, 79, 95, 119, 120, 122, 123, 136, 140, 143}.issubset(fatal)
+    assert set(range(144, 151)).issubset(fatal)
+    assert fatal.isdisjoint({13, 31, 43, 45, 63, 92, 109, 154})
+    assert set(CATALOGUE.per_process_xids()) == {13, 31, 43, 109}
     restart_app = xids.filter(pl.col("nvidia_action") == "RESTART_APP")
     assert set(restart_app["action"]) == {"restart_job"}
     ignore = xids.filter(pl.col("nvidia_action") == "IGNORE")
@@ -168,7 +170,7 @@ def test_multi_line_fallen_off_the_bus_message_is_a_gpu_fault() -> None:
             "NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600067 "
             "milliseconds before timing out.",
             "nccl_watchdog_timeout",
-            "crash",
+            "hang",
             "collateral",
             4,
         ),
@@ -392,9 +394,67 @@ def test_malformed_catalogues_fail_with_one_line() -> None:
     entry = dict(CATALOGUE.signatures.drop("entry").row(0, named=True))
     with pytest.raises(CatalogueError, match="kind 'oops'"):
         parse_catalogue({"signature": [{**entry, "kind": "oops"}]})
-    with pytest.raises(CatalogueError, match="unknown group 'peer'"):
-        parse_catalogue({"signature": [{**entry, "pattern": "(?P<peer>x)"}]})
+    with pytest.raises(CatalogueError, match="unknown group 'gpu'"):
+        parse_catalogue({"signature": [{**entry, "pattern": "(?P<gpu>x)"}]})
     with pytest.raises(CatalogueError, match="duplicate id"):
         parse_catalogue({"signature": [entry, entry]})
     with pytest.raises(CatalogueError, match="missing key 'source'"):
         parse_catalogue({"signature": [{k: v for k, v in entry.items() if k != "source"}]})
+
+
+SITE_SIGNATURE = """
+[[signature]]
+id = "site_fabric_manager_down"
+literals = ["fabricmanager"]
+pattern = 'fabricmanager.*(?P<host>gpu-\\w+) lost'
+kind = "node_failure"
+implicates = "node"
+severity = "fatal"
+role = "root"
+action = "drain"
+source = "https://example.org/our-runbook"
+example = "fabricmanager: NVSwitch fabric on gpu-x1 lost"
+
+[[xid]]
+code = 63
+mnemonic = "INFOROM_DRAM_RETIREMENT_EVENT"
+nvidia_action = "IGNORE"
+kind = "gpu_fault"
+severity = "fatal"
+action = "drain"
+"""
+
+
+def test_a_sites_catalogue_file_is_read_by_the_parser_and_the_detectors_alike(
+    tmp_path: Any,
+) -> None:
+    from medic.pipeline import Pipeline
+
+    site = tmp_path / "site.toml"
+    site.write_text(SITE_SIGNATURE)
+    pipeline = Pipeline.from_settings({"parsers": {"signatures": {"extra": [str(site)]}}})
+    parser = next(p for p in pipeline.parsers if isinstance(p, SignatureParser))
+    gpu_fault = next(d for d in pipeline.detectors if d.name == "gpu_fault")
+    crash = next(d for d in pipeline.detectors if d.name == "crash")
+    assert crash.catalogue is parser.catalogue
+    assert 63 in gpu_fault.fatal_xids
+    rows = parser.parse(batch("logs", [log(0, "fabricmanager: NVSwitch fabric on gpu-x1 lost")]))
+    assert rows is not None
+    assert rows.frame.select("signature", "host").row(0) == ("site_fabric_manager_down", "gpu-x1")
+
+
+def test_a_broken_site_catalogue_is_a_one_line_config_error(tmp_path: Any) -> None:
+    from medic.config import ConfigError
+    from medic.pipeline import Pipeline
+
+    site = tmp_path / "site.toml"
+    site.write_text(SITE_SIGNATURE.replace('kind = "node_failure"', 'kind = "flaky"'))
+    with pytest.raises(ConfigError, match=r"site.toml: signature #1 .* kind 'flaky'") as info:
+        Pipeline.from_settings({"parsers": {"signatures": {"extra": [str(site)]}}})
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="cannot read"):
+        Pipeline.from_settings({"parsers": {"signatures": {"extra": ["/nonexistent.toml"]}}})
+    clash = tmp_path / "clash.toml"
+    clash.write_text(SITE_SIGNATURE.replace("site_fabric_manager_down", "xid"))
+    with pytest.raises(ConfigError, match="'xid' is already built in"):
+        Pipeline.from_settings({"parsers": {"signatures": {"extra": [str(clash)]}}})

@@ -1,5 +1,6 @@
 """``medic report``: figures from the views, terminal tables, the HTML file, the command."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,21 @@ def test_report_command_errors_are_one_line(tmp_path: Path, setup: str, message:
     assert result.exit_code == 2
     assert message in result.output
     assert result.output.count("\n") == 1
+
+
+def test_time_to_detect_is_reported_in_event_time_and_by_the_wall_clock(
+    store: DuckDBStore,
+) -> None:
+    from medic.detectors.base import Detection
+    from medic.history.writer import HistoryWriter
+    from tests.builders import at
+
+    writer = HistoryWriter(store, wall_clock=lambda: at(104))
+    xid = Detection("7", "gpu_fault", ("n2",), detector="gpu_fault", onset=at(100))
+    writer.handle([replace(xid, detected_at=at(100.5), incident="i7")], at(100.5))
+    report = build_report(store, HistoryConfig())
+    latency = {(r["measure"], r["kind"]): r for r in report.latency.to_dicts()}
+    assert latency["time to detect", "gpu_fault"]["p50_s"] == 0.5
+    assert latency["time to detect (wall clock)", "gpu_fault"]["p50_s"] == 4.0
+    (row,) = store.sql("SELECT incident_id, detected_wall FROM detections").to_pylist()
+    assert row["incident_id"] == "i7"

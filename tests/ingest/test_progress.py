@@ -19,6 +19,7 @@ from medic.ingest.progress import (
     ProgressFormat,
     ProgressParser,
 )
+from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
 from medic.pipeline import Pipeline
 from tests.builders import batch, bundled_logs, log
 
@@ -282,15 +283,28 @@ def _rounded(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return [tuple(f"{v:.12g}" if isinstance(v, float) else v for v in row) for row in rows]
 
 
+def _bare(line: str, prefix: re.Pattern[str]) -> str:
+    """``line`` without its prefixes, cut one at a time with Python's re."""
+    for _ in range(MAX_ROUNDS):
+        found = prefix.match(line)
+        if found is None:
+            break
+        line = line[found.end() :]
+    return line
+
+
 def test_every_bundled_log_line_is_read_as_a_line_by_line_reading_reads_it() -> None:
-    # The reference: each line on its own, the first format (by priority) whose anchor it
-    # holds and whose regex matches reads it (with Python's re, without any shortcut).
+    # The reference: each line on its own, without its prefixes, the first format (by priority)
+    # whose anchor it holds and whose regex matches reads it (with Python's re, without any
+    # shortcut).
     logs = bundled_logs()
     formats = [(f, re.compile(f.pattern)) for f in FORMATS]
+    prefix = re.compile(PrefixStripper().pattern)
     expected = []
-    for job_id, message in zip(
+    for job_id, line in zip(
         logs.column("job_id").to_pylist(), logs.column("message").to_pylist(), strict=True
     ):
+        message = _bare(line, prefix)
         text = re.sub(ANSI_ESCAPE, "", message)
         for fmt, regex in formats:
             found = regex.search(text) if any(a in message for a in fmt.anchors) else None

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from medic import schema
+from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.replay import ReplayConfig, ReplaySource
 from medic.recording import TableFile, open_recording, read_recording, write_recording
@@ -70,8 +71,8 @@ def test_rows_outside_the_meta_span_are_still_replayed() -> None:
 
 @pytest.mark.parametrize("span", [0, 1.5])
 def test_span_must_keep_watermarks_within_a_second(span: float) -> None:
-    with pytest.raises(ValueError, match="span_s"):
-        ReplayConfig(span_s=span)
+    with pytest.raises(ConfigError, match=r"'replay.span_s' must be in \(0, 1\]"):
+        from_dict(ReplayConfig, {"span_s": span}, "replay")
 
 
 def events(source: ReplaySource) -> list[tuple[str, object]]:
@@ -121,3 +122,48 @@ def test_each_batch_comes_with_its_polars_frame_already_converted(tmp_path: Path
     for batch in batches:
         assert "frame" in batch.__dict__
         assert batch.frame.equals(pl.DataFrame(pl.from_arrow(batch.data)))
+
+
+def delivered(events: list) -> list[tuple[int, int, str]]:  # type: ignore[type-arg]
+    """(watermark before arrival, row time, node) of every log row, in arrival order."""
+    out, watermark = [], T0
+    for event in events:
+        if isinstance(event, Watermark):
+            watermark = event.time
+        elif event.stream == "logs":
+            nodes = event.data.column("node").to_pylist()
+            out += [(watermark, t, n) for t, n in zip(times(event), nodes, strict=True)]
+    return out
+
+
+def test_a_delayed_stream_arrives_late_by_node_within_the_delay_and_whole() -> None:
+    lines = [log(s + 0.1 * i, f"l{i}", node=f"n{i}") for s in range(20) for i in range(4)]
+    rec = recording(duration_s=20, logs=lines)
+    config = {"delays": [{"stream": "logs", "min_s": 2, "max_s": 10}], "seed": 7}
+    events = list(ReplaySource(rec, from_dict(ReplayConfig, config, "replay")))
+    rows = delivered(events)
+    assert sorted(t for _, t, _ in rows) == sorted(line["time"] for line in lines)
+    lateness = [(watermark - t) / US for watermark, t, _ in rows]
+    assert min(lateness) >= 1 and max(lateness) <= 10, "shipped 2-10 s after, in 1 s windows"
+    assert len({round(x) for x in lateness}) > 3, "jittered"
+    by_node_second: dict[tuple[str, int], set[int]] = {}
+    for watermark, t, node in rows:
+        by_node_second.setdefault((node, (t - T0) // US), set()).add(watermark)
+    assert all(len(arrivals) == 1 for arrivals in by_node_second.values()), "one shipment"
+    arrival_order = [t for _, t, _ in rows]
+    assert arrival_order != sorted(arrival_order), "out of order across nodes"
+    again = delivered(list(ReplaySource(rec, from_dict(ReplayConfig, config, "replay"))))
+    assert again == rows, "the same seed gives the same delays"
+
+
+def test_delays_are_checked_and_parsed() -> None:
+    from medic.ingest.replay import Delay
+
+    assert Delay.parse("logs=0:30") == Delay("logs", 0.0, 30.0)
+    assert Delay.parse("gpu=5") == Delay("gpu", 5.0, 5.0)
+    with pytest.raises(ValueError, match="expected STREAM=MIN:MAX"):
+        Delay.parse("logs=soon")
+    with pytest.raises(ValueError, match="stream must be one of"):
+        Delay.parse("tweets=1:2")
+    with pytest.raises(ConfigError, match="max_s must be at least min_s"):
+        from_dict(ReplayConfig, {"delays": [{"stream": "logs", "min_s": 5, "max_s": 1}]})

@@ -1,4 +1,4 @@
-"""The local VictoriaLogs keeps the behaviours ../shared/notes/victorialogs-api.md documents."""
+"""The local VictoriaLogs keeps the behaviours of v1.26.0 that docs/victorialogs.md lists."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A local VictoriaLogs for tests, written from ../shared/notes/victorialogs-api.md (v1.26.0).
+"""A local VictoriaLogs for tests, from v1.26.0's documented API (docs/victorialogs.md).
 
 VictoriaLogs cannot be installed from our package registries, so this server stands in for it
 over real sockets: HTTP/1.1, chunked NDJSON, the documented tail algorithm and the documented

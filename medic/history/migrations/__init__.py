@@ -94,4 +94,6 @@ def migrate(con: duckdb.DuckDBPyConnection, where: str) -> list[int]:
                 f"{where}: migration {migration.version} ({migration.name}) failed: {first}"
             ) from None
         applied.append(migration.version)
+    if applied:
+        con.execute("CHECKPOINT")  # a schema change replayed from the WAL can fail to rebind
     return applied

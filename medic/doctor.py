@@ -1,0 +1,303 @@
+"""`medic doctor`: try, for real, every dependency a config names, one line per check.
+
+Each check does what the service will do, once and harmlessly: run the configured
+``squeue``/``sinfo`` (or ask slurmrestd), find out whether this user may drain and requeue,
+ask VictoriaLogs for an hour of the configured query, glob the log paths, scrape every
+telemetry endpoint (or ask NVML on this host), open the history for writing and bind the
+listen address. Nothing is changed in Slurm and no webhook is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import glob
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from medic.actions.config import RulesConfig, SlurmConfig, load_rules
+from medic.actions.slurm_cli import run_command
+from medic.config import ConfigError
+from medic.config_tables import effective_settings
+from medic.history import HistoryError
+from medic.history.config import history_config
+from medic.history.remote import held_by_another_process
+from medic.history.store import DuckDBStore
+from medic.ingest.files import FilesConfig, OutputPattern
+from medic.ingest.live import wall_us
+from medic.ingest.prometheus import PrometheusConfig
+from medic.ingest.slurm import SlurmSource, SlurmSourceConfig
+from medic.ingest.sources import SourcesConfig, sources_config
+from medic.ingest.victorialogs import VictoriaLogsConfig, rfc3339_ns
+from medic.service import ServiceConfig, service_config
+from medic.service_http import parse_listen
+
+Status = Literal["ok", "warn", "fail"]
+OPERATOR_LEVELS = ("operator", "administrator")
+HOUR_NS = 3600 * 10**9
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's answer."""
+
+    name: str
+    status: Status
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.status:<4}  {self.name}: {self.detail}"
+
+
+def diagnose(settings: Mapping[str, Any]) -> list[Check]:
+    """Every check the config calls for, in the order a service starts its parts."""
+    try:
+        effective_settings(settings)
+    except ConfigError as exc:
+        return [Check("config", "fail", str(exc))]
+    sources = sources_config(settings)
+    rules = load_rules(settings.get("rules"))
+    service = service_config(settings)
+    checks = [Check("config", "ok", f"valid; rules in {rules.mode} mode")]
+    checks.extend(_logs(sources))
+    checks.extend(_telemetry(sources.prometheus))
+    checks.append(_slurm_state(sources.slurm))
+    checks.append(_slurm_actions(rules))
+    checks.append(_history(history_config(settings).path))
+    checks.append(_state_dir(service))
+    checks.append(_listen(service))
+    return checks
+
+
+def _logs(sources: SourcesConfig) -> list[Check]:
+    if sources.victorialogs is not None:
+        return [_victorialogs(sources.victorialogs)]
+    checks = []
+    for path in (sources.files or FilesConfig()).paths:
+        pattern = OutputPattern(path)
+        found = [p for p in glob.glob(pattern.glob) if pattern.fields(p) is not None]
+        if found:
+            checks.append(Check("logs (files)", "ok", f"{len(found)} file(s) match {path}"))
+        else:
+            checks.append(
+                Check(
+                    "logs (files)",
+                    "warn",
+                    f"no file matches {path} yet (a job's output file appears when it starts; "
+                    "check [sources.files] paths)",
+                )
+            )
+    return checks
+
+
+def _victorialogs(config: VictoriaLogsConfig) -> Check:
+    name = "logs (victorialogs)"
+    headers = {"AccountID": str(config.account_id), "ProjectID": str(config.project_id)}
+    timeout = httpx.Timeout(config.query_timeout_s, connect=config.connect_timeout_s)
+    now = wall_us() * 1000
+    data = {
+        "query": config.logsql,
+        "start": rfc3339_ns(now - HOUR_NS),
+        "end": rfc3339_ns(now),
+        "limit": "1000",
+    }
+    try:
+        with httpx.Client(base_url=config.url, headers=headers, timeout=timeout) as client:
+            health = client.get("/health")
+            if health.status_code != 200:
+                return Check(name, "fail", f"{config.url}/health answered {health.status_code}")
+            answer = client.post("/select/logsql/query", data=data)
+    except httpx.HTTPError as exc:
+        return Check(name, "fail", f"{config.url} unreachable ({exc or type(exc).__name__})")
+    if answer.status_code != 200:
+        return Check(name, "fail", f"query answered {answer.status_code}: {_first(answer.text)}")
+    rows = len([line for line in answer.text.splitlines() if line.strip()])
+    shown = f"{rows}{'+' if rows >= 1000 else ''} row(s) in the last hour for {config.query!r}"
+    if not rows:
+        return Check(name, "warn", f"{config.url} reachable, but {shown}")
+    return Check(name, "ok", f"{config.url} reachable; {shown}")
+
+
+def _telemetry(config: PrometheusConfig | None) -> list[Check]:
+    if config is None:
+        return [_nvml_here()]
+    checks = []
+    for target in config.targets:
+        try:
+            answer = httpx.get(target, timeout=config.timeout_s)
+        except httpx.HTTPError as exc:
+            checks.append(Check("telemetry", "fail", f"{target} unreachable ({exc})"))
+            continue
+        gpus = len(re.findall(r"^DCGM_FI_DEV_GPU_UTIL\{", answer.text, re.MULTILINE))
+        if answer.status_code != 200:
+            checks.append(Check("telemetry", "fail", f"{target} answered {answer.status_code}"))
+        elif not gpus:
+            checks.append(
+                Check("telemetry", "fail", f"{target} answered without DCGM_FI_DEV_GPU_UTIL")
+            )
+        else:
+            checks.append(Check("telemetry", "ok", f"{target}: {gpus} GPU(s)"))
+    return checks
+
+
+def _nvml_here() -> Check:
+    advice = "GPU faults and stragglers need [sources.prometheus] (dcgm-exporter or medic agent)"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as exc:  # NVMLError, or a library that cannot load
+        return Check(
+            "telemetry", "warn", f"none configured, no NVML on this host ({exc}); {advice}"
+        )
+    return Check("telemetry", "warn", f"none configured; NVML here sees {count} GPU(s); {advice}")
+
+
+def _slurm_state(config: SlurmSourceConfig | None) -> Check:
+    name = "slurm state"
+    if config is None:
+        return Check(
+            name,
+            "warn",
+            "[sources.slurm] not configured: medic cannot tell which jobs run where, nor see "
+            "jobs end or nodes fail in Slurm",
+        )
+
+    async def fetch() -> tuple[list[Any], list[Any]]:
+        async with httpx.AsyncClient() as client:
+            source = SlurmSource(config, client=client if config.rest_url else None)
+            return await source.fetch()
+
+    how = (
+        f"slurmrestd {config.rest_url}"
+        if config.rest_url
+        else " and ".join(" ".join(argv) for argv in (config.squeue, config.sinfo))
+    )
+    try:
+        jobs, nodes = asyncio.run(fetch())
+    except Exception as exc:  # the check reports whatever stops the service's source
+        return Check(name, "fail", f"{how}: {_first(str(exc))}")
+    return Check(name, "ok", f"{how} answered: {len(jobs)} job(s), {len(nodes)} node(s)")
+
+
+def _slurm_actions(rules: RulesConfig) -> Check:
+    name = "slurm actions"
+    stakes: Status = "fail" if rules.mode == "enforce" else "warn"
+    later = "" if rules.mode == "enforce" else " (monitor mode: nothing is changed yet)"
+    if rules.slurm.executor == "rest":
+        return _slurm_rest(rules.slurm, stakes, later)
+    ping = run_command(["scontrol", "ping"], rules.slurm.timeout_s)
+    if ping.returncode != 0 or "UP" not in ping.stdout:
+        return Check(name, stakes, f"scontrol ping: {ping.message}{later}")
+    who = _privilege(rules.slurm.timeout_s)
+    if who is None:
+        user = getpass.getuser()
+        return Check(
+            name,
+            stakes,
+            f"{user} may not drain nodes or requeue others' jobs: run medic as root or as "
+            f"SlurmUser, or give {user} AdminLevel=Operator (docs/deployment.md){later}",
+        )
+    return Check(name, "ok", f"scontrol reaches slurmctld; {who} may drain and requeue")
+
+
+def _privilege(timeout_s: float) -> str | None:
+    """Why this user may drain and requeue (root, SlurmUser, an operator), or None."""
+    user = getpass.getuser()
+    if os.geteuid() == 0:
+        return "root"
+    config = run_command(["scontrol", "show", "config"], timeout_s)
+    slurm_user = re.search(r"^SlurmUser\s*=\s*(\S+)", config.stdout, re.MULTILINE)
+    if slurm_user and slurm_user.group(1).split("(")[0] == user:
+        return f"{user} (SlurmUser)"
+    level = run_command(["sacctmgr", "-nP", "show", "user", user, "format=adminlevel"], timeout_s)
+    if level.returncode == 0 and level.stdout.strip().lower() in OPERATOR_LEVELS:
+        return f"{user} (AdminLevel={level.stdout.strip()})"
+    return None
+
+
+def _slurm_rest(config: SlurmConfig, stakes: Status, later: str) -> Check:
+    name = "slurm actions"
+    token = os.environ.get(config.rest_token_env)
+    headers = {}
+    if config.rest_user and token:
+        headers = {"X-SLURM-USER-NAME": config.rest_user, "X-SLURM-USER-TOKEN": token}
+    transport = httpx.HTTPTransport(uds=config.rest_socket) if config.rest_socket else None
+    url = f"{config.rest_url.rstrip('/')}/slurm/{config.rest_api}/ping"
+    try:
+        with httpx.Client(transport=transport, headers=headers, timeout=config.timeout_s) as c:
+            answer = c.get(url)
+    except httpx.HTTPError as exc:
+        return Check(name, stakes, f"slurmrestd unreachable at {url} ({exc}){later}")
+    if answer.status_code != 200:
+        return Check(name, stakes, f"{url} answered {answer.status_code}{later}")
+    return Check(
+        name,
+        "warn",
+        f"slurmrestd answers at {url}, but its API cannot drain or requeue; "
+        'use executor = "cli" for those',
+    )
+
+
+def _history(path: str) -> Check:
+    name = "history"
+    if not Path(path).exists():
+        parent = Path(path).resolve().parent
+        if os.access(parent, os.W_OK):
+            return Check(name, "ok", f"{path} will be created")
+        return Check(name, "fail", f"cannot create {path}: {parent} is not writable")
+    try:
+        with DuckDBStore(path):
+            pass
+    except HistoryError as exc:
+        if held_by_another_process(exc):
+            return Check(name, "ok", f"{path} is held by a running medic serve")
+        return Check(name, "fail", str(exc))
+    return Check(name, "ok", f"{path} writable")
+
+
+def _state_dir(config: ServiceConfig) -> Check:
+    path = Path(config.state_dir)
+    existing = next((p for p in (path, *path.resolve().parents) if p.exists()), Path("/"))
+    if existing.is_dir() and os.access(existing, os.W_OK):
+        return Check("state dir", "ok", f"{path} writable (cursors, action ledger)")
+    return Check("state dir", "fail", f"{path} is not writable (cursors, action ledger)")
+
+
+def _listen(config: ServiceConfig) -> Check:
+    host, port = parse_listen(config.listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return Check(
+                "listen", "warn", f"{config.listen}: {exc.strerror} (a medic serve running?)"
+            )
+    return Check("listen", "ok", f"{config.listen} free for /metrics, /healthz and /report")
+
+
+def _first(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def print_checks(checks: list[Check], echo: Callable[[str], None]) -> bool:
+    """Print one line per check, then a summary; True when none failed."""
+    for check in checks:
+        echo(check.line())
+    failed = [c.name for c in checks if c.status == "fail"]
+    warned = sum(c.status == "warn" for c in checks)
+    names = ", ".join(failed) or "none"
+    echo(f"{len(checks)} checks: {len(failed)} failed ({names}), {warned} warned")
+    return not failed

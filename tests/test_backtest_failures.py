@@ -1,0 +1,49 @@
+"""A damaged recording is skipped with an error, the others still scored; labels stay inside."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from medic.cli import main
+from tests.builders import label, log, recording, write
+
+
+def test_a_corrupt_recording_is_skipped_and_the_run_exits_non_zero(tmp_path: Path) -> None:
+    rec = recording(logs=[log(1, "x")], labels=[label("i", "crash", 1)])
+    write(tmp_path / "suite" / "a-good", rec)
+    bad = write(tmp_path / "suite" / "b-bad", rec)
+    (bad / "gpu.parquet").write_bytes(b"PAR1 not really parquet")
+    write(tmp_path / "suite" / "c-good", rec)
+    result = CliRunner().invoke(
+        main, ["backtest", str(tmp_path / "suite"), "--json", "--jobs", "1"]
+    )
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert [r["name"] for r in report["recordings"]] == ["a-good", "c-good"]
+    assert report["failed"] == [
+        {
+            "path": str(bad),
+            "error": f"{bad / 'gpu.parquet'}: not a parquet file (cannot read its footer)",
+        }
+    ]
+    assert report["overall"]["labels"] == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"medic: error: 1 of 3 recording(s) could not be read and are left out of the scores: {bad}"
+    )
+    assert "Traceback" not in result.output
+
+
+def test_label_refuses_an_onset_outside_the_recording(tmp_path: Path) -> None:
+    path = write(tmp_path / "r", recording(duration_s=60, logs=[log(1, "x")]))
+    args = ["label", str(path), "--job", "1", "--kind", "crash"]
+    outside = CliRunner().invoke(main, [*args, "--onset", "2026-03-01T09:59:00Z"])
+    assert outside.exit_code == 2
+    assert outside.stderr == (
+        "medic: error: onset 2026-03-01T09:59:00Z lies outside the recording "
+        "(2026-03-01T10:00:00Z to 2026-03-01T10:01:00Z)\n"
+    )
+    inside = CliRunner().invoke(main, [*args, "--onset", "2026-03-01T10:00:30Z"])
+    assert inside.exit_code == 0, inside.output
