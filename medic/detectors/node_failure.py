@@ -13,8 +13,9 @@ Evidence, from the fastest to the slowest:
   a checkpoint or a data stall leaves them idle), or the silence outlasts ``long_silence_s``.
   All this long before Slurm's SlurmdTimeout;
 * srun/salloc print ``error: Node failure on <node>`` (slurmctld: ``Nodes <node> not
-  responding``); the fabric says a node's HCA or port failed: NCCL's ``Got async event : local
-  catastrophic error`` or ``port error`` blames the host that printed it, an mlx5 health
+  responding``); the fabric says a node's HCA failed: NCCL's ``Got async event : local
+  catastrophic error`` blames the host that printed it (a ``port error`` alone is a link drop,
+  the straggler detector's evidence of a flapping port), an mlx5 health
   failure in a kernel log the node it came from, and a completion error "retry exceeded"
   (status 12) the peer it names, when the job's NCCL start-up lines (``NET/IB : Using ... ;
   OOB <if>:<address>``) tell which host holds that address (otherwise no node is blamed);

@@ -80,8 +80,12 @@ _NODES = {
 }
 """Per job and node: the k-of-n bit histories of its flags and causes, and how many windows its
 GPUs had been watched when the current run of causes began."""
-LINK_DOWN = "mlx5_link_down"
-"""The catalogue's signature of an InfiniBand/RoCE port going down (a flap when it comes back)."""
+LINK_DOWN = ("mlx5_link_down", "ib_port_error")
+"""The catalogue's signatures of an InfiniBand/RoCE port going down (a flap when it comes back):
+the kernel's mlx5 line, and NCCL's async event on the host whose port it is."""
+ONE_DROP_US = 30 * US
+"""Lines of one drop (the kernel's, and the NCCL async event every rank on the node prints)
+come within seconds of each other: within this span they count once."""
 CAUSE = "cause"
 NETWORK = "network"
 FEATURE_NAMES[CAUSE] = "SM clock held low (clocks-event reasons or a power cap)"
@@ -228,9 +232,11 @@ class StragglerDetector(WatchesJobs):
         return []
 
     def _link_drops(self, hits: pl.DataFrame) -> None:
-        drops = hits.filter((pl.col("signature") == LINK_DOWN) & pl.col("node").is_not_null())
+        drops = hits.filter(pl.col("signature").is_in(LINK_DOWN) & pl.col("node").is_not_null())
         for node, time in drops.select("node", pl.col("time").to_physical()).iter_rows():
-            self.link_drops.setdefault(node, deque(maxlen=self.config.flap_count)).append(time)
+            times = self.link_drops.setdefault(node, deque(maxlen=self.config.flap_count))
+            if not times or abs(time - times[-1]) >= ONE_DROP_US:
+                times.append(time)
 
     def advance(self, watermark: int) -> list[Detection]:
         found = []
@@ -301,7 +307,7 @@ class StragglerDetector(WatchesJobs):
             else "has been slow since its first steps (no baseline free of it)"
         )
         if top.feature == NETWORK:
-            why = f"{top.node}: {FEATURE_NAMES[NETWORK]} in its kernel log"
+            why = f"{top.node}: {FEATURE_NAMES[NETWORK]} (its kernel or NCCL logged them)"
         else:
             why = (
                 f"{', '.join(culprits)} stand out from the job's {top.job_gpus} GPUs: "

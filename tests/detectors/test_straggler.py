@@ -7,7 +7,7 @@ import pytest
 from medic.config import ConfigError, from_dict
 from medic.detectors.straggler import StragglerConfig, StragglerDetector
 from medic.timeutil import US
-from tests.builders import at
+from tests.builders import at, log
 from tests.detectors.scenarios import kernel
 from tests.detectors.training import COMPUTE, GpuState, Job, constant, megatron_line, run
 
@@ -188,5 +188,18 @@ def test_a_node_whose_infiniband_port_flaps_is_named() -> None:
 def test_one_link_drop_without_a_slowdown_is_no_straggler() -> None:
     job = slow_from_the_start(constant(COMPUTE))
     link_down(job, 200, "n2")
+    job.logs.sort(key=lambda r: r["time"])
+    assert run(StragglerDetector(), [job], 900) == []
+
+
+def test_the_lines_of_one_drop_count_once() -> None:
+    # The kernel's line and NCCL's async event from each of the node's ranks: one drop.
+    job = slow_from_the_start(constant(COMPUTE))
+    link_down(job, 200, "n2")
+    for rank in range(4, 8):
+        event = (
+            f"n2:4242:4250 [{rank - 4}] NCCL WARN NET/IB : mlx5_1:1 Got async event : port error"
+        )
+        job.logs.append(log(200.4, event, "n2", "100", rank=rank))
     job.logs.sort(key=lambda r: r["time"])
     assert run(StragglerDetector(), [job], 900) == []
