@@ -64,7 +64,7 @@ from medic.detectors.hang_evidence import (
 )
 from medic.detectors.online import QuantileScorer
 from medic.detectors.progress_state import JobProgress, Step, WatchedJobs, WatchesJobs
-from medic.detectors.telemetry import COUNTERS, GpuWindows, Window
+from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Window
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
@@ -171,7 +171,15 @@ class HangDetector(WatchesJobs):
         self.baseline = GpuWindows(
             c.baseline_every_s, means=("util", "power_w"), sample_s=c.baseline_sample_s
         )
-        self.silent = GpuWindows(c.window_s, means=("util", "power_w"), counters=COUNTERS, xid=True)
+        self.silent = GpuWindows(
+            c.window_s,
+            means=("util", "power_w"),
+            counters=COUNTERS,
+            throttle_mask=GPU_IDLE_REASON,
+            xid=True,
+        )
+        """A silent job's windows; ``throttled`` is the share of samples in which the GPU
+        reported itself idle."""
         self.watch: dict[str, JobWatch] = {}
         self.kernel: dict[str, tuple[int, str]] = {}
         """node -> (time, signature) of the latest hardware error its kernel logged."""

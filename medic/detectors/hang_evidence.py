@@ -14,12 +14,14 @@ yet) or ``no telemetry``.
 
 ``culprits`` names a node only with evidence against the node itself, and only when the evidence
 points at a minority of the job: a GPU pegged at 100% while drawing idle power (its engine is
-stuck: a waiting kernel draws far more), a node whose telemetry stopped, hardware counters (PCIe
-replay, NVLink, uncorrectable ECC, Xid) that rose during the silence, or a hardware error line in
-the node's kernel log. A GPU that merely went idle while its peers wait, or ranks a step behind
-the others, is what a rank stuck in host code (a dead NFS mount, a Python deadlock) looks like:
-those name the stuck ranks and no node, so the job is restarted without draining a healthy node.
-A software deadlock, where every GPU looks alike, blames nothing.
+stuck: a waiting kernel draws far more), a GPU that stopped working but does not report itself
+idle (NVML's GPU-idle clocks-event reason unset: something holds it that is not running), a node
+whose telemetry stopped, hardware counters (PCIe replay, NVLink, uncorrectable ECC, Xid) that
+rose during the silence, or a hardware error line in the node's kernel log. A GPU that went
+idle and says so while its peers wait, or ranks a step behind the others, is what a rank stuck
+in host code (a dead NFS mount, a Python deadlock) looks like: those name the stuck ranks and no
+node, so the job is restarted without draining a healthy node. A software deadlock, where every
+GPU looks alike, blames nothing.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ CORROBORATING = frozenset({"spinning", "rank stopped"})
 HOLDING = frozenset({"idle", "working"})
 EVIDENCE_COLUMNS = [f"{c}_delta" for c in COUNTERS] + ["xid"]
 _GPU = {"node": pl.String, "gpu": pl.Int16}
-_NO_GPUS = pl.DataFrame(schema=_GPU | {"pegged": pl.Boolean})
+_NO_GPUS = pl.DataFrame(schema=_GPU | {"stuck": pl.Boolean})
+"""Stopped GPUs: ``stuck`` says the GPU itself looks stuck (pegged at idle power, or idle
+without reporting the GPU-idle reason) rather than left without work by its rank."""
 
 
 @dataclass
@@ -112,7 +116,7 @@ class JobTelemetry:
 
     def stopped(self, gpus: pl.DataFrame | None, config: HangConfig) -> pl.DataFrame:
         """GPUs that were busy in the healthy snapshot and are now idle, or pegged at idle
-        power while their peers spin (column ``pegged``: which of the two)."""
+        power while their peers spin (column ``stuck``: the GPU itself looks stuck)."""
         healthy = self.healthy
         if gpus is None or healthy is None or gpus.is_empty():
             return _NO_GPUS
@@ -124,11 +128,15 @@ class JobTelemetry:
             if peers_power is not None:
                 low = config.stuck_power_ratio * float(peers_power)  # type: ignore[arg-type]
                 stuck = pegged & (power < low)
-        stopped = (util < config.idle_util) | stuck
+        idle = util < config.idle_util
+        stopped = idle | stuck
         if not stopped.any():
             return _NO_GPUS
+        if "throttled" in gpus.columns:  # the share of samples reporting the GPU-idle reason
+            unannounced = idle & (gpus.get_column("throttled").fill_null(1.0) < 0.5)
+            stuck = stuck | unannounced
         busy_before = healthy.filter(pl.col("util") >= config.busy_util).select(list(_GPU))
-        now = gpus.select(list(_GPU)).with_columns(pegged=stuck).filter(stopped)
+        now = gpus.select(list(_GPU)).with_columns(stuck=stuck).filter(stopped)
         return now.join(busy_before, on=list(_GPU), how="semi")
 
     def _healthy(self, gpus: pl.DataFrame) -> None:
@@ -209,8 +217,8 @@ def culprits(
     stopped = telemetry.stopped(telemetry.latest, config)
     if stopped.height > share * max(gpus, 1):
         stopped = _NO_GPUS
-    for node in sorted(set(stopped.filter("pegged").get_column("node").to_list())):
-        reasons.setdefault(node, "its GPU is pegged but draws idle power while the others wait")
+    for node in sorted(set(stopped.filter("stuck").get_column("node").to_list())):
+        reasons.setdefault(node, "its GPU looks stuck (stopped as the others wait, yet not idle)")
     heard = set().union(*telemetry.recent_nodes) if telemetry.recent_nodes else set()
     known = set(healthy.get_column("node").to_list()) if healthy is not None else set()
     if heard and known - heard:
@@ -230,7 +238,7 @@ def culprits(
         ranks = sorted(r for r, (_, node) in rank_steps.items() if node in reasons)
         return Blame(tuple(sorted(reasons)), tuple(ranks), reasons)
     per_node = Counter(healthy.get_column("node").to_list()) if healthy is not None else Counter()
-    return _stuck_ranks(rank_steps, stopped.filter(~pl.col("pegged")), per_node, share)
+    return _stuck_ranks(rank_steps, stopped.filter(~pl.col("stuck")), per_node, share)
 
 
 def _stuck_ranks(

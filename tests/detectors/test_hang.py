@@ -57,6 +57,19 @@ def test_when_every_rank_of_the_node_prints_the_stuck_rank_is_named() -> None:
     assert (found.culprits, found.ranks) == ((), (10,))
 
 
+def test_a_gpu_that_stopped_without_reporting_itself_idle_names_its_node() -> None:
+    # No kernels run, yet NVML does not report the GPU-idle reason and the clocks stay up:
+    # something holds the GPU itself.
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        held = {"util": 0.0, "power_w": 92.0, "sm_clock_mhz": 1980.0, "throttle_reasons": 0}
+        return held if (node, gpu) == ("n3", 2) else SPIN
+
+    job = healthy_until(400).telemetry(400, 700, stuck)
+    (found,) = run(HangDetector(), [job], 700)
+    assert found.culprits == ("n3",)
+    assert "looks stuck" in found.summary
+
+
 def test_a_hardware_error_in_the_kernel_log_names_the_node() -> None:
     def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
         return IDLE if (node, gpu) == ("n3", 2) else SPIN
