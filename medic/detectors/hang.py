@@ -9,7 +9,9 @@ silence is improbable for that job: longer than ``gap_factor`` times its p99 gap
 Telemetry corroborates (``medic.detectors.hang_evidence``): while the job's GPUs are pegged
 but draw much less power than when the job progressed (spinning in an NCCL wait), or one rank's
 GPU stopped while the others spin, for ``corroborated_hold_s``, the silence is suspicious sooner:
-past ``corroborated_gap_factor`` times the p99 gap and ``corroborated_silence_s``. While they
+past ``corroborated_gap_factor`` times the p99 gap and ``corroborated_silence_s`` (and
+``stall_silence_s`` when all that shows is one rank's GPU idle, reporting itself idle: a
+data-loader stall looks the same for up to a minute). While they
 work (evaluation, training without printing) the job gets ``working_silence_s``; while they all
 idle (a checkpoint or data stall that prints nothing) ``idle_silence_s``, and the next step is
 due counting from the end of such a spell. GPUs corroborating a hang for ``spin_hold_s`` fire
@@ -79,6 +81,10 @@ class HangConfig:
     """Shortest silence that fires while telemetry shows the job's GPUs waiting."""
     corroborated_gap_factor: Positive = 1.5
     """... and it must exceed this many times the job's ``gap_quantile`` step gap."""
+    stall_silence_s: Positive = 90.0
+    """While the only sign is a rank left without work (its GPU idle, and reporting itself idle)
+    as the others wait, the silence must last this long too: a data-loader stall or a rank's
+    own host work (a synchronous save) looks like that for up to a minute."""
     corroborated_hold_s: NonNegative = 20.0
     """The GPUs must have corroborated this long (two windows) before a silence counts as
     corroborated."""
@@ -469,6 +475,8 @@ class HangDetector(WatchesJobs):
         if corroborated:
             scaled = c.corroborated_gap_factor * reference if reference is not None else 0.0
             seconds = max(c.corroborated_silence_s, scaled)
+            if gpus == "rank stopped":
+                seconds = max(seconds, c.stall_silence_s)
         elif reference is not None:
             seconds = max(c.min_silence_s, c.gap_factor * reference)
         else:

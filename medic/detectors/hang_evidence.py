@@ -7,10 +7,11 @@ silent, the latest full window, the nodes heard from in the last windows and the
 rises since the silence began.
 
 ``verdict`` names the GPUs' state: ``spinning`` (pegged but drawing much less power than when
-progressing: an NCCL wait), ``rank stopped`` (a GPU that was busy went idle, or draws idle power
-while pegged, as its peers wait), ``working`` (not pegged, or drawing more than a wait: an
-evaluation, training without printing), ``idle`` (most GPUs), ``mixed``, ``busy`` (no baseline
-yet) or ``no telemetry``.
+progressing: an NCCL wait), ``gpu stuck`` (a GPU that was busy draws idle power while pegged, or
+stopped without reporting itself idle, as its peers wait), ``rank stopped`` (a GPU that was busy
+went idle and says so, as its peers wait: a rank left without work), ``working`` (not pegged,
+or drawing more than a wait: an evaluation, training without printing), ``idle`` (most GPUs),
+``mixed``, ``busy`` (no baseline yet) or ``no telemetry``.
 
 ``culprits`` names a node only with evidence against the node itself, and only when the evidence
 points at a minority of the job: a GPU pegged at 100% while drawing idle power (its engine is
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from medic.detectors.hang import HangConfig
 
 SILENT_NODE = "its telemetry stopped"
-CORROBORATING = frozenset({"spinning", "rank stopped"})
+CORROBORATING = frozenset({"spinning", "gpu stuck", "rank stopped"})
 HOLDING = frozenset({"idle", "working"})
 EVIDENCE_COLUMNS = [f"{c}_delta" for c in COUNTERS] + ["xid"]
 _GPU = {"node": pl.String, "gpu": pl.Int16}
@@ -168,8 +169,9 @@ def _state(telemetry: JobTelemetry, gpus: pl.DataFrame, config: HangConfig) -> s
     if int((util >= config.busy_util).sum()) * 2 < gpus.height:
         idle = int((util < config.idle_util).sum())
         return "idle" if idle * 2 >= gpus.height else "mixed"
-    if not telemetry.stopped(gpus, config).is_empty():
-        return "rank stopped"
+    stopped = telemetry.stopped(gpus, config)
+    if not stopped.is_empty():
+        return "gpu stuck" if stopped.get_column("stuck").any() else "rank stopped"
     busy = util >= config.busy_util
     if float(util.filter(busy).median()) < config.spin_util:  # type: ignore[arg-type]
         return "working"

@@ -22,16 +22,17 @@ judged again until it is neither slowed nor suspect (no flapping).
 A straggler present from the job's first step never shows as a slowdown against the job's own
 baseline (it is in the baseline), and its offset from its peers would be learned as the way that
 GPU always looked. So the raw peer comparison also looks for a *cause* of slowness: a busy GPU
-whose SM clock sits ``z_threshold`` below its peers' while it has slowdown clocks-event reasons
-set (power cap, thermal, HW slowdown) that its peers have not, or draws markedly less power
-(capped). A node caused-flagged in ``peer_k`` of ``peer_n`` windows, first within the
-``grace_windows`` of its GPUs being watched (before the job's baseline could be trusted), is a
-straggler without the pace vote; one that turns up later still needs the job to slow.
+whose SM clock sits ``z_threshold`` below its peers' and at most ``cause_clock_ratio`` of their
+median while it has slowdown clocks-event reasons set (power cap, thermal, HW slowdown) that its
+peers have not, or draws markedly less power (capped). A node caused-flagged in ``peer_k`` of
+``peer_n`` windows, first within the ``grace_windows`` of its GPUs being watched (before the
+job's baseline could be trusted), is a straggler without the pace vote; one that turns up later
+still needs the job to slow.
 
-A node whose network degrades is named from its kernel log: ``flap_count`` InfiniBand/RoCE link
-drops (mlx5 ``Link down``) within ``flap_window_s`` make it a straggler suspect on their own (one
-drop, while the job is slowed against its baseline). NCCL then routes around the port or retries,
-so the job runs slower with no GPU standing out.
+A node whose network degrades is named from its logs: ``flap_count`` InfiniBand/RoCE link drops
+(the kernel's mlx5 ``Link down``, NCCL's ``port error`` async event) within ``flap_window_s``
+make it a straggler on their own; one drop is not flapping. NCCL then routes around the port or
+retries, so the job runs slower with no GPU standing out.
 
 Scores (``score_of``) are in [0, 1]: the doubt ``2^(-strength)`` (strength: the robust z over
 ``z_threshold``, or the link drops over ``flap_count``), cut by 60% for each corroboration (the
@@ -138,6 +139,10 @@ class StragglerConfig:
     counter_floor: NonNegative = 2.0
     """Least spread assumed among peers, per feature, so identical peers do not make tiny
     differences look huge."""
+    cause_clock_ratio: Fraction = 0.9
+    """A cause of slowness counts only on a GPU clocked this far below its peers' median or
+    lower (10% less work per second: a straggler, not the spread among healthy parts that hit
+    their power limit now and then)."""
     throttle_mask: Count = DEFAULT_THROTTLE_MASK
     """NVML clocks-event reason bits that count as throttling (SW power cap, HW slowdown, SW
     thermal, HW thermal, HW power brake by default)."""
@@ -267,8 +272,8 @@ class StragglerDetector(WatchesJobs):
         return found
 
     def _flapping(self, now: int) -> dict[str, list[Suspect]]:
-        """Nodes of running jobs whose links dropped within ``flap_window_s``: suspects, sure
-        enough to fire alone (``early``) after ``flap_count`` drops."""
+        """Nodes of running jobs whose links dropped ``flap_count`` times within
+        ``flap_window_s``: suspects sure enough to fire alone (one drop is no flapping)."""
         c = self.config
         placement = self.jobs.placement
         if not self.link_drops or placement is None or placement.is_empty():
@@ -276,13 +281,12 @@ class StragglerDetector(WatchesJobs):
         since = now - round(c.flap_window_s * US)
         counts = {n: sum(t >= since for t in times) for n, times in self.link_drops.items()}
         sizes = placement.group_by("job_id").agg(pl.len().alias("nodes"))
-        rows = placement.filter(pl.col("node").is_in([n for n, k in counts.items() if k]))
+        flapping = [n for n, k in counts.items() if k >= c.flap_count]
+        rows = placement.filter(pl.col("node").is_in(flapping))
         found: dict[str, list[Suspect]] = {}
         for node, job_id, nodes in rows.join(sizes, on="job_id").sort("node").iter_rows():
             drops = counts[node]
-            suspect = Suspect(
-                node, -1, drops / c.flap_count, NETWORK, 0, nodes, 0, True, drops >= c.flap_count
-            )
+            suspect = Suspect(node, -1, drops / c.flap_count, NETWORK, 0, nodes, 0, True, True)
             found.setdefault(job_id, []).append(suspect)
         share = c.max_culprit_fraction
         return {
@@ -358,10 +362,19 @@ class StragglerDetector(WatchesJobs):
                 for i, f in enumerate(FEATURES)
             ).alias("feature"),
             (
-                (pl.col("z") >= c.z_threshold) & (pl.col("seen").fill_null(0) >= c.grace_windows)
+                (pl.col("z") >= c.z_threshold)
+                & (pl.col("seen").fill_null(0) >= c.grace_windows)
+                & (pl.col("util") >= c.busy_util)
             ).alias("flagged"),
             held_low.alias("cause_z"),
-            ((held_low >= c.z_threshold) & (pl.col("util") >= c.busy_util)).alias("caused"),
+            (
+                (held_low >= c.z_threshold)
+                & (pl.col("util") >= c.busy_util)
+                & (
+                    pl.col("sm_clock_mhz")
+                    <= c.cause_clock_ratio * pl.col("sm_clock_mhz").median().over("job_id")
+                )
+            ).alias("caused"),
         )
         self._track_nodes(scored)
         self._learn_offsets(scored)

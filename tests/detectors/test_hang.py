@@ -38,7 +38,7 @@ def test_one_gpu_idle_while_the_others_spin_names_the_stuck_rank_and_no_node() -
     job = healthy_until(400).telemetry(400, 700, stuck)
     (found,) = run(HangDetector(), [job], 700)
     assert (found.kind, found.culprits) == ("hang", ())
-    assert silence_s(job, found.detected_at) <= 60
+    assert 90 <= silence_s(job, found.detected_at) <= 100  # past a data-loader stall's length
     assert "n3 GPU 2 went idle while the others wait" in found.summary
     assert "no node at fault" in found.summary
 
@@ -68,6 +68,17 @@ def test_a_gpu_that_stopped_without_reporting_itself_idle_names_its_node() -> No
     (found,) = run(HangDetector(), [job], 700)
     assert found.culprits == ("n3",)
     assert "looks stuck" in found.summary
+
+
+def test_a_data_loader_stall_of_a_minute_is_healthy() -> None:
+    # One rank waits on its input pipeline (its GPU idle, saying so); the others spin in the
+    # next collective until it joins them.
+    def stalled(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return IDLE if (node, gpu) == ("n2", 1) else SPIN
+
+    job = healthy_until(400).telemetry(400, 462, stalled)
+    job.steps(462, 900).telemetry(462, 900, constant(COMPUTE))
+    assert run(HangDetector(), [job], 900) == []
 
 
 def test_a_hardware_error_in_the_kernel_log_names_the_node() -> None:
