@@ -40,7 +40,7 @@ load_builtin()
 NAMES = sorted(DETECTORS)
 DATASETS = Path(__file__).parents[2] / "datasets"
 FIRES = {
-    "crash": "segfault-s1",
+    "crash": "user_error-s1",
     "gpu_fault": "xid79_cascade-s1",
     "hang": "deadlock-s1",
     "node_failure": "node_failure-s1",
