@@ -119,10 +119,15 @@ class HangConfig:
     """Silence after which the job's telemetry is kept in full ``window_s`` windows."""
     window_s: Positive = 10.0
     """Telemetry window of a silent job (its GPUs' means per window)."""
+    carry_s: NonNegative = 35.0
+    """A GPU missing from a silent job's window keeps its latest values this long (telemetry
+    sampled every 15 or 30 s leaves most GPUs out of a 10 s window)."""
     baseline_every_s: Positive = 60.0
     """Period of a progressing job's healthy snapshots."""
-    baseline_sample_s: Positive = 10.0
-    """A progressing job's healthy snapshot: this much telemetry out of every baseline period."""
+    baseline_sample_s: Positive = 30.0
+    """A progressing job's healthy snapshot: this much telemetry out of every baseline period
+    (at least the telemetry's sampling interval, 30 s at most in practice, or the GPUs sampled
+    outside it are never in a snapshot)."""
     busy_util: Percent = 50.0
     """A GPU at this utilisation or more is working."""
     idle_util: Percent = 10.0
@@ -290,7 +295,7 @@ class HangDetector(WatchesJobs):
             ratio = watch.gaps.score(gap_s)
             if ratio is None or ratio < self.config.gap_factor:
                 watch.gaps.learn(gap_s)
-                watch.telemetry.progressed(step.time)
+                watch.telemetry.progressed(step.time, self.config)
 
     @staticmethod
     def _learn_spell(watch: JobWatch, step: Step) -> None:

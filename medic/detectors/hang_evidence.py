@@ -77,11 +77,11 @@ class JobTelemetry:
         take a while to confirm one)."""
         self.pending, self.pending_end, self.last_seen = gpus, end, end
         if self.healthy is None and _state(self, gpus, config) in ("working", "busy"):
-            self._healthy(gpus)
+            self._healthy(gpus, end, config)
 
-    def progressed(self, time: int) -> None:
+    def progressed(self, time: int, config: HangConfig) -> None:
         if self.pending is not None and time >= self.pending_end:
-            self._healthy(self.pending)
+            self._healthy(self.pending, self.pending_end, config)
             self.pending = None
 
     def glance(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> bool:
@@ -90,14 +90,21 @@ class JobTelemetry:
         self.last_seen = end
         state = _state(self, gpus, config)
         if state in ("working", "busy"):
-            self._healthy(gpus)
+            self._healthy(gpus, end, config)
         return state in CORROBORATING
 
     def observe_silence(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
-        """A full window while the job is silent (or looks hung)."""
-        self.latest, self.latest_end, self.last_seen = gpus, end, end
+        """A full window while the job is silent (or looks hung). GPUs sampled less often than
+        a window (telemetry every 15 or 30 s) keep their latest values for ``carry_s``, so the
+        GPUs' state is judged on all of them, not on the third that a window happened to hold."""
         self.recent_nodes.append(set(gpus.get_column("node").to_list()))
         self.since = _summed(self.since, gpus.select("node", "gpu", *EVIDENCE_COLUMNS))
+        gpus = gpus.with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
+        if self.latest is not None:
+            recent = pl.col("seen_at") >= end - round(config.carry_s * US)
+            carried = self.latest.join(gpus, on=list(_GPU), how="anti").filter(recent)
+            gpus = pl.concat([gpus, carried.select(gpus.columns)]).sort(list(_GPU))
+        self.latest, self.latest_end, self.last_seen = gpus, end, end
         state = _state(self, gpus, config)
         if state == "mixed" and self.state in HOLDING:
             state = self.state  # a window half-way out of an idle or working spell
@@ -140,9 +147,16 @@ class JobTelemetry:
         now = gpus.select(list(_GPU)).with_columns(stuck=stuck).filter(stopped)
         return now.join(busy_before, on=list(_GPU), how="semi")
 
-    def _healthy(self, gpus: pl.DataFrame) -> None:
-        self.healthy = gpus
+    def _healthy(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
+        """A healthy snapshot; GPUs it lacks (sampled less often than it lasts) keep their last
+        healthy values for three baseline periods."""
         power = gpus.get_column("power_w").median()
+        gpus = gpus.with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
+        if self.healthy is not None:
+            recent = pl.col("seen_at") >= end - round(3 * config.baseline_every_s * US)
+            kept = self.healthy.join(gpus, on=list(_GPU), how="anti").filter(recent)
+            gpus = pl.concat([gpus, kept.select(gpus.columns)]).sort(list(_GPU))
+        self.healthy = gpus
         if power is not None:
             self.power.update(float(power))  # type: ignore[arg-type]
 

@@ -113,9 +113,11 @@ class StragglerConfig:
     if longer (a silent job is the hang detector's business)."""
     window_s: Positive = 30.0
     """Peer-comparison window."""
-    sample_s: Positive = 10.0
+    sample_s: Positive = 30.0
     """Telemetry used per window (its first seconds): the comparison needs means, not every
-    sample, and reading a third of them keeps the detector cheap at scale."""
+    sample. It must cover the telemetry's sampling interval (15 or 30 s with dcgm-exporter
+    behind Prometheus), or the GPUs sampled outside it are never compared; with 1 Hz telemetry
+    a third of each window (10 s) is enough and costs a third."""
     z_threshold: Positive = 4.0
     """Robust z-score of a GPU against its peers (per feature) that makes a deviation."""
     busy_util: Percent = 50.0

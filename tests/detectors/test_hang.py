@@ -70,6 +70,20 @@ def test_a_gpu_that_stopped_without_reporting_itself_idle_names_its_node() -> No
     assert "looks stuck" in found.summary
 
 
+def test_telemetry_every_15_s_still_shows_the_idle_rank() -> None:
+    # Each GPU sampled every 15 s (dcgm-exporter's interval), GPUs out of phase: a 10 s window
+    # holds two thirds of them, yet the idle one is still seen and the silence is not taken
+    # for a deadlock (every GPU spinning) at 45 s.
+    def stalled(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return IDLE if (node, gpu) == ("n2", 1) else SPIN
+
+    job = healthy_until(400).telemetry(400, 700, stalled)
+    job.gpu = [r for r in job.gpu if (r["time"] // US + 3 * r["gpu"] + len(r["node"])) % 15 == 0]
+    (found,) = run(HangDetector(), [job], 700)
+    assert found.evidence["gpus"] == "rank stopped"
+    assert silence_s(job, found.detected_at) >= 90
+
+
 def test_a_data_loader_stall_of_a_minute_is_healthy() -> None:
     # One rank waits on its input pipeline (its GPU idle, saying so); the others spin in the
     # next collective until it joins them.
