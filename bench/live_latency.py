@@ -118,21 +118,13 @@ def append(path: Path, line: str) -> None:
 
 
 class Served:
-    """A ``medic serve`` process and its /metrics."""
+    """A ``medic serve`` process (``medic serve --config``, logging to ``log``) and its /metrics."""
 
     def __init__(self, config: Path, log: Path) -> None:
-        self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "medic", "serve", "--config", str(config)],
-            stdout=log.open("a"),
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + TIMEOUT_S
-        while not (found := re.search(r"on 127\.0\.0\.1:(\d+)", log.read_text())):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise SystemExit(f"medic serve did not start: see {log}")
-            time.sleep(0.1)
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{found.group(1)}", timeout=5)
+        argv = [sys.executable, "-m", "medic", "serve", "--config", str(config)]
+        with log.open("a") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{listening(log, self.proc)}")
 
     def counter(self, name: str, **labels: str) -> float:
         """The sum of a counter's series whose labels include ``labels``."""
@@ -147,6 +139,16 @@ class Served:
         self.client.close()
         self.proc.terminate()
         self.proc.wait(timeout=60)
+
+
+def listening(log: Path, proc: subprocess.Popen[bytes]) -> int:
+    """The port ``medic serve`` reports listening on in its log, once it does."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (found := re.search(r"on 127\.0\.0\.1:(\d+)", log.read_text())):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit(f"medic serve did not start: see {log}")
+        time.sleep(0.1)
+    return int(found.group(1))
 
 
 def wait_above(read: Callable[[], float], before: float, since: float) -> float | None:

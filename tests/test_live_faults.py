@@ -71,19 +71,14 @@ poll_interval_s = 1.0
 
 [rules]
 mode = "enforce"
-
-[rules.guards]
-max_drained_nodes = 4
-node_cooldown_s = 0
-
-[rules.slurm]
-restart_now = true
+guards = {{ max_drained_nodes = 4 }}
+slurm = {{ restart_now = true }}
 
 [[rules.routes]]
-name = "hardware-fault"
-kinds = ["gpu_fault", "node_failure"]
-culprits = true
+name = "own-hardware-fault"
+kinds = ["gpu_fault"]
 jobs = ["{self.job_id}"]
+culprits = true
 actions = ["drain", "requeue"]
 """
         )
