@@ -158,7 +158,7 @@ def backtest_recording(
     pipeline = Pipeline.from_settings(
         settings,
         responders=[stage] if writer is None else [stage, writer],
-        observers=[] if writer is None else [writer],
+        observers=[*stage.observers] if writer is None else [*stage.observers, writer],
     )
     replay = ReplaySource(recording, from_dict(ReplayConfig, settings.get("replay", {}), "replay"))
     detections = detections_table(pipeline.run(replay))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,6 +46,10 @@ def user_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except BrokenPipeError:
+            # The reader went away (`medic ... | head`): stop quietly, as the Python docs advise.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         except USER_ERRORS as exc:
             fail(_one_line(exc))
 
@@ -91,6 +96,34 @@ def validate(paths: tuple[Path, ...]) -> None:
         click.echo(f"{len(problems)} problem(s) in {len(recordings)} recording(s)", err=True)
         sys.exit(2)
     click.echo(f"{len(recordings)} recording(s) valid")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option("--json", "as_json", is_flag=True, help="Print the incidents as JSON.")
+@click.option("--year", type=int, help="Year of timestamps that omit it (default: the logs').")
+@user_errors
+def diagnose(
+    paths: tuple[Path, ...], config_file: Path | None, as_json: bool, year: int | None
+) -> None:
+    """Find the incidents in raw log files or folders (job output, dmesg/journal exports,
+    Slurm logs): kind, culprit, the evidence lines and the actions the rules would take."""
+    from medic.diagnose.lines import DiagnoseError, read_paths
+    from medic.diagnose.render import as_json as findings_json
+    from medic.diagnose.render import as_text
+    from medic.diagnose.run import diagnose as run_diagnose
+    from medic.settings import load_settings
+
+    try:
+        texts = read_paths(paths)
+    except DiagnoseError as exc:
+        fail(str(exc))
+    found = run_diagnose(texts, load_settings(config_file), year)
+    if as_json:
+        click.echo(json.dumps(findings_json(found)))
+    else:
+        click.echo("\n".join(as_text(found)))
 
 
 @main.command()
@@ -342,6 +375,7 @@ def report(
     comes from the service's /report endpoint ([service] listen, or --url). --html writes one
     self-contained file with plots; --top bounds the node, GPU and job lists; --watchdog-s
     overrides [history] watchdog_timeout_s."""
+    from medic.actions.config import load_rules
     from medic.history.config import history_config
     from medic.history.remote import fetch_report, held_by_another_process, service_url
     from medic.history.report import render_report
@@ -349,6 +383,7 @@ def report(
 
     settings = load_settings(config_file)
     config = history_config(settings)
+    lemon = load_rules(settings.get("rules")).lifecycle.lemon
     params = {"top": str(top)}
     if watchdog_s is not None:
         params["watchdog_s"] = repr(watchdog_s)
@@ -356,7 +391,7 @@ def report(
     if url is None:
         try:
             with DuckDBStore(db_path or config.path, read_only=True) as store:
-                pages = {kind: render_report(store, config, kind, params) for kind in kinds}
+                pages = {kind: render_report(store, config, kind, params, lemon) for kind in kinds}
         except HistoryError as exc:
             if not held_by_another_process(exc):
                 raise
@@ -368,6 +403,22 @@ def report(
     if html_file is not None:
         html_file.write_text(pages["html"], encoding="utf-8")
         click.echo(f"report written to {html_file}")
+
+
+@main.command()
+@click.option(
+    "--db", "--history", "db_path", type=click.Path(path_type=Path), help="History database."
+)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option("--slurm/--no-slurm", default=True, show_default=True, help="Ask Slurm (sinfo).")
+@user_errors
+def nodes(db_path: Path | None, config_file: Path | None, slurm: bool) -> None:
+    """Nodes by Slurm state with their history: medic's checks and resumes, drains by others,
+    incidents that blamed them, jobs hit and lemon score ([rules.lifecycle.lemon])."""
+    from medic.history.nodes import nodes_report, print_nodes
+    from medic.settings import load_settings
+
+    print_nodes(nodes_report(load_settings(config_file), db_path, slurm), wide_console())
 
 
 @main.group()
@@ -656,5 +707,12 @@ def serve(config_file: Path, log_level: str) -> None:
     from medic.service_log import configure_logging
 
     settings = load_settings(config_file)
-    configure_logging(log_level, service_config(settings).log_format)
+    config = service_config(settings)
+    configure_logging(
+        log_level,
+        config.log_format,
+        config.log_file,
+        config.log_file_max_mb,
+        config.log_file_backups,
+    )
     run_service(settings)

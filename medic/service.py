@@ -38,8 +38,9 @@ import pyarrow as pa
 
 from medic.actions.executor import Executor
 from medic.actions.ledger import Ledger
+from medic.actions.recovery import Recovery, RecoveryMetrics
 from medic.actions.stage import ActionStage
-from medic.config import Positive, PositiveCount, from_dict
+from medic.config import Count, Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
 from medic.history.config import history_config
 from medic.history.report import render_report
@@ -48,12 +49,12 @@ from medic.history.writer import HistoryWriter
 from medic.ingest.base import Batch, Event, Source, Watermark
 from medic.ingest.cursor import CursorStore
 from medic.ingest.files import FileSource
-from medic.ingest.live import Backoff, wall_us
+from medic.ingest.live import Backoff, SourceHealth, wall_us
 from medic.ingest.prometheus import PrometheusSource
 from medic.ingest.slurm import SlurmSource
 from medic.ingest.sources import open_sources, sources_config
 from medic.pipeline import Incident, Pipeline
-from medic.service_http import HttpEndpoints, ServiceMetrics, parse_listen
+from medic.service_http import HttpEndpoints, ServiceMetrics, SourceCollector, parse_listen
 from medic.service_log import LogFormat, log_decisions, log_detections
 from medic.timeutil import US
 
@@ -78,8 +79,14 @@ class ServiceConfig:
     stale_after_s: Positive = 120.0
     """/healthz reports a source unhealthy once its data lags the wall clock this much."""
     log_format: LogFormat = "text"
-    """The service log on stderr: `text` lines (`key=value` fields) or `json` lines for log
-    shippers; either way one line per detection and per action decision."""
+    """The service log: `text` lines (`key=value` fields) or `json` lines for log shippers;
+    either way one line per detection and per action decision."""
+    log_file: str = ""
+    """Write the log to this file, rotated by medic, instead of stderr (journald)."""
+    log_file_max_mb: Positive = 100.0
+    """A log file this large is rotated (`serve.log` becomes `serve.log.1`, ...)."""
+    log_file_backups: Count = 5
+    """Rotated log files kept."""
 
     def __post_init__(self) -> None:
         parse_listen(self.listen)
@@ -95,6 +102,17 @@ class SourceState:
     cursor: dict[str, Any] | None = None
     up: bool = True
     last_error: str | None = None
+
+    @property
+    def is_up(self) -> bool:
+        """Delivering, and (for a source that retries by itself) its last request succeeded."""
+        health = getattr(self.source, "health", None)
+        return self.up and not (isinstance(health, SourceHealth) and not health.up)
+
+    @property
+    def error(self) -> str | None:
+        health = getattr(self.source, "health", None)
+        return self.last_error or (health.error if isinstance(health, SourceHealth) else None)
 
 
 class Service:
@@ -115,23 +133,31 @@ class Service:
         self.history = history_config(settings)
         self.store = DuckDBStore(self.history.path)
         self.writer = HistoryWriter(self.store, self.history, wall_clock=wall_us)
+        self.recovery = Recovery.from_settings(settings, self.store, state_dir, wall_us())
         self.actions = ActionStage.from_settings(
-            settings, executor, ledger=Ledger(state_dir / "ledger.jsonl")
+            settings,
+            executor,
+            self.recovery.notifiers,
+            ledger=Ledger(state_dir / "ledger.jsonl"),
         )
+        self.recovery.attach(self.actions)
+        self.metrics.registry.register(RecoveryMetrics(self.recovery))
         self.pipeline = Pipeline.from_settings(
             settings,
             responders=[self.writer, self.actions, self.metrics],
-            observers=[self.writer],
+            observers=[self.writer, *self.actions.observers, *self.recovery.observers],
         )
         self.writer.correlator = self.pipeline.correlator
         self.pipeline.correlator.restore(self._open_incidents())
         self._restore_requeues()
-        self.cursors = CursorStore(state_dir / "cursors")
+        sources = sources_config(settings)
+        self.cursors = CursorStore(sources.cursor_dir or state_dir / "cursors")
         self.sources = {
             source.name: SourceState(source, resumable=source.name != SlurmSource.name)
-            for source in open_sources(sources_config(settings), self.client, self.cursors)
+            for source in open_sources(sources, self.client, self.cursors)
         }
         self.metrics.watch_sources(self.source_counters)
+        self.metrics.registry.register(SourceCollector(lambda: self.sources))
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medic-pipeline")
         self._rows: dict[str, int] = {}
         self._stop = asyncio.Event()
@@ -233,9 +259,8 @@ class Service:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a source must never take the service down
-                state.up, state.last_error = False, str(exc).splitlines()[0] if str(exc) else ""
+                state.up, state.last_error = False, (str(exc) or type(exc).__name__).splitlines()[0]
                 self.metrics.source_errors.labels(name).inc()
-                self.metrics.up.labels(name).set(0)
                 delay = backoff.next_delay()
                 log.error("source %s failed: %s; retrying in %.0f s", name, exc, delay)
                 await asyncio.sleep(delay)
@@ -300,8 +325,8 @@ class Service:
                 except OSError as exc:
                     log.error("cannot save the cursor of %s: %s", name, exc)
         now = wall_us()
+        self.recovery.tick(now, {name: state.watermark for name, state in self.sources.items()})
         for name, state in self.sources.items():
-            self.metrics.up.labels(name).set(1 if state.up else 0)
             if state.watermark is not None:
                 self.metrics.lag.labels(name).set(max(0, now - state.watermark) / US)
         for stream, rows in self._rows.items():
@@ -329,7 +354,8 @@ class Service:
         """/report and /report.html, on the HTTP thread: the history report, read through a
         connection of its own while the pipeline keeps writing."""
         with self.store.cursor() as reader:
-            return render_report(reader, self.history, kind, params)
+            lemon = self.recovery.config.lifecycle.lemon
+            return render_report(reader, self.history, kind, params, lemon)
 
     def health(self) -> dict[str, Any]:
         """Per source: delivering, and how far behind the wall clock its data is."""
@@ -338,10 +364,15 @@ class Service:
         healthy = True
         for name, state in self.sources.items():
             lag = None if state.watermark is None else max(0, now - state.watermark) / US
-            ok = state.up and lag is not None and lag <= self.config.stale_after_s
+            ok = state.is_up and lag is not None and lag <= self.config.stale_after_s
             healthy = healthy and ok
-            sources[name] = {"up": state.up, "lag_s": lag, "error": state.last_error, "ok": ok}
-        return {"healthy": healthy, "sources": sources, "history_errors": self.writer.errors}
+            sources[name] = {"up": state.is_up, "lag_s": lag, "error": state.error, "ok": ok}
+        return {
+            "healthy": healthy and not self.recovery.deadman.stalled,
+            "sources": sources,
+            "stalled": sorted(self.recovery.deadman.stalled),
+            "history_errors": self.writer.errors,
+        }
 
 
 def complete_until(source: Source, watermark: int | None, now: int) -> int | None:

@@ -14,15 +14,21 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from medic.detectors.base import Detection
+from medic.ingest.live import LATENESS_BUCKETS_S, SourceHealth, SourceStats
 
 StartResponse = Callable[..., Any]
 ReportPage = Callable[[str, Mapping[str, str]], str]
@@ -54,12 +60,6 @@ class ServiceMetrics:
         self.lag = Gauge(
             "medic_ingest_lag_seconds",
             "Wall clock minus the event time up to which the source is complete",
-            ["source"],
-            registry=r,
-        )
-        self.up = Gauge(
-            "medic_source_up",
-            "1 while the source delivers, 0 while it is retried",
             ["source"],
             registry=r,
         )
@@ -139,6 +139,55 @@ class SourceCounters(Collector):
                     events.add_metric([source, name], value)
         yield events
         yield matched
+
+
+class SourceReport(Protocol):
+    """What the service knows of a running source."""
+
+    source: Any
+
+    @property
+    def is_up(self) -> bool: ...
+
+
+class SourceCollector(Collector):
+    """Per-source series read from the sources when scraped, so a failure shows at once:
+    ``medic_source_up``, the requests a source failed and retried by itself, and how late its
+    late rows were (its other counters are ``SourceCounters``')."""
+
+    def __init__(self, sources: Callable[[], Mapping[str, SourceReport]]) -> None:
+        self.sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "medic_source_up",
+            "1 while the source gets good answers, 0 while it fails and is retried",
+            labels=["source"],
+        )
+        failed = CounterMetricFamily(
+            "medic_source_failed_requests",
+            "Requests a source failed and retried (unreachable, broken, an answer it cannot read)",
+            labels=["source"],
+        )
+        late = HistogramMetricFamily(
+            "medic_source_late_rows_lateness_seconds",
+            "Rows delivered behind the source's watermark, by how far behind",
+            labels=["source"],
+        )
+        for name, report in self.sources().items():
+            up.add_metric([name], 1.0 if report.is_up else 0.0)
+            health = getattr(report.source, "health", None)
+            if isinstance(health, SourceHealth):
+                failed.add_metric([name], health.failures)
+            stats = getattr(report.source, "stats", None)
+            if not isinstance(stats, SourceStats):
+                continue
+            cumulative, buckets = 0, []
+            for bound, n in zip([*LATENESS_BUCKETS_S, "+Inf"], stats.lateness, strict=True):
+                cumulative += n
+                buckets.append((str(bound), cumulative))
+            late.add_metric([name], buckets, stats.lateness_sum_s)
+        yield from (up, failed, late)
 
 
 class _QuietHandler(WSGIRequestHandler):

@@ -3,7 +3,8 @@
 An operator evaluating medic in monitor mode reads here what it saw and what it would have
 done, without opening the history. Lines are ``key=value`` text (logfmt: values with spaces or
 quotes are JSON strings), or JSON objects, one per line, for log shippers
-(``[service] log_format = "json"``). The fields are the same in both.
+(``[service] log_format = "json"``). The fields are the same in both. The log goes to stderr
+(journald under systemd), or to ``[service] log_file``, which medic rotates by size itself.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import logging.handlers
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -116,9 +118,20 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str)
 
 
-def configure_logging(level: str, log_format: LogFormat) -> None:
-    """Send every log record to stderr, as text or JSON lines."""
-    handler = logging.StreamHandler()
+def configure_logging(
+    level: str,
+    log_format: LogFormat,
+    log_file: str = "",
+    max_mb: float = 100.0,
+    backups: int = 5,
+) -> None:
+    """Send every log record to stderr, or to ``log_file`` rotated at ``max_mb`` with
+    ``backups`` old files kept, as text or JSON lines. OSError when the file cannot be opened."""
+    handler: logging.Handler = logging.StreamHandler()
+    if log_file:
+        handler = logging.handlers.RotatingFileHandler(
+            log_file, maxBytes=round(max_mb * 2**20), backupCount=backups, encoding="utf-8"
+        )
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import click
 import pytest
@@ -65,6 +66,9 @@ BAD_INPUTS = [
     ["serve", "--config", "{missing}"],
     ["serve", "--config", "{bad_range}"],
     ["serve"],
+    ["nodes", "--db", "{junk}", "--no-slurm"],
+    ["nodes", "--db", "{missing}", "--no-slurm"],
+    ["nodes", "--config", "{bad_range}", "--no-slurm"],
     ["nope"],
 ]
 
@@ -113,8 +117,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.mark.parametrize("args", BAD_INPUTS, ids=" ".join)
 def test_bad_input_is_a_short_error_without_traceback(
-    args: list[str], files: dict[str, str]
+    args: list[str], files: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # default paths (medic-history.duckdb, .medic/) land here
     argv = [arg.format(**files) for arg in args]
     result = CliRunner().invoke(main, argv)
     assert result.exit_code != 0, result.output

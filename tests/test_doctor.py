@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from medic.cli import main
+from medic.testing.victorialogs import VictoriaLogsServer
 from tests.conftest import SlurmCluster
-from tests.ingest.vlserver import VictoriaLogsServer
 
 EXPOSITION = (Path(__file__).parent / "ingest" / "data" / "h200_agent_busy.prom").read_bytes()
 
@@ -58,6 +58,7 @@ def test_every_dependency_answers(tmp_path: Path, slurm: SlurmCluster, exporter:
     config = tmp_path / "medic.toml"
     with VictoriaLogsServer() as vl:
         vl.ingest([{"_time": str(time.time_ns()), "_msg": "step 1", "host": "n1"}])
+        vl.flush()  # searchable at once, as /internal/force_flush makes it
         config.write_text(
             f"""
 [sources.victorialogs]

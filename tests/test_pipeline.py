@@ -135,3 +135,26 @@ def test_from_settings_builds_typed_configs_and_rejects_bad_ones(echo: None) -> 
         Pipeline.from_settings({"detectors": {"nope": {}}})
     off = Pipeline.from_settings({"detectors": {"echo": {"enabled": False}}})
     assert not any(isinstance(d, EchoDetector) for d in off.detectors)
+
+
+def test_rows_behind_the_watermark_are_still_detected() -> None:
+    """A node's shipper held its lines: the Xid and the ranks' NCCL aborts of t=50 s reach
+    the pipeline when its watermark is already at 80 s (what the VictoriaLogs source's late
+    sweep delivers). They are processed, not dropped: the fault is found and blamed."""
+    from medic.detectors.base import build_detectors
+    from tests.detectors.scenarios import EVIDENCE_DETECTORS, Job, kernel
+    from tests.detectors.test_attribution import NCCL_ABORT, XID_79
+
+    job = Job()
+    on_time = recording(
+        120, logs=job.progress(0, 120), gpu=job.telemetry(0, 120), scheduler=[job.start()]
+    )
+    late = sorted(
+        [kernel(50.0, "n2", XID_79), *job.rank_logs(50.2, NCCL_ABORT)], key=lambda r: r["time"]
+    )
+    events = list(ReplaySource(on_time))
+    cut = next(i for i, e in enumerate(events) if isinstance(e, Watermark) and e.time >= at(80))
+    events.insert(cut + 1, batch("logs", late))
+    pipeline = Pipeline(build_detectors(enabled=EVIDENCE_DETECTORS))
+    found = pipeline.run(events)
+    assert [(d.kind, d.culprits, d.job_id) for d in found] == [("gpu_fault", ("n2",), "100")]

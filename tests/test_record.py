@@ -16,10 +16,10 @@ from medic.ingest.files import FilesConfig, FileSource
 from medic.ingest.live import wall_us
 from medic.record import capture, parse_when, record
 from medic.recording import RecordingError, read_recording, validate_recording
+from medic.testing.victorialogs import VictoriaLogsServer
 from medic.timeutil import US, iso
 from tests.builders import T0, log, recording, write
 from tests.ingest.fake_nvml import FakeGpu, FakeNvml
-from tests.ingest.vlserver import VictoriaLogsServer
 
 
 @pytest.fixture
@@ -52,6 +52,7 @@ async def test_a_past_incident_is_recorded_from_the_log_store(
         ],
         stream_fields=["host"],
     )
+    vl.flush()
     start_us, end_us = (t0 + 10 * 10**9) // 1000, (t0 + 19 * 10**9) // 1000
     out = tmp_path / "xid79-gpu7"
     rec = await record(vl_settings(vl), start_us, end_us, out, description="bad GPU")

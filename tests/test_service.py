@@ -212,6 +212,43 @@ def test_metrics_bind_to_loopback_by_default() -> None:
     assert ServiceConfig().listen.startswith("127.0.0.1:")
 
 
+def test_an_unreachable_log_store_shows_at_once_and_cursors_go_to_cursor_dir(
+    tmp_path: Path,
+) -> None:
+    """The VictoriaLogs source retries by itself; /healthz and /metrics must still say it is
+    failing, with the reason, from its first failed request."""
+    from prometheus_client import generate_latest
+
+    from medic.settings import load_settings
+    from medic.testing.victorialogs import VictoriaLogsServer
+
+    with VictoriaLogsServer() as vl:
+        url = vl.url
+    settings = load_settings(write_config(tmp_path))
+    del settings["sources"]["files"]
+    settings["sources"]["cursor_dir"] = str(tmp_path / "elsewhere")
+    settings["sources"]["victorialogs"] = {"url": url, "backoff_initial_s": 0.05}
+
+    async def scenario() -> tuple[dict[str, Any], str]:
+        service = Service(settings)
+        assert service.cursors.directory == tmp_path / "elsewhere"
+        task = asyncio.create_task(service.run())
+        source = service.sources["victorialogs"].source
+        while source.health.failures == 0:  # type: ignore[attr-defined]
+            await asyncio.sleep(0.01)
+        report, metrics = service.health(), generate_latest(service.metrics.registry).decode()
+        service.stop()
+        await task
+        return report, metrics
+
+    report, metrics = asyncio.run(scenario())
+    status = report["sources"]["victorialogs"]
+    assert status["up"] is False and status["ok"] is False
+    assert f"VictoriaLogs at {url} is unreachable (ConnectError" in status["error"]
+    assert 'medic_source_up{source="victorialogs"} 0.0' in metrics
+    assert re.search(r'medic_source_failed_requests_total\{source="victorialogs"\} [1-9]', metrics)
+
+
 def test_a_polling_source_is_complete_up_to_the_wall_clock_until_its_next_poll_is_due() -> None:
     from medic.ingest.files import FilesConfig, FileSource
     from medic.ingest.replay import ReplaySource

@@ -18,10 +18,17 @@ from typing import Any, Literal
 
 from medic import schema
 from medic.actions.model import SlurmAction
+from medic.actions.notifiers.config import ReceiverConfig
+from medic.actions.recovery_config import (
+    DeadmanConfig,
+    LifecycleConfig,
+    NvrxConfig,
+    RestartLoopConfig,
+)
 from medic.config import Count, Fraction, NonNegative, Positive, PositiveCount, from_dict
 
 Mode = Literal["monitor", "enforce"]
-MERGED_TABLES = ("guards", "slurm")
+MERGED_TABLES = ("guards", "slurm", "lifecycle", "restart_loop", "deadman", "nvrx")
 
 
 @dataclass(frozen=True)
@@ -98,28 +105,6 @@ class GuardConfig:
 
 
 @dataclass(frozen=True)
-class ReceiverConfig:
-    """A webhook that gets a JSON body per notified detection (POST)."""
-
-    name: str
-    """What routes call it in ``notify``."""
-    url: str
-    """Where the JSON is posted (http:// or https://)."""
-    timeout_s: Positive = 5.0
-    """Time one post may take."""
-    retries: Count = 2
-    """Further attempts after a failed post."""
-    backoff_s: NonNegative = 0.5
-    """First pause between attempts; doubles each time."""
-    token_env: str | None = None
-    """Environment variable holding a bearer token (kept out of the config file)."""
-
-    def __post_init__(self) -> None:
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"receiver '{self.name}': url must start with http:// or https://")
-
-
-@dataclass(frozen=True)
 class SlurmConfig:
     """How actions reach Slurm: its CLI (default) or slurmrestd."""
 
@@ -161,12 +146,20 @@ class RulesConfig:
     guards: GuardConfig = field(default_factory=GuardConfig)
     """Limits that hold whatever the routes say."""
     receivers: tuple[ReceiverConfig, ...] = ()
-    """Webhooks routes may notify."""
+    """Receivers (webhook, Slack, PagerDuty, Alertmanager) routes and alerts may notify."""
     routes: tuple[RouteConfig, ...] = ()
     """Tried in order; the first that matches decides (unless it says ``continue_matching``).
     Given routes replace the built-in ones (``medic/actions/default_rules.toml``)."""
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     """How actions reach Slurm."""
+    lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    """Drained nodes: checked through Slurm, then resumed or kept (see docs/recovery.md)."""
+    restart_loop: RestartLoopConfig = field(default_factory=RestartLoopConfig)
+    """Jobs that restart without progress are held instead of requeued again."""
+    deadman: DeadmanConfig = field(default_factory=DeadmanConfig)
+    """An alert when a source stops delivering data."""
+    nvrx: NvrxConfig = field(default_factory=NvrxConfig)
+    """Jobs under NVRx ``ft_launcher``: no requeue while it restarts them in place."""
 
     def __post_init__(self) -> None:
         for what, names in (
@@ -177,10 +170,15 @@ class RulesConfig:
             if twice:
                 raise ValueError(f"{what} name '{twice[0]}' is used twice")
         receivers = {r.name for r in self.receivers}
-        for route in self.routes:
-            missing = [n for n in route.notify if n not in receivers]
+        notified = [(f"route '{r.name}'", r.notify) for r in self.routes] + [
+            ("lifecycle", self.lifecycle.notify),
+            ("restart_loop", self.restart_loop.notify),
+            ("deadman", self.deadman.notify),
+        ]
+        for what, wanted in notified:
+            missing = [n for n in wanted if n not in receivers]
             if missing:
-                raise ValueError(f"route '{route.name}': unknown receiver '{missing[0]}'")
+                raise ValueError(f"{what}: unknown receiver '{missing[0]}'")
 
     def receiver(self, name: str) -> ReceiverConfig:
         return next(r for r in self.receivers if r.name == name)

@@ -40,7 +40,9 @@ GUARDS = (
     "monitor",
 )
 """Every guard name that can appear in the ``guard`` column of the actions table (besides
-``ledger``, the executor-side idempotency check), in the order they are checked."""
+``ledger``, the executor-side idempotency check, and the reviews after these: ``nvrx`` in
+``medic.nvrx`` and ``restart_loop`` in ``medic.actions.restart_loop``), in the order they are
+checked."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ then polls until Slurm shows the effect.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 import subprocess
@@ -93,6 +94,10 @@ class SlurmNode:
     name: str
     state: str
     reason: str
+    user: str = ""
+    """Who set the reason (``sinfo %u``), empty when unknown."""
+    since: str = ""
+    """When the reason was set (``sinfo %H``, Slurm's local time), empty when unknown."""
 
     @property
     def drained(self) -> bool:
@@ -165,6 +170,51 @@ class SlurmCli:
                 return SlurmNode(name, state, "" if reason == "none" else reason)
         return None
 
+    def list_nodes(self) -> list[SlurmNode]:
+        """Every node once (sinfo lists a node per partition), with its reason, who set it and
+        when (``Unknown`` and ``none`` read as empty)."""
+        out = self._command(["sinfo", "-h", "-N", "-o", "%N|%T|%E|%u|%H"])
+        nodes: dict[str, SlurmNode] = {}
+        for line in out.splitlines():
+            fields = [("" if f in ("none", "Unknown") else f) for f in line.split("|")]
+            if len(fields) == 5 and fields[0]:
+                nodes.setdefault(fields[0], SlurmNode(*fields))
+        return list(nodes.values())
+
+    def reservations(self, prefix: str) -> list[tuple[str, str, float]]:
+        """Reservations whose name starts with ``prefix``: name, node list and start (seconds
+        since the epoch; Slurm prints its host's local time)."""
+        out = self._command(["scontrol", "-o", "show", "reservation"])
+        found = []
+        for line in out.splitlines():
+            fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+            name = fields.get("ReservationName", "")
+            if name.startswith(prefix):
+                try:
+                    start = dt.datetime.fromisoformat(fields["StartTime"]).astimezone()
+                except (KeyError, ValueError):
+                    raise SlurmError(
+                        f"scontrol show reservation: unexpected {line[:80]!r}"
+                    ) from None
+                found.append((name, fields.get("Nodes", ""), start.timestamp()))
+        return found
+
+    def job_outcome(self, job_id: str) -> tuple[str, int | None] | None:
+        """A job's state and, once it ended, its exit status (``scontrol -o show job``, which
+        knows ended jobs within MinJobAge); None when Slurm no longer knows the job."""
+        result = self._run(["scontrol", "-o", "show", "job", job_id])
+        if result.returncode != 0:
+            if "invalid job id" in result.message.lower():
+                return None
+            raise SlurmError(f"scontrol show job: {result.message}")
+        fields = dict(item.split("=", 1) for item in result.stdout.split() if "=" in item)
+        state = fields.get("JobState", "")
+        if not state:
+            raise SlurmError(f"scontrol show job {job_id}: no JobState in {result.stdout[:80]!r}")
+        code = fields.get("ExitCode", "").partition(":")[0]
+        ended = state in ENDED_JOB_STATES
+        return state, int(code) if ended and code.isdigit() else None
+
     def hostnames(self, hostlist: str) -> list[str]:
         """A Slurm hostlist expression (``n[1-3],n7``) as node names."""
         if not hostlist or hostlist == "(null)":
@@ -228,6 +278,24 @@ class SlurmCli:
 
     def cancel(self, job_id: str) -> Outcome:
         return self._guarded(lambda: self._cancel(job_id))
+
+    def reserve(self, name: str, node: str, user: str) -> Outcome:
+        """A maintenance reservation of ``node`` for ``user`` (no end), so that only jobs asking
+        for it run there: the way to run a job on a node taken out of service, since Slurm
+        schedules nothing on a DRAIN node, reservation or not."""
+        return self._guarded(lambda: self._reserve(name, node, user))
+
+    def unreserve(self, name: str) -> Outcome:
+        return self._guarded(lambda: self._unreserve(name))
+
+    def submit(self, options: Sequence[str], command: str) -> str:
+        """Submit ``command`` as a batch job with sbatch ``options``; its id (SlurmError when
+        Slurm refuses)."""
+        out = self._command(["sbatch", "--parsable", *options, "--wrap", command])
+        job_id = out.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise SlurmError(f"sbatch: unexpected output {out.strip()[:80]!r}")
+        return job_id
 
     @staticmethod
     def _guarded(action: Callable[[], Outcome]) -> Outcome:
@@ -328,6 +396,38 @@ class SlurmCli:
         if not ok:
             return self._verify_timeout(f"{verb} of job {job_id}", f"priority {job.priority}")
         return done(f"job {job_id} {'held' if held else 'released'} ({job.state})")
+
+    def _reservation(self, name: str) -> bool:
+        result = self._run(["scontrol", "show", "reservation", name])
+        if result.returncode == 0:
+            return True
+        if "not found" in result.message.lower():
+            return False
+        raise SlurmError(f"scontrol show reservation: {result.message}")
+
+    def _reserve(self, name: str, node: str, user: str) -> Outcome:
+        if self._reservation(name):
+            return done(f"reservation {name} exists", changed=False)
+        self._command(
+            [
+                "scontrol",
+                "create",
+                "reservation",
+                f"reservationname={name}",
+                f"nodes={node}",
+                f"users={user}",
+                "starttime=now",
+                "duration=UNLIMITED",
+                "flags=maint,ignore_jobs",
+            ]
+        )
+        return done(f"reservation {name} holds {node}")
+
+    def _unreserve(self, name: str) -> Outcome:
+        if not self._reservation(name):
+            return done(f"no reservation {name}", changed=False)
+        self._command(["scontrol", "delete", f"reservationname={name}"])
+        return done(f"reservation {name} deleted")
 
     def _cancel(self, job_id: str) -> Outcome:
         job = self._known_job(job_id)

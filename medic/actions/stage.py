@@ -22,13 +22,15 @@ from medic.actions.executor import Executor, Notifier
 from medic.actions.guards import Guards, Verdict
 from medic.actions.ledger import Ledger, action_key
 from medic.actions.model import NOTIFY, Decision, Intent, JobFacts, Outcome, Status
-from medic.actions.notify import Webhooks
+from medic.actions.notifiers import Notifiers
 from medic.actions.recorder import ActionLog, RecordingExecutor
+from medic.actions.restart_loop import JobAttempts, RestartLoopGuard
 from medic.actions.rules import RuleSet, describe
 from medic.actions.slurm_cli import SlurmCli
 from medic.actions.slurmrest import SlurmRest
 from medic.config import ConfigError
 from medic.detectors.base import Detection
+from medic.nvrx import NvrxGuard, NvrxWatch
 from medic.pipeline import PipelineConfig, pipeline_config
 from medic.recording import Recording
 
@@ -71,11 +73,16 @@ class ActionStage:
                     )
         self.config = config
         self.executor = executor
-        self.notifier = notifier or Webhooks(config.receivers)
+        self.notifier = notifier or Notifiers(config.receivers)
         self.ledger = ledger if ledger is not None else Ledger()
         self.log = action_log if action_log is not None else ActionLog()
         self.rules = RuleSet(config)
         self.guards = Guards(config.guards, config.mode, incident_window_s)
+        self.attempts = JobAttempts()
+        """Each job's attempts and their progress: a pipeline observer the stage's owner adds."""
+        self.restart_loop = RestartLoopGuard(config.restart_loop, self.attempts, config.mode)
+        self.nvrx = NvrxWatch()
+        self.nvrx_guard = NvrxGuard(config.nvrx, self.nvrx)
 
     @classmethod
     def from_settings(
@@ -109,8 +116,14 @@ class ActionStage:
         """Every decision so far in the ``actions`` schema (what a backtest writes)."""
         return self.log.table()
 
+    @property
+    def observers(self) -> list[JobAttempts | NvrxWatch]:
+        """What the stage needs to see of the streams (progress, logs, scheduler): the pipeline
+        that feeds the stage adds these as observers."""
+        return [self.attempts, self.nvrx]
+
     def state_size(self) -> int:
-        return self.guards.state_size()
+        return self.guards.state_size() + self.attempts.state_size()
 
     def respond(self, detection: Detection, now: int) -> list[Decision]:
         """Decide and act on one detection; one decision per action a route asked for."""
@@ -125,6 +138,8 @@ class ActionStage:
             if self.config.guards.cluster_nodes is None:
                 cluster_nodes = self.executor.node_count()
         verdicts = self.guards.review(detection, match.intents, facts, now, cluster_nodes)
+        verdicts = self.nvrx_guard.review(verdicts, detection, now)
+        verdicts = self.restart_loop.review(verdicts, detection, now)
         decisions: list[Decision] = []
         for verdict in verdicts:
             decisions.append(self._decide(verdict, detection, now, decisions))

@@ -13,11 +13,12 @@ Evidence, from the fastest to the slowest:
   a checkpoint or a data stall leaves them idle), or the silence outlasts ``long_silence_s``.
   All this long before Slurm's SlurmdTimeout;
 * srun/salloc print ``error: Node failure on <node>`` (slurmctld: ``Nodes <node> not
-  responding``); the fabric says a node's HCA or port failed: NCCL's ``Got async event : local
-  catastrophic error`` or ``port error`` blames the host that printed it, an mlx5 health
-  failure in a kernel log the node it came from, and a completion error "retry exceeded"
-  (status 12) the peer it names, when the job's NCCL start-up lines (``NET/IB : Using ... ;
-  OOB <if>:<address>``) tell which host holds that address (otherwise no node is blamed);
+  responding``); the fabric says a node's HCA or port failed (``medic.detectors.fabric``):
+  NCCL's ``Got async event : local catastrophic error`` blames the host that printed it and an
+  mlx5 health failure the node whose kernel logged it, at once; a ``port error`` that does not
+  come back within ``fabric_hold_s`` blames its host, and a completion error "retry exceeded"
+  (status 12) the peer it names when no error of the job's own explains it (its process died)
+  and the job's NCCL start-up lines tell which host holds that address;
 * Slurm marks the node NOT_RESPONDING, DOWN or FAIL (admin drains are not failures);
 * the job ends NODE_FAIL (or slurmstepd cancels it "DUE TO NODE FAILURE"): the culprit is
   then the job's node that has been silent the longest, when one is.
@@ -36,8 +37,9 @@ import numpy as np
 import polars as pl
 
 from medic.config import NonNegative, Percent, Positive, Range
-from medic.detectors.attribution import Evidence, Incident, evidence_rows
+from medic.detectors.attribution import Evidence, Incident
 from medic.detectors.base import Detection, register
+from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
 from medic.frames import collect, newest_by
@@ -76,6 +78,11 @@ class NodeFailureConfig:
     """A job that failed this recently is still watched for its nodes' silence."""
     node_states: tuple[str, ...] = FAILED_NODE_STATES
     """Slurm node state flags that mean the node failed."""
+    fabric_hold_s: NonNegative = 20.0
+    """A fabric error that may pass (a port error, a peer's retries exhausted) counts only if
+    this long after it its port has not come back and the job shows no error of its own."""
+    recovered_by: tuple[str, ...] = ("ib_port_active",)
+    """Signatures saying a host's fabric port came back (a port error before it was a flap)."""
 
     def __post_init__(self) -> None:
         if self.long_silence_s < self.silence_s:
@@ -187,12 +194,15 @@ class NodeFailureDetector(WatchesLiveness):
         self.job_root_errors: dict[str, int] = {}
         """Job -> newest error of a rank's own (a traceback, out of memory, a CUDA error)."""
         self.job_power = JobPower(POWER_BASELINE_US + round(self.config.long_silence_s * US))
-        self.addresses: dict[str, str] = {}
-        """Fabric address -> the host that announced it (NCCL's start-up lines)."""
+        self.fabric = FabricEvidence(
+            round(self.config.fabric_hold_s * US),
+            round(self.config.slack_s * US),
+            self.config.recovered_by,
+        )
 
     def state_size(self) -> int:
         return (
-            len(self.addresses)
+            len(self.fabric)
             + len(self.book)
             + len(self.liveness)
             + len(self.job_logs)
@@ -228,11 +238,13 @@ class NodeFailureDetector(WatchesLiveness):
                     what = f"no telemetry or log line for {gap.length / US:.0f} s, and {why}"
                     evidence.append((job_id, Evidence(gap.since, what, gap.node, hardware=True)))
         found = self._emit(evidence, confirmed_at=watermark)
+        found += self._emit(self._placed(self.fabric.release(watermark, self.job_root_errors)))
         stale = watermark - RETENTION_US
         self.book.forget_ended(stale)
         self.liveness.forget_before(stale)
         self.job_logs.forget_before(stale)
         self.job_power.forget_before(stale)
+        self.fabric.forget_before(stale)
         for state in (self.job_collateral, self.job_root_errors):
             for job_id in [j for j, t in state.items() if t < stale]:
                 del state[job_id]
@@ -297,43 +309,21 @@ class NodeFailureDetector(WatchesLiveness):
         for job_id, role, time in errors.iter_rows():
             state = self.job_collateral if role == "collateral" else self.job_root_errors
             state[job_id] = max(time, state.get(job_id, time))
-        self._learn_addresses(frame)
-        rows = frame.filter(pl.col("kind") == "node_failure").with_columns(
-            pl.col("time").dt.epoch("us").alias("time_us")
-        )
-        if rows.is_empty():
-            return []
-        peers = rows.filter(pl.col("implicates") == "peer")
-        if not peers.is_empty():
-            rows = rows.with_columns(
-                pl.when(pl.col("implicates") == "peer")
-                .then(pl.col("peer").replace_strict(self.addresses, default=None))
-                .otherwise(pl.col("host"))
-                .alias("host"),
-                pl.when(pl.col("implicates") == "peer")
-                .then(pl.lit(None, pl.String))
-                .otherwise(pl.col("node"))
-                .alias("node"),
-            )
-        evidence: list[tuple[str | None, Evidence]] = []
-        for job_id, item in zip(rows["job_id"].to_list(), evidence_rows(rows, True), strict=True):
+        return self._emit(self._placed(self.fabric.observe(frame)))
+
+    def _placed(
+        self, evidence: list[tuple[str | None, Evidence]]
+    ) -> list[tuple[str | None, Evidence]]:
+        """Evidence that names no node (or only the host that reported it) put on the job's node
+        whose telemetry stopped first, if any did."""
+        placed = []
+        for job_id, item in evidence:
             if item.node is None or item.signature == "slurm_cancelled_node_failure":
                 info = self.book.jobs.jobs.get(job_id) if job_id else None
                 node = self._likeliest(list(info.all_nodes)) if info else None
                 item = Evidence(item.time, item.what, node, role="root", hardware=True)
-            evidence.append((job_id, item))
-        return self._emit(evidence)
-
-    def _learn_addresses(self, frame: pl.DataFrame) -> None:
-        """Hosts announcing their fabric address (an informational line naming both)."""
-        announced = frame.filter(
-            (pl.col("kind") == "none")
-            & (pl.col("implicates") == "node")
-            & pl.col("peer").is_not_null()
-            & pl.col("host").is_not_null()
-        )
-        if not announced.is_empty():
-            self.addresses.update(announced.select("peer", "host").iter_rows())
+            placed.append((job_id, item))
+        return placed
 
     def _likeliest(self, nodes: list[str]) -> str | None:
         """Of a job's nodes, the one whose telemetry stopped first, if any stopped at all."""

@@ -1,5 +1,7 @@
 """The report as one self-contained HTML file: the tables of ``medic report`` plus plots,
-drawn with matplotlib and embedded as inline SVG (no scripts, no external files)."""
+drawn with matplotlib and embedded as inline SVG (no scripts, no external files). A plot that
+would show nothing the table does not (no actions taken, every node blamed once, nothing
+saved) is left out."""
 
 from __future__ import annotations
 
@@ -90,13 +92,16 @@ def _nodes(report: Report) -> Callable[[Axes], None]:
 
 def _savings(report: Report) -> Callable[[Axes], None]:
     def draw(ax: Axes) -> None:
-        timeline = report.savings_timeline.with_columns(pl.col("gpu_hours_saved").cum_sum())
-        ax.step(
-            timeline.get_column("detected_at").to_list(),
-            timeline.get_column("gpu_hours_saved").to_list(),
-            where="post",
+        timeline = report.savings_timeline.with_columns(
+            pl.col("saved").cum_sum(), pl.col("would_have").cum_sum()
         )
-        ax.set_ylabel("GPU-hours saved (cumulative)")
+        times = timeline.get_column("detected_at").to_list()
+        for column, label in (("saved", "saved"), ("would_have", "would have saved (monitor)")):
+            values = timeline.get_column(column)
+            if (values > 0).any():
+                ax.step(times, values.to_list(), where="post", label=label)
+        ax.set_ylabel("GPU-hours (cumulative)")
+        ax.legend()
         ax.tick_params(axis="x", labelrotation=30)
 
     return draw
@@ -127,10 +132,11 @@ def _plots(report: Report) -> dict[str, Callable[[Axes], None]]:
     daily = detections_by_day(report)
     if not daily.is_empty():
         plots["detections"] = _stacked_days(daily, "detections")
-    if not report.actions_daily.is_empty():
-        taken = report.actions_daily.pivot("action", index="day", values="taken").fill_null(0)
-        plots["actions"] = _stacked_days(taken.sort("day"), "actions taken")
-    if not report.nodes.is_empty():
+    taken = report.actions_daily.filter(pl.col("taken") > 0)
+    if not taken.is_empty():
+        by_day = taken.pivot("action", index="day", values="taken").fill_null(0)
+        plots["actions"] = _stacked_days(by_day.sort("day"), "actions taken")
+    if not report.nodes.filter(pl.col("incidents") > 1).is_empty():
         plots["nodes"] = _nodes(report)
     if not report.savings_timeline.is_empty():
         plots["savings"] = _savings(report)

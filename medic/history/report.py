@@ -2,8 +2,9 @@
 
 Time to detect and to act (mean and percentiles), detections and actions per day, the nodes
 and GPUs that fail most, restarts per job, and GPU-hours saved against waiting for the NCCL
-watchdog. ``build_report`` runs the queries; ``print_report`` renders rich tables;
-``medic.history.html`` renders the same report as one HTML file with plots.
+watchdog: only by incidents an action was taken on; what monitor mode held back is counted
+apart, as what medic would have saved. ``build_report`` runs the queries; ``print_report``
+renders rich tables; ``medic.history.html`` renders the same report as one HTML file with plots.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
+from medic.actions.recovery_config import LemonConfig
 from medic.history.config import HistoryConfig
+from medic.history.goodput import Goodput, goodput
+from medic.history.nodes import report_lemons
 from medic.history.store import HistoryStore
 
 OVERVIEW = """
@@ -89,23 +93,50 @@ WHERE restarts > 0 OR medic_requeues > 0 OR incidents > 0
 LIMIT ?
 """
 
-SAVINGS = """
+SAVED = """
+WITH held_back AS (
+    SELECT detection_id AS incident_id, min(time) AS would_act_at
+    FROM actions
+    WHERE action <> 'notify' AND guard = 'monitor'
+    GROUP BY detection_id
+)
+SELECT
+    s.kind,
+    s.detected_at,
+    s.onset_known,
+    s.gpus,
+    CASE WHEN s.acted_at IS NOT NULL THEN s.gpu_hours_saved END AS saved,
+    CASE WHEN s.acted_at IS NULL AND h.would_act_at IS NOT NULL THEN
+        greatest(
+            $1 - greatest(
+                epoch_us(h.would_act_at) - epoch_us(coalesce(s.onset, s.detected_at)), 0
+            ) / 1e6,
+            0
+        ) * s.gpus / 3600.0
+    END AS would_have_saved
+FROM gpu_hours_saved($1, $2) s
+LEFT JOIN held_back h USING (incident_id)
+"""
+
+SAVINGS = f"""
 SELECT
     coalesce(kind, 'all') AS kind,
     count(*) AS incidents,
-    coalesce(sum(gpu_hours_saved), 0) AS gpu_hours_saved,
-    median(response_s) AS median_response_s,
+    count(saved) AS acted_on,
+    coalesce(sum(saved), 0) AS gpu_hours_saved,
+    count(would_have_saved) AS held_back,
+    coalesce(sum(would_have_saved), 0) AS would_have_saved,
     count(*) FILTER (WHERE NOT onset_known) AS onset_assumed,
     count(*) FILTER (WHERE gpus IS NULL) AS gpus_unknown
-FROM gpu_hours_saved(?, ?)
+FROM ({SAVED})
 GROUP BY ROLLUP (kind)
 ORDER BY GROUPING(kind), kind
 """
 
-SAVINGS_TIMELINE = """
-SELECT detected_at, kind, gpu_hours_saved
-FROM gpu_hours_saved(?, ?)
-WHERE gpu_hours_saved IS NOT NULL
+SAVINGS_TIMELINE = f"""
+SELECT detected_at, kind, coalesce(saved, 0) AS saved, coalesce(would_have_saved, 0) AS would_have
+FROM ({SAVED})
+WHERE saved > 0 OR would_have_saved > 0
 ORDER BY detected_at
 """
 
@@ -126,15 +157,29 @@ class Report:
     restarts: pl.DataFrame
     savings: pl.DataFrame
     savings_timeline: pl.DataFrame
+    lemons: pl.DataFrame
+    goodput: Goodput
 
     @property
     def gpu_hours_saved(self) -> float:
-        total = self.savings.filter(pl.col("kind") == "all").get_column("gpu_hours_saved")
+        """By the incidents an action was taken on."""
+        return self._total("gpu_hours_saved")
+
+    @property
+    def would_have_saved(self) -> float:
+        """By the incidents whose actions monitor mode held back, had they run."""
+        return self._total("would_have_saved")
+
+    def _total(self, column: str) -> float:
+        total = self.savings.filter(pl.col("kind") == "all").get_column(column)
         return float(total[0]) if total.len() else 0.0
 
 
-def build_report(store: HistoryStore, config: HistoryConfig, top: int = 10) -> Report:
-    """Query the report views of ``store``; ``top`` bounds the node, GPU and job lists."""
+def build_report(
+    store: HistoryStore, config: HistoryConfig, top: int = 10, lemon: LemonConfig | None = None
+) -> Report:
+    """Query the report views of ``store``; ``top`` bounds the node, GPU and job lists;
+    ``lemon`` scores lemon nodes (``[rules.lifecycle.lemon]``, its defaults when None)."""
 
     def frame(query: str, *params: Any) -> pl.DataFrame:
         result = pl.from_arrow(store.sql(query, params))
@@ -155,14 +200,17 @@ def build_report(store: HistoryStore, config: HistoryConfig, top: int = 10) -> R
         restarts=frame(RESTARTS, top),
         savings=frame(SAVINGS, *costs),
         savings_timeline=frame(SAVINGS_TIMELINE, *costs),
+        lemons=report_lemons(store, lemon or LemonConfig(), top),
+        goodput=goodput(store, *costs),
     )
 
 
 def savings_note(report: Report) -> str:
     return (
-        f"per incident other than stragglers: max({report.watchdog_s:g} s watchdog - (action, "
-        "else detection, - onset), 0) x the job's GPUs (telemetry, else allocated nodes x "
-        f"{report.gpus_per_node}) / 3600"
+        f"per incident other than stragglers that an action was taken on: max({report.watchdog_s:g}"
+        " s watchdog - (first action taken - onset), 0) x the job's GPUs (telemetry, else "
+        f"allocated nodes x {report.gpus_per_node}) / 3600; would have saved: the same with the "
+        "first action monitor mode held back"
     )
 
 
@@ -203,7 +251,8 @@ def overview_rows(report: Report) -> list[tuple[str, Any]]:
         ("actions not run (monitor mode)", o["actions_monitor"]),
         ("actions suppressed by a guard", o["actions_suppressed"]),
         ("actions failed", o["actions_failed"]),
-        ("GPU-hours saved", report.gpu_hours_saved),
+        ("GPU-hours saved (actions taken)", report.gpu_hours_saved),
+        ("GPU-hours monitor mode would have saved", report.would_have_saved),
     ]
 
 
@@ -236,6 +285,19 @@ def sections(report: Report) -> list[Section]:
             "GPUs with most faults",
             report.gpus,
             "minutes with an Xid or a new uncorrectable ECC error",
+        ),
+        Section(
+            "goodput",
+            "Goodput: GPU-hours lost per incident, with medic and with the watchdog alone",
+            report.goodput.by_kind,
+            report.goodput.note(),
+        ),
+        Section(
+            "lemons",
+            "Lemon nodes",
+            report.lemons,
+            "incidents blaming the node and failed checks, weighted by kind, halved per "
+            "half-life; a lemon needs incidents in several jobs (medic keeps it drained)",
         ),
         Section("restarts", "Restarts per job", report.restarts),
         Section(
@@ -277,10 +339,14 @@ def report_text(report: Report) -> str:
 
 
 def render_report(
-    store: HistoryStore, config: HistoryConfig, kind: str, params: Mapping[str, str]
+    store: HistoryStore,
+    config: HistoryConfig,
+    kind: str,
+    params: Mapping[str, str],
+    lemon: LemonConfig | None = None,
 ) -> str:
     """The report as text or HTML, with ``top`` and ``watchdog_s`` read from ``params`` (the
-    service's /report query); ValueError names a bad one."""
+    service's /report query; ValueError names a bad one) and lemon nodes scored by ``lemon``."""
     from medic.history.html import render_html
 
     try:
@@ -291,5 +357,5 @@ def render_report(
     if top < 1 or not watchdog_s > 0:
         raise ValueError("top must be at least 1 and watchdog_s positive")
     config = dataclasses.replace(config, watchdog_timeout_s=watchdog_s)
-    report = build_report(store, config, top)
+    report = build_report(store, config, top, lemon)
     return render_html(report) if kind == "html" else report_text(report)

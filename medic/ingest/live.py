@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import httpx
+import polars as pl
 
 
 class SourceError(RuntimeError):
@@ -29,6 +30,13 @@ def wall_ns() -> int:
 def wall_us() -> int:
     """Now, in microseconds since the epoch (medic's event-time unit)."""
     return time.time_ns() // 1000
+
+
+def describe(exc: BaseException) -> str:
+    """An exception named by its class, with its message when it has one (httpx raises some
+    with an empty message)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def first_line(text: str, limit: int = 300) -> str:
@@ -72,15 +80,51 @@ class Backoff:
         await asyncio.sleep(self.next_delay())
 
 
+LATENESS_BUCKETS_S = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+"""Upper bounds of the lateness histogram (seconds behind a source's watermark)."""
+
+
+@dataclass
+class SourceHealth:
+    """Whether a live source gets good answers now, and the last failure's one-line reason. A
+    source that retries by itself reports here at once, so /healthz and /metrics tell the
+    truth while it is retried."""
+
+    up: bool = True
+    error: str | None = None
+    failures: int = 0
+
+    def failed(self, why: str) -> None:
+        self.up, self.error = False, why
+        self.failures += 1
+
+    def recovered(self) -> None:
+        self.up, self.error = True, None
+
+
 @dataclass
 class SourceStats:
-    """Counters a live source keeps for its /metrics and its logs (rows, skips, retries...)."""
+    """Counters a live source keeps for its /metrics and its logs (rows, skips, retries...),
+    and how late its late rows were (a histogram over ``LATENESS_BUCKETS_S``)."""
 
     counts: Counter[str] = field(default_factory=Counter)
+    lateness: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BUCKETS_S) + 1))
+    """Late rows per bucket, the last one past the largest bound."""
+    lateness_sum_s: float = 0.0
 
     def add(self, name: str, n: int = 1) -> None:
         if n:
             self.counts[name] += n
+
+    def observe_lateness(self, seconds: pl.Series) -> None:
+        """Count late rows, each ``seconds`` behind the watermark when delivered."""
+        if seconds.is_empty():
+            return
+        buckets = pl.Series(LATENESS_BUCKETS_S).search_sorted(seconds, side="left")
+        for index, n in buckets.value_counts().iter_rows():
+            self.lateness[index] += n
+        self.lateness_sum_s += float(seconds.sum())
+        self.add("late_rows", seconds.len())
 
     def __getitem__(self, name: str) -> int:
         return self.counts[name]

@@ -41,6 +41,9 @@ from medic.ingest.victorialogs import VictoriaLogsConfig, VictoriaLogsSource
 class SourcesConfig:
     """``[sources]``."""
 
+    cursor_dir: str = ""
+    """Where each source's resume cursor is kept; empty: ``cursors/`` in ``[service]
+    state_dir``."""
     victorialogs: VictoriaLogsConfig | None = None
     """Logs from VictoriaLogs; when absent, logs come from files."""
     files: FilesConfig | None = None

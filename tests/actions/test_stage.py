@@ -10,7 +10,7 @@ import pytest
 from medic import schema
 from medic.actions.config import load_rules
 from medic.actions.ledger import Ledger
-from medic.actions.notify import Webhooks
+from medic.actions.notifiers import Notifiers
 from medic.actions.recorder import RecordingExecutor
 from medic.actions.slurm_cli import JOB_FORMAT, CommandResult, SlurmCli
 from medic.actions.slurmrest import SlurmRest
@@ -175,7 +175,7 @@ def test_notifications_carry_the_detection_and_what_was_done() -> None:
         "routes": [{"name": "all", "actions": ["drain", "requeue"], "notify": ["oncall"]}],
     }
     config = load_rules(rules)
-    webhooks = Webhooks(config.receivers, client=httpx.Client(transport=httpx.MockTransport(hook)))
+    webhooks = Notifiers(config.receivers, client=httpx.Client(transport=httpx.MockTransport(hook)))
     s = ActionStage(config, RecordingExecutor(NODES), notifier=webhooks)
     decisions = s.respond(fault(), at(0))
     assert [(d.action, d.status) for d in decisions][-1] == ("notify", "done")

@@ -11,7 +11,7 @@ from tests.builders import at, batch
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 
 # formats of leptonai/gpud#46 and NVIDIA/NVSentinel#155, our own values
-XID_79 = "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"
+XID_79 = "NVRM: Xid (PCI:0000:5d:00): 79, GPU has fallen off the bus"
 XID_GSP = (
     "NVRM: Xid (PCI:0000:cb:00): 119, pid=402211, name=python3, Timeout after 6s of waiting "
     "for RPC response from GPU5 GSP! Expected function 10 (FREE) (0x5c000021 0x0)."
@@ -57,8 +57,8 @@ def test_the_pci_address_is_mapped_to_the_gpu_that_telemetry_shows_the_xid_on() 
     # the double-bit ECC error later is reported by the kernel only
     job = Job(gpu_fields={("n2", 5, 20): {"xid": 63}})
     logs, gpu, sched = scenario(job)
-    logs.append(kernel(20.4, "n2", "NVRM: Xid (PCI:0000:44:00): 63, pid=1896, Row Remapper"))
-    logs.append(kernel(60.2, "n2", "NVRM: Xid (PCI:0000:44:00): 48, pid=1896, DBE"))
+    logs.append(kernel(20.4, "n2", "NVRM: Xid (PCI:0000:44:00): 63, pid=5127, Row Remapper"))
+    logs.append(kernel(60.2, "n2", "NVRM: Xid (PCI:0000:44:00): 48, pid=5127, DBE"))
     found = detect(120, logs, gpu, sched)
     assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("n2",))]
     assert "Xid 48 (GPU_ECC_DBE) at n2 GPU 5" in found[0].summary
@@ -68,14 +68,14 @@ def test_the_pci_address_is_mapped_to_the_gpu_that_telemetry_shows_the_xid_on() 
     "line",
     [
         # row remapping recorded, excessive corrected errors: NVIDIA says ignore
-        "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, "
+        "NVRM: Xid (PCI:0000:2a:00): 63, pid=5127, Row Remapper: New row marked for remapping, "
         "reset gpu to activate.",
-        "NVRM: Xid (PCI:0000:10:00): 92, pid=1896, excessive SBE interrupts",
-        # an application fault (NVIDIA: restart the app), leptonai/gpud#46
-        "NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp "
-        "Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter",
-        # NVLink5 warning, leptonai/gpud#1160
-        "NVRM: Xid (PCI:0000:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 "
+        "NVRM: Xid (PCI:0000:2a:00): 92, pid=5127, excessive SBE interrupts",
+        # an application fault (NVIDIA: restart the app), format of leptonai/gpud#46
+        "NVRM: Xid (PCI:0000:4c:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp "
+        "Exception on (GPC 2, TPC 5, SM 1): Illegal Instruction Parameter",
+        # NVLink5 warning, format of leptonai/gpud#1160
+        "NVRM: Xid (PCI:0000:19:00): 144, SAW_MVB Nonfatal XC0 i0 Link 3 (0x00000002 "
         "0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)",
     ],
 )

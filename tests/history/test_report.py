@@ -16,7 +16,8 @@ from medic.history.writer import detection_rows
 from tests.history.rows import detection
 from tests.history.scenario import fill
 
-SAVED = ((600 - 31) * 4 + 600 * 16) / 3600  # see tests/history/scenario.py
+SAVED = (600 - 31) * 4 / 3600  # A, acted on at 131 s; see tests/history/scenario.py
+WOULD = 600 * 16 / 3600  # B, whose requeue monitor mode held back at its detection
 
 
 def render(report: Report) -> str:
@@ -41,8 +42,11 @@ def test_report_figures_come_from_the_views(store: DuckDBStore) -> None:
     assert latency["time to act", "all"]["p50_s"] == 31.0
     assert latency["act after detection", "all"]["max_s"] == 1.0
     assert report.gpu_hours_saved == pytest.approx(SAVED)
+    assert report.would_have_saved == pytest.approx(WOULD)
     savings = {r["kind"]: r for r in report.savings.to_dicts()}
     assert savings["hang"]["onset_assumed"] == 1
+    assert (savings["hang"]["acted_on"], savings["hang"]["held_back"]) == (0, 1)
+    assert (savings["gpu_fault"]["acted_on"], savings["gpu_fault"]["held_back"]) == (1, 0)
     assert report.restarts.get_column("job_id").to_list() == ["100", "200", "300"]
 
 
@@ -51,7 +55,8 @@ def test_top_bounds_the_lists_and_the_watchdog_is_a_setting(store: DuckDBStore) 
 
     assert report.nodes.get_column("node").to_list() == ["n1"]
     assert report.restarts.height == 1
-    assert report.gpu_hours_saved == pytest.approx(((300 - 31) * 4 + 300 * 16) / 3600)
+    assert report.gpu_hours_saved == pytest.approx((300 - 31) * 4 / 3600)
+    assert report.would_have_saved == pytest.approx(300 * 16 / 3600)
 
 
 def test_terminal_report_prints_every_section(store: DuckDBStore) -> None:
@@ -143,6 +148,30 @@ def test_report_command_errors_are_one_line(tmp_path: Path, setup: str, message:
     assert result.exit_code == 2
     assert message in result.output
     assert result.output.count("\n") == 1
+
+
+def test_plots_that_would_show_nothing_are_left_out(store: DuckDBStore) -> None:
+    from medic.history.writer import HistoryWriter
+    from tests.builders import batch
+    from tests.history.rows import action, actions, job
+    from tests.history.scenario import B
+
+    writer = HistoryWriter(store)
+    writer.update(batch("scheduler", [job(10, "200", "RUNNING", ["n3", "n4"])]))
+    writer.flush()
+    store.append("detections", detection_rows([B]))
+    store.append(
+        "actions",
+        actions(action(400, B.id, "requeue", job_id="200", status="suppressed", guard="monitor")),
+    )
+    report = build_report(store, HistoryConfig())
+    page = render_html(report)
+    assert report.gpu_hours_saved == 0.0
+    assert report.would_have_saved == pytest.approx(WOULD)
+    sections = dict(part.split("</h2>", 1) for part in page.split("<h2>")[1:])
+    assert "<svg" not in sections["Actions per day (UTC)"]
+    assert "<svg" not in sections["Nodes blamed most"]
+    assert "<svg" in sections["GPU-hours saved against the NCCL watchdog (600 s)"]
 
 
 def test_time_to_detect_is_reported_in_event_time_and_by_the_wall_clock(

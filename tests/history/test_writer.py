@@ -296,7 +296,8 @@ def test_writing_everything_again_after_a_restart_adds_no_rows(tmp_path: Path) -
             correlator.expire(at(500))
             writer.advance(at(500))
             writer.flush()
-            return {t: count(store, t) for t in store.tables}
+            # node_events is the recovery loop's (medic.actions.node_journal), not the writer's
+            return {t: count(store, t) for t in store.tables if t != "node_events"}
 
     first_run = write_all()
     assert all(first_run.values()), first_run

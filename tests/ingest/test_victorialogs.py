@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
-import polars as pl
 import pyarrow as pa
 import pytest
 
@@ -19,14 +19,13 @@ from medic import schema
 from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.cursor import CursorStore
-from medic.ingest.live import SourceError
+from medic.ingest.live import SourceError, describe
 from medic.ingest.victorialogs import (
-    StreamCursor,
     VictoriaLogsConfig,
     VictoriaLogsSource,
     rfc3339_ns,
 )
-from tests.ingest.vlserver import VictoriaLogsServer
+from medic.testing.victorialogs import Clock, VictoriaLogsServer
 
 FAST = {
     "offset_s": 0.05,
@@ -39,7 +38,8 @@ FAST = {
 
 @pytest.fixture
 def vl() -> Iterator[VictoriaLogsServer]:
-    with VictoriaLogsServer() as server:
+    """The faithful fake, its visibility delay scaled down as FAST scales the tail's timing."""
+    with VictoriaLogsServer(searchable_delay_s=0.1) as server:
         yield server
 
 
@@ -233,6 +233,7 @@ async def test_record_range_is_backfilled_in_windows_split_while_too_big(
     t0 = time.time_ns() - 120 * 10**9
     rows = [line(i, t0 + i * 10**8, host=f"n{i % 4}") for i in range(300)]
     vl.ingest(rows, stream_fields=["host"])
+    vl.flush()
     start_us, until_us = (t0 + 5 * 10**8) // 1000, (t0 + 25 * 10**9) // 1000
     settings = config(vl, backfill_window_s=30.0, backfill_max_rows=40)
     source = VictoriaLogsSource(settings, httpx.AsyncClient(), start_us=start_us, until_us=until_us)
@@ -248,7 +249,7 @@ async def test_record_range_is_backfilled_in_windows_split_while_too_big(
 
 
 async def test_5xx_answers_are_retried(vl: VictoriaLogsServer) -> None:
-    vl.fail_next("/select/logsql/tail", 503, "cannot execute query: timeout", count=2)
+    vl.answer_next("/select/logsql/tail", 503, "cannot execute query: timeout", count=2)
     vl.ingest([line(0, time.time_ns() - 10**9)], stream_fields=["host"])
     source = VictoriaLogsSource(config(vl), httpx.AsyncClient())
     got = Collector()
@@ -262,6 +263,7 @@ async def test_a_query_broken_after_its_first_bytes_is_retried_without_duplicate
     t0 = time.time_ns() - 60 * 10**9
     rows = [line(i, t0 + i * 10**7, host=f"n{i % 3}") for i in range(100)]
     vl.ingest(rows, stream_fields=["host"])
+    vl.flush()
     vl.break_next_query()
     source = VictoriaLogsSource(
         config(vl), httpx.AsyncClient(), start_us=t0 // 1000, until_us=(t0 + 2 * 10**9) // 1000
@@ -314,49 +316,262 @@ def test_config_comes_from_a_toml_table_with_a_nested_field_map() -> None:
         from_dict(VictoriaLogsConfig, {"query": "* | limit 5"})
 
 
-KEY = pl.col("msg")
+# Timing as the real server's (1 s visibility, 5 s crash loss) and medic's defaults, on a clock
+# that jumps ahead: minutes of event time pass in seconds. Only the server's refresh, which it
+# waits in real time, is short.
+VIRTUAL = {
+    "refresh_interval_s": 0.02,
+    "backoff_initial_s": 0.01,
+    "backoff_max_s": 0.05,
+}
+S = 10**9
 
 
-def rows(*items: tuple[str, int, str]) -> pl.DataFrame:
-    return pl.DataFrame(
-        [{"sid": s, "t": t, "msg": m} for s, t, m in items],
-        schema={"sid": pl.String, "t": pl.Int64, "msg": pl.String},
+@pytest.fixture
+def real() -> Iterator[VictoriaLogsServer]:
+    with VictoriaLogsServer(clock=Clock()) as server:
+        yield server
+
+
+def virtual_source(vl: VictoriaLogsServer, **overrides: object) -> VictoriaLogsSource:
+    settings = from_dict(VictoriaLogsConfig, {"url": vl.url, **VIRTUAL, **overrides})
+    return VictoriaLogsSource(settings, httpx.AsyncClient(), clock=vl.clock.now_ns)
+
+
+class Shippers:
+    """Log shippers on ``hosts`` nodes: each line reaches VictoriaLogs 0-``max_late_s`` after
+    its time (most within 2 s, one in four anywhere up to the maximum), as batching and
+    retrying shippers deliver."""
+
+    def __init__(self, vl: VictoriaLogsServer, hosts: int = 6, max_late_s: float = 120.0) -> None:
+        self.vl = vl
+        self.hosts = hosts
+        self.max_late_ns = round(max_late_s * S)
+        self.rng = random.Random(7)
+        self.pending: list[tuple[int, dict[str, str]]] = []
+        self.count = 0
+
+    def log(self, lines_per_host: int = 2) -> None:
+        """Lines written now on every node, each to be shipped after its delay."""
+        now = self.vl.clock.now_ns()
+        for host in range(self.hosts):
+            for _ in range(lines_per_host):
+                late = self.rng.random() < 0.25
+                delay = self.rng.randrange(self.max_late_ns if late else 2 * S)
+                record = line(self.count, now + self.count % 1000, host=f"n{host}")
+                self.pending.append((now + delay, record))
+                self.count += 1
+
+    def ship(self, everything: bool = False) -> None:
+        """Deliver what is due (all of it at the end)."""
+        now = self.vl.clock.now_ns()
+        due = [r for t, r in self.pending if everything or t <= now]
+        self.pending = [(t, r) for t, r in self.pending if not (everything or t <= now)]
+        if due:
+            self.vl.ingest(due, stream_fields=["host"])
+
+
+async def tick(vl: VictoriaLogsServer, source: VictoriaLogsSource, seconds: float = 1.0) -> None:
+    """Let ``seconds`` of event time pass, then give the source real time to keep up (its
+    watermark within 10 s of now, as medic is on a real cluster), unless the server is down."""
+    vl.clock.advance(seconds)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+        mark = source.watermark_us
+        if not vl.listening or (mark is not None and mark * 1000 > vl.clock.now_ns() - 10 * S):
+            return
+
+
+def stored_messages(vl: VictoriaLogsServer) -> list[str]:
+    return [r.fields["_msg"] for r in vl.store.rows]
+
+
+async def run_until_delivered(
+    source: VictoriaLogsSource, vl: VictoriaLogsServer, scenario: asyncio.Task[None]
+) -> Collector:
+    """Run the source through ``scenario``, then let event time pass until every stored row
+    has come out (or a minute of event time has passed without it)."""
+    got = Collector()
+
+    async def drain() -> None:
+        await scenario
+        for _ in range(120):
+            if set(stored_messages(vl)) <= set(got.messages):
+                return
+            await tick(vl, source, 0.5)
+
+    drainer = asyncio.create_task(drain())
+    await got.run(source, lambda c: drainer.done(), timeout=120)
+    await drainer
+    return got
+
+
+async def test_late_shippers_lose_no_line_and_repeat_none(real: VictoriaLogsServer) -> None:
+    source = virtual_source(real)
+    shippers = Shippers(real)
+
+    async def scenario() -> None:
+        for _ in range(100):  # 200 s of event time
+            shippers.log()
+            shippers.ship()
+            await tick(real, source, 2.0)
+        shippers.ship(everything=True)
+
+    got = await run_until_delivered(source, real, asyncio.create_task(scenario()))
+    counts = Counter(got.messages)
+    assert sorted(counts) == sorted(stored_messages(real)) and len(counts) == shippers.count
+    assert max(counts.values()) == 1
+    late = source.stats["late_rows"]
+    assert late > shippers.count / 10  # the tail alone would have lost these
+    assert source.stats["sweep_reads"] > 0
+    assert sum(source.stats.lateness) == late
+    assert sum(source.stats.lateness[5:]) > 0  # some were found a minute or more behind
+
+
+async def test_twenty_disconnects_and_a_five_minute_outage_lose_and_repeat_nothing(
+    real: VictoriaLogsServer,
+) -> None:
+    source = virtual_source(real)
+    shippers = Shippers(real)
+    outage: dict[str, object] = {}
+
+    async def scenario() -> None:
+        cuts, next_cut = 0, 0
+        for second in range(0, 600, 2):
+            shippers.log()
+            shippers.ship()  # shippers reach VictoriaLogs all along; medic does not
+            if cuts < 20 and second >= next_cut and real.open_tails():
+                cuts += real.disconnect_tails() > 0
+                next_cut = second + 8
+            if second == 200:
+                real.down()
+            if second == 210:
+                outage["up"] = source.health.up
+                outage["error"] = source.health.error
+            if second == 500:
+                real.up()
+            await tick(real, source, 2.0)
+        outage["cuts"] = cuts
+        shippers.ship(everything=True)
+
+    got = await run_until_delivered(source, real, asyncio.create_task(scenario()))
+    assert outage["cuts"] == 20
+    assert outage["up"] is False and "unreachable" in str(outage["error"])
+    counts = Counter(got.messages)
+    assert sorted(counts) == sorted(stored_messages(real)) and len(counts) == shippers.count
+    assert max(counts.values()) == 1
+    assert source.stats["duplicates"] > 0  # reconnects did re-send rows; the cursor dropped them
+    assert source.stats["backfill_windows"] >= 5  # the outage was read back through /query
+    assert source.health.up
+
+
+async def test_after_a_crash_every_row_the_server_kept_comes_once(real: VictoriaLogsServer) -> None:
+    source = virtual_source(real)
+    shippers = Shippers(real, max_late_s=30)
+    lost: set[str] = set()
+
+    async def scenario() -> None:
+        for second in range(120):
+            shippers.log()
+            shippers.ship()
+            if second == 60:
+                before = set(stored_messages(real))
+                assert real.crash() > 0
+                lost.update(before - set(stored_messages(real)))
+            if second == 70:
+                real.up()
+            await tick(real, source)
+        shippers.ship(everything=True)
+
+    got = await run_until_delivered(source, real, asyncio.create_task(scenario()))
+    counts = Counter(got.messages)
+    assert max(counts.values()) == 1
+    assert set(stored_messages(real)) <= set(counts)
+    # the rows it lost were acknowledged, and some were seen before the crash: nothing else
+    assert set(counts) - set(stored_messages(real)) <= lost
+
+
+async def test_a_quiet_query_keeps_the_watermark_moving(real: VictoriaLogsServer) -> None:
+    """The server withholds a compressed tail's headers until a row matches; medic's tail
+    asks for no compression, so its watermark moves while nothing matches."""
+    real.ingest([line(0, real.clock.now_ns(), job="other")], stream_fields=["host"])
+    source = virtual_source(real, query='job_id:="quiet"')
+
+    async def tick() -> None:
+        while True:
+            real.clock.advance(0.2)
+            await asyncio.sleep(0.02)
+
+    ticker = asyncio.create_task(tick())
+    got = Collector()
+    try:
+        await got.run(source, lambda c: len(c.watermarks) >= 5, timeout=20)
+    finally:
+        ticker.cancel()
+    assert got.messages == []
+    assert got.watermarks[-1] > got.watermarks[0]
+    tails = [p for p, _ in real.requests if p == "/select/logsql/tail"]
+    assert len(tails) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "why"),
+    [
+        ("<html><body>502 Bad Gateway</body></html>", "text/html", "Content-Type text/html"),
+        ('{"status":"error","msg":"nope"}\n', "application/x-ndjson", "without _time"),
+        ("not json at all\n", "application/x-ndjson", "not log rows"),
+    ],
+)
+async def test_a_junk_answer_turns_the_source_down_within_one_request(
+    vl: VictoriaLogsServer, body: str, content_type: str, why: str
+) -> None:
+    vl.answer_next("/select/logsql/tail", 200, body, content_type, count=3)
+    vl.ingest([line(0, time.time_ns())], stream_fields=["host"])
+    source = VictoriaLogsSource(config(vl, backoff_initial_s=0.05), httpx.AsyncClient())
+    seen: list[tuple[bool, str | None]] = []
+    got = Collector()
+
+    def watch(c: Collector) -> bool:
+        return len(c.messages) == 1
+
+    async def observe() -> None:
+        while source.stats["bad_answers"] == 0:
+            await asyncio.sleep(0.001)
+        seen.append((source.health.up, source.health.error))
+
+    observer = asyncio.create_task(observe())
+    await got.run(source, watch)
+    await observer
+    up, error = seen[0]
+    assert up is False and why in str(error) and "\n" not in str(error)
+    assert source.stats["bad_answers"] == 3 and source.health.failures == 3
+    assert source.health.up  # delivering again once the junk stopped
+    tail_requests = [p for p, _ in vl.requests if p == "/select/logsql/tail"]
+    assert len(tail_requests) == 4
+
+
+async def test_a_junk_query_answer_moves_neither_rows_nor_watermark(
+    vl: VictoriaLogsServer,
+) -> None:
+    t0 = time.time_ns() - 60 * S
+    rows = [line(i, t0 + i * 10**7) for i in range(50)]
+    vl.ingest(rows, stream_fields=["host"])
+    vl.flush()
+    vl.answer_next("/select/logsql/query", 200, '{"hits":[]}', "application/json")
+    source = VictoriaLogsSource(
+        config(vl, backfill_window_s=600),
+        httpx.AsyncClient(),
+        start_us=t0 // 1000,
+        until_us=(t0 + S) // 1000,
     )
+    got = Collector()
+    await got.run(source, lambda c: False)
+    assert got.messages == [r["_msg"] for r in rows]
+    assert source.stats["bad_answers"] == 1 and source.stats["backfill_windows"] == 1
+    assert len(got.watermarks) == 1
 
 
-def test_cursor_keeps_rows_of_one_instant_apart_across_a_reconnect() -> None:
-    cursor = StreamCursor(watermark_ns=0, horizon_ns=0)
-    first = cursor.admit(rows(("a", 10, "x"), ("a", 20, "p"), ("a", 20, "p"), ("b", 20, "q")), KEY)
-    assert first.height == 4
-    # the connection broke inside the instant t=20 of stream a: a new tail re-sends everything
-    resent = rows(
-        ("a", 10, "x"),
-        ("a", 20, "p"),
-        ("a", 20, "p"),
-        ("a", 20, "p"),
-        ("a", 20, "r"),
-        ("b", 20, "q"),
-        ("b", 21, "s"),
-    )
-    again = cursor.admit(resent, KEY)
-    assert sorted(again.select("sid", "t", "msg").rows()) == [
-        ("a", 20, "p"),
-        ("a", 20, "r"),
-        ("b", 21, "s"),
-    ]
-    restored = StreamCursor.from_json(json.loads(json.dumps(cursor.to_json())))
-    assert restored.admit(resent, KEY).is_empty()
-
-
-def test_cursor_forgets_streams_idle_past_the_horizon() -> None:
-    cursor = StreamCursor(watermark_ns=0, horizon_ns=0)
-    cursor.admit(rows(*[(f"s{i}", 100 + i, "m") for i in range(100)]), KEY)
-    assert len(cursor) == 100
-    cursor.advance(100 + 50 + 5 * 10**9)
-    assert len(cursor) == 49
-    assert cursor.admit(rows(("s1", 101, "m"), ("s1", 10**10, "new")), KEY).height == 1
-
-
-def test_a_corrupt_cursor_is_a_clear_error() -> None:
-    with pytest.raises(SourceError, match="cannot resume from cursor"):
-        StreamCursor.from_json({"watermark_ns": "soon"})
+def test_transport_errors_are_named_even_without_a_message() -> None:
+    assert describe(httpx.ReadError("")) == "ReadError"
+    assert describe(httpx.ConnectError("refused")) == "ConnectError: refused"

@@ -1,0 +1,152 @@
+"""What a notification says (``Alert``) and the body each kind of receiver expects.
+
+Formats, as their owners document them:
+
+* Slack incoming webhooks: a JSON object with ``text`` (mrkdwn); Slack answers ``200 ok`` or
+  ``429`` with ``Retry-After`` (https://api.slack.com/messaging/webhooks).
+* PagerDuty Events API v2: POST ``/v2/enqueue`` with ``routing_key``, ``event_action``
+  (``trigger``/``resolve``), ``dedup_key`` and ``payload`` {``summary`` (<= 1024 chars),
+  ``source``, ``severity`` (critical/error/warning/info), ``timestamp``, ``component``,
+  ``group``, ``class``, ``custom_details``}; it answers ``202`` (https://developer.pagerduty.com/
+  docs/events-API-v2/trigger-events, mirrored in PagerDuty/developer-docs).
+* Alertmanager's webhook body (``version`` "4"): ``receiver``, ``status``, ``alerts`` (each with
+  ``status``, ``labels``, ``annotations``, ``startsAt``, ``endsAt`` (the zero time while firing),
+  ``generatorURL``, ``fingerprint``), ``groupLabels``, ``commonLabels``, ``commonAnnotations``,
+  ``externalURL``, ``groupKey``, ``truncatedAlerts``
+  (https://prometheus.io/docs/alerting/latest/configuration/#webhook_config).
+* medic's own webhook: the alert's fields plus what the rules decided.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from medic.timeutil import US
+
+Severity = Literal["critical", "error", "warning", "info"]
+ZERO_TIME = "0001-01-01T00:00:00Z"
+SUMMARY_LIMIT = 1024
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One notification: its incident group, what to say and the facts behind it."""
+
+    group: str
+    """The incident group: ``job:42``, ``nodes:n3``, ``node:n3``, ``deadman:files``."""
+    title: str
+    text: str
+    time: int
+    """Event time of the incident (µs since the epoch, UTC)."""
+    severity: Severity = "error"
+    status: Literal["firing", "resolved"] = "firing"
+    labels: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Alert:
+        return cls(**row)
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha1(self.group.encode(), usedforsecurity=False).hexdigest()[:16]
+
+
+def iso(us: int) -> str:
+    return dt.datetime.fromtimestamp(us / US, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def webhook_body(alert: Alert, receiver: str) -> dict[str, Any]:
+    return {"receiver": receiver, **alert.details, **alert.row(), "text": alert.text}
+
+
+def slack_body(alert: Alert, receiver: str) -> dict[str, Any]:
+    mark = ":white_check_mark:" if alert.status == "resolved" else ":rotating_light:"
+    return {"text": f"{mark} *{alert.title}*\n{alert.text}"}
+
+
+def pagerduty_body(alert: Alert, receiver: str, routing_key: str) -> dict[str, Any]:
+    return {
+        "routing_key": routing_key,
+        "event_action": "resolve" if alert.status == "resolved" else "trigger",
+        "dedup_key": f"medic/{alert.group}",
+        "payload": {
+            "summary": alert.title[:SUMMARY_LIMIT],
+            "source": alert.labels.get("nodes") or alert.labels.get("source") or "medic",
+            "severity": alert.severity,
+            "timestamp": iso(alert.time),
+            "component": alert.labels.get("job_id", ""),
+            "group": alert.group,
+            "class": alert.labels.get("kind", ""),
+            "custom_details": {"text": alert.text, **alert.labels},
+        },
+    }
+
+
+def alertmanager_body(alert: Alert, receiver: str) -> dict[str, Any]:
+    labels = {"alertname": f"medic_{alert.labels.get('kind', 'alert')}", **alert.labels}
+    annotations = {"summary": alert.title, "description": alert.text}
+    return {
+        "version": "4",
+        "groupKey": f'{{}}:{{group="{alert.group}"}}',
+        "truncatedAlerts": 0,
+        "status": alert.status,
+        "receiver": receiver,
+        "groupLabels": {"group": alert.group},
+        "commonLabels": labels,
+        "commonAnnotations": annotations,
+        "externalURL": "",
+        "alerts": [
+            {
+                "status": alert.status,
+                "labels": labels,
+                "annotations": annotations,
+                "startsAt": iso(alert.time),
+                "endsAt": ZERO_TIME if alert.status == "firing" else iso(alert.time),
+                "generatorURL": "",
+                "fingerprint": alert.fingerprint,
+            }
+        ],
+    }
+
+
+def detection_alert(payload: dict[str, Any]) -> Alert:
+    """The alert for the stage's notification payload (a detection and the decisions on it):
+    grouped by job, or by the nodes blamed when there is no job."""
+    detection = payload.get("detection", {})
+    job_id = detection.get("job_id")
+    culprits = sorted(detection.get("culprits") or [])
+    group = (
+        f"job:{job_id}"
+        if job_id
+        else "nodes:" + ",".join(culprits)
+        if culprits
+        else (f"detection:{detection.get('id', '')}")
+    )
+    kind = str(detection.get("kind", "incident"))
+    done = [
+        f"{d['action']} {d.get('node') or d.get('job_id') or ''}: {d['status']}"
+        + (f" ({d['guard']})" if d.get("guard") else "")
+        for d in payload.get("decisions", [])
+    ]
+    labels = {"kind": kind, "mode": str(payload.get("mode", ""))}
+    if job_id:
+        labels["job_id"] = str(job_id)
+    if culprits:
+        labels["nodes"] = ",".join(culprits)
+    hardware = kind in ("gpu_fault", "node_failure")
+    return Alert(
+        group=group,
+        title=str(payload.get("text") or f"medic: {kind}"),
+        text="\n".join([str(detection.get("summary", "")), *done]).strip(),
+        time=int(detection.get("detected_at") or 0),
+        severity="critical" if hardware else "error",
+        labels=labels,
+        details={k: v for k, v in payload.items() if k != "text"},
+    )

@@ -1,0 +1,185 @@
+"""Restart-loop guard: requeue a job only when it made progress since its last restart.
+
+``JobAttempts`` watches the ``progress`` stream (steps and checkpoint saves, as the progress
+parser reads them) and the ``scheduler`` stream, and splits each job's life into attempts: an
+attempt ends when the job stops (Slurm shows it leave RUNNING, or medic requeues it). An attempt
+made progress when it saved a checkpoint or, for a job that never logs checkpoints, when it
+stepped past the highest step of every attempt before it.
+
+``RestartLoopGuard`` reviews the verdicts of the other guards: a requeue of a job whose last
+``max_restarts_without_progress`` restarts all came to nothing is stopped (guard
+``restart_loop``) and replaced by a hold of the job and a notification. A job that never logged
+any progress at all is not judged (medic cannot tell a loop from a framework it does not read).
+Event time only: a replay behaves like live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import polars as pl
+
+from medic.actions.guards import Verdict
+from medic.actions.model import NOTIFY, Intent
+from medic.actions.recovery_config import RestartLoopConfig
+from medic.detectors.base import Detection
+from medic.detectors.jobs import job_state
+from medic.ingest.base import Batch
+from medic.timeutil import US
+
+ROUTE = "restart-loop"
+RETENTION_US = 7 * 86_400 * US
+"""A job unseen this long is forgotten."""
+
+
+@dataclass
+class _Job:
+    starts: list[int] = field(default_factory=lambda: [0])
+    """Event time each attempt began (the first attempt at 0)."""
+    max_step: list[int] = field(default_factory=lambda: [-1])
+    checkpoints: list[int] = field(default_factory=lambda: [0])
+    stopped: bool = False
+    last_seen: int = 0
+
+    def restart(self, time: int) -> None:
+        if time > self.starts[-1]:
+            self.starts.append(time)
+            self.max_step.append(-1)
+            self.checkpoints.append(0)
+
+    def progressed(self, attempt: int) -> bool:
+        if self.checkpoints[attempt]:
+            return True
+        if any(self.checkpoints):
+            return False
+        return self.max_step[attempt] > max(self.max_step[:attempt], default=-1)
+
+    @property
+    def logged_progress(self) -> bool:
+        return any(self.checkpoints) or max(self.max_step) >= 0
+
+    def futile_restarts(self) -> int:
+        """Restarts, counting back from the current attempt, whose attempt made no progress."""
+        count = 0
+        for attempt in range(len(self.starts) - 1, 0, -1):
+            if self.progressed(attempt):
+                break
+            count += 1
+        return count
+
+
+class JobAttempts:
+    """Each job's attempts and the progress each made (a pipeline observer)."""
+
+    name: ClassVar[str] = "job_attempts"
+    streams: ClassVar[frozenset[str]] = frozenset({"progress", "scheduler"})
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, _Job] = {}
+
+    def state_size(self) -> int:
+        return len(self.jobs)
+
+    def job(self, job_id: str) -> _Job | None:
+        return self.jobs.get(job_id)
+
+    def update(self, batch: Batch) -> None:
+        frame = batch.frame
+        if frame.is_empty():
+            return
+        if batch.stream == "scheduler":
+            self._scheduler(frame)
+        elif batch.stream == "progress":
+            self._progress(frame)
+
+    def advance(self, watermark: int) -> None:
+        for job_id in [j for j, s in self.jobs.items() if watermark - s.last_seen > RETENTION_US]:
+            del self.jobs[job_id]
+
+    def requeued(self, job_id: str, now: int) -> None:
+        """medic requeued the job at ``now``: its current attempt ends."""
+        job = self.jobs.setdefault(job_id, _Job())
+        job.restart(now)
+        job.stopped, job.last_seen = True, max(job.last_seen, now)
+
+    def _scheduler(self, frame: pl.DataFrame) -> None:
+        rows = frame.filter((pl.col("kind") == "job") & pl.col("job_id").is_not_null())
+        times = pl.col("time").dt.epoch("us")
+        for job_id, state, at in rows.select("job_id", "state", times).iter_rows():
+            job = self.jobs.setdefault(job_id, _Job())
+            job.last_seen = max(job.last_seen, at)
+            running = job_state(state) == "RUNNING"
+            if running:
+                job.stopped = False
+            elif not job.stopped and job_state(state) != "PENDING":
+                job.stopped = True
+                job.restart(at)
+
+    def _progress(self, frame: pl.DataFrame) -> None:
+        rows = frame.filter(pl.col("event").is_in(["step", "checkpoint_end"])).select(
+            "job_id", pl.col("time").dt.epoch("us").alias("us"), "event", "step"
+        )
+        for (job_id,), group in rows.group_by("job_id"):
+            job = self.jobs.setdefault(str(job_id), _Job())
+            starts = np.asarray(job.starts, dtype=np.int64)
+            attempt = np.searchsorted(starts, group.get_column("us").to_numpy(), side="right") - 1
+            attempts = group.with_columns(pl.Series("attempt", attempt))
+            summary = attempts.group_by("attempt").agg(
+                pl.col("step").filter(pl.col("event") == "step").max().alias("max_step"),
+                (pl.col("event") == "checkpoint_end").sum().alias("checkpoints"),
+                pl.col("us").max().alias("last"),
+            )
+            for attempt, max_step, checkpoints, last in summary.iter_rows():
+                if max_step is not None:
+                    job.max_step[attempt] = max(job.max_step[attempt], int(max_step))
+                job.checkpoints[attempt] += int(checkpoints)
+                job.last_seen = max(job.last_seen, int(last))
+
+
+class RestartLoopGuard:
+    """Turns the requeue of a job in a restart loop into a hold and a notification."""
+
+    def __init__(self, config: RestartLoopConfig, attempts: JobAttempts, mode: str) -> None:
+        self.config = config
+        self.attempts = attempts
+        self.mode = mode
+
+    def review(self, verdicts: list[Verdict], detection: Detection, now: int) -> list[Verdict]:
+        out: list[Verdict] = []
+        for verdict in verdicts:
+            intent = verdict.intent
+            passed = verdict.guard in (None, "monitor")
+            if intent.action != "requeue" or not passed or intent.job_id is None:
+                out.append(verdict)
+                continue
+            loop = self._loop(intent.job_id)
+            if loop is None:
+                out.append(verdict)
+                if verdict.guard is None:
+                    self.attempts.requeued(intent.job_id, now)
+                continue
+            out.append(Verdict(intent, "restart_loop", loop))
+            hold = Intent("hold", ROUTE, job_id=intent.job_id)
+            out.append(Verdict(hold, "monitor", verdict.reason) if verdict.guard else Verdict(hold))
+            out.extend(
+                Verdict(Intent(NOTIFY, ROUTE, job_id=intent.job_id, receiver=name))
+                for name in self.config.notify
+            )
+        return out
+
+    def _loop(self, job_id: str) -> str | None:
+        """Why the job is in a restart loop; None when it is not (or cannot be told)."""
+        cap = self.config.max_restarts_without_progress
+        job = self.attempts.job(job_id)
+        if cap == 0 or job is None or not job.logged_progress:
+            return None
+        futile = job.futile_restarts()
+        if futile < cap:
+            return None
+        return (
+            f"job {job_id} made no progress in its last {futile} restarts (no checkpoint saved, "
+            f"no step past {max(job.max_step)}; max_restarts_without_progress = {cap}): "
+            "held for a person instead of requeued"
+        )

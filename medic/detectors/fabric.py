@@ -1,0 +1,95 @@
+"""Fabric errors (InfiniBand/RoCE) as evidence against a node, once they are sure.
+
+Some fabric texts are sure at once (an HCA's catastrophic error, an mlx5 health failure: fatal
+``node_failure`` signatures). Others may pass or may be someone else's doing (``node_failure``
+signatures of severity below fatal), so they wait ``hold_us`` before they count:
+
+* a port error followed by the port coming back (a ``recovered_by`` signature from the same
+  host) is a link flap: the job goes on, slower, and is a straggler's business;
+* a peer's retries exhausted (status 12, which names the peer's address) happen when the
+  peer's port failed, but also when the peer's process died and its queue pairs with it: an
+  error of the job's own (out of memory, a CUDA error) near it explains it.
+
+The peer of a completion error is a fabric address; the hosts' NCCL start-up lines
+(``NET/IB : Using ... ; OOB <if>:<address>``) say which host holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from medic.detectors.attribution import Evidence, evidence_rows
+
+Located = tuple[str | None, Evidence]
+
+
+class FabricEvidence:
+    """Fabric addresses, port recoveries and the fabric errors held until they are sure."""
+
+    def __init__(self, hold_us: int, slack_us: int, recovered_by: tuple[str, ...]) -> None:
+        self.hold_us = hold_us
+        self.slack_us = slack_us
+        self.recovered_by = recovered_by
+        self.addresses: dict[str, str] = {}
+        """Fabric address -> the host that announced it."""
+        self.recovered: dict[str, int] = {}
+        """Host -> newest time its port came back."""
+        self.held: list[Located] = []
+
+    def __len__(self) -> int:
+        return len(self.addresses) + len(self.recovered) + len(self.held)
+
+    def observe(self, signs: pl.DataFrame) -> list[Located]:
+        """Learn from a ``signatures`` frame; return the evidence that is sure at once (fatal
+        fabric and node signs), holding the rest."""
+        self._learn(signs)
+        peer = pl.col("implicates") == "peer"
+        rows = signs.filter(pl.col("kind") == "node_failure").with_columns(
+            pl.col("time").dt.epoch("us").alias("time_us"),
+            pl.when(peer)
+            .then(pl.col("peer").replace_strict(self.addresses, default=None))
+            .otherwise(pl.col("host"))
+            .alias("host"),
+            pl.when(peer).then(pl.lit(None, pl.String)).otherwise(pl.col("node")).alias("node"),
+        )
+        if rows.is_empty():
+            return []
+        sure = (rows.get_column("severity") == "fatal").to_list()
+        items = list(zip(rows["job_id"].to_list(), evidence_rows(rows, True), strict=True))
+        self.held.extend(item for item, fatal in zip(items, sure, strict=True) if not fatal)
+        return [item for item, fatal in zip(items, sure, strict=True) if fatal]
+
+    def release(self, watermark: int, own_errors: Mapping[str, int]) -> list[Located]:
+        """The held evidence whose wait is over and that nothing explained: no recovery of its
+        host since, no error of the job's own within ``slack_us`` before it or since."""
+        due = [item for item in self.held if item[1].time + self.hold_us <= watermark]
+        if not due:
+            return []
+        self.held = [item for item in self.held if item[1].time + self.hold_us > watermark]
+        sure = []
+        for job_id, item in due:
+            back = item.node is not None and self.recovered.get(item.node, -1) >= item.time
+            own = job_id is not None and own_errors.get(job_id, -1) >= item.time - self.slack_us
+            if not back and not own:
+                sure.append((job_id, item))
+        return sure
+
+    def forget_before(self, cutoff: int) -> None:
+        for host in [h for h, t in self.recovered.items() if t < cutoff]:
+            del self.recovered[host]
+
+    def _learn(self, signs: pl.DataFrame) -> None:
+        informational = signs.filter(pl.col("kind") == "none")
+        if informational.is_empty():
+            return
+        announced = informational.filter(
+            (pl.col("implicates") == "node") & pl.col("peer").is_not_null()
+        ).filter(pl.col("host").is_not_null())
+        self.addresses.update(announced.select("peer", "host").iter_rows())
+        back = informational.filter(pl.col("signature").is_in(self.recovered_by)).select(
+            pl.coalesce("host", "node"), pl.col("time").dt.epoch("us")
+        )
+        for host, time in back.iter_rows():
+            self.recovered[host] = max(time, self.recovered.get(host, time))

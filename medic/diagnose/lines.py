@@ -1,0 +1,191 @@
+"""Raw log files as rows of the ``logs`` stream: time, job, node, rank and source of each line.
+
+What each file is comes from its name, then its lines:
+
+* ``system``: kernel and journal exports (``dmesg``, ``kern.log``, ``syslog``, ``messages``,
+  ``journal*``, or mostly kernel lines): no job; the node is the host a journal line's prefix
+  names, else the file's name or folder (``gpu-b17/dmesg.txt``, ``dmesg-gpu-b17.log``);
+* ``slurm``: ``slurmd``/``slurmctld`` logs: a line's job is the ``JobId=`` it names;
+* ``app``: a job's output: the job id from the name (``slurm-4242.out``, ``train-4242.log``)
+  or the text (``*** JOB 4242``, ``StepId=4242.0``, ``SLURM_JOB_ID=4242``), else the file's
+  name; a line's node is the host of its NCCL prefix (``host:pid:tid [dev] NCCL``), of a
+  launcher's prefix (pdsh's ``host: ``) or of a torchrun root-cause block
+  (``host : gpu-a01``), else the file's folder when it is named after a host
+  (``gpu-c07/slurm-4242.out``); its rank is the one its prefix says (``[rankN]:``,
+  ``srun --label``'s ``N:``, ...).
+
+Prefixes are read by the pipeline's own prefix stripper (``medic.parse.prefixes``, with the
+site's ``[parsers.prefixes]``); the lines go to the pipeline as they were written. A node
+nobody names is the empty string: evidence on it blames no node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from medic.diagnose.times import event_times, first_year
+from medic.parse.prefixes import PrefixStripper
+
+SYSTEM_NAMES = re.compile(r"dmesg|kern|syslog|messages|journal", re.IGNORECASE)
+SLURM_NAMES = re.compile(r"slurmd|slurmctld", re.IGNORECASE)
+KERNEL_LINE = r"kernel: |^\[ *\d+\.\d+\] |^\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\] |NVRM: |mlx5_core "
+JOB_IN_NAME = re.compile(r"(?:slurm|job)[-_]?(\d+)|[-_.](\d+)\.(?:out|err|log|txt)$|^(\d+)\.")
+JOB_IN_TEXT = (
+    r"\*\*\* (?:JOB|STEP) (\d+)|StepId=(\d+)|SLURM_JOB_ID=(\d+)|srun: job (\d+) |JobId=(\d+)"
+)
+NCCL_HOST = r"(?:^|[\s:\]])([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "
+ROOT_CAUSE_HOST = r"^\s*host\s*: ([A-Za-z0-9][\w.-]*)\s*$"
+FILE_WORDS = {"dmesg", "kern", "kernel", "syslog", "messages", "journal", "journalctl", "log"}
+FILE_WORDS |= {"txt", "slurmd", "slurmctld", "out", "err"}
+GENERIC_FOLDERS = {"", ".", "logs", "log", "tmp", "var"}
+
+
+class DiagnoseError(ValueError):
+    """An input cannot be read; the message names it."""
+
+
+@dataclass(frozen=True)
+class LogText:
+    """One input: its name (a path, or a label for text handed over directly) and its text."""
+
+    name: str
+    text: str
+
+
+def read_paths(paths: Iterable[Path]) -> list[LogText]:
+    """The files named, folders searched recursively (in name order)."""
+    texts = []
+    for path in paths:
+        if not path.exists():
+            raise DiagnoseError(f"{path}: no such file or directory")
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            try:
+                texts.append(LogText(str(file), file.read_text(errors="replace")))
+            except OSError as exc:
+                raise DiagnoseError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    return texts
+
+
+def file_kind(text: LogText, messages: Sequence[str]) -> str:
+    """``system``, ``slurm`` or ``app`` (see the module docstring)."""
+    name = Path(text.name).name
+    if SLURM_NAMES.search(name):
+        return "slurm"
+    if SYSTEM_NAMES.search(name):
+        return "system"
+    kernel = sum(1 for m in messages if re.search(KERNEL_LINE, m))
+    return "system" if messages and kernel * 2 > len(messages) else "app"
+
+
+def node_from_path(name: str) -> str:
+    """A host name the path holds: the file name without log words, else its folder."""
+    path = Path(name)
+    words = [w for w in re.split(r"[._]", path.name) if w and w.lower() not in FILE_WORDS]
+    words = [w for w in "-".join(words).split("-") if w.lower() not in FILE_WORDS]
+    stem = "-".join(w for w in words if w)
+    if stem and not stem.isdigit():
+        return stem
+    folder = path.parent.name
+    return "" if folder.lower() in GENERIC_FOLDERS else folder
+
+
+def folder_node(name: str) -> str:
+    """The folder a job's output sits in, when it is named after a host (``gpu-c07/...``)."""
+    folder = Path(name).parent.name
+    has_digit = any(c.isdigit() for c in folder)
+    return folder if has_digit and folder.lower() not in GENERIC_FOLDERS else ""
+
+
+def job_of_file(text: LogText, messages: Sequence[str]) -> str:
+    name = Path(text.name).name
+    found = JOB_IN_NAME.search(name)
+    if found:
+        return next(g for g in found.groups() if g)
+    for message in messages:
+        hit = re.search(JOB_IN_TEXT, message)
+        if hit:
+            return next(g for g in hit.groups() if g)
+    return Path(text.name).stem or text.name
+
+
+def lines_frame(
+    texts: Sequence[LogText], year: int | None = None, prefixes: PrefixStripper | None = None
+) -> pl.DataFrame:
+    """Every non-empty line of ``texts`` with ``file``, ``line`` (1-based), ``kind`` (of its
+    file), ``time`` (µs), ``job_id`` (null for node logs), ``node``, ``rank``, ``source`` and
+    ``message`` (as written), in time order; ``prefixes`` reads what the lines' prefixes say."""
+    frames = []
+    for order, text in enumerate(texts):
+        raw = re.split(r"\r\n|\r|\n", text.text)
+        numbered = [(i + 1, m) for i, m in enumerate(raw) if m.strip()]
+        messages = [m for _, m in numbered]
+        kind = file_kind(text, messages)
+        frames.append(
+            pl.DataFrame(
+                {
+                    "file": [text.name] * len(numbered),
+                    "order": [order] * len(numbered),
+                    "line": [i for i, _ in numbered],
+                    "message": messages,
+                },
+                schema={
+                    "file": pl.String,
+                    "order": pl.Int32,
+                    "line": pl.Int32,
+                    "message": pl.String,
+                },
+            ).with_columns(
+                kind=pl.lit(kind),
+                file_job=pl.lit(job_of_file(text, messages) if kind == "app" else None, pl.String),
+                file_node=pl.lit(
+                    node_from_path(text.name) if kind != "app" else folder_node(text.name)
+                ),
+            )
+        )
+    if not frames:
+        return pl.DataFrame()
+    lines = pl.concat(frames)
+    year = year or first_year(lines.get_column("message")) or 2000
+    lines = lines.with_columns(event_times(lines, year))
+    said = (prefixes or PrefixStripper()).strip(lines.select("message"))
+    lines = lines.with_columns(
+        said.get_column("message").alias("_bare"),
+        said.get_column("prefix_rank").alias("_rank"),
+        said.get_column("prefix_host").alias("_host"),
+    )
+    message, bare = pl.col("message"), pl.col("_bare")
+    app = pl.col("kind") == "app"
+    return (
+        lines.with_columns(
+            pl.when(app)
+            .then(pl.col("file_job"))
+            .otherwise(message.str.extract(r"JobId=(\d+)", 1))
+            .alias("job_id"),
+            pl.when(app)
+            .then(
+                pl.coalesce(
+                    bare.str.extract(NCCL_HOST, 1),
+                    bare.str.extract(ROOT_CAUSE_HOST, 1),
+                    pl.col("_host"),
+                    pl.col("file_node"),
+                )
+            )
+            .otherwise(pl.coalesce(pl.col("_host"), pl.col("file_node")))
+            .alias("node"),
+            pl.when(app).then(pl.col("_rank")).alias("rank"),
+            pl.when(app)
+            .then(pl.lit("app"))
+            .when(pl.col("kind") == "slurm")
+            .then(pl.lit("slurm"))
+            .otherwise(pl.lit("system"))
+            .alias("source"),
+        )
+        .drop("_bare", "_rank", "_host")
+        .sort("time", "order", "line", maintain_order=True)
+    )

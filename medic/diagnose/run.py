@@ -1,0 +1,248 @@
+"""Raw log files through the one pipeline: the incidents they show, their evidence and the
+actions the rules would take.
+
+The lines (``medic.diagnose.lines``) become ``logs`` batches of one second of event time each,
+with a watermark every second in between, as a replay sends them; every job found gets a
+``RUNNING`` scheduler row (its nodes: those its lines name, and the nodes of the kernel and
+Slurm logs when there is one job only) so that node evidence reaches it. Kernel lines of a node
+no job was seen on are that node's own pseudo-job (``node:<host>``), so a ``dmesg`` alone is
+diagnosed too. The pipeline, detectors and rules are the real ones, built from the config;
+nothing here detects. The matched lines the pipeline derived (its ``signatures`` stream) are
+mapped back to their file and line to show the evidence of each incident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from medic import schema
+from medic.actions.config import RulesConfig, load_rules
+from medic.actions.explain import explain
+from medic.detectors.base import Detection
+from medic.detectors.signatures import SignatureParser
+from medic.diagnose.lines import LogText, lines_frame
+from medic.ingest.base import Batch, Event, Watermark
+from medic.pipeline import Incident, Pipeline
+from medic.timeutil import US
+
+TAIL_S = 30
+"""Event time run past the last line, for held detections (a crash waits for hardware
+evidence a few seconds) to come out; shorter than any silence the hang detector acts on."""
+MAX_TICKS = 4 * 3600
+"""Watermarks a gap between lines gets at most (one a second, then spread evenly)."""
+MAX_EVIDENCE_LINES = 8
+PSEUDO_JOB = "node:"
+
+
+@dataclass(frozen=True)
+class EvidenceLine:
+    """A matched line shown as evidence: where it is, what it is and its text."""
+
+    file: str
+    line: int
+    time: int
+    signature: str
+    kind: str
+    message: str
+
+
+@dataclass
+class Finding:
+    """One incident of one job, as diagnose reports it."""
+
+    job_id: str
+    kind: str
+    culprits: tuple[str, ...]
+    ranks: tuple[int, ...]
+    onset: int | None
+    detected_at: int
+    summary: str
+    detections: list[Detection]
+    evidence: list[EvidenceLine] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+
+
+class MatchedLines:
+    """Observer keeping the pipeline's ``signatures`` rows (the lines the catalogue named)."""
+
+    streams = frozenset({"signatures"})
+
+    def __init__(self) -> None:
+        self.frames: list[pl.DataFrame] = []
+
+    def update(self, batch: Batch) -> None:
+        self.frames.append(batch.frame)
+
+    def advance(self, watermark: int) -> None:
+        return None
+
+    def rows(self) -> pl.DataFrame:
+        if not self.frames:
+            return pl.DataFrame()
+        return pl.concat(self.frames, how="diagonal_relaxed").with_columns(
+            pl.col("time").dt.epoch("us").alias("time_us")
+        )
+
+
+def placed_lines(lines: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, list[str]]]:
+    """The lines with node logs of unplaced nodes given their pseudo-job, and each job's
+    nodes."""
+    jobs = lines.filter(pl.col("job_id").is_not_null() & (pl.col("kind") == "app"))
+    nodes: dict[str, list[str]] = {
+        str(job): sorted(n for n in group.get_column("node").unique().to_list() if n)
+        for (job,), group in jobs.group_by("job_id", maintain_order=True)
+    }
+    for (job,), group in lines.filter(
+        pl.col("job_id").is_not_null() & (pl.col("kind") != "app")
+    ).group_by("job_id", maintain_order=True):
+        named = {n for n in group.get_column("node").to_list() if n}
+        nodes[str(job)] = sorted(set(nodes.get(str(job), [])) | named)
+    logged = {n for n in lines.filter(pl.col("kind") != "app").get_column("node").to_list() if n}
+    if len(nodes) == 1:
+        only = next(iter(nodes))
+        nodes[only] = sorted(set(nodes[only]) | logged)
+    placed = set().union(*nodes.values()) if nodes else set()
+    orphans = sorted(logged - placed)
+    for node in orphans:
+        nodes[PSEUDO_JOB + node] = [node]
+    pseudo = (
+        pl.when(pl.col("job_id").is_null() & pl.col("node").is_in(orphans))
+        .then(pl.lit(PSEUDO_JOB) + pl.col("node"))
+        .otherwise(pl.col("job_id"))
+    )
+    return lines.with_columns(pseudo.alias("job_id")), nodes
+
+
+def events(lines: pl.DataFrame, nodes: Mapping[str, list[str]]) -> list[Event]:
+    """Scheduler rows starting every job, then the lines in one-second batches, with a
+    watermark every second (``MAX_TICKS`` at most per gap) and ``TAIL_S`` past the end."""
+    start = int(lines.get_column("time").min()) - US  # type: ignore[arg-type]
+    count = len(nodes)
+    scheduler = pa.Table.from_pydict(
+        {
+            "time": [start] * count,
+            "kind": ["job"] * count,
+            "job_id": list(nodes),
+            "node": [None] * count,
+            "state": ["RUNNING"] * count,
+            "nodes": list(nodes.values()),
+            "exit_code": [None] * count,
+            "reason": [None] * count,
+        },
+        schema=schema.SCHEDULER,
+    )
+    out: list[Event] = [Batch("scheduler", scheduler)]
+    logs = lines.select(
+        pl.col("time").cast(pl.Datetime("us", "UTC")),
+        "job_id",
+        "node",
+        "rank",
+        "source",
+        "message",
+        (pl.col("time") // US).alias("_second"),
+    )
+    last = start // US
+    for (second,), rows in logs.group_by("_second", maintain_order=True):
+        out.extend(Watermark(t * US) for t in _ticks(last, int(second)))
+        out.append(Batch.from_frame("logs", rows.drop("_second"), schema.LOGS))
+        last = int(second)
+    out.extend(Watermark(t * US) for t in range(last + 1, last + TAIL_S + 1))
+    return out
+
+
+def _ticks(after: int, upto: int) -> range:
+    """Whole seconds in (after, upto], at most ``MAX_TICKS`` of them, evenly spread."""
+    step = max(1, (upto - after) // MAX_TICKS)
+    return range(after + step, upto + 1, step) if upto > after else range(0)
+
+
+def diagnose(
+    texts: Sequence[LogText], settings: Mapping[str, Any] | None = None, year: int | None = None
+) -> list[Finding]:
+    """The incidents the pipeline finds in ``texts`` under ``settings`` (a medic config as a
+    mapping: detectors, parsers, pipeline and rules), earliest first."""
+    settings = settings or {}
+    matched = MatchedLines()
+    pipeline = Pipeline.from_settings(settings, observers=[matched])
+    rules = load_rules(settings.get("rules"))
+    reader = next(p for p in pipeline.parsers if isinstance(p, SignatureParser))
+    lines = lines_frame(texts, year, reader.matcher.prefixes)
+    if lines.is_empty():
+        return []
+    lines, nodes = placed_lines(lines)
+    pipeline.run(events(lines, nodes))
+    incidents = [*pipeline.correlator.take_closed(), *pipeline.correlator.open.values()]
+    located = _located(matched.rows(), lines)
+    findings = [_finding(incident, located, nodes, rules) for incident in incidents]
+    return sorted(findings, key=lambda f: (f.onset or f.detected_at, f.job_id))
+
+
+def _located(rows: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
+    """Matched rows with the file and line they came from (joined on time and text)."""
+    if rows.is_empty():
+        return rows
+    where = lines.select(pl.col("time").alias("time_us"), "message", "file", "line")
+    return rows.join(where, on=["time_us", "message"], how="left").sort("time_us")
+
+
+def _finding(
+    incident: Incident, located: pl.DataFrame, nodes: Mapping[str, list[str]], rules: RulesConfig
+) -> Finding:
+    """The incident as reported: named after its strongest detection, whose actions the rules
+    decide (on a recorder: nothing is touched)."""
+    detections = [incident.first, *incident.symptoms]
+    strongest = incident.strongest or incident.first
+    decisions = explain(rules, strongest).decisions
+    job = str(incident.first.job_id)
+    onsets = [d.onset for d in detections if d.onset is not None]
+    return Finding(
+        job_id=job,
+        kind=incident.kind,
+        culprits=strongest.culprits,
+        ranks=strongest.ranks,
+        onset=min(onsets) if onsets else None,
+        detected_at=incident.first.detected_at,
+        summary=strongest.summary,
+        detections=detections,
+        evidence=_evidence(located, job, nodes.get(job, []), incident),
+        actions=[_action_text(d.action, d.node, d.status, d.guard) for d in decisions],
+    )
+
+
+def _evidence(
+    located: pl.DataFrame, job: str, nodes: list[str], incident: Incident
+) -> list[EvidenceLine]:
+    """The job's matched lines up to the incident's last detection: lines of the incident's
+    kind first, then its other errors and the lines that corroborate them, earliest first."""
+    if located.is_empty():
+        return []
+    until = max(d.detected_at for d in [incident.first, *incident.symptoms])
+    mine = located.filter(
+        ((pl.col("job_id") == job) | (pl.col("job_id").is_null() & pl.col("node").is_in(nodes)))
+        & (pl.col("time_us") <= until)
+        & ((pl.col("kind") != "none") | pl.col("cause_xid").is_not_null())
+        & (pl.col("role") != "benign")
+    )
+    ordered = mine.with_columns((pl.col("kind") != incident.kind).alias("_other")).sort(
+        "_other", "time_us", maintain_order=True
+    )
+    return [
+        EvidenceLine(
+            r["file"] or "?", r["line"] or 0, r["time_us"], r["signature"], r["kind"], r["message"]
+        )
+        for r in ordered.head(MAX_EVIDENCE_LINES).iter_rows(named=True)
+    ]
+
+
+def _action_text(action: str, node: str | None, status: str, guard: str | None) -> str:
+    target = f" {node}" if node else ""
+    if guard == "monitor":
+        return f"{action}{target}: would run (monitor mode: recorded, nothing touched)"
+    if guard:
+        return f"{action}{target}: suppressed by guard {guard}"
+    return f"{action}{target}: " + ("would run" if status == "recorded" else status)

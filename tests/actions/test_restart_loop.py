@@ -1,0 +1,172 @@
+"""The restart-loop guard: a job is requeued only when it made progress since its last restart;
+after ``max_restarts_without_progress`` futile restarts it is held and someone is told. The last
+test runs the loop on the real local Slurm."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from medic.actions.config import SlurmConfig, load_rules
+from medic.actions.model import Outcome, done
+from medic.actions.recorder import RecordingExecutor
+from medic.actions.restart_loop import JobAttempts
+from medic.actions.slurm_cli import SlurmCli
+from medic.actions.stage import ActionStage
+from medic.detectors.base import Detection
+from medic.ingest.base import Batch
+from medic.ingest.progress import PROGRESS
+from tests.builders import at, batch
+from tests.conftest import SlurmCluster
+
+RULES: dict[str, Any] = {
+    "mode": "enforce",
+    "guards": {"max_restarts_per_job": 10},
+    "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+    "routes": [{"name": "crash", "kinds": ["crash"], "actions": ["requeue"]}],
+    "restart_loop": {"max_restarts_without_progress": 2, "notify": ["oncall"]},
+}
+
+
+def progress(job_id: str, t0: float, steps: Sequence[int], checkpoint: int | None = None) -> Batch:
+    """Step lines one second apart from ``t0``, then a checkpoint save when given."""
+    rows: list[dict[str, Any]] = [
+        {"time": at(t0 + i), "step": s, "event": "step"} for i, s in enumerate(steps)
+    ]
+    if checkpoint is not None:
+        rows.append({"time": at(t0 + len(steps)), "step": checkpoint, "event": "checkpoint_end"})
+    for row in rows:
+        row.update(job_id=job_id, node="n1", framework="megatron")
+    columns = {f.name: [r.get(f.name) for r in rows] for f in PROGRESS}
+    return Batch("progress", pa.Table.from_pydict(columns, schema=PROGRESS))
+
+
+def crash(job_id: str, t: float) -> Detection:
+    return Detection(
+        job_id,
+        "crash",
+        score=0.9,
+        detector="crash",
+        summary="rank 0 died",
+        detected_at=at(t),
+        onset=at(t - 1),
+    )
+
+
+class Notes:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def notify(self, receiver: str, payload: dict[str, Any]) -> Outcome:
+        self.sent.append((receiver, payload))
+        return done("noted")
+
+
+def verdicts(stage: ActionStage, detection: Detection) -> list[tuple[str, str, str | None]]:
+    return [(d.action, d.status, d.guard) for d in stage.respond(detection, detection.detected_at)]
+
+
+def test_a_job_that_keeps_crashing_before_its_next_checkpoint_is_held_after_two_restarts() -> None:
+    notes = Notes()
+    stage = ActionStage(load_rules(RULES), RecordingExecutor(), notifier=notes)
+    stage.attempts.update(progress("7", 0, range(1, 101), checkpoint=100))
+    assert verdicts(stage, crash("7", 200)) == [("requeue", "recorded", None)]
+    stage.attempts.update(progress("7", 300, [100, 101]))
+    assert verdicts(stage, crash("7", 400)) == [("requeue", "recorded", None)]
+    stage.attempts.update(progress("7", 500, [100, 101]))
+    assert verdicts(stage, crash("7", 600)) == [
+        ("requeue", "suppressed", "restart_loop"),
+        ("hold", "recorded", None),
+        ("notify", "done", None),
+    ]
+    [(receiver, payload)] = notes.sent
+    assert receiver == "oncall" and payload["detection"]["job_id"] == "7"
+    assert "no progress in its last 2 restarts" in payload["decisions"][0]["reason"]
+
+
+def test_a_restart_that_saves_a_checkpoint_is_progress() -> None:
+    stage = ActionStage(load_rules(RULES), RecordingExecutor(), notifier=Notes())
+    stage.attempts.update(progress("8", 0, range(1, 50), checkpoint=40))
+    for attempt in range(4):
+        t = 100 + attempt * 100
+        assert verdicts(stage, crash("8", t)) == [("requeue", "recorded", None)]
+        stage.attempts.update(progress("8", t + 10, [40, 41, 42], checkpoint=42 + attempt))
+
+
+def test_a_job_without_checkpoint_lines_progresses_by_stepping_past_its_best() -> None:
+    attempts = JobAttempts()
+    attempts.update(progress("9", 0, [1, 2, 3]))
+    attempts.requeued("9", at(10))
+    attempts.update(progress("9", 20, [1, 2, 3, 4]))
+    attempts.requeued("9", at(30))
+    attempts.update(progress("9", 40, [1, 2]))
+    job = attempts.job("9")
+    assert job is not None and job.futile_restarts() == 1
+
+
+def test_a_job_that_logs_no_progress_is_not_judged() -> None:
+    stage = ActionStage(load_rules(RULES), RecordingExecutor(), notifier=Notes())
+    for t in (100, 200, 300, 400):
+        assert verdicts(stage, crash("10", t)) == [("requeue", "recorded", None)]
+
+
+def test_slurm_restarts_end_an_attempt_too() -> None:
+    attempts = JobAttempts()
+    attempts.update(progress("11", 0, [1, 2, 3], checkpoint=3))
+    for t, state in ((10, "REQUEUED"), (11, "PENDING"), (20, "RUNNING")):
+        attempts.update(
+            batch("scheduler", [{"time": at(t), "kind": "job", "job_id": "11", "state": state}])
+        )
+    attempts.update(progress("11", 30, [3, 4]))
+    job = attempts.job("11")
+    assert job is not None and len(job.starts) == 2 and job.futile_restarts() == 1
+
+
+def test_monitor_mode_says_it_would_hold() -> None:
+    stage = ActionStage(
+        load_rules({**RULES, "mode": "monitor"}), RecordingExecutor(), notifier=Notes()
+    )
+    stage.attempts.update(progress("12", 0, [1, 2], checkpoint=2))
+    stage.attempts.requeued("12", at(10))
+    stage.attempts.requeued("12", at(20))
+    assert verdicts(stage, crash("12", 30))[:2] == [
+        ("requeue", "suppressed", "restart_loop"),
+        ("hold", "suppressed", "monitor"),
+    ]
+
+
+@pytest.mark.slurm
+def test_a_restart_loop_on_the_real_slurm_is_held_after_the_configured_count(
+    slurm: SlurmCluster,
+) -> None:
+    job_id = slurm.sbatch(script="sleep 600")
+    try:
+        slurm.wait_job(job_id)
+        time.sleep(2)  # a requeue racing the batch step's launch fails the job (Slurm 22.05)
+        notes = Notes()
+        executor = SlurmCli(SlurmConfig(restart_now=True, verify_timeout_s=20))
+        stage = ActionStage(load_rules(RULES), executor, notifier=notes)
+        stage.attempts.update(progress(job_id, 0, range(1, 21), checkpoint=20))
+        for restart, t in enumerate((100, 200), start=1):
+            assert verdicts(stage, crash(job_id, t)) == [("requeue", "done", None)]
+            slurm.wait(
+                lambda: slurm.job(job_id),
+                lambda j, n=restart: j["JobState"] == "RUNNING" and j["Restarts"] == str(n),
+                f"restart {restart}",
+            )
+            time.sleep(2)
+            stage.attempts.update(progress(job_id, t + 10, [20, 21]))
+        assert verdicts(stage, crash(job_id, 300)) == [
+            ("requeue", "suppressed", "restart_loop"),
+            ("hold", "done", None),
+            ("notify", "done", None),
+        ]
+        held = slurm.job(job_id)
+        assert held["Priority"] == "0" and held["Restarts"] == "2"
+        assert len(notes.sent) == 1
+    finally:
+        slurm.run("scancel", job_id, check=False)

@@ -1,0 +1,74 @@
+"""What diagnose makes of raw files: kind, job, node, rank and source of each line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from medic.diagnose.lines import (
+    DiagnoseError,
+    LogText,
+    file_kind,
+    lines_frame,
+    node_from_path,
+    read_paths,
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "node"),
+    [
+        ("gpu-b17/dmesg.txt", "gpu-b17"),
+        ("dmesg-gpu-b17.log", "gpu-b17"),
+        ("node-c3.kern.log", "node-c3"),
+        ("logs/kern.log", ""),
+        ("journal.txt", ""),
+    ],
+)
+def test_a_node_log_is_named_after_its_host(name: str, node: str) -> None:
+    assert node_from_path(name) == node
+
+
+def test_files_are_told_apart_by_name_then_by_their_lines() -> None:
+    assert file_kind(LogText("slurmctld.log", ""), ["x"]) == "slurm"
+    assert file_kind(LogText("kern.log", ""), ["x"]) == "system"
+    kernel = ["[ 1.0] NVRM: loading", "[ 2.0] mlx5_core 0000:41:00.0: up"]
+    assert file_kind(LogText("capture.txt", ""), kernel) == "system"
+    assert file_kind(LogText("capture.txt", ""), ["step 1 loss 2.0"]) == "app"
+
+
+def test_job_node_rank_and_source_of_each_line() -> None:
+    frame = lines_frame(
+        [
+            LogText(
+                "gpu-a7/slurm-4242.out",
+                "[rank3]: boom at 2026-11-30T04:00:00\n"
+                "5: gpu-a1:12:13 [5] NCCL WARN x\n\n"
+                "  host      : gpu-a2\n",
+            ),
+            LogText("run.log", "*** JOB 777 ON gpu-a1 CANCELLED AT 2026-11-30T05:00:00 ***"),
+            LogText("journal.txt", "Nov 30 04:00:01 gpu-a9 kernel: NVRM: Xid (PCI:0000:1b:00): 79"),
+            LogText("slurmctld.log", "[2026-11-30T04:00:02] Killing JobId=4242 on failed node x"),
+        ]
+    )
+    rows = frame.sort("order", "line").select("line", "job_id", "node", "rank", "source").rows()
+    assert rows == [
+        (1, "4242", "gpu-a7", 3, "app"),
+        (2, "4242", "gpu-a1", 5, "app"),
+        (4, "4242", "gpu-a2", None, "app"),
+        (1, "777", "", None, "app"),
+        (1, None, "gpu-a9", None, "system"),
+        (1, "4242", "", None, "slurm"),
+    ]
+
+
+def test_folders_are_read_recursively_and_missing_paths_are_one_line_errors(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "n1").mkdir()
+    (tmp_path / "n1" / "dmesg.txt").write_text("a\n")
+    (tmp_path / "slurm-1.out").write_text("b\n")
+    assert [Path(t.name).name for t in read_paths([tmp_path])] == ["dmesg.txt", "slurm-1.out"]
+    with pytest.raises(DiagnoseError, match="nope: no such file"):
+        read_paths([tmp_path / "nope"])

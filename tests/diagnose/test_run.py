@@ -1,0 +1,91 @@
+"""``medic diagnose``: raw files through the one pipeline, evidence by file and line, the
+actions the rules would take, text and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from medic.cli import main
+from medic.diagnose.lines import LogText
+from medic.diagnose.run import diagnose
+from medic.timeutil import to_us
+
+WATCHDOG = (
+    "[rank2]:[E1130 04:30:00.500000000 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=77, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, "
+    "Timeout(ms)=600000) ran for 600250 milliseconds before timing out."
+)
+XID = (
+    "[Mon Nov 30 04:10:00 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=881, "
+    "GPU has fallen off the bus."
+)
+
+
+def write(folder: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_a_watchdog_timeout_is_a_hang_from_the_moment_the_collective_began() -> None:
+    [finding] = diagnose([LogText("slurm-31.out", WATCHDOG)], year=2026)
+    assert (finding.job_id, finding.kind, finding.culprits) == ("31", "hang", ())
+    assert finding.onset == to_us("2026-11-30T04:20:00.250Z")
+    assert [(e.file, e.line, e.signature) for e in finding.evidence] == [
+        ("slurm-31.out", 1, "nccl_watchdog_timeout")
+    ]
+    assert finding.actions == ["requeue: would run (monitor mode: recorded, nothing touched)"]
+
+
+def test_a_node_log_alone_is_its_nodes_pseudo_job_and_blames_the_node() -> None:
+    [finding] = diagnose([LogText("gpu-c9/dmesg.txt", XID)])
+    assert (finding.job_id, finding.kind, finding.culprits) == (
+        "node:gpu-c9",
+        "gpu_fault",
+        ("gpu-c9",),
+    )
+    assert [a.split(":")[0] for a in finding.actions] == ["drain gpu-c9", "requeue"]
+
+
+def test_a_job_and_its_nodes_kernel_log_make_one_job_incidents(tmp_path: Path) -> None:
+    write(tmp_path, {"slurm-31.out": WATCHDOG + "\n", "gpu-c9/dmesg.txt": XID + "\n"})
+    runner = CliRunner()
+    text = runner.invoke(main, ["diagnose", str(tmp_path)])
+    assert text.exit_code == 0, text.output
+    assert "incident 1: gpu_fault in job 31, blames gpu-c9" in text.output
+    assert f"{tmp_path}/gpu-c9/dmesg.txt:1 [xid]" in text.output
+    assert "incident 2: hang in job 31, blames no node" in text.output
+    as_json = runner.invoke(main, ["diagnose", "--json", str(tmp_path)])
+    data = json.loads(as_json.output)
+    assert [(d["kind"], d["culprits"], d["evidence"][0]["line"]) for d in data] == [
+        ("gpu_fault", ["gpu-c9"], 1),
+        ("hang", [], 1),
+    ]
+
+
+def test_the_config_rules_decide_the_actions(tmp_path: Path) -> None:
+    write(tmp_path, {"gpu-c9/dmesg.txt": XID + "\n"})
+    config = tmp_path / "medic.toml"
+    config.write_text(
+        '[rules]\nmode = "monitor"\n[[rules.routes]]\nname = "tell"\nkinds = ["gpu_fault"]\n'
+        'notify = ["ops"]\n[[rules.receivers]]\nname = "ops"\nurl = "http://127.0.0.1:9/hook"\n'
+    )
+    result = CliRunner().invoke(
+        main, ["diagnose", "--config", str(config), str(tmp_path / "gpu-c9")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "drain" not in result.output
+    assert "notify" in result.output
+
+
+def test_nothing_found_and_bad_paths() -> None:
+    runner = CliRunner()
+    assert diagnose([LogText("x.log", "step 1 loss 2.0\nstep 2 loss 1.9\n")]) == []
+    assert diagnose([]) == []
+    missing = runner.invoke(main, ["diagnose", "/nonexistent/medic"])
+    assert missing.exit_code == 2
+    assert "medic: error: /nonexistent/medic: no such file or directory" in missing.output
