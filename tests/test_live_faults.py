@@ -114,7 +114,7 @@ actions = ["drain", "requeue"]
         """This job's actions that ran (others' jobs on the shared cluster are detected too)."""
         query = (
             "SELECT action, node, status FROM actions "
-            f"WHERE guard IS NULL AND job_id = '{self.job_id}' ORDER BY time"
+            f"WHERE guard IS NULL AND job_id = '{self.job_id}' ORDER BY time, action"
         )
         return [tuple(r) for r in rows(self.tmp / "history.duckdb", query)]
 
