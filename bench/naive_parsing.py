@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from medic.detectors.catalogue import GROUPS, Catalogue
-from medic.ingest.progress import ANSI_ESCAPE, FORMATS, RANK_IN_TEXT
+from medic.ingest.progress import ANSI_ESCAPE, FORMATS, LOOKALIKE, RANK_IN_TEXT
 from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
 
 Line = tuple[Any, ...]
@@ -151,6 +151,7 @@ class NaiveProgress:
 
     def __init__(self) -> None:
         self.ansi = re.compile(ANSI_ESCAPE)
+        self.lookalike = re.compile(LOOKALIKE)
         self.formats = [(f, re.compile(f.pattern)) for f in FORMATS]
         self.rank_in_text = re.compile(RANK_IN_TEXT)
         self.prefixes = NaivePrefixes()
@@ -174,9 +175,20 @@ class NaiveProgress:
                 found = regex.search(text)
                 if found is None:
                     continue
+                if fmt.bar and self.lookalike.search(found.groupdict().get("desc") or ""):
+                    break
+                if fmt.event == "part":
+                    break
                 values = {
                     name: _number(found.group(name)) if name in regex.groupindex else None
-                    for name in ("step", "step_time_s", "step_time_ms", "s_per_it", "it_per_s")
+                    for name in (
+                        "step",
+                        "step_time_s",
+                        "step_time_ms",
+                        "step_time_us",
+                        "s_per_it",
+                        "it_per_s",
+                    )
                 }
                 throughput = (
                     _number(found.group("throughput")) if "throughput" in regex.groupindex else None
@@ -184,6 +196,7 @@ class NaiveProgress:
                 step_time = _first(
                     values["step_time_s"],
                     None if values["step_time_ms"] is None else values["step_time_ms"] / 1000.0,
+                    None if values["step_time_us"] is None else values["step_time_us"] / 1e6,
                     values["s_per_it"],
                     None if values["it_per_s"] is None else _inverse(values["it_per_s"]),
                 )

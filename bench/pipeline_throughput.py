@@ -194,6 +194,12 @@ def _rows(table: pa.Table, names: tuple[str, ...]) -> list[tuple[Any, ...]]:
     return list(zip(*columns, strict=True))
 
 
+def known_formats(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The rows of the formats (the naive loop has no learning reader)."""
+    framework = 1 + PROGRESS_COLUMNS.index("framework")
+    return [row for row in rows if row[framework] != "learned"]
+
+
 def check_same_output(table: pa.Table, batch_lines: int) -> tuple[int, int]:
     """medic's parsers and the naive loop find the same rows; returns the row counts."""
     signatures, progress = medic_parse(table, batch_lines)
@@ -205,7 +211,11 @@ def check_same_output(table: pa.Table, batch_lines: int) -> tuple[int, int]:
             _rounded(rows_of(signatures, SIGNATURE_COLUMNS)),
             _rounded(naive_signatures),
         ),
-        ("progress", _rounded(rows_of(progress, PROGRESS_COLUMNS)), _rounded(naive_progress)),
+        (
+            "progress",
+            _rounded(known_formats(rows_of(progress, PROGRESS_COLUMNS))),
+            _rounded(naive_progress),
+        ),
     ):
         if ours != theirs:
             diff = next((a, b) for a, b in zip(ours, theirs, strict=False) if a != b)

@@ -5,6 +5,12 @@ pipeline, detectors and rules). Per family: cases, how many were recognised (a f
 a look-alike left alone), kind right, culprit right (of the cases whose truth names one or
 says none), onset right (of the cases whose truth gives one), all right; and the time per case.
 
+Progress: every file of ``tests/data/real/progress`` read as one job's log through the progress
+parser (prefix stripper, formats, learning reader). Per framework or launcher: progress cases,
+look-alikes, how many were recognised (a step read, a look-alike left alone), step right and
+timing right (step time and throughput as the truth says) among the progress cases, all right;
+and the time per line.
+
 Each section is a function returning its table; add one to ``SECTIONS`` for another part of
 the corpus.
 
@@ -24,6 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from medic.diagnose.corpus import Case, Verdict, load_corpus, score  # noqa: E402
 from medic.diagnose.run import diagnose  # noqa: E402
+from medic.parse.progress_corpus import load_corpus as load_progress  # noqa: E402
+from medic.parse.progress_corpus import read_job  # noqa: E402
+from medic.parse.progress_corpus import score as score_progress  # noqa: E402
 
 Table = tuple[list[str], list[list[str]]]
 """A section's header and rows."""
@@ -67,7 +76,56 @@ def failures(corpus: Path, show_failed: bool) -> Table:
     return header, rows
 
 
-SECTIONS: dict[str, Callable[[Path, bool], Table]] = {"failures": failures}
+def progress(corpus: Path, show_failed: bool) -> Table:
+    """Recognition and step/timing accuracy per framework or launcher."""
+    header = ["framework", "progress", "look-alikes", "recognised", "step", "timing"]
+    header += ["all right", "us/line"]
+    rows = []
+    totals = [0] * 7
+    elapsed_all = 0.0
+    for name, cases in load_progress(corpus / "progress").items():
+        start = time.perf_counter()
+        read = read_job(cases)
+        elapsed = time.perf_counter() - start
+        verdicts = [
+            score_progress(case, rows_of) for case, rows_of in zip(cases, read, strict=True)
+        ]
+        for case, verdict in zip(cases, verdicts, strict=True):
+            if show_failed and not verdict.right:
+                print(f"  {name}/{case.index + 1}: {verdict.problem}")
+        steps = [v for c, v in zip(cases, verdicts, strict=True) if not c.not_a_step]
+        counts = [
+            len(steps),
+            len(cases) - len(steps),
+            sum(v.recognised for v in verdicts),
+            sum(v.step for v in steps),
+            sum(v.timing for v in steps),
+            sum(v.right for v in verdicts),
+            sum(len(c.lines) for c in cases),
+        ]
+        totals = [a + b for a, b in zip(totals, counts, strict=True)]
+        elapsed_all += elapsed
+        rows.append(_progress_row(name, counts, elapsed))
+    rows.append(_progress_row("all", totals, elapsed_all))
+    return header, rows
+
+
+def _progress_row(name: str, counts: list[int], elapsed: float) -> list[str]:
+    steps, lookalikes, recognised, step, timing, right, lines = counts
+    cases = steps + lookalikes
+    return [
+        name,
+        str(steps),
+        str(lookalikes),
+        _share(recognised, cases),
+        _share(step, steps),
+        _share(timing, steps),
+        _share(right, cases),
+        f"{1e6 * elapsed / lines:.0f}",
+    ]
+
+
+SECTIONS: dict[str, Callable[[Path, bool], Table]] = {"failures": failures, "progress": progress}
 
 
 def print_table(title: str, table: Table) -> None:

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from medic import schema
 from medic.actions.stage import ActionStage
 from medic.config import from_dict
-from medic.detectors.base import detections_table
+from medic.detectors.base import detection_id, detections_table
 from medic.history.config import history_config
 from medic.history.store import HistoryStore
 from medic.history.writer import HistoryWriter
@@ -154,7 +154,9 @@ def backtest_recording(
     settings = settings or {}
     started = time.perf_counter()
     stage = ActionStage.for_recording(recording, settings)
-    writer = None if history is None else HistoryWriter(history, history_config(settings))
+    writer = (
+        None if history is None else HistoryWriter(history, history_config(settings), deferred=True)
+    )
     pipeline = Pipeline.from_settings(
         settings,
         responders=[stage] if writer is None else [stage, writer],
@@ -163,20 +165,32 @@ def backtest_recording(
     replay = ReplaySource(recording, from_dict(ReplayConfig, settings.get("replay", {}), "replay"))
     detections = detections_table(pipeline.run(replay))
     actions = stage.actions_table()
+    scored = score(detections, recording.labels)
     if writer is not None:
         writer.correlator = pipeline.correlator
         writer.record_actions(actions)
+        writer.set_onsets(label_onsets(scored))
         writer.flush()
     rows = sum(recording.num_rows(s) for s in schema.STREAMS)
     return RecordingResult(
         name=recording.path.name if recording.path else recording.name,
         path=recording.path,
         detections=detections,
-        score=score(detections, recording.labels),
+        score=scored,
         elapsed_s=time.perf_counter() - started,
         rows=rows,
         actions=actions,
     )
+
+
+def label_onsets(scored: Score) -> dict[str, int]:
+    """The onset of the label each detected label's detection matched, by detection id: the
+    one onset a backtest measures latency from, which its history then reports too."""
+    return {
+        detection_id(o.detected_at, o.job_id, o.detected_kind, o.detector): o.onset
+        for o in scored.outcomes
+        if o.detected and o.detected_at is not None and o.detected_kind and o.detector
+    }
 
 
 def write_result(result: RecordingResult, out_dir: Path) -> Path:

@@ -46,6 +46,9 @@ class LabelOutcome:
     attribution_correct: bool | None = None
     culprits: tuple[str, ...] = ()
     expected_culprits: tuple[str, ...] = ()
+    detected_at: int | None = None
+    """The matching detection's time and detector (with the job and the detected kind: its id)."""
+    detector: str | None = None
 
 
 @dataclass
@@ -215,5 +218,7 @@ def _match(label: dict[str, Any], job_dets: list[dict[str, Any]], result: Score)
         kind_correct=kind_ok,
         attribution_correct=attribution_ok,
         culprits=culprits,
+        detected_at=int(hit["detected_at"]),
+        detector=str(hit["detector"]),
         **base,
     )

@@ -47,3 +47,23 @@ def test_label_refuses_an_onset_outside_the_recording(tmp_path: Path) -> None:
     )
     inside = CliRunner().invoke(main, [*args, "--onset", "2026-03-01T10:00:30Z"])
     assert inside.exit_code == 0, inside.output
+
+
+def test_a_backtests_history_measures_time_to_detect_from_the_labels_onset() -> None:
+    """One definition of onset: the report of a backtest's history gives each detected label the
+    latency the backtest's table gives it."""
+    from medic.backtest import label_onsets, run_backtest
+    from medic.history.store import DuckDBStore
+    from tests.conftest import ROOT
+
+    with DuckDBStore() as store:
+        report = run_backtest([ROOT / "datasets" / "oom-s1"], {}, history=store)
+        scored = report.results[0].score
+        onsets = label_onsets(scored)
+        assert onsets
+        seconds = {
+            row["incident_id"]: row["seconds"]
+            for row in store.sql("SELECT incident_id, seconds FROM v_time_to_detect").to_pylist()
+        }
+    detected = [o for o in scored.outcomes if o.detected]
+    assert sorted(seconds[i] for i in onsets) == sorted(o.latency_s for o in detected)

@@ -69,6 +69,9 @@ BAD_INPUTS = [
     ["nodes", "--db", "{junk}", "--no-slurm"],
     ["nodes", "--db", "{missing}", "--no-slurm"],
     ["nodes", "--config", "{bad_range}", "--no-slurm"],
+    ["diagnose", "{missing}"],
+    ["diagnose", "{good}", "--config", "{bad_range}"],
+    ["diagnose", "{dir}", "--year", "x"],
     ["nope"],
 ]
 

@@ -117,6 +117,13 @@ class Guards:
         incident = self.incidents.setdefault(key, _Incident(key, touched_at=at))
         self._count(Intent("requeue", "history", job_id=job_id), incident, at)
 
+    def undo_requeue(self, job_id: str, at: int) -> None:
+        """A requeue counted at ``at`` that did not happen (the restart-loop guard turned it into
+        a hold) does not use up the job's restart budget."""
+        times = self.restarts.get(job_id)
+        if times and times[-1] == at:
+            times.pop()
+
     def undo_drain(self, node: str) -> None:
         """A drain that did not take effect does not count towards the drained fraction."""
         self.drained.discard(node)

@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
-from medic.actions.guards import Verdict
+from medic.actions.guards import Guards, Verdict
 from medic.actions.model import NOTIFY, Intent
 from medic.actions.recovery_config import RestartLoopConfig
 from medic.detectors.base import Detection
@@ -141,10 +141,10 @@ class JobAttempts:
 class RestartLoopGuard:
     """Turns the requeue of a job in a restart loop into a hold and a notification."""
 
-    def __init__(self, config: RestartLoopConfig, attempts: JobAttempts, mode: str) -> None:
+    def __init__(self, config: RestartLoopConfig, attempts: JobAttempts, guards: Guards) -> None:
         self.config = config
         self.attempts = attempts
-        self.mode = mode
+        self.guards = guards
 
     def review(self, verdicts: list[Verdict], detection: Detection, now: int) -> list[Verdict]:
         out: list[Verdict] = []
@@ -161,6 +161,7 @@ class RestartLoopGuard:
                     self.attempts.requeued(intent.job_id, now)
                 continue
             out.append(Verdict(intent, "restart_loop", loop))
+            self.guards.undo_requeue(intent.job_id, now)
             hold = Intent("hold", ROUTE, job_id=intent.job_id)
             out.append(Verdict(hold, "monitor", verdict.reason) if verdict.guard else Verdict(hold))
             out.extend(

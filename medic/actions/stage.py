@@ -80,7 +80,7 @@ class ActionStage:
         self.guards = Guards(config.guards, config.mode, incident_window_s)
         self.attempts = JobAttempts()
         """Each job's attempts and their progress: a pipeline observer the stage's owner adds."""
-        self.restart_loop = RestartLoopGuard(config.restart_loop, self.attempts, config.mode)
+        self.restart_loop = RestartLoopGuard(config.restart_loop, self.attempts, self.guards)
         self.nvrx = NvrxWatch()
         self.nvrx_guard = NvrxGuard(config.nvrx, self.nvrx)
 

@@ -271,8 +271,9 @@ def sections(report: Report) -> list[Section]:
             "latency",
             "Time to detect and to act (seconds)",
             report.latency,
-            "from the detector's onset estimate, in event time (wall clock: from the onset to when "
-            "medic serve recorded the detection); act = first Slurm action taken (done or "
+            "from the onset, in event time: the matching label's in a backtest's history (the "
+            "backtest's latency), else the detector's estimate (wall clock: from the onset to "
+            "when medic serve recorded the detection); act = first Slurm action taken (done or "
             "recorded)",
         ),
         Section("detections", "Detections per day (UTC)", detections_by_day(report)),

@@ -2,7 +2,10 @@
 
 A ``MinuteBuffer`` holds the rows of the minutes still open for one stream; once event time has
 passed a minute's end, ``close`` hands out that minute aggregated per entity with one
-``group_by``. State is bounded by the rows of the open minutes.
+``group_by``. State is bounded by the rows of the open minutes. Batches are kept as they come
+and read (columns selected and cast, minute assigned) once per close, over all of them at once:
+a replay hands over a batch per second of event time, and reading each alone cost more than the
+aggregation.
 """
 
 from __future__ import annotations
@@ -127,38 +130,50 @@ class MinuteBuffer:
 
     def __init__(self, rollup: Rollup) -> None:
         self.rollup = rollup
-        self._frames: list[pl.DataFrame] = []
+        self._frames: dict[tuple[tuple[str, pl.DataType], ...], list[pl.DataFrame]] = {}
+        """Batches as they came, by schema (a vertical concat needs one schema)."""
         self._oldest: int | None = None
 
     @property
     def rows(self) -> int:
-        return sum(frame.height for frame in self._frames)
+        return sum(frame.height for frames in self._frames.values() for frame in frames)
 
     def add(self, frame: pl.DataFrame) -> None:
-        rows = self.rollup.read(frame)
-        if rows.is_empty():
+        if "time" not in frame.columns:
+            raise ValueError(f"{self.rollup.table}: rows have no 'time' column")
+        schema = frame.schema
+        if not isinstance(schema["time"], pl.Datetime):
+            frame = frame.with_columns(pl.col("time").cast(TIME))
+        keyless = any(
+            key not in schema or frame.get_column(key).null_count() == frame.height
+            for key in ("time", *self.rollup.keys)
+        )
+        if frame.is_empty() or keyless:
             return
-        self._frames.append(rows)
-        oldest = _oldest_minute(rows)
-        self._oldest = oldest if self._oldest is None else min(self._oldest, oldest)
+        self._frames.setdefault(tuple(schema.items()), []).append(frame)
+        if self._oldest is None:
+            # Batches come in time order: the first after a close holds the oldest open minute.
+            # A late row older than it is still summarised, at the next close.
+            self._oldest = _oldest_minute(frame)
 
     def close(self, before: int | None = None) -> pl.DataFrame | None:
         """Summaries of the buffered minutes that ended at or before event time ``before``
         (every buffered minute when None); None when there are none."""
         if self._oldest is None or (before is not None and self._oldest + MINUTE_US > before):
             return None
-        rows = pl.concat(self._frames)
+        rows = pl.concat([self.rollup.read(pl.concat(part)) for part in self._frames.values()])
         if before is None:
             done, kept = rows, rows.clear()
         else:
             ended = pl.col("minute").dt.epoch("us") + MINUTE_US <= before
             done, kept = rows.filter(ended), rows.filter(~ended)
-        self._frames = [kept] if kept.height else []
+        kept = kept.drop("minute")
+        self._frames = {tuple(kept.schema.items()): [kept]} if kept.height else {}
         self._oldest = _oldest_minute(kept) if kept.height else None
-        return self.rollup.summarise(done)
+        return None if done.is_empty() else self.rollup.summarise(done)
 
 
 def _oldest_minute(rows: pl.DataFrame) -> int:
-    oldest = rows.get_column("minute").dt.epoch("us").min()
+    oldest = rows.get_column("time").cast(TIME).dt.epoch("us").min()
     assert isinstance(oldest, int)
-    return oldest
+    return oldest // MINUTE_US * MINUTE_US

@@ -12,21 +12,23 @@ batches of the streams it names, including the derived "progress" stream, and wa
 
 Scheduler rows become job events; GPU telemetry and progress are summarised per minute
 (``medic.history.rollup``). A failed write is logged and counted, never raised: the history
-must not stop the service.
+must not stop the service. A backtest writes ``deferred``: rows are kept per table and appended
+at ``flush``, a few large appends instead of one per minute and per detection (each append
+costs DuckDB a query whatever its size).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 import polars as pl
 import pyarrow as pa
 
 from medic import schema
-from medic.detectors.base import Detection, detections_table
+from medic.detectors.base import Detection, detection_id, detections_table
 from medic.history import HistoryError
 from medic.history.config import HistoryConfig
 from medic.history.rollup import GPU_ROLLUP, PROGRESS_ROLLUP, MinuteBuffer
@@ -117,6 +119,7 @@ class HistoryWriter:
         config: HistoryConfig | None = None,
         correlator: IncidentCorrelator | None = None,
         wall_clock: Callable[[], int] | None = None,
+        deferred: bool = False,
     ) -> None:
         self.store = store
         self.wall_clock = wall_clock
@@ -131,6 +134,8 @@ class HistoryWriter:
         late rows came), per table; unreadable batches under "batches"."""
         self.errors = 0
         """Writes the store refused (logged)."""
+        self.deferred: dict[str, list[pa.Table]] | None = {} if deferred else None
+        """Rows kept for ``flush``, per table (deferred writes only)."""
 
     def handle(self, detections: list[Detection], now: int) -> None:
         """Responder: record the detections the pipeline emitted."""
@@ -178,6 +183,30 @@ class HistoryWriter:
         for buffer in self.buffers.values():
             self._write_summary(buffer, None)
         self._take_incidents()
+        if self.deferred:
+            kept, self.deferred = self.deferred, {}
+            for table, parts in kept.items():
+                self._append(table, pa.concat_tables(parts, promote_options="permissive"))
+
+    def set_onsets(self, onsets: Mapping[str, int]) -> None:
+        """Give the deferred detections whose id is in ``onsets`` that onset (a backtest: the
+        matching label's, so that the report's time to detect is the backtest's latency)."""
+        parts = (self.deferred or {}).get("detections", [])
+        for index, rows in enumerate(parts):
+            found = [
+                onsets.get(detection_id(at, job, kind, detector), onset)
+                for at, job, kind, detector, onset in zip(
+                    rows.column("detected_at").cast(pa.int64()).to_pylist(),
+                    rows.column("job_id").to_pylist(),
+                    rows.column("kind").to_pylist(),
+                    rows.column("detector").to_pylist(),
+                    rows.column("onset").cast(pa.int64()).to_pylist(),
+                    strict=True,
+                )
+            ]
+            column = rows.schema.get_field_index("onset")
+            field = rows.schema.field(column)
+            parts[index] = rows.set_column(column, field, pa.array(found, field.type))
 
     def _take_incidents(self) -> None:
         if self.correlator is not None:
@@ -203,8 +232,15 @@ class HistoryWriter:
         return self._write(table, conformed)
 
     def _write(self, table: str, rows: pa.Table) -> int:
+        """Append ``rows`` now, or keep them for ``flush`` (deferred: returns 0)."""
         if rows.num_rows == 0:
             return 0
+        if self.deferred is not None:
+            self.deferred.setdefault(table, []).append(rows)
+            return 0
+        return self._append(table, rows)
+
+    def _append(self, table: str, rows: pa.Table) -> int:
         try:
             inserted = self.store.append(table, rows)
         except HistoryError as exc:

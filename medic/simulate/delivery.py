@@ -1,11 +1,10 @@
 """Log lines as a collector receives them on a real cluster (see ``medic.simulate.variation``
-for the sources): each line gets its launcher's prefix, each node's clock is off by up to
-2 s, and a log shipper may send a node's lines in batches, stamped when they arrive.
+for the sources): each line gets its launcher's prefix and its node's clock, off by up to 2 s.
 
-A recording's ``time`` is when the line was written as far as the collector can tell: the
-node's (skewed) clock, or, when the shipper sends lines without their own time, the moment the
-batch arrived. Label onsets stay at the event's own time, so delivery counts against latency.
-Lines a dead node had not shipped yet are lost with it.
+A recording's ``time`` is when the line was written, by the clock of the node that wrote it.
+Delivery delays (shippers batching a node's lines, retrying, arriving out of order between
+nodes) happen between the node and the collector, so a recording does not hold them: a
+backtest replays them (``[[replay.delays]]``, ``medic backtest --delay logs=MIN:MAX``).
 """
 
 from __future__ import annotations
@@ -22,53 +21,29 @@ if TYPE_CHECKING:
     from medic.simulate.variation import Variation
     from medic.simulate.world import World
 
-JITTER_S = 0.3
-"""Mean of the exponential jitter of each batch's arrival (network, the receiver's queue)."""
-
 
 def deliver(frame: pl.DataFrame, world: World, variation: Variation) -> pl.DataFrame:
-    """``frame`` (the sink's lines, ``time`` in µs) as delivered, sorted by its new time."""
-    frame = frame.with_row_index("row").with_columns(pl.col("time").alias("written"))
+    """``frame`` (the sink's lines, ``time`` in µs) stamped by each node's skewed clock and
+    prefixed by its launcher, sorted by its new time; lines pushed out of the recording's span
+    by the skew are left out."""
     hosts = pl.DataFrame(
         {
             "node": list(world.cluster.names),
-            "node_index": np.arange(world.cluster.size, dtype=np.int64),
             "skew": np.round(variation.skew_s * US).astype(np.int64),
         }
     )
-    frame = frame.join(hosts, on="node", how="left").with_columns(
-        pl.col("node_index").fill_null(world.cluster.size),
-        (pl.col("time") + pl.col("skew").fill_null(0)).alias("time"),
+    frame = (
+        frame.with_row_index("row")
+        .join(hosts, on="node", how="left")
+        .with_columns((pl.col("time") + pl.col("skew").fill_null(0)).alias("time"))
     )
-    frame = _prefixed(frame, world, variation)
-    if variation.flush_s is not None:
-        frame = _batched(frame, world, variation)
     t0 = world.clock.t0_us
-    keep = (pl.col("time") >= t0) & (pl.col("time") < t0 + world.seconds * US)
-    for node, t in world.silent.items():
-        keep &= ~((pl.col("node") == world.host(node)) & (pl.col("time") >= world.clock.at(t)))
     return (
-        frame.filter(keep)
-        .sort(["time", "written", "row"])
-        .drop("row", "written", "node_index", "skew")
+        _prefixed(frame, world, variation)
+        .filter((pl.col("time") >= t0) & (pl.col("time") < t0 + world.seconds * US))
+        .sort(["time", "row"])
+        .drop("row", "skew")
     )
-
-
-def _batched(frame: pl.DataFrame, world: World, variation: Variation) -> pl.DataFrame:
-    """Each node's shipper sends what it has read every ``flush_s`` (its own phase), the batch
-    arriving after the node's delay plus a jitter of its own."""
-    assert variation.flush_s is not None
-    flush = round(variation.flush_s * US)
-    nodes = world.cluster.size + 1
-    phase = variation.rng.integers(0, flush, nodes)
-    delay = np.append(np.round(variation.delay_s * US), 0).astype(np.int64)
-    index = frame["node_index"].to_numpy()
-    offset = frame["time"].to_numpy() - phase[index]
-    batch = -(-offset // flush)
-    keys, inverse = np.unique(index * (1 << 40) + batch, return_inverse=True)
-    jitter = np.round(variation.rng.exponential(JITTER_S * US, keys.size)).astype(np.int64)
-    arrived = batch * flush + phase[index] + delay[index] + jitter[inverse]
-    return frame.with_columns(pl.Series("time", arrived, pl.Int64))
 
 
 def _prefixed(frame: pl.DataFrame, world: World, variation: Variation) -> pl.DataFrame:

@@ -60,7 +60,9 @@ class GpuEffect:
     process is gone: idle, memory freed), ``idle`` (a hung device: util 0, or 100 when
     ``level`` is 2, at idle power), ``heating`` (temperature climbing), ``thermal`` (hot,
     throttled, slow clock), ``capped`` (power-capped at ``level`` W), ``waiting`` (a fraction
-    ``level`` of each step spent waiting for a straggler: lower power).
+    ``level`` of each step spent waiting for a straggler: lower power), ``host_bound`` (while
+    the job waits in a collective, this GPU's rank is busy on its host: ``level`` 1 no kernels,
+    2 the bursts of a checkpoint writer).
     """
 
     node: int

@@ -6,7 +6,9 @@ offsets and noise make GPUs differ, per-GPU effects (a vanished or throttled GPU
 events (ECC, PCIe replays, NVLink errors, Xids) are laid over it. Columns are ordered by each
 node's sampling phase, so flattening the grid row by row yields rows sorted by time.
 Values are rounded as NVML reports them (integer util, temperature, clock and MiB; power in
-mW), which also keeps the parquet files small.
+mW), which also keeps the parquet files small. A plan may keep only every ``cadence``-th
+second of each node (an exporter collecting every 5, 15 or 30 s); an Xid then shows on the
+next kept sample.
 """
 
 from __future__ import annotations

@@ -23,12 +23,12 @@ plain simulator draws exactly what it drew before. What varies, and where it com
 - telemetry sampled every 1, 5, 15 or 30 s (dcgm-exporter's collection interval and Prometheus'
   scrape interval; NVIDIA's Prometheus guide scrapes every 30 s) and exporter restarts that leave
   gaps of 15-90 s on a node (``after_plan``);
-- log delivery (``medic.simulate.delivery``): clock skew of up to 2 s between nodes, shippers
-  that send a node's lines in batches every 1-30 s (Fluent Bit's ``Flush``, Vector's
-  ``batch.timeout_secs``, Promtail's ``batchwait``; fluentd's buffers flush every 60 s by
-  default) with a per-node delay and jitter, stamped when they arrive (VictoriaLogs uses the
-  ingestion time when a line comes without one), and launchers that prefix each line
-  (``srun --label``, torchrun's ``--tee`` role prefix, ``kubectl logs --timestamps``, pdsh);
+- log lines (``medic.simulate.delivery``): clock skew of up to 2 s between nodes, and
+  launchers that prefix each line (``srun --label``, torchrun's ``--tee`` role prefix,
+  ``kubectl logs --timestamps``, pdsh). Delivery delays (shippers batching a node's lines every
+  1-30 s: Fluent Bit's ``Flush``, Vector's ``batch.timeout_secs``, Promtail's ``batchwait``)
+  are not the recording's but the replay's: measure with ``medic backtest --delay
+  logs=1:30``;
 - a lone InfiniBand link flap on a healthy node (a healthy trap).
 """
 
@@ -64,10 +64,6 @@ class Variation:
     cadence: int
     skew_s: np.ndarray
     """Per node: its clock's offset, seconds."""
-    flush_s: float | None
-    """The log shipper's batch interval; None: lines are stamped by the node when written."""
-    delay_s: np.ndarray
-    """Per node: the shipper's delivery delay, seconds."""
     launchers: dict[str, str] = dataclasses.field(default_factory=dict)
     checkpoints: dict[str, str] = dataclasses.field(default_factory=dict)
     restarts: int = 0
@@ -79,14 +75,7 @@ class Variation:
         cadence = int(rng.choice(CADENCES_S))
         world.cadence = cadence
         world.cadence_offset = rng.integers(0, cadence, nodes).astype(np.int64)
-        batched = rng.random() < 0.7
-        return cls(
-            rng=rng,
-            cadence=cadence,
-            skew_s=rng.uniform(-MAX_SKEW_S, MAX_SKEW_S, nodes),
-            flush_s=log_uniform(rng, 1.0, 30.0) if batched else None,
-            delay_s=rng.uniform(0.05, 2.0, nodes),
-        )
+        return cls(rng=rng, cadence=cadence, skew_s=rng.uniform(-MAX_SKEW_S, MAX_SKEW_S, nodes))
 
     # --- jobs ------------------------------------------------------------------------------
 
@@ -187,7 +176,6 @@ class Variation:
         return {
             "telemetry_cadence_s": self.cadence,
             "exporter_restarts": self.restarts,
-            "log_shipper_flush_s": None if self.flush_s is None else round(self.flush_s, 2),
             "clock_skew_s": {world.host(n): round(float(s), 3) for n, s in enumerate(self.skew_s)},
             "launchers": dict(sorted(self.launchers.items())),
             "checkpoints": dict(sorted(self.checkpoints.items())),

@@ -83,6 +83,7 @@ def test_a_job_that_keeps_crashing_before_its_next_checkpoint_is_held_after_two_
         ("hold", "recorded", None),
         ("notify", "done", None),
     ]
+    assert len(stage.guards.restarts["7"]) == 2, "the requeue held back uses no restart budget"
     [(receiver, payload)] = notes.sent
     assert receiver == "oncall" and payload["detection"]["job_id"] == "7"
     assert "no progress in its last 2 restarts" in payload["decisions"][0]["reason"]

@@ -344,3 +344,25 @@ def test_a_writer_killed_mid_way_leaves_a_history_that_takes_the_same_rows_again
         for i in range(batches):
             store.append("actions", actions(*(action(i, f"d{j}") for j in range(100))))
         assert count(store, "actions") == batches * 100
+
+
+def test_deferred_writes_store_what_immediate_writes_do() -> None:
+    """A backtest's history (deferred: appended at flush) is the one the service writes as it
+    goes, table by table."""
+    from medic.backtest import backtest_recording
+    from medic.recording import open_recording
+    from tests.conftest import ROOT
+
+    recording = open_recording(ROOT / "datasets" / "oom-s1")
+    tables = ("detections", "job_events", "gpu_minutes", "job_progress", "incidents")
+    with DuckDBStore() as deferred, DuckDBStore() as immediate:
+        backtest_recording(recording, {}, deferred)
+        writer = HistoryWriter(immediate)
+        pipeline = Pipeline.from_settings({}, responders=[writer], observers=[writer])
+        writer.correlator = pipeline.correlator
+        pipeline.run(ReplaySource(recording))
+        writer.flush()
+        for table in tables:
+            query = f"SELECT * FROM {table} ORDER BY ALL"
+            assert deferred.sql(query) == immediate.sql(query), table
+        assert deferred.sql("SELECT count(*) AS n FROM gpu_minutes").column("n")[0].as_py() > 0

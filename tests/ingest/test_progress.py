@@ -6,6 +6,7 @@ import math
 import re
 from typing import Any
 
+import polars as pl
 import pytest
 
 from medic.config import ConfigError, from_dict
@@ -14,6 +15,7 @@ from medic.ingest.base import Batch
 from medic.ingest.progress import (
     ANSI_ESCAPE,
     FORMATS,
+    LOOKALIKE,
     PROGRESS,
     ProgressConfig,
     ProgressFormat,
@@ -311,6 +313,9 @@ def test_every_bundled_log_line_is_read_as_a_line_by_line_reading_reads_it() -> 
             if job_id is not None and found is not None:
                 groups = found.groupdict()
                 step = _number(groups, "step")
+                if fmt.bar and re.search(LOOKALIKE, groups.get("desc") or ""):
+                    break
+                assert fmt.event != "part"  # no multi-line records in the bundled logs
                 expected.append(
                     (
                         fmt.framework,
@@ -323,7 +328,11 @@ def test_every_bundled_log_line_is_read_as_a_line_by_line_reading_reads_it() -> 
                 break
     out = ProgressParser().parse(Batch("logs", logs))
     assert out is not None and len(expected) > 10_000
-    read = out.frame.select("framework", "event", "step", "step_time_s", "throughput").rows()
+    read = (
+        out.frame.filter(pl.col("framework") != "learned")
+        .select("framework", "event", "step", "step_time_s", "throughput")
+        .rows()
+    )
     assert _rounded(read) == _rounded(expected)
     assert sum(row[3] is not None for row in read) > 5_000
 

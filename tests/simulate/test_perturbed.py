@@ -4,7 +4,6 @@ faults (hangs with no node at fault, stragglers from the first step)."""
 from pathlib import Path
 
 import polars as pl
-import pytest
 
 from medic.recording import validate_recording, write_recording
 from medic.simulate import simulate
@@ -95,23 +94,31 @@ def test_logs_are_prefixed_by_each_jobs_launcher_and_stay_sorted(simulated: Simu
             if launcher in patterns and app.height:
                 seen.add(launcher)
                 share = app["message"].str.contains(patterns[launcher]).mean()
-                assert share is not None and share > 0.5, (seed, launcher)
+                # torchrun prefixes its workers' lines, not its own.
+                least = 0.25 if launcher == "torchrun_tee" else 0.5
+                assert share is not None and share > least, (seed, launcher)
     assert len(seen) >= 2
 
 
-def test_a_shipper_batches_each_nodes_lines(simulated: Simulated) -> None:
-    for seed in range(1, 6):
-        recording = simulated("healthy", seed, perturbed=True, **SMALL)
-        flush = recording.meta["perturbation"]["log_shipper_flush_s"]
-        if flush is None or flush < 5:
+def test_each_nodes_lines_carry_its_clock_skew(simulated: Simulated) -> None:
+    """slurmd launches a step's tasks on every node at once: their launch lines are apart by
+    the nodes' skews (and the 10 ms the plain simulator puts between them)."""
+    recording = simulated("healthy", 3, perturbed=True, **SMALL)
+    skew = recording.meta["perturbation"]["clock_skew_s"]
+    assert max(abs(s) for s in skew.values()) <= 2.0
+    launches = (
+        frames(recording)["logs"]
+        .filter(pl.col("message").str.contains("launch task StepId="))
+        .with_columns(pl.col("message").str.extract(r"StepId=(\S+)").alias("step"))
+    )
+    compared = 0
+    for _, lines in launches.group_by("step"):
+        if lines.height < 2:
             continue
-        logs = frames(recording)["logs"].filter(pl.col("source") == "app")
-        per_node = logs.group_by("node").agg(
-            pl.len().alias("lines"), pl.col("time").n_unique().alias("arrivals")
-        )
-        assert (per_node["arrivals"] < per_node["lines"]).all()
-        return
-    pytest.fail("no recording with a batching shipper among the seeds")
+        written = lines["time"] / 1e6 - pl.Series([skew[n] for n in lines["node"]])
+        assert written.max() - written.min() < 0.2
+        compared += 1
+    assert compared > 0
 
 
 def test_a_host_hang_blames_the_rank_its_gpu_idle_while_the_others_spin(

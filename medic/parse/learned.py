@@ -1,0 +1,229 @@
+"""Progress from frameworks nobody wrote a format for: templates learned per job.
+
+A training loop prints the same line over and over with its numbers changed: a counter that
+grows by a few each time (the step), and a duration or a rate (how long a step took). The
+reader cuts each line into its template (its numbers masked, its runs of spaces collapsed,
+times of day and dates masked apart) and its numbers, and learns per job which templates recur
+with one number that keeps increasing and one whose label or unit says it is a duration or a
+rate. Once a template has shown this over ``MIN_LINES`` lines, each of its lines is a step.
+
+Lines that say what else they are (evaluation, testing, inference, loading, downloading,
+tokenising, ... ``LOOKALIKE_LINE``) are never learned. The work per line is vectorised (masking,
+extracting the numbers, checking the counter); only the few distinct templates of a batch are
+looked at one by one, and what was learned (a template's counter and duration fields, its last
+counter value, how many lines it has shown) is kept per job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import polars as pl
+
+MIN_LINES = 3
+"""Lines of one template, counter increasing, before its lines are read as steps."""
+NUMBER = r"[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}\b"
+"""Times of day, durations as h:mm:ss and dates: masked apart, never a counter."""
+CANDIDATE = (
+    r"[0-9] ?(?:ms|s|sec|secs|seconds|us)(?-u:\b)"
+    r"|(?i:time|dt[:=]|took|duration|timing|ms/|s/it|it/s|steps?/s|_per_s)"
+)
+"""A line worth learning from holds a duration or a rate."""
+LOOKALIKE_LINE = (
+    r"(?i)\b(?:eval\w*|valid\w*|test\w*|infer\w*|predict\w*|generat\w*|download\w*|load\w*|"
+    r"shards?|map|filter|tokeniz\w*|preprocess\w*|decod\w*|sampling|error|exception|timeout|"
+    r"timed|watchdog|fail\w*|abort\w*|warn\w*|traceback|what|nccl|cuda|signal|kill\w*|"
+    r"terminat\w*|retry\w*|checkpoint\w*|sav\w*)\b"
+)
+"""Words of lines that are no training step, whatever their numbers do: other loops, errors
+and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints."""
+_LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
+_UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]+)")
+_EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|avg|mean")
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which numbers of a template mean what: how many it holds, and its duration (or rate)."""
+
+    width: int
+    duration: int
+    scale: float
+    """Seconds per unit of the duration field, or -1 for a rate (steps per second)."""
+
+
+@dataclass
+class Template:
+    """What one process's lines of one template have shown."""
+
+    lines: int = 0
+    last: tuple[float | None, ...] = ()
+    """The numbers of its newest line."""
+    rises: list[int] = field(default_factory=list)
+    """Per number: how often it grew from one line to the next."""
+    counter: int | None = None
+
+
+@dataclass
+class LearnedProgress:
+    """Learns, per job, the templates of its step lines; ``read`` gives the steps of a batch."""
+
+    jobs: dict[str, dict[tuple[str, str], Template]] = field(default_factory=dict)
+    """Per job, per (process, template): what its lines have shown."""
+    fields: dict[str, Fields | None] = field(default_factory=dict)
+    """Per template ever seen: its duration field (None: it has none, it is no step line)."""
+    candidates: pl.Expr = field(default_factory=lambda: pl.col("message").str.contains(CANDIDATE))
+    """The lines worth learning from: those holding a duration or a rate."""
+
+    def read(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """``lines`` (``_line``, ``job_id``, ``_who``: the process that printed it, ``message``;
+        in time order; those ``candidates`` keeps) -> one row per step line: ``_line``,
+        ``step`` (Int64), ``step_time_s`` (Float64). Each process's lines are learned apart
+        (every rank may print the same step)."""
+        found = lines.filter(~pl.col("message").str.contains(LOOKALIKE_LINE)).select(
+            "_line",
+            "job_id",
+            "_who",
+            pl.col("message")
+            .str.replace_all(CLOCK, "@")
+            .str.replace_all(r"\s+", " ")
+            .alias("_text"),
+        )
+        found = found.with_columns(pl.col("_text").str.replace_all(NUMBER, "#").alias("_template"))
+        for template in found.get_column("_template").unique().to_list():
+            if template not in self.fields:
+                self.fields[template] = _fields(template)
+        timed = [t for t, f in self.fields.items() if f is not None]
+        found = found.filter(pl.col("_template").is_in(timed))
+        if found.is_empty():
+            return _EMPTY
+        found = found.with_columns(
+            pl.col("_text")
+            .str.extract_all(NUMBER)
+            .list.eval(pl.element().cast(pl.Float64, strict=False))
+            .alias("_numbers")
+        )
+        steps = [
+            self._steps(str(template), group)
+            for (template,), group in found.group_by("_template", maintain_order=True)
+        ]
+        read = [s for s in steps if s is not None]
+        return pl.concat(read).sort("_line") if read else _EMPTY
+
+    def state_size(self) -> int:
+        """Templates held, over every job."""
+        return sum(len(templates) for templates in self.jobs.values())
+
+    def forget(self, job: str) -> None:
+        """Drop what was learned of a job (it ended)."""
+        self.jobs.pop(job, None)
+
+    def _steps(self, template: str, lines: pl.DataFrame) -> pl.DataFrame | None:
+        """The steps among ``lines`` (of one template, from any job and process), learning
+        from them: per process, how often each number rose from line to line (the last line of
+        its previous batch first), and its counter once one keeps rising."""
+        fields = self.fields[template]
+        assert fields is not None
+        names = [f"n{i}" for i in range(fields.width)]
+        numbers = lines.with_columns(
+            pl.col("_numbers").list.get(i, null_on_oob=True).alias(name)
+            for i, name in enumerate(names)
+        )
+        seen = numbers.group_by("job_id", "_who", maintain_order=True).agg(
+            pl.len().alias("_count"),
+            *((pl.col(n).diff() > 0).sum().alias(f"rise_{n}") for n in names),
+            *(pl.col(n).first().alias(f"first_{n}") for n in names),
+            *(pl.col(n).last().alias(f"last_{n}") for n in names),
+            *((pl.col(n) == pl.col(n).round(0)).all().alias(f"whole_{n}") for n in names),
+        )
+        counters: dict[tuple[str, str], int] = {}
+        for row in seen.iter_rows(named=True):
+            known = self.jobs.setdefault(row["job_id"], {}).setdefault(
+                (row["_who"], template), Template()
+            )
+            _observe(known, row, names, fields)
+            if known.counter is not None and known.lines >= MIN_LINES:
+                counters[(row["job_id"], row["_who"])] = known.counter
+        if not counters:
+            return None
+        chosen = pl.DataFrame(
+            {
+                "job_id": [job for job, _ in counters],
+                "_who": [who for _, who in counters],
+                "_counter": list(counters.values()),
+            },
+            schema={"job_id": pl.String, "_who": pl.String, "_counter": pl.Int64},
+        )
+        duration = pl.col(f"n{fields.duration}")
+        return numbers.join(chosen, on=["job_id", "_who"], how="inner").select(
+            "_line",
+            pl.col("_numbers").list.get(pl.col("_counter")).cast(pl.Int64).alias("step"),
+            (1.0 / duration if fields.scale < 0 else duration * fields.scale).alias("step_time_s"),
+        )
+
+
+def _observe(known: Template, seen: dict[str, object], names: list[str], fields: Fields) -> None:
+    """Fold one batch's summary of a process's lines (``seen``: count, rises, first, last and
+    whole-number flags per number) into what its template has shown, and pick the counter once
+    one keeps rising: the first integer number, other than the duration, that rose in at least
+    three lines of four (a counter restarting with each epoch allowed)."""
+    if not known.rises:
+        known.rises = [0] * len(names)
+    for i, name in enumerate(names):
+        first = seen[f"first_{name}"]
+        before = known.last[i] if known.last else None
+        joined = int(isinstance(before, float) and isinstance(first, float) and first > before)
+        known.rises[i] += int(seen[f"rise_{name}"]) + joined  # type: ignore[call-overload]
+    count = int(seen["_count"])  # type: ignore[call-overload]
+    pairs = known.lines + count - 1
+    known.lines += count
+    known.last = tuple(seen[f"last_{name}"] for name in names)  # type: ignore[misc]
+    if known.counter is not None or pairs < MIN_LINES - 1:
+        return
+    for i, name in enumerate(names):
+        if i != fields.duration and seen[f"whole_{name}"] and known.rises[i] >= 0.75 * pairs:
+            known.counter = i
+            return
+
+
+def _fields(template: str) -> Fields | None:
+    """A template's duration (or rate) field, from the label before a number or the unit
+    after it; None when it has none, or fewer than two numbers (no counter beside it)."""
+    parts = template.split("#")
+    if len(parts) < 3:
+        return None
+    for index in range(len(parts) - 1):
+        unit = _UNIT_AFTER.match(parts[index + 1])
+        label = _LABEL.search(parts[index])
+        scale = _scale(unit.group(1) if unit else "", label.group(1) if label else "")
+        if scale is not None:
+            return Fields(len(parts) - 1, index, scale)
+    return None
+
+
+def _scale(unit: str, label: str) -> float | None:
+    """Seconds per unit of a number with this unit after it and this label before it (-1: a
+    rate of steps per second), or None when it is no step duration."""
+    unit, label = unit.lower(), label.lower()
+    if _EXCLUDED.search(label) or _EXCLUDED.search(unit):
+        return None
+    if unit in ("it/s", "steps/s", "step/s", "batches/s", "ups"):
+        return -1.0
+    if unit.startswith(("ms/", "msec")) or unit == "ms":
+        return 0.001
+    if unit.startswith(("s/it", "s/step", "s/batch", "sec/")) or unit in ("s", "sec", "secs"):
+        return 1.0
+    if unit == "us" or unit.startswith("us/"):
+        return 1e-6
+    if re.search(r"steps?_per_s|batches_per_s|ups$|it_per_s", label):
+        return -1.0
+    if re.search(r"(^|[^a-z])ms|_ms\b|ms/", label):
+        return 0.001
+    if re.search(r"time|dt$|took|duration|timing|_s/|_s$|sec", label):
+        return 1.0
+    return None
+
+
+_EMPTY = pl.DataFrame(schema={"_line": pl.UInt32, "step": pl.Int64, "step_time_s": pl.Float64})

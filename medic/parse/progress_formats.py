@@ -1,0 +1,617 @@
+"""The progress formats: the lines frameworks print as they train, as data.
+
+Each format names its framework and what its lines mean (``EVENTS``), the literals that find its
+lines, a Rust regex whose named groups (``FIELDS``) read them, and where the format was
+observed. The progress parser (``medic.ingest.progress``) tries them by priority; a line none
+of them reads may still be read by the learning reader (``medic.parse.learned``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from medic.ingest.first_match import Shortcut
+
+EVENTS = (
+    "step",
+    "eval_step",
+    "eval_start",
+    "eval_end",
+    "checkpoint_start",
+    "checkpoint_end",
+    "checkpoint_load",
+    "startup",
+    "train_end",
+    "job_end",
+    "part",
+)
+"""What a progress row says. ``step``: a training step finished. ``eval_step``: an evaluation
+batch finished. ``*_start``/``*_end``: a phase boundary (a later ``step`` also closes a phase).
+``train_end``: the training loop returned. ``job_end``: the scheduler cancelled the job.
+``part``: a later line of a multi-line step record (OLMo's, Composer's): its values complete
+the step line of its framework before it, and it makes no row of its own."""
+
+FIELDS = (
+    "step",
+    "step_time_s",
+    "step_time_ms",
+    "step_time_us",
+    "throughput",
+    "it_per_s",
+    "s_per_it",
+)
+"""Named numeric groups a format may capture; step time is normalised to seconds."""
+DESC = "desc"
+"""A progress bar's description (the text before its bar): a bar described as loading,
+evaluating, tokenising, downloading... (``LOOKALIKE``) is not training."""
+LOOKALIKE = (
+    r"(?i)load|map\b|map \(|filter|eval|valid|test|predict|infer|generat|token|process|shard"
+    r"|convert|saving|extract|cach|sampl|decod|encod|prompt|fetch|prepar|writ|read|index|build"
+    r"|compil|warm|calibrat|quantiz|export|merg|resolv|verif|search|benchmark|profil|upload|split"
+    r"|captur|pack"
+)
+"""What a bar that is not a training loop says it does (looked for in its description)."""
+
+ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
+RANK_IN_TEXT = r"\[Rank (\d+)\]"
+"""DeepSpeed's rank tag inside a message (a launcher's rank prefix is the stripper's)."""
+NUMBER = r"[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?"
+
+
+# The last update of a tqdm bar (several \r-separated updates can arrive as one line).
+_TQDM_LAST = r"^.*"
+
+
+@dataclass(frozen=True)
+class ProgressFormat:
+    """One line format: the framework, what it means, how to find and read it, and its source."""
+
+    framework: str
+    event: str
+    anchors: tuple[str, ...]
+    """Literals of which every line the format reads holds one: the prefilter, and a line is
+    tried with this format only when it holds one of them."""
+    pattern: str
+    """Rust regex, named groups from FIELDS."""
+    source: str
+    unit: str | None = None
+    """Unit of the ``throughput`` group."""
+    bar: bool = False
+    """A progress bar of any loop: read as a step unless its description (the ``desc``
+    group) says it is no training loop (``LOOKALIKE``)."""
+    once: tuple[str, ...] = ()
+    """For a format that reads the last of several matches on a line (its pattern begins with
+    ``^.*``): literals of which each match holds one, at a place that fixes where the match
+    starts. A line holding them at most once in all can match at one place only: it is read
+    without the ``^.*``, which costs half as much to capture."""
+
+    def __post_init__(self) -> None:
+        if self.once and not self.pattern.startswith(_TQDM_LAST):
+            raise ValueError(f"{self.framework} {self.event}: 'once' needs a pattern led by ^.*")
+
+    def shortcut(self) -> Shortcut | None:
+        """The pattern without its ``^.*``, for the lines holding ``once`` at most once."""
+        if not self.once:
+            return None
+        return Shortcut(self.pattern.removeprefix(_TQDM_LAST), self.once)
+
+
+_TQDM_RATE = r"(?:(?P<s_per_it>[0-9.]+)s/it|(?P<it_per_s>[0-9.]+)it/s)"
+
+FORMATS: tuple[ProgressFormat, ...] = (
+    # Megatron-LM, megatron/training/training.py training_log(), printed by the last rank:
+    # " [2026-03-01 10:12:03] iteration      100/  500000 | consumed samples: ... |
+    #  elapsed time per iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 180.3 | ..."
+    # Megatron-DeepSpeed (megatron/training.py training_log()) prints the same line with
+    # "consumed tokens:", "(s)" instead of "(ms)" in its newer releases, and "samples per
+    # second:" / "TFLOPs:" at the end.
+    ProgressFormat(
+        "megatron",
+        "step",
+        ("elapsed time per iteration (ms)", "elapsed time per iteration (s)"),
+        r"iteration\s+(?P<step>\d+)/\s*\d+ \|.*?elapsed time per iteration "
+        r"\((?:ms\): (?P<step_time_ms>[0-9.]+)|s\): (?P<step_time_s>[0-9.]+))"
+        r"(?:.*?throughput per GPU \(TFLOP/s/GPU\): (?P<throughput>[0-9.]+))?",
+        "NVIDIA/Megatron-LM megatron/training/training.py training_log(); "
+        "microsoft/Megatron-DeepSpeed megatron/training.py training_log()",
+        "TFLOP/s/GPU",
+    ),
+    # megatron/training/checkpointing.py save_checkpoint() / load_checkpoint().
+    ProgressFormat(
+        "megatron",
+        "checkpoint_end",
+        ("successfully saved checkpoint from iteration",),
+        r"successfully saved checkpoint from iteration\s+(?P<step>\d+)",
+        "NVIDIA/Megatron-LM megatron/training/checkpointing.py save_checkpoint()",
+    ),
+    ProgressFormat(
+        "megatron",
+        "checkpoint_start",
+        ("saving checkpoint at iteration",),
+        r"saving checkpoint at iteration\s+(?P<step>\d+)",
+        "NVIDIA/Megatron-LM megatron/training/checkpointing.py save_checkpoint()",
+    ),
+    ProgressFormat(
+        "megatron",
+        "checkpoint_load",
+        ("loading checkpoint from", "loading distributed checkpoint from"),
+        r"^\s*loading (?:distributed )?checkpoint from",
+        "NVIDIA/Megatron-LM megatron/training/checkpointing.py load_checkpoint()",
+    ),
+    # megatron/training/training.py evaluate() (verbose) and evaluate_and_print_results().
+    ProgressFormat(
+        "megatron",
+        "eval_start",
+        ("Evaluating on ",),
+        r"Evaluating on \d+ samples",
+        "NVIDIA/Megatron-LM megatron/training/training.py evaluate()",
+    ),
+    ProgressFormat(
+        "megatron",
+        "eval_step",
+        ("Evaluating iter ",),
+        r"Evaluating iter (?P<step>\d+)/\d+",
+        "NVIDIA/Megatron-LM megatron/training/training.py evaluate()",
+    ),
+    ProgressFormat(
+        "megatron",
+        "eval_end",
+        ("validation loss at iteration",),
+        r"validation loss at iteration\s+(?P<step>\d+)",
+        "NVIDIA/Megatron-LM megatron/training/training.py evaluate_and_print_results()",
+    ),
+    # print_datetime() around the training loop in megatron/training/training.py pretrain().
+    ProgressFormat(
+        "megatron",
+        "startup",
+        ("[before the start of training step]",),
+        r"\[before the start of training step\]",
+        "NVIDIA/Megatron-LM megatron/training/training.py pretrain()",
+    ),
+    ProgressFormat(
+        "megatron",
+        "train_end",
+        ("[after training is done]",),
+        r"\[after training is done\]",
+        "NVIDIA/Megatron-LM megatron/training/training.py pretrain()",
+    ),
+    # NeMo 2.x (nemo/lightning/pytorch/callbacks, MegatronProgressBar without a bar): "Training
+    # epoch 0, iteration 99/999 | lr: 3e-05 | global_batch_size: 8 | global_step: 99 |
+    # reduced_train_loss: 1.2 | train_step_timing in s: 2.5 | consumed_samples: 800".
+    ProgressFormat(
+        "nemo",
+        "step",
+        ("train_step_timing in s: ",),
+        r"Training epoch \d+, iteration \d+/\d+ \|.*?\bglobal_step: (?P<step>\d+) \|.*?"
+        r"train_step_timing in s: (?P<step_time_s>[0-9.]+)",
+        "NVIDIA/NeMo nemo/lightning/pytorch/callbacks/progress_printer.py; NeMo 2 user guide "
+        "(training step logs)",
+    ),
+    # DeepSpeed pipeline engine, deepspeed/runtime/pipe/engine.py train_batch(): "steps: 100
+    # loss: 2.3456 iter time (s): 1.234 samples/sec: 415.2" (forks print "step: 100 / 500").
+    ProgressFormat(
+        "deepspeed",
+        "step",
+        ("iter time (s): ",),
+        r"\bsteps?: *(?P<step>\d+)(?: */ *\d+)? loss: \S+ .*?iter time \(s\): "
+        r"(?P<step_time_s>[0-9.]+) samples/sec: (?P<throughput>[0-9.]+)",
+        "microsoft/DeepSpeed deepspeed/runtime/pipe/engine.py PipelineEngine.train_batch()",
+        "samples/s",
+    ),
+    # DeepSpeed's older ThroughputTimer: "0/100, SamplesPerSec=123.45, MemAllocated=..."
+    # (epoch/local step).
+    ProgressFormat(
+        "deepspeed",
+        "step",
+        (", SamplesPerSec=",),
+        r"(?:^|\s)\d+/(?P<step>\d+), SamplesPerSec=(?P<throughput>" + NUMBER + ")",
+        "microsoft/DeepSpeed deepspeed/utils/timer.py ThroughputTimer.stop() (releases <= 0.5)",
+        "samples/s",
+    ),
+    # MaxText, MaxText/metric_logger.py (older: train.py record_scalar_metrics): "completed
+    # step: 100, seconds: 1.234, TFLOP/s/device: 180.1, Tokens/s/device: 5432.1, ...".
+    ProgressFormat(
+        "maxtext",
+        "step",
+        ("completed step: ",),
+        r"completed step: (?P<step>\d+), seconds: (?P<step_time_s>[0-9.]+), TFLOP/s/device: "
+        r"(?P<throughput>[0-9.]+)",
+        "AI-Hypercomputer/maxtext MaxText/metric_logger.py; docs/guides/monitoring_and_debugging/"
+        "understand_logs_and_metrics.md",
+        "TFLOP/s/device",
+    ),
+    # nanoGPT, train.py: "iter 100: loss 2.3456, time 123.45ms, mfu 45.67%".
+    ProgressFormat(
+        "nanogpt",
+        "step",
+        (", time ",),
+        r"\biter (?P<step>\d+): loss [-0-9.naif]+, time (?P<step_time_ms>[0-9.]+)ms",
+        "karpathy/nanoGPT train.py",
+    ),
+    # LitGPT (litgpt/pretrain.py, finetune/*.py): "Epoch 1 | iter 100 step 25 | loss train:
+    # 2.345, val: n/a | iter time: 123.45 ms (step) remaining time: 1:23:45"; lit-gpt before
+    # it: "iter 100 step 25: loss 2.3456, iter time: 123.45ms (optimizer.step)" and, without
+    # gradient accumulation, "iter 100: loss 2.3456, iter time: 123.45ms".
+    ProgressFormat(
+        "litgpt",
+        "step",
+        ("iter time: ",),
+        r"\biter (?:\d+ step )?(?P<step>\d+) ?[:|].*?iter time: (?P<step_time_ms>[0-9.]+) ?ms",
+        "Lightning-AI/litgpt litgpt/pretrain.py fit(); Lightning-AI/lit-gpt finetune/*.py",
+    ),
+    # lit-gpt's pretraining scripts: "iter 100: loss 2.3456, time: 123.45ms".
+    ProgressFormat(
+        "litgpt",
+        "step",
+        (", time: ",),
+        r"\biter (?P<step>\d+): loss [-0-9.naif]+, time: (?P<step_time_ms>[0-9.]+) ?ms",
+        "Lightning-AI/lit-gpt pretrain/redpajama.py train()",
+    ),
+    # fairseq, fairseq/logging/progress_bar.py (JsonProgressBar/SimpleProgressBar): "epoch 001:
+    # 100 / 1000 loss=3.456, ..., ups=1.23, ..., num_updates=100, ..." (older releases lead
+    # with "| "); ups is updates per second.
+    ProgressFormat(
+        "fairseq",
+        "step",
+        ("num_updates=",),
+        r"\bepoch \d+:\s+\d+ / \d+ .*?\bups=(?P<it_per_s>[0-9.]+).*?\bnum_updates=(?P<step>\d+)",
+        "facebookresearch/fairseq fairseq/logging/progress_bar.py SimpleProgressBar.print()",
+    ),
+    # OpenMMLab mmengine, mmengine/runner/log_processor.py: "Epoch(train)  [1][ 100/1000]
+    # lr: 1.0000e-02  eta: 1:23:45  time: 0.5123  data_time: 0.0123  memory: 12345  loss:
+    # 1.2345" (iteration-based: "Iter(train) [  100/80000]"); val/test loops alike.
+    ProgressFormat(
+        "mmengine",
+        "step",
+        ("(train)",),
+        r"(?:Epoch|Iter)\(train\)\s+(?:\[\d+\])?\s*\[\s*(?P<step>\d+)/\d+\].*?\btime: "
+        r"(?P<step_time_s>[0-9.]+)",
+        "open-mmlab/mmengine mmengine/runner/log_processor.py LogProcessor.get_log_after_iter()",
+    ),
+    ProgressFormat(
+        "mmengine",
+        "eval_step",
+        ("(val)", "(test)"),
+        r"(?:Epoch|Iter)\((?:val|test)\)\s+(?:\[\d+\])?\s*\[\s*(?P<step>\d+)/\d+\]",
+        "open-mmlab/mmengine mmengine/runner/log_processor.py LogProcessor.get_log_after_iter()",
+    ),
+    # mmcv 1.x TextLoggerHook: "Epoch [1][50/7330]\tlr: 1.990e-03, eta: 11:07:42, time: 0.456,
+    # data_time: 0.050, memory: 3500, loss: 1.2" ("Iter [50/80000]" when iteration-based).
+    ProgressFormat(
+        "mmcv",
+        "step",
+        (", time: ",),
+        r"(?:Epoch \[\d+\]\[|Iter \[)\s*(?P<step>\d+)/\d+\]\s+lr: .*?, time: "
+        r"(?P<step_time_s>[0-9.]+)",
+        "open-mmlab/mmcv mmcv/runner/hooks/logger/text.py TextLoggerHook._log_info()",
+    ),
+    # detectron2 CommonMetricPrinter: "eta: 1:23:45  iter: 99  total_loss: 1.234  ...  time:
+    # 0.4567  last_time: 0.4512  data_time: 0.0123  ...  lr: 0.00999  max_mem: 12345M".
+    ProgressFormat(
+        "detectron2",
+        "step",
+        ("total_loss: ",),
+        r"\biter: (?P<step>\d+)\s+total_loss: .*?\btime: (?P<step_time_s>[0-9.]+)",
+        "facebookresearch/detectron2 detectron2/utils/events.py CommonMetricPrinter.write()",
+    ),
+    # torchvision references' MetricLogger.log_every (also DETR, DeiT, MAE): "Epoch: [0]
+    # [ 100/5005]  eta: 0:41:21  lr: 0.1  img/s: 1234.5  loss: 6.5 (6.8)  time: 0.4567
+    # (0.4612)  data: 0.0123 (0.0130)  max mem: 10000"; "Test:" loops are evaluation.
+    ProgressFormat(
+        "torchvision",
+        "step",
+        ("Epoch: [",),
+        r"Epoch: \[\d+\]\s+\[\s*(?P<step>\d+)/\d+\]\s+eta: .*?\btime: (?P<step_time_s>[0-9.]+)",
+        "pytorch/vision references/classification/utils.py MetricLogger.log_every()",
+    ),
+    # pytorch/examples imagenet ProgressMeter: "Epoch: [0][  100/5005]\tTime  0.456 ( 0.512)
+    # \tData  0.012 ( 0.020)\tLoss 6.5e+00 (6.8e+00)\tAcc@1   0.39 (  0.12)".
+    ProgressFormat(
+        "pytorch-examples",
+        "step",
+        ("Epoch: [",),
+        r"Epoch: \[\d+\]\[\s*(?P<step>\d+)/\d+\]\s+Time\s+(?P<step_time_s>[0-9.]+)",
+        "pytorch/examples imagenet/main.py ProgressMeter.display()",
+    ),
+    # timm train.py: "Train: 0 [ 100/1251 (  8%)]  Loss: 6.789 (6.90)  Time: 0.456s, 2245.61/s
+    # (0.478s, 2141.12/s)  LR: 1.000e-04  Data: 0.012 (0.015)".
+    ProgressFormat(
+        "timm",
+        "step",
+        ("Train: ",),
+        r"\bTrain: \d+ \[\s*(?P<step>\d+)/\d+ \(\s*\d+%\)\]\s+Loss: .*?Time: "
+        r"(?P<step_time_s>[0-9.]+)s,\s*(?P<throughput>[0-9.]+)/s",
+        "huggingface/pytorch-image-models train.py train_one_epoch()",
+        "samples/s",
+    ),
+    # torchtune recipes: the bar's description is "<epoch>|<global step>|Loss: <loss>"; the bar's
+    # own counter restarts every epoch, the described step does not.
+    ProgressFormat(
+        "torchtune",
+        "step",
+        ("|Loss: ",),
+        _TQDM_LAST + r"\b\d+\|(?P<step>\d+)\|Loss: [^|]*?\d+%\|[^|]*\|\s*\d+/\d+ "
+        r"\[[0-9:]+<[0-9:?]+,\s*(?:" + _TQDM_RATE + r"|\?it/s)",
+        "pytorch/torchtune recipes/full_finetune_distributed.py (pbar.set_description)",
+        once=("|Loss: ",),
+    ),
+    # torchtune's StdoutLogger (torchtune/training/metric_logging.py): "Step 100 | loss:2.345
+    # lr:2e-05 tokens_per_second_per_gpu:1532.2 ".
+    ProgressFormat(
+        "torchtune",
+        "step",
+        (" | loss:",),
+        r"\bStep (?P<step>\d+) \| loss:\S+"
+        r"(?:.*?\btokens_per_second_per_gpu:(?P<throughput>[0-9.]+))?",
+        "pytorch/torchtune torchtune/training/metric_logging.py StdoutLogger.log_dict()",
+        "tokens/s/GPU",
+    ),
+    # Keras Progbar (keras/utils/generic_utils.py, Keras 3 keras/src/utils/progbar.py):
+    # "  100/1875 [>....] - ETA: 1s - loss: 0.5", "1875/1875 [=====] - 5s 2ms/step - loss: 0.3"
+    # and Keras 3's "  100/1875 ━━━━━━━━━━━━━━━━━━━━ 1s 1ms/step - accuracy: 0.8 - loss: 0.5";
+    # a bar without metrics is predict().
+    ProgressFormat(
+        "keras",
+        "step",
+        ("s/step", "- ETA: ", "━"),
+        r"^\s*(?P<step>\d+)/\d+ (?:\[[=>.]*\]|━+)\s+(?:- )?(?:ETA: )?\S+(?: (?:(?P<step_time_s>"
+        r"[0-9.]+)s|(?P<step_time_ms>[0-9.]+)ms|(?P<step_time_us>[0-9.]+)us)/step)? - \w+: ",
+        "keras-team/keras keras/src/utils/progbar.py Progbar.update(); tf-keras "
+        "keras/utils/generic_utils.py",
+    ),
+    # OLMo (olmo/train.py Trainer.log_metrics_to_console): one record over several lines,
+    # "[step=100/739328]" then "    train/CrossEntropyLoss=2.345", ...,
+    # "    throughput/device/batches_per_second=0.4567", ...
+    ProgressFormat(
+        "olmo",
+        "step",
+        ("[step=",),
+        r"\[step=(?P<step>\d+)/\d+\]",
+        "allenai/OLMo olmo/train.py Trainer.log_metrics_to_console()",
+    ),
+    ProgressFormat(
+        "olmo",
+        "part",
+        ("throughput/device/batches_per_second=",),
+        r"^\s*throughput/device/batches_per_second=(?P<it_per_s>[0-9.]+)",
+        "allenai/OLMo olmo/train.py Trainer.log_metrics_to_console()",
+    ),
+    # Composer's ConsoleLogger (also llm-foundry): "[batch=100/4800]:" (or
+    # "[epoch=1][batch=100/1000]:"), then one "\t Train <name>: <value>" line per metric;
+    # SpeedMonitor adds "Train throughput/batches_per_sec". "[Eval batch=5/50]" is evaluation.
+    ProgressFormat(
+        "composer",
+        "step",
+        ("[batch=",),
+        r"^(?:\[epoch=\d+\])?\[batch=(?P<step>\d+)(?:/\d+)?\]:?\s*$",
+        "mosaicml/composer composer/loggers/console_logger.py ConsoleLogger.log_to_console()",
+    ),
+    ProgressFormat(
+        "composer",
+        "part",
+        ("Train throughput/batches_per_sec: ",),
+        r"^\s*Train throughput/batches_per_sec: (?P<it_per_s>[0-9.eE+-]+)",
+        "mosaicml/composer composer/callbacks/speed_monitor.py SpeedMonitor",
+    ),
+    ProgressFormat(
+        "composer",
+        "eval_step",
+        ("[Eval batch=",),
+        r"\[Eval batch=(?P<step>\d+)/\d+\]",
+        "mosaicml/composer composer/loggers/console_logger.py _get_eval_progress_string()",
+    ),
+    # NeMo (Lightning bar plus NeMo's metrics): "Epoch 0: : 120/1000 [02:00<14:40, v_num=0,
+    # reduced_train_loss=2.34, global_step=119.0, consumed_samples=30720.0,
+    # train_step_timing in s=1.01]"; global_step is rounded ("2e+3"), so the counter is used.
+    ProgressFormat(
+        "nemo",
+        "step",
+        ("train_step_timing in s=",),
+        _TQDM_LAST + r"Epoch \d+: .*?(?P<step>\d+)(?:/\d+ | ?it )\[[^\]]*?"
+        r"train_step_timing in s=(?P<step_time_s>[0-9.]+)",
+        "NVIDIA/NeMo nemo/utils/callbacks (TimingCallback) on Lightning's TQDMProgressBar",
+        once=("Epoch ",),  # a match starts with it
+    ),
+    # PyTorch Lightning TQDMProgressBar: "Epoch 0:  12%|█▏   | 120/1000 [02:00<14:40,
+    # 1.00it/s, v_num=0, train_loss=2.340]"; the counter restarts every epoch.
+    ProgressFormat(
+        "lightning",
+        "step",
+        ("Epoch ",),
+        _TQDM_LAST + r"Epoch \d+:[^|\[]*(?:\|[^|]*\|)?\s*(?P<step>\d+)(?:/\d+| ?it) "
+        r"\[[^,\]]*(?:,\s*" + _TQDM_RATE + r")?",
+        "Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/progress/tqdm_progress.py",
+        once=("Epoch ",),  # a match starts with it
+    ),
+    ProgressFormat(
+        "lightning",
+        "eval_step",
+        ("DataLoader ",),
+        r"(?:Validation|Sanity Checking|Testing|Predicting) DataLoader \d+:",
+        "Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/progress/tqdm_progress.py",
+    ),
+    ProgressFormat(
+        "lightning",
+        "checkpoint_start",
+        (", saving model to ",),
+        r"Epoch \d+, global step (?P<step>\d+): .*, saving model to ",
+        "Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/model_checkpoint.py",
+    ),
+    ProgressFormat(
+        "lightning",
+        "train_end",
+        ("`Trainer.fit` stopped",),
+        r"`Trainer\.fit` stopped",
+        "Lightning-AI/pytorch-lightning src/lightning/pytorch/loops/fit_loop.py",
+    ),
+    # torchtitan, torchtitan/components/metrics.py MetricsProcessor.log() (older: train.py):
+    # "step: 10  loss:  9.1234  memory: 45.67GiB(48.12%)  tps: 5,432  tflops: 123.45
+    #  mfu: 39.57%" (older releases print "wps:"); colour escapes are stripped first.
+    ProgressFormat(
+        "torchtitan",
+        "step",
+        ("loss:",),
+        r"\bstep:\s*(?P<step>\d+)\b.*?\bloss:.*?\b(?:tps|wps): (?P<throughput>[0-9,]+)",
+        "pytorch/torchtitan torchtitan/components/metrics.py",
+        "tokens/s",
+    ),
+    ProgressFormat(
+        "torchtitan",
+        "checkpoint_end",
+        ("Finished saving the checkpoint",),
+        r"Finished saving the checkpoint",
+        "pytorch/torchtitan torchtitan/components/checkpoint.py CheckpointManager.save()",
+    ),
+    ProgressFormat(
+        "torchtitan",
+        "checkpoint_start",
+        ("Saving the checkpoint", "Saving a full checkpoint", "Saving a model only checkpoint"),
+        r"Saving (?:the checkpoint|a (?:full|model only) checkpoint)",
+        "pytorch/torchtitan torchtitan/components/checkpoint.py CheckpointManager.save()",
+    ),
+    ProgressFormat(
+        "torchtitan",
+        "checkpoint_load",
+        ("Loading the checkpoint",),
+        r"Loading the checkpoint",
+        "pytorch/torchtitan torchtitan/components/checkpoint.py CheckpointManager.load()",
+    ),
+    ProgressFormat(
+        "torchtitan",
+        "startup",
+        ("Training starts at step",),
+        r"Training starts at step",
+        "pytorch/torchtitan torchtitan/train.py Trainer.train()",
+    ),
+    ProgressFormat(
+        "torchtitan",
+        "train_end",
+        ("Training completed",),
+        r"\bTraining completed\b",
+        "pytorch/torchtitan torchtitan/train.py Trainer.train()",
+    ),
+    # DeepSpeed: engine.py _report_progress() "[Rank 0] step=100, skipped=0, lr=[...], mom=..."
+    # and utils/timer.py ThroughputTimer "epoch=0/micro_step=100/global_step=100,
+    # RunningAvgSamplesPerSec=123.45, CurrSamplesPerSec=120.1, MemAllocated=12.3GB, ...".
+    ProgressFormat(
+        "deepspeed",
+        "step",
+        ("CurrSamplesPerSec=",),
+        r"global_step=(?P<step>\d+), RunningAvgSamplesPerSec="
+        + NUMBER
+        + r", CurrSamplesPerSec=(?P<throughput>"
+        + NUMBER
+        + ")",
+        "microsoft/DeepSpeed deepspeed/utils/timer.py ThroughputTimer.stop()",
+        "samples/s",
+    ),
+    ProgressFormat(
+        "deepspeed",
+        "step",
+        (", skipped=",),
+        r"\bstep=(?P<step>\d+), skipped=\d+",
+        "microsoft/DeepSpeed deepspeed/runtime/engine.py DeepSpeedEngine._report_progress()",
+    ),
+    ProgressFormat(
+        "deepspeed",
+        "checkpoint_start",
+        ("Saving model checkpoint: ",),
+        r"Saving model checkpoint: ",
+        "microsoft/DeepSpeed deepspeed/runtime/engine.py DeepSpeedEngine._save_checkpoint()",
+    ),
+    ProgressFormat(
+        "deepspeed",
+        "checkpoint_end",
+        ("is ready now!",),
+        r"Checkpoint \S+ is ready now!",
+        "microsoft/DeepSpeed deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py",
+    ),
+    ProgressFormat(
+        "deepspeed",
+        "checkpoint_load",
+        ("Loading checkpoint from",),
+        r"\[Torch\] Loading checkpoint from",
+        "microsoft/DeepSpeed deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py",
+    ),
+    # Hugging Face Trainer: ProgressCallback.on_log writes str(logs) (transformers/
+    # trainer_callback.py); the train dict has no step number. Trainer logs the phases.
+    ProgressFormat(
+        "hf",
+        "eval_end",
+        ("{'eval_",),
+        r"^\s*\{'eval_[a-z_]+': ",
+        "huggingface/transformers src/transformers/trainer_callback.py ProgressCallback.on_log",
+    ),
+    ProgressFormat(
+        "hf",
+        "train_end",
+        ("{'train_runtime': ",),
+        r"^\s*\{'train_runtime': ",
+        "huggingface/transformers src/transformers/trainer.py Trainer._inner_training_loop",
+    ),
+    ProgressFormat(
+        "hf",
+        "eval_start",
+        ("***** Running Evaluation *****",),
+        r"\*\*\*\*\* Running Evaluation \*\*\*\*\*",
+        "huggingface/transformers src/transformers/trainer.py Trainer.evaluation_loop",
+    ),
+    ProgressFormat(
+        "hf",
+        "startup",
+        ("***** Running training *****",),
+        r"\*\*\*\*\* Running training \*\*\*\*\*",
+        "huggingface/transformers src/transformers/trainer.py Trainer._inner_training_loop",
+    ),
+    ProgressFormat(
+        "hf",
+        "checkpoint_start",
+        ("Saving model checkpoint to ",),
+        r"Saving model checkpoint to ",
+        "huggingface/transformers src/transformers/trainer.py Trainer._save",
+    ),
+    # A bare tqdm bar (Hugging Face Trainer's, or any loop's): " 12%|█▏  | 120/1000
+    # [02:00<14:40,  1.00s/it]"; the rate reads "?it/s" until tqdm has one. Its description
+    # (the text before the percentage, after the last \r or a message printed on the same
+    # line) says which loop it is: loading, evaluation, tokenising... bars are no steps.
+    ProgressFormat(
+        "tqdm",
+        "step",
+        ("s/it", "it/s"),
+        _TQDM_LAST + r"(?:^|[\r}])(?P<desc>[^\r}|]*?)\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/\d+ "
+        r"\[[0-9:]+<[0-9:?]+,\s*(?:" + _TQDM_RATE + r"|\?it/s)",
+        "tqdm/tqdm tqdm/std.py format_meter (default bar format)",
+        bar=True,
+        # A match ends with its rate, and holds no "|" after the one it starts with.
+        once=("s/it", "it/s"),
+    ),
+    # tqdm without a total (an iterable without len()): "Training: 120it [02:00,  1.00it/s]".
+    ProgressFormat(
+        "tqdm",
+        "step",
+        ("it [",),
+        _TQDM_LAST + r"(?:^|[\r}])(?P<desc>[^\r}|]*?)\b(?P<step>\d+)it "
+        r"\[[0-9:]+(?:<[0-9:?]+)?,\s*(?:" + _TQDM_RATE + r"|\?it/s)",
+        "tqdm/tqdm tqdm/std.py format_meter (no total: n_fmt + 'it', elapsed, rate)",
+        bar=True,
+        once=("it [",),
+    ),
+    # Hugging Face Trainer's log dict, also after a bar on the same line (the bar is read
+    # first, above); the dict has no step number.
+    ProgressFormat(
+        "hf",
+        "step",
+        ("{'loss': ",),
+        r"\{'loss': ",
+        "huggingface/transformers src/transformers/trainer_callback.py ProgressCallback.on_log",
+    ),
+    # slurmstepd: "*** JOB 4242 ON n1 CANCELLED AT 2026-03-01T10:00:00 ***" (also "... DUE TO
+    # TIME LIMIT ***"): the job is ending on purpose, whatever its log says next.
+    ProgressFormat(
+        "slurm",
+        "job_end",
+        (" CANCELLED AT ",),
+        r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT ",
+        "SchedMD/slurm src/slurmd/slurmstepd/req.c (job/step cancel message)",
+    ),
+)

@@ -1,0 +1,60 @@
+"""The learning reader: a framework nobody wrote a format for still gives steps and times."""
+
+from __future__ import annotations
+
+from medic.ingest.progress import ProgressParser
+from tests.builders import batch, log
+
+
+def steps(parser: ProgressParser, *messages: str, **extra: object) -> list[tuple]:
+    out = parser.parse(batch("logs", [log(i, m, **extra) for i, m in enumerate(messages)]))
+    if out is None:
+        return []
+    rows = out.frame.filter(out.frame["event"] == "step")
+    return list(zip(rows["framework"], rows["step"], rows["step_time_s"], strict=True))
+
+
+def loop(start: int, count: int, ms: float = 250.0) -> list[str]:
+    return [f"[mytrainer] update {start + i} | loss 2.{i}1 | dt {ms + i}ms" for i in range(count)]
+
+
+def test_a_template_with_a_rising_counter_and_a_duration_becomes_steps_after_three_lines() -> None:
+    parser = ProgressParser()
+    assert steps(parser, *loop(1, 2)) == []
+    found = steps(parser, *loop(3, 3))
+    assert found == [("learned", 3, 0.25), ("learned", 4, 0.251), ("learned", 5, 0.252)]
+    # Learned once, a later batch of a single line is a step at once.
+    assert steps(parser, *loop(6, 1)) == [("learned", 6, 0.25)]
+
+
+def test_a_rate_is_read_as_its_inverse_and_a_constant_number_is_no_counter() -> None:
+    lines = [
+        f"epoch 2 iteration {10 * i} throughput 8 samples steps_per_sec: 0.5" for i in range(4)
+    ]
+    assert [s[1:] for s in steps(ProgressParser(), *lines)] == [
+        (0, 2.0),
+        (10, 2.0),
+        (20, 2.0),
+        (30, 2.0),
+    ]
+
+
+def test_lines_saying_what_else_they_are_are_never_learned() -> None:
+    lines = [f"eval batch {i}/50 took {0.1 + i / 100:.2f}s" for i in range(6)]
+    lines += [f"loading shard {i}/8 took 1.{i}s" for i in range(6)]
+    assert steps(ProgressParser(), *lines) == []
+
+
+def test_a_job_whose_steps_a_format_reads_is_left_to_the_formats() -> None:
+    nanogpt = [f"iter {i}: loss 2.5, time 120.00ms, mfu 40.00%" for i in range(3)]
+    found = steps(ProgressParser(), *nanogpt, *loop(1, 6))
+    assert {f for f, _, _ in found} == {"nanogpt"}
+
+
+def test_each_rank_learns_apart_when_every_rank_prints_the_same_steps() -> None:
+    lines = [(r, f"update {s} | dt 300ms | loss 1.0") for s in range(1, 5) for r in (0, 1)]
+    rows = [log(i, m, rank=r) for i, (r, m) in enumerate(lines)]
+    out = ProgressParser().parse(batch("logs", rows))
+    assert out is not None
+    read = out.frame.select("rank", "step").rows()
+    assert sorted(read) == sorted((r, s) for s in range(1, 5) for r in (0, 1))
