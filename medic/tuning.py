@@ -7,11 +7,16 @@ scores, overall and for the detection kind being tuned. The chosen point is writ
 
 ``fit_min_score`` is the offline fit of the other knob an operator turns: the ``min_score`` of
 a rules route, from the scores of a backtest's true and false detections (scikit-learn's
-precision-recall curve).
+precision-recall curve). ``rethreshold`` scores a backtest's cached detections again at other
+score bars, without replaying: every detector's score is in [0, 1] and computed apart from its
+alarm (a hang's is 0.5 when the silence alone reaches its threshold, 0.8 when the GPUs
+corroborate), so a bar above the alarm's keeps only the surer detections. A bar below it needs
+the alarm's own parameters swept (``sweep``), which replays.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +30,7 @@ from sklearn.metrics import precision_recall_curve
 
 from medic.backtest import BacktestReport, backtest_recording
 from medic.recording import Recording, find_recordings, read_recording
+from medic.scoring import score
 
 
 def load_recordings(paths: Iterable[Path | str]) -> list[Recording]:
@@ -92,6 +98,24 @@ def write_detector_config(path: Path | str, detector: str, values: Mapping[str, 
     target = Path(path)
     target.write_text(tomli_w.dumps({"detectors": {detector: dict(values)}}))
     return target
+
+
+def rethreshold(
+    report: BacktestReport, recordings: Sequence[Recording], min_score: Mapping[str, float]
+) -> BacktestReport:
+    """``report`` scored again as if every detection of kind ``k`` below ``min_score[k]`` had not
+    been emitted (kinds not named keep theirs); ``recordings`` give the labels, by name."""
+    labels = {r.path.name if r.path else r.name: r.labels for r in recordings}
+    results = []
+    for result in report.results:
+        detections = pl.from_arrow(result.detections)
+        assert isinstance(detections, pl.DataFrame)
+        bar = pl.col("kind").replace_strict(dict(min_score), default=0.0, return_dtype=pl.Float64)
+        kept = detections.filter(pl.col("score") >= bar).to_arrow()
+        kept = kept.cast(result.detections.schema)
+        rescored = score(kept, labels.get(result.name))
+        results.append(dataclasses.replace(result, detections=kept, score=rescored))
+    return BacktestReport(results)
 
 
 @dataclass(frozen=True)

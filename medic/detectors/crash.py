@@ -59,6 +59,11 @@ class CrashConfig:
     """How long a survivable error (a traceback) waits for the process death that confirms it."""
     end_grace_s: NonNegative = 5.0
     """Signs this close before a deliberate end (cancel, time limit) are its consequence."""
+    fabric_wait_s: NonNegative = 25.0
+    """A crash with no error of a rank's own, of a job whose lines show a fabric error that may be
+    a failed node (a port error, a peer's retries exhausted, which node_failure holds for
+    ``fabric_hold_s``), waits this long after it: it is that failure's consequence, not a crash.
+    A crash with an error of its own is reported as usual (the fabric error follows from it)."""
 
 
 @dataclass
@@ -91,6 +96,8 @@ class CrashDetector(WatchesLiveness):
         """Job -> event time a deliberate end (cancel, time limit, preemption) began."""
         self.faulted: dict[str, int] = {}
         """Job -> event time of hardware evidence against one of its GPUs or nodes."""
+        self.fabric: dict[str, int] = {}
+        """Job -> event time of its first fabric error that may be a failed node."""
 
     def state_size(self) -> int:
         return (
@@ -99,6 +106,7 @@ class CrashDetector(WatchesLiveness):
             + len(self.pending)
             + len(self.stopping)
             + len(self.faulted)
+            + len(self.fabric)
         )
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -128,14 +136,20 @@ class CrashDetector(WatchesLiveness):
                 and watermark - pending.confirmed_at < cfg.gap_wait_s * US
             ):
                 continue
-            del self.pending[job_id]
             root = pending.incident.root
             own_error = root is not None and root.role == "root"
-            if job_id not in self.faulted and (own_error or gap < cfg.gap_wait_s * US):
+            wait = round(cfg.fabric_wait_s * US)
+            fabric = self.fabric.get(job_id, pending.incident.onset - wait - 1)
+            near = fabric >= pending.incident.onset - wait
+            if near and not own_error and watermark < fabric + wait:
+                continue
+            del self.pending[job_id]
+            unexplained = gap < cfg.gap_wait_s * US and not near
+            if job_id not in self.faulted and (own_error or unexplained):
                 self.book.reported.add(job_id)
                 found.append(self._detection(pending))
         stale = watermark - RETENTION_US
-        for state in (self.stopping, self.faulted):
+        for state in (self.stopping, self.faulted, self.fabric):
             for job_id in [j for j, t in state.items() if t < stale]:
                 del state[job_id]
         self.book.forget_ended(stale)
@@ -151,6 +165,17 @@ class CrashDetector(WatchesLiveness):
 
     def _signatures(self, frame: pl.DataFrame) -> None:
         self._hardware(frame)
+        fabric = (
+            frame.filter(
+                (pl.col("kind") == "node_failure")
+                & (pl.col("severity") != "fatal")
+                & pl.col("job_id").is_not_null()
+            )
+            .group_by("job_id")
+            .agg(pl.col("time").min().dt.epoch("us"))
+        )
+        for job_id, time in fabric.iter_rows():
+            self.fabric.setdefault(job_id, time)
         rows = frame.filter(pl.col("job_id").is_not_null()).with_columns(
             pl.col("time").dt.epoch("us").alias("time_us")
         )

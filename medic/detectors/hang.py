@@ -4,19 +4,36 @@ A hung job prints nothing until NCCL's watchdog fires 10 to 30 minutes later. Th
 learns, per job, how long the gaps between training steps usually are (river rolling quantile
 over clean gaps, scored before learned, flagged gaps never learned) and fires when the current
 silence is improbable for that job: longer than ``gap_factor`` times its p99 gap and than
-``min_silence_s``. A checkpoint or evaluation in progress buys the job a longer allowance (at
-least ``phase_allowance_s``, more if its earlier phases took longer); the end of training or a
-cancel stops the watch.
+``min_silence_s``. The end of training or a cancel stops the watch.
 
 Telemetry corroborates (``medic.detectors.hang_evidence``): while the job's GPUs are pegged
 but draw much less power than when the job progressed (spinning in an NCCL wait), or one rank's
-GPU stopped while the others spin, the silence is suspicious sooner (``corroborated_silence_s``).
-While they work (evaluation, training without printing) the job gets ``working_silence_s``;
-while they all idle (a checkpoint or data stall that prints nothing) ``idle_silence_s``, and the
-next step is due counting from the end of such a spell. GPUs corroborating a hang for
-``spin_hold_s`` fire even inside an open phase or a long step gap, and are all that watches a
-job printing no progress at all. A culprit node is named only with evidence; when all it shows
-is that the blamed nodes stopped reporting, the detection's kind is ``node_failure``.
+GPU stopped while the others spin, for ``corroborated_hold_s``, the silence is suspicious sooner:
+past ``corroborated_gap_factor`` times the p99 gap and ``corroborated_silence_s`` (and
+``stall_silence_s`` when all that shows is one rank's GPU idle, reporting itself idle: a
+data-loader stall looks the same for up to a minute). While they
+work (evaluation, training without printing) the job gets ``working_silence_s``; while they all
+idle (a checkpoint or data stall that prints nothing) ``idle_silence_s``, and the next step is
+due counting from the end of such a spell. GPUs corroborating a hang for ``spin_hold_s`` fire
+even past a long step gap, and are all that watches a job printing no progress at all.
+
+Healthy jobs spin too: in a synchronous checkpoint the ranks that do not write wait in a
+barrier, GPUs pegged at low power, as NCCL kernels busy-wait; an evaluation on some ranks or a
+data-loader stall does the same. So an open checkpoint or evaluation phase is never a hang before
+its own allowance runs out, learned per job: ``phase_factor`` times the longest such phase the
+job has had (at least ``phase_floor_s``), ``phase_allowance_s`` before it finished one. A spell of
+spinning that ended by itself with no phase printed (a checkpoint or stall the job does not
+announce) teaches the job's spell allowance the same way: the next one fires only past
+``phase_factor`` times the longest.
+
+A culprit node is named only with evidence against it (hardware counters, a stuck GPU engine,
+lost telemetry, a hardware error in its kernel log); otherwise the stuck ranks are named with no
+node, so the rules restart the job without draining a healthy node. When all the evidence is
+that the blamed nodes stopped reporting, the detection's kind is ``node_failure``.
+
+The score is ``1 - 2^(-silence / threshold)``, discounted by the GPUs' corroboration
+(``score_of``): 0.5 when the silence alone reaches its threshold, 0.8 when the GPUs corroborate
+too, rising towards 1 as the silence goes on. ``evidence`` carries what it was made of.
 
 Some hangs say so themselves: an NCCL watchdog timeout, a heartbeat monitor, Horovod's stall
 inspector or a fault-tolerance rank monitor prints that a collective or a rank has been stuck
@@ -48,8 +65,8 @@ from medic.detectors.hang_evidence import (
     verdict,
 )
 from medic.detectors.online import QuantileScorer
-from medic.detectors.progress_state import JobProgress, WatchedJobs, WatchesJobs
-from medic.detectors.telemetry import COUNTERS, GpuWindows, Window
+from medic.detectors.progress_state import JobProgress, Step, WatchedJobs, WatchesJobs
+from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Window
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
@@ -62,6 +79,15 @@ class HangConfig:
     """Never fire on a shorter silence (without corroborating telemetry)."""
     corroborated_silence_s: Positive = 45.0
     """Shortest silence that fires while telemetry shows the job's GPUs waiting."""
+    corroborated_gap_factor: Positive = 1.5
+    """... and it must exceed this many times the job's ``gap_quantile`` step gap."""
+    stall_silence_s: Positive = 90.0
+    """While the only sign is a rank left without work (its GPU idle, and reporting itself idle)
+    as the others wait, the silence must last this long too: a data-loader stall or a rank's
+    own host work (a synchronous save) looks like that for up to a minute."""
+    corroborated_hold_s: NonNegative = 20.0
+    """The GPUs must have corroborated this long (two windows) before a silence counts as
+    corroborated."""
     gap_quantile: Annotated[float, Range(gt=0, le=1)] = 0.99
     """Quantile of the job's step gaps the silence is compared with."""
     gap_factor: Positive = 3.0
@@ -74,24 +100,34 @@ class HangConfig:
     """Silence tolerated before ``grace_gaps`` are learned (or ``gap_factor`` times the longest
     gap learned so far, if longer)."""
     phase_allowance_s: NonNegative = 600.0
-    """Least silence tolerated while a checkpoint or an evaluation runs."""
-    phase_factor: Positive = 2.0
-    """... or this many times the longest such phase this job has had."""
+    """Silence tolerated while a checkpoint or an evaluation runs, before the job has finished
+    one of that kind (the cold start: synchronous saves of large models take minutes)."""
+    phase_factor: Positive = 3.0
+    """Once it has: this many times the longest such phase (or unannounced spell of spinning
+    that ended by itself) this job has had ..."""
+    phase_floor_s: NonNegative = 120.0
+    """... and at least this long."""
     working_silence_s: Positive = 1800.0
     """Silence tolerated while the GPUs work (not pegged, or drawing more than a wait does)."""
     idle_silence_s: Positive = 480.0
     """Silence tolerated while most GPUs idle (a checkpoint or data stall printing nothing)."""
     spin_hold_s: Positive = 120.0
-    """GPUs corroborating a hang this long fire even if the step model or an open phase would
-    wait longer; it is also all that fires for a job printing no progress."""
+    """GPUs corroborating a hang this long fire even if the step model would wait longer (never
+    inside an open phase or a learned spell allowance); it is also all that fires for a job
+    printing no progress."""
     watch_after_s: NonNegative = 15.0
     """Silence after which the job's telemetry is kept in full ``window_s`` windows."""
     window_s: Positive = 10.0
     """Telemetry window of a silent job (its GPUs' means per window)."""
+    carry_s: NonNegative = 35.0
+    """A GPU missing from a silent job's window keeps its latest values this long (telemetry
+    sampled every 15 or 30 s leaves most GPUs out of a 10 s window)."""
     baseline_every_s: Positive = 60.0
     """Period of a progressing job's healthy snapshots."""
-    baseline_sample_s: Positive = 10.0
-    """A progressing job's healthy snapshot: this much telemetry out of every baseline period."""
+    baseline_sample_s: Positive = 30.0
+    """A progressing job's healthy snapshot: this much telemetry out of every baseline period
+    (at least the telemetry's sampling interval, 30 s at most in practice, or the GPUs sampled
+    outside it are never in a snapshot)."""
     busy_util: Percent = 50.0
     """A GPU at this utilisation or more is working."""
     idle_util: Percent = 10.0
@@ -108,6 +144,9 @@ class HangConfig:
     median: a stand-in snapshot taken while the job was still warming up is outvoted)."""
     max_culprit_fraction: Fraction = 0.5
     """Evidence pointing at more of the job than this blames nobody."""
+    kernel_lookback_s: NonNegative = 120.0
+    """A hardware error line in a node's kernel log this long before the silence began, or
+    during it, is evidence against the node."""
     forget_after_s: Positive = 7200.0
     """Drop a job not heard of for this long (no scheduler end seen)."""
 
@@ -122,6 +161,8 @@ class JobWatch:
 
     gaps: QuantileScorer
     telemetry: JobTelemetry
+    longest_spell_us: int | None = None
+    """The longest spell of corroborating GPUs that ended by itself outside a phase."""
     alarmed: bool = False
     suspicious: bool = False
     """Its latest snapshot looked hung (jobs that print no progress)."""
@@ -141,8 +182,18 @@ class HangDetector(WatchesJobs):
         self.baseline = GpuWindows(
             c.baseline_every_s, means=("util", "power_w"), sample_s=c.baseline_sample_s
         )
-        self.silent = GpuWindows(c.window_s, means=("util", "power_w"), counters=COUNTERS, xid=True)
+        self.silent = GpuWindows(
+            c.window_s,
+            means=("util", "power_w"),
+            counters=COUNTERS,
+            throttle_mask=GPU_IDLE_REASON,
+            xid=True,
+        )
+        """A silent job's windows; ``throttled`` is the share of samples in which the GPU
+        reported itself idle."""
         self.watch: dict[str, JobWatch] = {}
+        self.kernel: dict[str, tuple[int, str]] = {}
+        """node -> (time, signature) of the latest hardware error its kernel logged."""
         self._silent_jobs: set[str] = set()
         self.stuck: dict[str, int] = {}
         """Job -> time of the line that reported it stuck (reported once until it progresses)."""
@@ -152,6 +203,7 @@ class HangDetector(WatchesJobs):
             len(self.jobs)
             + len(self.watch)
             + len(self.stuck)
+            + len(self.kernel)
             + self.baseline.state_size()
             + self.silent.state_size()
         )
@@ -163,11 +215,30 @@ class HangDetector(WatchesJobs):
         elif batch.stream == "progress":
             self._learn(batch.frame)
         elif batch.stream == "signatures":
+            self._kernel_errors(batch.frame)
             return self._reported_stuck(batch.frame)
         elif batch.stream == "gpu":
             self.baseline.add(batch.frame, self.jobs.placement)
             self.silent.add(batch.frame, self.jobs.placement, self._silent_jobs)
         return []
+
+    def _kernel_errors(self, hits: pl.DataFrame) -> None:
+        """Keep each node's latest hardware error line (a GPU or node fault of error or fatal
+        severity, logged by the node itself rather than a peer)."""
+        errors = hits.filter(
+            pl.col("implicates").is_in(["gpu", "node"])
+            & pl.col("severity").is_in(["fatal", "error"])
+            & (pl.col("role") == "root")
+            & pl.col("node").is_not_null()
+        )
+        if errors.is_empty():
+            return
+        latest = errors.group_by("node").agg(
+            pl.col("time").to_physical().max(), pl.col("signature").sort_by("time").last()
+        )
+        for node, time, signature in latest.iter_rows():
+            if node not in self.kernel or self.kernel[node][0] <= time:
+                self.kernel[node] = (time, signature)
 
     def advance(self, watermark: int) -> list[Detection]:
         for window in self.baseline.close(watermark):
@@ -177,6 +248,7 @@ class HangDetector(WatchesJobs):
         for job_id in self.jobs.release(watermark):
             self._forget(job_id)
         horizon = watermark - round(self.config.forget_after_s * US)
+        self.kernel = {node: hit for node, hit in self.kernel.items() if hit[0] >= horizon}
         for job_id in [j for j, t in self.stuck.items() if t < horizon]:
             del self.stuck[job_id]
         found = []
@@ -186,10 +258,10 @@ class HangDetector(WatchesJobs):
             if self.jobs.done(job_id) or (job is None and watch.telemetry.last_seen < horizon):
                 self._forget(job_id)
                 continue
+            if self._needs_windows(job, watch, watermark):
+                watched.add(job_id)  # alarmed too: how long the spell lasts is learned
             if watch.alarmed:
                 continue
-            if self._needs_windows(job, watch, watermark):
-                watched.add(job_id)
             detection = self._check(job_id, job, watch, watermark)
             if detection is not None:
                 watch.alarmed = True
@@ -214,6 +286,7 @@ class HangDetector(WatchesJobs):
     def _learn(self, rows: pl.DataFrame) -> None:
         for step in self.jobs.observe_progress(rows):
             watch = self._watch(step.job_id)
+            self._learn_spell(watch, step)
             watch.alarmed = False
             self.stuck.pop(step.job_id, None)
             if not step.clean or step.gap_us is None:
@@ -222,7 +295,20 @@ class HangDetector(WatchesJobs):
             ratio = watch.gaps.score(gap_s)
             if ratio is None or ratio < self.config.gap_factor:
                 watch.gaps.learn(gap_s)
-                watch.telemetry.progressed(step.time)
+                watch.telemetry.progressed(step.time, self.config)
+
+    @staticmethod
+    def _learn_spell(watch: JobWatch, step: Step) -> None:
+        """A spell of corroborating GPUs that ended with this step, outside a phase (an
+        announced phase is learned as a phase): the job spins like this when healthy (an
+        unannounced checkpoint barrier, a data-loader stall). Learned even if it was alarmed:
+        a job that went on by itself was not hung, and should not alarm at every save."""
+        since = watch.telemetry.corroborated_since
+        if since is None or not step.fresh:
+            return
+        spell = step.time - since
+        if watch.longest_spell_us is None or spell > watch.longest_spell_us:
+            watch.longest_spell_us = spell
 
     def _watch(self, job_id: str) -> JobWatch:
         watch = self.watch.get(job_id)
@@ -317,10 +403,12 @@ class HangDetector(WatchesJobs):
         self, job_id: str, job: JobProgress | None, watch: JobWatch, now: int
     ) -> Detection | None:
         """Fire when the silence since the last step passes its threshold, or when the GPUs
-        have corroborated a hang for ``spin_hold_s`` (all a job printing no progress has)."""
+        have corroborated a hang for ``spin_hold_s``; never inside the allowance of an open
+        phase or of the job's healthy spells."""
         c = self.config
         held = held_us(watch.telemetry, now, c)
         gpus = verdict(watch.telemetry, now, c)
+        corroborated = gpus in CORROBORATING and held >= c.corroborated_hold_s * US
         if job is not None and job.last_step_at is not None:
             silence = _silence(job, now)
             quiet_until = watch.telemetry.quiet_until
@@ -330,7 +418,9 @@ class HangDetector(WatchesJobs):
                 silence = min(silence, now - quiet_until)
             if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
                 return None
-            threshold = self._threshold_us(job, watch, gpus)
+            if silence < self._allowance_us(job, watch, held):
+                return None
+            threshold = self._threshold_us(watch, gpus, corroborated)
             if silence < threshold and held < c.spin_hold_s * US:
                 return None
             reference = watch.gaps.reference if watch.gaps.ready else None
@@ -340,48 +430,73 @@ class HangDetector(WatchesJobs):
                 if reference
                 else ""
             )
-            score = silence / (reference * US) if reference else silence / threshold
             onset: int | None = job.last_step_at
         elif held >= c.spin_hold_s * US:
             what = f"prints no progress and its GPUs have looked hung for {held / US:.0f}s"
-            score, onset, silence, threshold = held / (c.spin_hold_s * US), now - held, held, held
+            onset, silence, threshold = now - held, held, round(c.spin_hold_s * US)
         else:
             return None
-        blame = culprits(job, watch.telemetry, c)
-        summary = f"job {job_id} {what}; GPUs: {gpus}" + (
-            f"; culprit {blame.why}" if blame.nodes else "; no node at fault"
-        )
+        blame = culprits(job, watch.telemetry, c, self._kernel_lines(job, now))
+        if blame.nodes:
+            whom = f"; culprit {blame.why}"
+        elif blame.ranks or blame.stuck:
+            ranks = f"rank(s) {', '.join(map(str, blame.ranks))}: " if blame.ranks else ""
+            whom = f"; stuck {ranks}{blame.stuck}; no node at fault"
+        else:
+            whom = "; no node at fault"
         return Detection(
             job_id=job_id,
             kind="node_failure" if blame.nodes_went_silent else "hang",
             culprits=blame.nodes,
             ranks=blame.ranks,
-            score=float(score),
+            score=score_of(silence, threshold, corroborated),
             detector=self.name,
-            summary=summary,
+            summary=f"job {job_id} {what}; GPUs: {gpus}{whom}",
             onset=onset,
-            evidence={"silence_s": silence / US, "threshold_s": threshold / US, "gpus": gpus},
+            evidence={
+                "silence_s": silence / US,
+                "threshold_s": threshold / US,
+                "gpus": gpus,
+                "corroborated": corroborated,
+            },
         )
 
-    def _threshold_us(self, job: JobProgress, watch: JobWatch, gpus: str) -> int:
+    def _allowance_us(self, job: JobProgress, watch: JobWatch, held: int) -> int:
+        """Silence no evidence can cut short: an open phase's allowance, or, while the GPUs
+        spin with no phase open, the allowance of the job's earlier spells that ended by
+        themselves (measured from the start of this spell)."""
+        c = self.config
+        if job.phase is not None:
+            cold, floor = round(c.phase_allowance_s * US), round(c.phase_floor_s * US)
+            return job.phase_allowance_us(job.phase.kind, cold, floor, c.phase_factor)
+        if watch.longest_spell_us is None or held == 0:
+            return 0
+        spell = max(round(c.phase_floor_s * US), round(c.phase_factor * watch.longest_spell_us))
+        return _silence(job, watch.telemetry.corroborated_since or 0) + spell
+
+    def _threshold_us(self, watch: JobWatch, gpus: str, corroborated: bool) -> int:
         c = self.config
         reference = watch.gaps.reference if watch.gaps.ready else None
-        scaled = c.gap_factor * reference if reference is not None else None
-        if gpus in CORROBORATING:
-            seconds = max(c.corroborated_silence_s, scaled) if scaled else c.min_silence_s
+        if corroborated:
+            scaled = c.corroborated_gap_factor * reference if reference is not None else 0.0
+            seconds = max(c.corroborated_silence_s, scaled)
+            if gpus == "rank stopped":
+                seconds = max(seconds, c.stall_silence_s)
+        elif reference is not None:
+            seconds = max(c.min_silence_s, c.gap_factor * reference)
         else:
-            seconds = max(c.min_silence_s, scaled) if scaled else self._cold_s(watch)
+            seconds = c.min_silence_s if gpus in CORROBORATING else self._cold_s(watch)
         if gpus == "working":
             seconds = max(seconds, c.working_silence_s)
         elif gpus == "idle":
             seconds = max(seconds, c.idle_silence_s)
-        threshold = round(seconds * US)
-        if job.phase is not None:
-            allowance = job.phase_allowance_us(
-                job.phase.kind, round(c.phase_allowance_s * US), c.phase_factor
-            )
-            threshold = max(threshold, allowance)
-        return threshold
+        return round(seconds * US)
+
+    def _kernel_lines(self, job: JobProgress | None, now: int) -> dict[str, str]:
+        """Nodes whose kernel logged a hardware error since shortly before the silence."""
+        began = job.last_step_at if job is not None and job.last_step_at is not None else now
+        since = began - round(self.config.kernel_lookback_s * US)
+        return {node: what for node, (time, what) in self.kernel.items() if time >= since}
 
     def _cold_s(self, watch: JobWatch) -> float:
         """Before the step model is trusted: ``cold_silence_s``, or ``gap_factor`` times the
@@ -399,6 +514,15 @@ class HangDetector(WatchesJobs):
         self._silent_jobs.discard(job_id)
         self.baseline.forget([job_id])
         self.silent.forget([job_id])
+
+
+def score_of(silence: int, threshold: int, corroborated: bool) -> float:
+    """How sure the detection is, in [0, 1]: ``1 - 2^(-silence / threshold)`` (0.5 at the
+    threshold, towards 1 as the silence goes on), its remaining doubt cut by 60% when the GPUs
+    corroborate (0.8 at the threshold). Monotone in the silence, so a higher bar on cached
+    scores is a longer silence, without replaying."""
+    doubt = 0.5 ** (silence / max(threshold, 1))
+    return float(1.0 - doubt * (0.4 if corroborated else 1.0))
 
 
 def _silence(job: JobProgress, now: int) -> int:

@@ -7,19 +7,27 @@ silent, the latest full window, the nodes heard from in the last windows and the
 rises since the silence began.
 
 ``verdict`` names the GPUs' state: ``spinning`` (pegged but drawing much less power than when
-progressing: an NCCL wait), ``rank stopped`` (a GPU that was busy went idle, or draws idle power
-while pegged, as its peers wait), ``working`` (not pegged, or drawing more than a wait: an
-evaluation, training without printing), ``idle`` (most GPUs), ``mixed``, ``busy`` (no baseline
-yet) or ``no telemetry``. ``culprits`` names nodes only with evidence, and only when
-the evidence points at a minority of the job: a GPU that stopped while its peers wait, a node
+progressing: an NCCL wait), ``gpu stuck`` (a GPU that was busy draws idle power while pegged, or
+stopped without reporting itself idle, as its peers wait), ``rank stopped`` (a GPU that was busy
+went idle and says so, as its peers wait: a rank left without work), ``working`` (not pegged,
+or drawing more than a wait: an evaluation, training without printing), ``idle`` (most GPUs),
+``mixed``, ``busy`` (no baseline yet) or ``no telemetry``.
+
+``culprits`` names a node only with evidence against the node itself, and only when the evidence
+points at a minority of the job: a GPU pegged at 100% while drawing idle power (its engine is
+stuck: a waiting kernel draws far more), a GPU that stopped working but does not report itself
+idle (NVML's GPU-idle clocks-event reason unset: something holds it that is not running), a node
 whose telemetry stopped, hardware counters (PCIe replay, NVLink, uncorrectable ECC, Xid) that
-rose during the silence, or ranks a step behind the others. A software deadlock, where every
-GPU looks alike, blames no node.
+rose during the silence, or a hardware error line in the node's kernel log. A GPU that went
+idle and says so while its peers wait, or ranks a step behind the others, is what a rank stuck
+in host code (a dead NFS mount, a Python deadlock) looks like: those name the stuck ranks and no
+node, so the job is restarted without draining a healthy node. A software deadlock, where every
+GPU looks alike, blames nothing.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,11 +42,13 @@ if TYPE_CHECKING:
     from medic.detectors.hang import HangConfig
 
 SILENT_NODE = "its telemetry stopped"
-CORROBORATING = frozenset({"spinning", "rank stopped"})
+CORROBORATING = frozenset({"spinning", "gpu stuck", "rank stopped"})
 HOLDING = frozenset({"idle", "working"})
 EVIDENCE_COLUMNS = [f"{c}_delta" for c in COUNTERS] + ["xid"]
 _GPU = {"node": pl.String, "gpu": pl.Int16}
-_NO_GPUS = pl.DataFrame(schema=_GPU)
+_NO_GPUS = pl.DataFrame(schema=_GPU | {"stuck": pl.Boolean})
+"""Stopped GPUs: ``stuck`` says the GPU itself looks stuck (pegged at idle power, or idle
+without reporting the GPU-idle reason) rather than left without work by its rank."""
 
 
 @dataclass
@@ -67,11 +77,11 @@ class JobTelemetry:
         take a while to confirm one)."""
         self.pending, self.pending_end, self.last_seen = gpus, end, end
         if self.healthy is None and _state(self, gpus, config) in ("working", "busy"):
-            self._healthy(gpus)
+            self._healthy(gpus, end, config)
 
-    def progressed(self, time: int) -> None:
+    def progressed(self, time: int, config: HangConfig) -> None:
         if self.pending is not None and time >= self.pending_end:
-            self._healthy(self.pending)
+            self._healthy(self.pending, self.pending_end, config)
             self.pending = None
 
     def glance(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> bool:
@@ -80,14 +90,21 @@ class JobTelemetry:
         self.last_seen = end
         state = _state(self, gpus, config)
         if state in ("working", "busy"):
-            self._healthy(gpus)
+            self._healthy(gpus, end, config)
         return state in CORROBORATING
 
     def observe_silence(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
-        """A full window while the job is silent (or looks hung)."""
-        self.latest, self.latest_end, self.last_seen = gpus, end, end
+        """A full window while the job is silent (or looks hung). GPUs sampled less often than
+        a window (telemetry every 15 or 30 s) keep their latest values for ``carry_s``, so the
+        GPUs' state is judged on all of them, not on the third that a window happened to hold."""
         self.recent_nodes.append(set(gpus.get_column("node").to_list()))
         self.since = _summed(self.since, gpus.select("node", "gpu", *EVIDENCE_COLUMNS))
+        gpus = gpus.with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
+        if self.latest is not None:
+            recent = pl.col("seen_at") >= end - round(config.carry_s * US)
+            carried = self.latest.join(gpus, on=list(_GPU), how="anti").filter(recent)
+            gpus = pl.concat([gpus, carried.select(gpus.columns)]).sort(list(_GPU))
+        self.latest, self.latest_end, self.last_seen = gpus, end, end
         state = _state(self, gpus, config)
         if state == "mixed" and self.state in HOLDING:
             state = self.state  # a window half-way out of an idle or working spell
@@ -107,27 +124,39 @@ class JobTelemetry:
 
     def stopped(self, gpus: pl.DataFrame | None, config: HangConfig) -> pl.DataFrame:
         """GPUs that were busy in the healthy snapshot and are now idle, or pegged at idle
-        power while their peers spin."""
+        power while their peers spin (column ``stuck``: the GPU itself looks stuck)."""
         healthy = self.healthy
         if gpus is None or healthy is None or gpus.is_empty():
             return _NO_GPUS
         util, power = gpus.get_column("util"), gpus.get_column("power_w")
         pegged = util >= config.spin_util
-        stopped = util < config.idle_util
+        stuck = pl.Series([False] * gpus.height)
         if int(pegged.sum()) * 2 > gpus.height:
             peers_power = power.filter(pegged).median()
             if peers_power is not None:
                 low = config.stuck_power_ratio * float(peers_power)  # type: ignore[arg-type]
-                stopped = stopped | (pegged & (power < low))
+                stuck = pegged & (power < low)
+        idle = util < config.idle_util
+        stopped = idle | stuck
         if not stopped.any():
             return _NO_GPUS
+        if "throttled" in gpus.columns:  # the share of samples reporting the GPU-idle reason
+            unannounced = idle & (gpus.get_column("throttled").fill_null(1.0) < 0.5)
+            stuck = stuck | unannounced
         busy_before = healthy.filter(pl.col("util") >= config.busy_util).select(list(_GPU))
-        now = gpus.filter(stopped).select(list(_GPU))
+        now = gpus.select(list(_GPU)).with_columns(stuck=stuck).filter(stopped)
         return now.join(busy_before, on=list(_GPU), how="semi")
 
-    def _healthy(self, gpus: pl.DataFrame) -> None:
-        self.healthy = gpus
+    def _healthy(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
+        """A healthy snapshot; GPUs it lacks (sampled less often than it lasts) keep their last
+        healthy values for three baseline periods."""
         power = gpus.get_column("power_w").median()
+        gpus = gpus.with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
+        if self.healthy is not None:
+            recent = pl.col("seen_at") >= end - round(3 * config.baseline_every_s * US)
+            kept = self.healthy.join(gpus, on=list(_GPU), how="anti").filter(recent)
+            gpus = pl.concat([gpus, kept.select(gpus.columns)]).sort(list(_GPU))
+        self.healthy = gpus
         if power is not None:
             self.power.update(float(power))  # type: ignore[arg-type]
 
@@ -154,8 +183,9 @@ def _state(telemetry: JobTelemetry, gpus: pl.DataFrame, config: HangConfig) -> s
     if int((util >= config.busy_util).sum()) * 2 < gpus.height:
         idle = int((util < config.idle_util).sum())
         return "idle" if idle * 2 >= gpus.height else "mixed"
-    if not telemetry.stopped(gpus, config).is_empty():
-        return "rank stopped"
+    stopped = telemetry.stopped(gpus, config)
+    if not stopped.is_empty():
+        return "gpu stuck" if stopped.get_column("stuck").any() else "rank stopped"
     busy = util >= config.busy_util
     if float(util.filter(busy).median()) < config.spin_util:  # type: ignore[arg-type]
         return "working"
@@ -169,11 +199,14 @@ def _state(telemetry: JobTelemetry, gpus: pl.DataFrame, config: HangConfig) -> s
 
 @dataclass(frozen=True)
 class Blame:
-    """The nodes the evidence points at, the ranks on them, and each node's evidence."""
+    """The nodes the evidence points at with each node's evidence, and the stuck ranks (on
+    those nodes, or with no node at fault when only the ranks' behaviour shows)."""
 
     nodes: tuple[str, ...] = ()
     ranks: tuple[int, ...] = ()
     reasons: dict[str, str] = field(default_factory=dict)
+    stuck: str = ""
+    """What shows the stuck ranks when no node is at fault (empty otherwise)."""
 
     @property
     def why(self) -> str:
@@ -185,16 +218,23 @@ class Blame:
         return bool(self.nodes) and all(r == SILENT_NODE for r in self.reasons.values())
 
 
-def culprits(job: JobProgress | None, telemetry: JobTelemetry, config: HangConfig) -> Blame:
-    """Nodes the evidence points at, when they are a minority of the job."""
+def culprits(
+    job: JobProgress | None,
+    telemetry: JobTelemetry,
+    config: HangConfig,
+    kernel: dict[str, str] | None = None,
+) -> Blame:
+    """Nodes the evidence points at, when they are a minority of the job; otherwise the ranks
+    that look stuck. ``kernel`` maps nodes to a hardware error their kernel logged lately."""
     share = config.max_culprit_fraction
     healthy = telemetry.healthy
     gpus = healthy.height if healthy is not None else 0
     reasons: dict[str, str] = {}
     stopped = telemetry.stopped(telemetry.latest, config)
-    if not stopped.is_empty() and stopped.height <= share * max(gpus, 1):
-        for node in sorted(set(stopped.get_column("node").to_list())):
-            reasons.setdefault(node, "its GPU stopped while the others wait")
+    if stopped.height > share * max(gpus, 1):
+        stopped = _NO_GPUS
+    for node in sorted(set(stopped.filter("stuck").get_column("node").to_list())):
+        reasons.setdefault(node, "its GPU looks stuck (stopped as the others wait, yet not idle)")
     heard = set().union(*telemetry.recent_nodes) if telemetry.recent_nodes else set()
     known = set(healthy.get_column("node").to_list()) if healthy is not None else set()
     if heard and known - heard:
@@ -206,13 +246,44 @@ def culprits(job: JobProgress | None, telemetry: JobTelemetry, config: HangConfi
             for node in sorted(set(rising.get_column("node").to_list())):
                 reasons.setdefault(node, "hardware error counters rose")
     rank_steps = job.rank_steps if job is not None else {}
-    for rank in _lagging_ranks(rank_steps):
-        reasons.setdefault(rank_steps[rank][1], "its ranks are a step behind")
     nodes = known | heard | {node for _, node in rank_steps.values()}
-    if not reasons or (len(nodes) > 1 and len(reasons) > share * len(nodes)):
-        return Blame()
-    ranks = sorted(r for r, (_, node) in rank_steps.items() if node in reasons)
-    return Blame(tuple(sorted(reasons)), tuple(ranks), reasons)
+    for node, line in sorted((kernel or {}).items()):
+        if node in nodes:
+            reasons.setdefault(node, f"its kernel logged {line}")
+    if reasons and (len(nodes) <= 1 or len(reasons) <= share * len(nodes)):
+        ranks = sorted(r for r, (_, node) in rank_steps.items() if node in reasons)
+        return Blame(tuple(sorted(reasons)), tuple(ranks), reasons)
+    per_node = Counter(healthy.get_column("node").to_list()) if healthy is not None else Counter()
+    return _stuck_ranks(rank_steps, stopped.filter(~pl.col("stuck")), per_node, share)
+
+
+def _stuck_ranks(
+    rank_steps: dict[int, tuple[int, str]],
+    idle: pl.DataFrame,
+    per_node: Counter[str],
+    share: float,
+) -> Blame:
+    """No node at fault: the ranks whose GPU went idle while the others wait (when every rank
+    of that node prints, the n-th of them runs on its n-th GPU) and the ranks a step behind
+    the others."""
+    lagging = _lagging_ranks(rank_steps)
+    if len(lagging) > share * max(len(rank_steps), 1):
+        lagging = []
+    on_node: dict[str, list[int]] = {}
+    for rank, (_, node) in sorted(rank_steps.items()):
+        on_node.setdefault(node, []).append(rank)
+    ranks = set(lagging)
+    for node, gpu in idle.select("node", "gpu").iter_rows():
+        local = on_node.get(node, [])
+        if len(local) == per_node[node] and gpu < len(local):
+            ranks.add(local[gpu])
+    shown = [f"{node} GPU {gpu}" for node, gpu in idle.select("node", "gpu").iter_rows()]
+    what = []
+    if shown:
+        what.append(f"{', '.join(shown)} went idle while the others wait")
+    if lagging:
+        what.append(f"rank {', '.join(map(str, sorted(lagging)))} a step behind")
+    return Blame(ranks=tuple(sorted(ranks)), stuck="; ".join(what))
 
 
 def _summed(since: pl.DataFrame | None, rises: pl.DataFrame) -> pl.DataFrame:

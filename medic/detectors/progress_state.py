@@ -90,8 +90,11 @@ class JobProgress:
     rank_steps: dict[int, tuple[int, str]] = field(default_factory=dict)
     """rank -> (last step it printed, node), for ranks that print steps."""
 
-    def phase_allowance_us(self, kind: str, minimum_us: int, factor: float) -> int:
-        return max(minimum_us, round(factor * self.longest_phase_us.get(kind, 0)))
+    def phase_allowance_us(self, kind: str, cold_us: int, floor_us: int, factor: float) -> int:
+        """How long a phase of ``kind`` may run: ``factor`` times the longest this job has had
+        (at least ``floor_us``), or ``cold_us`` before the job finished one."""
+        longest = self.longest_phase_us.get(kind)
+        return cold_us if longest is None else max(floor_us, round(factor * longest))
 
 
 class ProgressTracker:

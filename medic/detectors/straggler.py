@@ -18,10 +18,30 @@ The detector fires once both hold and the suspects are a minority of the job; th
 the suspect nodes. A job that is uniformly slow everywhere has no suspect and is not a
 straggler; a job that prints no parsable progress is not judged. After firing, the job is not
 judged again until it is neither slowed nor suspect (no flapping).
+
+A straggler present from the job's first step never shows as a slowdown against the job's own
+baseline (it is in the baseline), and its offset from its peers would be learned as the way that
+GPU always looked. So the raw peer comparison also looks for a *cause* of slowness: a busy GPU
+whose SM clock sits ``z_threshold`` below its peers' and at most ``cause_clock_ratio`` of their
+median while it has slowdown clocks-event reasons set (power cap, thermal, HW slowdown) that its
+peers have not, or draws markedly less power (capped). A node caused-flagged in ``peer_k`` of
+``peer_n`` windows, first within the ``grace_windows`` of its GPUs being watched (before the
+job's baseline could be trusted), is a straggler without the pace vote; one that turns up later
+still needs the job to slow.
+
+A node whose network degrades is named from its logs: ``flap_count`` InfiniBand/RoCE link drops
+(the kernel's mlx5 ``Link down``, NCCL's ``port error`` async event) within ``flap_window_s``
+make it a straggler on their own; one drop is not flapping. NCCL then routes around the port or
+retries, so the job runs slower with no GPU standing out.
+
+Scores (``score_of``) are in [0, 1]: the doubt ``2^(-strength)`` (strength: the robust z over
+``z_threshold``, or the link drops over ``flap_count``), cut by 60% for each corroboration (the
+job slowed against its own baseline; a cause of slowness on the GPU).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
@@ -34,6 +54,7 @@ from medic.detectors.pace import PaceModel
 from medic.detectors.progress_state import WatchedJobs, WatchesJobs
 from medic.detectors.telemetry import DEFAULT_THROTTLE_MASK, GpuWindows, Window
 from medic.ingest.base import Batch
+from medic.timeutil import US
 
 FEATURES = (
     "sm_clock_mhz",
@@ -51,7 +72,25 @@ FEATURE_NAMES = {
     "pcie_replay_delta": "PCIe replays",
     "nvlink_errors_delta": "NVLink errors",
 }
-_NODES = {"job_id": pl.String, "node": pl.String, "history": pl.Int64}
+_NODES = {
+    "job_id": pl.String,
+    "node": pl.String,
+    "history": pl.Int64,
+    "cause_history": pl.Int64,
+    "cause_seen": pl.Int64,
+}
+"""Per job and node: the k-of-n bit histories of its flags and causes, and how many windows its
+GPUs had been watched when the current run of causes began."""
+LINK_DOWN = ("mlx5_link_down", "ib_port_error")
+"""The catalogue's signatures of an InfiniBand/RoCE port going down (a flap when it comes back):
+the kernel's mlx5 line, and NCCL's async event on the host whose port it is."""
+ONE_DROP_US = 30 * US
+"""Lines of one drop (the kernel's, and the NCCL async event every rank on the node prints)
+come within seconds of each other: within this span they count once."""
+CAUSE = "cause"
+NETWORK = "network"
+FEATURE_NAMES[CAUSE] = "SM clock held low (clocks-event reasons or a power cap)"
+FEATURE_NAMES[NETWORK] = "network link drops"
 
 
 @dataclass(frozen=True)
@@ -74,9 +113,11 @@ class StragglerConfig:
     if longer (a silent job is the hang detector's business)."""
     window_s: Positive = 30.0
     """Peer-comparison window."""
-    sample_s: Positive = 10.0
+    sample_s: Positive = 30.0
     """Telemetry used per window (its first seconds): the comparison needs means, not every
-    sample, and reading a third of them keeps the detector cheap at scale."""
+    sample. It must cover the telemetry's sampling interval (15 or 30 s with dcgm-exporter
+    behind Prometheus), or the GPUs sampled outside it are never compared; with 1 Hz telemetry
+    a third of each window (10 s) is enough and costs a third."""
     z_threshold: Positive = 4.0
     """Robust z-score of a GPU against its peers (per feature) that makes a deviation."""
     busy_util: Percent = 50.0
@@ -100,9 +141,18 @@ class StragglerConfig:
     counter_floor: NonNegative = 2.0
     """Least spread assumed among peers, per feature, so identical peers do not make tiny
     differences look huge."""
+    cause_clock_ratio: Fraction = 0.9
+    """A cause of slowness counts only on a GPU clocked this far below its peers' median or
+    lower (10% less work per second: a straggler, not the spread among healthy parts that hit
+    their power limit now and then)."""
     throttle_mask: Count = DEFAULT_THROTTLE_MASK
     """NVML clocks-event reason bits that count as throttling (SW power cap, HW slowdown, SW
     thermal, HW thermal, HW power brake by default)."""
+    flap_count: PositiveCount = 2
+    """Link drops in the kernel log of one node, within ``flap_window_s``, that make it a
+    network straggler without the pace vote."""
+    flap_window_s: Positive = 900.0
+    """The span over which a node's link drops are counted."""
     forget_after_s: Positive = 7200.0
     """Drop a job not heard of for this long (no scheduler end seen)."""
 
@@ -134,6 +184,10 @@ class Suspect:
     job_gpus: int
     job_nodes: int
     flagged_gpus: int
+    caused: bool = False
+    """A cause of slowness shows on the GPU (clocks held low by a slowdown reason, or a cap)."""
+    early: bool = False
+    """... and it showed within the GPU's first windows: there from the job's first step."""
 
 
 @register
@@ -141,7 +195,7 @@ class StragglerDetector(WatchesJobs):
     """Fires when a job slowed against itself *and* a minority of its GPUs stands out."""
 
     name: ClassVar[str] = "straggler"
-    streams: ClassVar[frozenset[str]] = frozenset({"progress", "gpu", "scheduler"})
+    streams: ClassVar[frozenset[str]] = frozenset({"progress", "gpu", "scheduler", "signatures"})
     Config: ClassVar[type] = StragglerConfig
 
     def __init__(self, config: StragglerConfig | None = None) -> None:
@@ -162,9 +216,12 @@ class StragglerDetector(WatchesJobs):
             | {f"offset_{f}": pl.Float64 for f in FEATURES}
         )
         self._nodes = pl.DataFrame(schema=_NODES)
+        self.link_drops: dict[str, deque[int]] = {}
+        """node -> times of its latest link drops (at most ``flap_count``)."""
 
     def state_size(self) -> int:
-        return len(self.jobs) + len(self.paces) + self._offsets.height + self.telemetry.state_size()
+        held = len(self.jobs) + len(self.paces) + self._offsets.height + len(self.link_drops)
+        return held + self.telemetry.state_size()
 
     def update(self, batch: Batch) -> list[Detection]:
         if batch.stream == "scheduler":
@@ -177,7 +234,16 @@ class StragglerDetector(WatchesJobs):
                 pace.observe(step, suspect=step.job_id in self.suspects)
         elif batch.stream == "gpu":
             self.telemetry.add(batch.frame, self.jobs.placement, self.paces.keys())
+        elif batch.stream == "signatures":
+            self._link_drops(batch.frame)
         return []
+
+    def _link_drops(self, hits: pl.DataFrame) -> None:
+        drops = hits.filter(pl.col("signature").is_in(LINK_DOWN) & pl.col("node").is_not_null())
+        for node, time in drops.select("node", pl.col("time").to_physical()).iter_rows():
+            times = self.link_drops.setdefault(node, deque(maxlen=self.config.flap_count))
+            if not times or abs(time - times[-1]) >= ONE_DROP_US:
+                times.append(time)
 
     def advance(self, watermark: int) -> list[Detection]:
         found = []
@@ -186,48 +252,82 @@ class StragglerDetector(WatchesJobs):
             found.extend(self._judge(window.end))
         self._forget(self.jobs.release(watermark))
         self._forget([job_id for job_id in self.paces if self.jobs.done(job_id)])
+        horizon = watermark - round(self.config.flap_window_s * US)
+        self.link_drops = {n: t for n, t in self.link_drops.items() if t[-1] >= horizon}
         return found
 
     def _judge(self, now: int) -> list[Detection]:
         """Once per window: every job's pace votes; a slowed job with suspects is a straggler.
         An alarmed job is judged afresh only once it is neither slowed nor suspect."""
         found = []
+        flapping = self._flapping(now)
         for job_id, pace in self.paces.items():
             pace.vote(now)
-            suspects = self.suspects.get(job_id)
+            suspects = self.suspects.get(job_id, []) + flapping.get(job_id, [])
             if job_id in self.alarmed:
                 if not pace.slowed and not suspects:
                     self.alarmed.discard(job_id)
                 continue
-            if pace.slowed and suspects:
+            if suspects and (pace.slowed or any(s.early for s in suspects)):
                 found.append(self._detection(job_id, pace, suspects))
                 self.alarmed.add(job_id)
         return found
 
+    def _flapping(self, now: int) -> dict[str, list[Suspect]]:
+        """Nodes of running jobs whose links dropped ``flap_count`` times within
+        ``flap_window_s``: suspects sure enough to fire alone (one drop is no flapping)."""
+        c = self.config
+        placement = self.jobs.placement
+        if not self.link_drops or placement is None or placement.is_empty():
+            return {}
+        since = now - round(c.flap_window_s * US)
+        counts = {n: sum(t >= since for t in times) for n, times in self.link_drops.items()}
+        sizes = placement.group_by("job_id").agg(pl.len().alias("nodes"))
+        flapping = [n for n, k in counts.items() if k >= c.flap_count]
+        rows = placement.filter(pl.col("node").is_in(flapping))
+        found: dict[str, list[Suspect]] = {}
+        for node, job_id, nodes in rows.join(sizes, on="job_id").sort("node").iter_rows():
+            drops = counts[node]
+            suspect = Suspect(node, -1, drops / c.flap_count, NETWORK, 0, nodes, 0, True, True)
+            found.setdefault(job_id, []).append(suspect)
+        share = c.max_culprit_fraction
+        return {
+            job_id: nodes
+            for job_id, nodes in found.items()
+            if len(nodes) <= max(1.0, share * nodes[0].job_nodes)
+        }
+
     def _detection(self, job_id: str, pace: PaceModel, suspects: list[Suspect]) -> Detection:
         culprits = sorted({s.node for s in suspects})
-        top = max(suspects, key=lambda s: s.z)
+        top = max(suspects, key=lambda s: (s.feature != NETWORK, s.z))
         progress = self.jobs.progress.jobs.get(job_id)
         ranks = sorted(
             rank
             for rank, (_, node) in (progress.rank_steps.items() if progress else ())
             if node in culprits
         )
-        ratio = pace.ratio or 0.0
-        summary = (
-            f"job {job_id} runs {ratio:.2f}x slower than its own baseline "
-            f"({pace.source} pace); {', '.join(culprits)} stand out from the job's "
-            f"{top.job_gpus} GPUs: {top.node} GPU {top.gpu} {FEATURE_NAMES[top.feature]} "
-            f"(robust z {top.z:.1f})"
+        ratio = pace.ratio
+        pace_says = (
+            f"runs {ratio:.2f}x slower than its own baseline ({pace.source} pace)"
+            if pace.slowed and ratio is not None
+            else "has been slow since its first steps (no baseline free of it)"
         )
+        if top.feature == NETWORK:
+            why = f"{top.node}: {FEATURE_NAMES[NETWORK]} (its kernel or NCCL logged them)"
+        else:
+            why = (
+                f"{', '.join(culprits)} stand out from the job's {top.job_gpus} GPUs: "
+                f"{top.node} GPU {top.gpu} {FEATURE_NAMES[top.feature]} (robust z {top.z:.1f})"
+            )
+        strength = top.z if top.feature == NETWORK else top.z / self.config.z_threshold
         return Detection(
             job_id=job_id,
             kind="straggler",
             culprits=tuple(culprits),
             ranks=tuple(ranks),
-            score=float(top.z),
+            score=score_of(strength, pace.slowed, any(s.caused for s in suspects)),
             detector=self.name,
-            summary=summary,
+            summary=f"job {job_id} {pace_says}; {why}",
             evidence={"slowdown": ratio, "z": top.z, "feature": top.feature},
         )
 
@@ -256,33 +356,64 @@ class StragglerDetector(WatchesJobs):
         scored = scored.with_columns(
             [d.alias(f"d_{f}") for d, f in zip(deviation, FEATURES, strict=True)]
         ).with_columns(pl.max_horizontal(f"d_{f}" for f in FEATURES).alias("z"))
+        reason = pl.max_horizontal(pl.col("z_throttled"), -pl.col("z_power_w"))
+        held_low = pl.min_horizontal(-pl.col("z_sm_clock_mhz"), reason)
         scored = scored.with_columns(
             pl.coalesce(
                 pl.when(pl.col(f"d_{f}") == pl.col("z")).then(pl.lit(i))
                 for i, f in enumerate(FEATURES)
             ).alias("feature"),
             (
-                (pl.col("z") >= c.z_threshold) & (pl.col("seen").fill_null(0) >= c.grace_windows)
+                (pl.col("z") >= c.z_threshold)
+                & (pl.col("seen").fill_null(0) >= c.grace_windows)
+                & (pl.col("util") >= c.busy_util)
             ).alias("flagged"),
+            held_low.alias("cause_z"),
+            (
+                (held_low >= c.z_threshold)
+                & (pl.col("util") >= c.busy_util)
+                & (
+                    pl.col("sm_clock_mhz")
+                    <= c.cause_clock_ratio * pl.col("sm_clock_mhz").median().over("job_id")
+                )
+            ).alias("caused"),
         )
         self._track_nodes(scored)
         self._learn_offsets(scored)
 
     def _track_nodes(self, scored: pl.DataFrame) -> None:
-        """Push each node's flag (its worst GPU's) into its k-of-n history; persistent, still
-        flagged nodes that are a minority of their job become its suspects."""
+        """Push each node's flag and cause (its worst GPU's) into their k-of-n histories;
+        persistent, still flagged (or caused) nodes that are a minority of their job become its
+        suspects."""
         c = self.config
         keys = ["job_id", "node"]
         worst = scored.group_by(keys).agg(
-            pl.col("z", "gpu", "feature", "flagged").sort_by("z").last()
+            pl.col("z", "gpu", "feature", "flagged").sort_by("z").last(),
+            pl.col("cause_z").max(),
+            pl.col("gpu").sort_by("cause_z").last().alias("cause_gpu"),
+            pl.col("caused").any(),
+            pl.col("seen").fill_null(0).max(),
         )
         nodes = worst.join(self._nodes, on=keys, how="left").with_columns(
-            push_flags(pl.col("history"), pl.col("flagged"), c.peer_n).alias("history")
+            push_flags(pl.col("history"), pl.col("flagged"), c.peer_n).alias("history"),
+            push_flags(pl.col("cause_history"), pl.col("caused"), c.peer_n).alias("cause_history"),
+        )
+        nodes = nodes.with_columns(
+            pl.when(flag_count(pl.col("cause_history")) == 0)
+            .then(None)
+            .otherwise(pl.col("cause_seen").fill_null(pl.col("seen")))
+            .alias("cause_seen")
         )
         self._nodes = pl.concat(
             [self._nodes.join(nodes, on=keys, how="anti"), nodes.select(list(_NODES))]
         )
-        persistent = nodes.filter((flag_count(pl.col("history")) >= c.peer_k) & pl.col("flagged"))
+        caused = (flag_count(pl.col("cause_history")) >= c.peer_k) & pl.col("caused")
+        persistent = nodes.filter(
+            ((flag_count(pl.col("history")) >= c.peer_k) & pl.col("flagged")) | caused
+        ).with_columns(
+            caused.alias("caused"),
+            (caused & (pl.col("cause_seen") < c.grace_windows)).alias("early"),
+        )
         if persistent.is_empty():
             self.suspects = {}
             return
@@ -294,20 +425,23 @@ class StragglerDetector(WatchesJobs):
             .agg(
                 pl.col("node").n_unique().alias("job_nodes"),
                 pl.len().alias("job_gpus"),
-                pl.col("flagged").sum().alias("flagged_gpus"),
+                (pl.col("flagged") | pl.col("caused")).sum().alias("flagged_gpus"),
             )
         )
         suspects: dict[str, list[Suspect]] = {}
         for row in persistent.join(sizes, on="job_id").sort(keys).iter_rows(named=True):
+            by_cause = row["caused"] and not row["flagged"]
             suspects.setdefault(row["job_id"], []).append(
                 Suspect(
                     node=row["node"],
-                    gpu=row["gpu"],
-                    z=row["z"],
-                    feature=FEATURES[row["feature"]],
+                    gpu=row["cause_gpu"] if by_cause else row["gpu"],
+                    z=row["cause_z"] if by_cause else row["z"],
+                    feature=CAUSE if by_cause else FEATURES[row["feature"]],
                     job_gpus=row["job_gpus"],
                     job_nodes=row["job_nodes"],
                     flagged_gpus=row["flagged_gpus"],
+                    caused=row["caused"],
+                    early=row["early"],
                 )
             )
         self.suspects = {
@@ -364,3 +498,11 @@ class StragglerDetector(WatchesJobs):
         self.telemetry.forget(job_ids)
         self._offsets = self._offsets.filter(~pl.col("job_id").is_in(job_ids))
         self._nodes = self._nodes.filter(~pl.col("job_id").is_in(job_ids))
+
+
+def score_of(strength: float, slowed: bool, caused: bool) -> float:
+    """How sure a straggler detection is, in [0, 1]: the doubt ``2^(-strength)`` (0.5 at the
+    alarm's z threshold or flap count), cut by 60% for each corroboration: the job slowed
+    against its own baseline; a cause of slowness on the culprit."""
+    doubt = 0.5 ** max(strength, 0.0) * (0.4 if slowed else 1.0) * (0.4 if caused else 1.0)
+    return float(1.0 - doubt)

@@ -27,6 +27,8 @@ COUNTERS = ("pcie_replay", "nvlink_errors", "ecc_dbe")
 DEFAULT_THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 """NVML clocks-event reasons that slow a GPU: SW power cap, HW slowdown, SW thermal, HW thermal,
 HW power brake (nvml.h ``nvmlClocksEventReason*``); idle and application-clock bits are not."""
+GPU_IDLE_REASON = 0x1
+"""NVML's ``nvmlClocksEventReasonGpuIdle``: nothing runs on the GPU and its clocks drop to idle."""
 
 
 @dataclass(frozen=True)

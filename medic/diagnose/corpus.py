@@ -16,8 +16,9 @@ One TOML file per family (``tests/data/real/failures/*.toml``)::
     file = "slurm-552190.out"  # the file the lines are in (default: output.log)
     lines = '''...'''          # or several [[case.file]] tables with name and lines
 
-A case is right when its first incident (earliest onset) has the truth's kind, culprit and
-onset, and a look-alike yields no incident at all.
+A case is right when its first incident (earliest onset) has the truth's onset and its first
+detection (the one the rules act on first, and a backtest scores) the truth's kind and
+culprit, and a look-alike yields no incident at all.
 """
 
 from __future__ import annotations
@@ -129,14 +130,15 @@ def score(case: Case, findings: Sequence[Finding]) -> Verdict:
     if not findings:
         return Verdict(False, False, False, False, ("nothing found",))
     first = findings[0]
+    detection = first.detections[0]
     problems: list[str] = []
-    kind = first.kind == case.kind
+    kind = detection.kind == case.kind
     if not kind:
-        problems.append(f"kind {first.kind}, not {case.kind}")
+        problems.append(f"kind {detection.kind}, not {case.kind}")
     expected = None if case.culprit is None else ((case.culprit,) if case.culprit else ())
-    culprit = expected is None or tuple(first.culprits) == expected
+    culprit = expected is None or tuple(detection.culprits) == expected
     if not culprit:
-        problems.append(f"culprits {first.culprits}, not {expected}")
+        problems.append(f"culprits {detection.culprits}, not {expected}")
     onset = case.onset is None or (first.onset is not None and abs(first.onset - case.onset) <= US)
     if not onset:
         problems.append(f"onset {first.onset}, not {case.onset}")

@@ -30,9 +30,10 @@ from medic.ingest.base import Batch, Event, Watermark
 from medic.pipeline import Incident, Pipeline
 from medic.timeutil import US
 
-TAIL_S = 30
+TAIL_S = 45
 """Event time run past the last line, for held detections (a crash waits for hardware
-evidence a few seconds) to come out; shorter than any silence the hang detector acts on."""
+evidence a few seconds, for a fabric error's verdict half a minute) to come out; shorter than
+any silence the hang detector acts on without telemetry (a minute)."""
 MAX_TICKS = 4 * 3600
 """Watermarks a gap between lines gets at most (one a second, then spread evenly)."""
 MAX_EVIDENCE_LINES = 8

@@ -30,6 +30,14 @@ def test_default_routes_drain_culprits_then_requeue_excluding_them() -> None:
     assert "hardware-fault decided" in match.verdicts[1].why
 
 
+def test_default_routes_restart_a_hang_with_only_stuck_ranks_and_drain_nothing() -> None:
+    # The hang detector's answer when nothing points at a node: the stuck ranks, no culprit.
+    for score in (0.5, 0.8):
+        hang = Detection("42", "hang", (), ranks=(13,), score=score, detector="hang")
+        match = RuleSet(load_rules()).match(hang)
+        assert match.intents == (Intent("requeue", "unattributed-hang", job_id="42"),)
+
+
 def test_every_route_says_why_it_did_not_match() -> None:
     ruleset = rules(
         {"name": "kinds", "kinds": ["hang"], "actions": ["requeue"]},

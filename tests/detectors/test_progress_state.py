@@ -55,8 +55,9 @@ def test_a_phase_opens_on_its_start_and_closes_on_its_end_or_the_next_step() -> 
     assert job.phase is None
     assert job.longest_phase_us["checkpoint"] == 60 * US
     assert not step.clean  # the gap spanned the checkpoint
-    assert job.phase_allowance_us("checkpoint", 600 * US, 2.0) == 600 * US
-    assert job.phase_allowance_us("checkpoint", 60 * US, 2.0) == 120 * US
+    assert job.phase_allowance_us("eval", 600 * US, 120 * US, 3.0) == 600 * US  # none yet
+    assert job.phase_allowance_us("checkpoint", 600 * US, 10 * US, 3.0) == 180 * US
+    assert job.phase_allowance_us("checkpoint", 600 * US, 300 * US, 3.0) == 300 * US
 
 
 def test_evaluation_bars_of_another_framework_stay_inside_the_eval_phase() -> None:

@@ -7,8 +7,9 @@ import pytest
 from medic.config import ConfigError, from_dict
 from medic.detectors.straggler import StragglerConfig, StragglerDetector
 from medic.timeutil import US
-from tests.builders import at
-from tests.detectors.training import COMPUTE, GpuState, Job, megatron_line, run
+from tests.builders import at, log
+from tests.detectors.scenarios import kernel
+from tests.detectors.training import COMPUTE, GpuState, Job, constant, megatron_line, run
 
 ONSET = 600.0
 HOT = {"sm_clock_mhz": 1350.0, "temp_c": 89.0, "power_w": 480.0, "throttle_reasons": 0x40}
@@ -126,3 +127,79 @@ def test_config_is_typed_and_checked() -> None:
     assert from_dict(StragglerConfig, {"z_threshold": 5}).z_threshold == 5.0
     with pytest.raises(ConfigError, match="persistence"):
         from_dict(StragglerConfig, {"peer_k": 5, "peer_n": 4}, "detectors.straggler")
+
+
+CAPPED = {"sm_clock_mhz": 1590.0, "power_w": 400.0, "throttle_reasons": 0x4}
+"""A GPU power-capped below its peers (``nvidia-smi -pl``): the SW power-cap clocks-event reason,
+its clock and power held down while it computes."""
+
+
+def slow_from_the_start(telemetry: GpuState, until: float = 900.0) -> Job:
+    return Job().start().steps(10, until, every=2.6).telemetry(0, until, telemetry)
+
+
+def test_a_gpu_power_capped_from_the_first_step_is_found() -> None:
+    (found,) = run(StragglerDetector(), [slow_from_the_start(one_gpu("n3", 1, CAPPED, 0))], 900)
+    assert found.culprits == ("n3",)
+    assert found.detected_at <= at(300)
+    assert "since its first steps" in found.summary and "n3 GPU 1" in found.summary
+    assert 0.5 < found.score < 1.0
+
+
+def test_a_node_throttled_from_the_first_step_is_found() -> None:
+    slowdown = {"sm_clock_mhz": 1410.0, "power_w": 520.0, "throttle_reasons": 0x8}
+
+    def throttled_node(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return COMPUTE | slowdown if node == "n2" else COMPUTE
+
+    (found,) = run(StragglerDetector(), [slow_from_the_start(throttled_node)], 900)
+    assert found.culprits == ("n2",)
+
+
+def test_a_gpu_that_always_clocks_lower_for_no_reason_is_not_blamed_from_the_start() -> None:
+    # A slower part of the same SKU: lower clock, same power, no clocks-event reason set.
+    slower_part = {"sm_clock_mhz": 1830.0}
+    job = slow_from_the_start(one_gpu("n1", 2, slower_part, 0))
+    assert run(StragglerDetector(), [job], 900) == []
+
+
+def test_every_gpu_capped_alike_is_no_straggler() -> None:
+    assert run(StragglerDetector(), [slow_from_the_start(constant(COMPUTE | CAPPED))], 900) == []
+
+
+def link_down(job: Job, t: float, node: str) -> None:
+    """mlx5e_update_carrier()'s line as the kernel log ships it (Linux
+    drivers/net/ethernet/mellanox/mlx5/core/en_main.c)."""
+    job.logs.append(kernel(t, node, "mlx5_core 0000:4b:00.0 ibp75s0: Link down"))
+    job.logs.append(kernel(t + 7, node, "mlx5_core 0000:4b:00.0 ibp75s0: Link up"))
+
+
+def test_a_node_whose_infiniband_port_flaps_is_named() -> None:
+    job = slow_from_the_start(constant(COMPUTE))
+    link_down(job, 200, "n2")
+    link_down(job, 420, "n2")
+    job.logs.sort(key=lambda r: r["time"])
+    (found,) = run(StragglerDetector(), [job], 900)
+    assert found.culprits == ("n2",)
+    assert at(420) <= found.detected_at <= at(460)
+    assert "network link drops" in found.summary
+
+
+def test_one_link_drop_without_a_slowdown_is_no_straggler() -> None:
+    job = slow_from_the_start(constant(COMPUTE))
+    link_down(job, 200, "n2")
+    job.logs.sort(key=lambda r: r["time"])
+    assert run(StragglerDetector(), [job], 900) == []
+
+
+def test_the_lines_of_one_drop_count_once() -> None:
+    # The kernel's line and NCCL's async event from each of the node's ranks: one drop.
+    job = slow_from_the_start(constant(COMPUTE))
+    link_down(job, 200, "n2")
+    for rank in range(4, 8):
+        event = (
+            f"n2:4242:4250 [{rank - 4}] NCCL WARN NET/IB : mlx5_1:1 Got async event : port error"
+        )
+        job.logs.append(log(200.4, event, "n2", "100", rank=rank))
+    job.logs.sort(key=lambda r: r["time"])
+    assert run(StragglerDetector(), [job], 900) == []

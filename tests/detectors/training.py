@@ -21,7 +21,8 @@ JOB = "100"
 COMPUTE = {"util": 97.0, "power_w": 620.0, "temp_c": 66.0, "sm_clock_mhz": 1980.0}
 EVAL = {"util": 84.0, "power_w": 410.0, "temp_c": 60.0, "sm_clock_mhz": 1980.0}
 SPIN = {"util": 100.0, "power_w": 180.0, "temp_c": 55.0, "sm_clock_mhz": 1980.0}
-IDLE = {"util": 0.0, "power_w": 70.0, "temp_c": 40.0, "sm_clock_mhz": 345.0}
+IDLE = {"util": 0.0, "power_w": 70.0, "temp_c": 40.0, "sm_clock_mhz": 345.0, "throttle_reasons": 1}
+"""Nothing to run: NVML's GPU-idle clocks-event reason (0x1) set, clocks down."""
 
 GpuState = Callable[[float, str, int], dict[str, Any]]
 
