@@ -57,6 +57,10 @@ WARMUP_S = 3.0
 STEP_EVERY_S = 0.5
 POLL_S = 0.05
 TIMEOUT_S = 60.0
+ENDED = frozenset(
+    {"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}
+)
+"""Slurm job states a job does not leave (a requeue may race a cancel: it is cancelled again)."""
 USER = "nobody"
 """The user the slurm setup's jobs run as (the routes act on this user's jobs only)."""
 FILES_JOB_BASE = 7_700_000
@@ -118,21 +122,13 @@ def append(path: Path, line: str) -> None:
 
 
 class Served:
-    """A ``medic serve`` process and its /metrics."""
+    """A ``medic serve`` process (``medic serve --config``, logging to ``log``) and its /metrics."""
 
     def __init__(self, config: Path, log: Path) -> None:
-        self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "medic", "serve", "--config", str(config)],
-            stdout=log.open("a"),
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + TIMEOUT_S
-        while not (found := re.search(r"on 127\.0\.0\.1:(\d+)", log.read_text())):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise SystemExit(f"medic serve did not start: see {log}")
-            time.sleep(0.1)
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{found.group(1)}", timeout=5)
+        argv = [sys.executable, "-m", "medic", "serve", "--config", str(config)]
+        with log.open("a") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{listening(log, self.proc)}")
 
     def counter(self, name: str, **labels: str) -> float:
         """The sum of a counter's series whose labels include ``labels``."""
@@ -147,6 +143,16 @@ class Served:
         self.client.close()
         self.proc.terminate()
         self.proc.wait(timeout=60)
+
+
+def listening(log: Path, proc: subprocess.Popen[bytes]) -> int:
+    """The port ``medic serve`` reports listening on in its log, once it does."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (found := re.search(r"on 127\.0\.0\.1:(\d+)", log.read_text())):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit(f"medic serve did not start: see {log}")
+        time.sleep(0.1)
+    return int(found.group(1))
 
 
 def wait_above(read: Callable[[], float], before: float, since: float) -> float | None:
@@ -194,8 +200,13 @@ path = "{self.db}"
 paths = ["{self.jobs_dir}/%j/%N.out", "{self.kern_dir}/%N.log"]
 """
 
-    def new_job(self, index: int) -> Job:
+    def new_job(self, index: int) -> Job | None:
+        """A job started for injection ``index`` (None: it did not start; try another)."""
         raise NotImplementedError
+
+    def alive(self, job: Job) -> bool:
+        """Whether the job still runs (another user of a shared cluster may have ended it)."""
+        return True
 
     def end_job(self, job: Job) -> None:
         """Clean up after the fault (nothing to do without Slurm)."""
@@ -257,33 +268,29 @@ actions = ["requeue"]
 """
         )
 
-    def new_job(self, index: int) -> Job:
-        out = run(
-            "runuser",
-            "-u",
-            USER,
-            "--",
-            "sbatch",
-            "--parsable",
-            "--requeue",
-            "-N1",
-            "--output=/dev/null",
-            "--chdir=/tmp",
-            "--job-name=medic-live-bench",
-            "--wrap",
-            "sleep 900",
-        )
+    def new_job(self, index: int) -> Job | None:
+        argv = ["sbatch", "--parsable", "--requeue", "-N1", "--output=/dev/null", "--chdir=/tmp"]
+        out = run("runuser", "-u", USER, "--", *argv, "--wrap", "sleep 900")
         job_id = out.strip().split(";")[0]
-        fields = wait_job(job_id, lambda state: state == "RUNNING")
+        fields = wait_job(job_id, lambda state: state not in ("PENDING", "CONFIGURING"))
+        if fields.get("JobState") != "RUNNING":
+            return None
         node = fields["BatchHost"]
         return Job(job_id, node, self.jobs_dir / job_id / f"{node}.out")
 
+    def alive(self, job: Job) -> bool:
+        return show("job", job.job_id).get("JobState") == "RUNNING"
+
     def end_job(self, job: Job) -> None:
         """Cancel the job (again if a requeue raced the cancel) and resume medic's drain."""
-        wait_job(job.job_id, lambda state: state == "CANCELLED", cancel=True)
+        wait_job(job.job_id, lambda state: state in ENDED, cancel=True)
         node = show("node", job.node)
         if "DRAIN" in node.get("State", "") and node.get("Reason", "").startswith("medic:"):
-            run("scontrol", "update", f"nodename={job.node}", "state=resume")
+            subprocess.run(  # someone else may resume it first on a shared cluster
+                ["scontrol", "update", f"nodename={job.node}", "state=resume"],
+                capture_output=True,
+                check=False,
+            )
 
 
 def wait_job(job_id: str, ok: Callable[[str], bool], cancel: bool = False) -> dict[str, str]:
@@ -344,12 +351,19 @@ def measure(setup: Setup, kinds: list[str], injections: int) -> Results:
         return lambda: served.counter("medic_detections_total", kind=kind)
 
     try:
-        for index in range(injections * len(kinds)):
-            kind = kinds[index % len(kinds)]
+        index = 0
+        while len(done) < injections * len(kinds):
+            kind = kinds[len(done) % len(kinds)]
             job = setup.new_job(index)
+            index += 1
+            if job is None:
+                continue
             writer.start(job)
             time.sleep(WARMUP_S)
             writer.stop(job)
+            if not setup.alive(job):
+                setup.end_job(job)
+                continue
             detected, acted = detections(kind)(), requeues()
             inject(setup, kind, job)
             written_us, since = time.time_ns() // 1000, time.monotonic()

@@ -73,7 +73,8 @@ restart_now = true
 def test_serve_drains_requeues_and_repeats_nothing_after_restart(
     slurm: SlurmCluster, tmp_path: Path
 ) -> None:
-    jobs = slurm.jobs_dir
+    jobs = tmp_path / "jobs"  # not the cluster's shared job directory: old runs' files stay there
+    jobs.mkdir()
     trigger = tmp_path / "inject-xid"
     xid_job = slurm.sbatch("--requeue", script=training_script("xid", trigger, jobs))
     hang_job = slurm.sbatch("--requeue", script=training_script("hang", trigger, jobs))

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +49,13 @@ poll_interval_s = 0.1
 class Served:
     """A `medic serve` process with its log, and its HTTP port once it listens."""
 
-    def __init__(self, config: Path, log: Path) -> None:
+    def __init__(self, config: Path, log: Path, env: Mapping[str, str] | None = None) -> None:
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "medic", "serve", "--config", str(config)],
             stdout=log.open("a"),
             stderr=subprocess.STDOUT,
+            env=env,
         )
         found = wait_for(lambda: re.search(r"on 127\.0\.0\.1:(\d+)", log.read_text()), 60)
         self.port = int(found.group(1))

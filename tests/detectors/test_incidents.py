@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from medic.ingest.replay import Delay, ReplayConfig
+from medic.ingest.replay import Delay, ReplayConfig, ReplaySource
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 
 # NVIDIA's Xid catalogue: 79 (GPU has fallen off the bus); the format as in leptonai/gpud#46
@@ -85,3 +85,33 @@ def test_logs_delivered_0_to_30_s_late_by_node_give_the_same_attribution(seed: i
     blamed = [(d.kind, d.culprits, d.job_id) for d in found if d.culprits]
     assert blamed == [("gpu_fault", ("n3",), "100")]
     assert {d.kind for d in found} <= {"crash", "gpu_fault"}
+
+
+def test_a_gpu_fault_after_a_straggler_of_the_same_job_is_acted_on_too() -> None:
+    from medic.actions.config import load_rules
+    from medic.actions.recorder import RecordingExecutor
+    from medic.actions.stage import ActionStage
+    from medic.detectors.base import build_detectors
+    from medic.pipeline import Pipeline
+    from tests.builders import log, recording
+    from tests.detectors.test_straggler import HOT, job_slowing, one_gpu
+
+    job = job_slowing(1.4, one_gpu("n2", 3, HOT), until=1200)
+    job.logs.append(log(1000.5, XID_79_N3, node="n3", job_id=None, source="system"))
+    rec = recording(
+        1200,
+        logs=sorted(job.logs, key=lambda r: r["time"]),
+        gpu=job.gpu,
+        scheduler=job.scheduler,
+    )
+    nodes = sorted({row["node"] for row in job.gpu})
+    rules = load_rules({"mode": "enforce", "guards": {"max_drained_nodes": 2}})
+    stage = ActionStage(rules, RecordingExecutor(nodes))
+    pipeline = Pipeline(build_detectors(enabled=["straggler", "gpu_fault"]), responders=[stage])
+    found = pipeline.run(ReplaySource(rec))
+    assert [(d.kind, d.culprits) for d in found] == [("straggler", ("n2",)), ("gpu_fault", ("n3",))]
+    assert found[1].incident == found[0].id
+    taken = [
+        (r["action"], r["node"]) for r in stage.actions_table().to_pylist() if r["guard"] is None
+    ]
+    assert taken == [("drain", "n2"), ("requeue", None), ("drain", "n3"), ("requeue", None)]
