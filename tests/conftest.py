@@ -110,6 +110,7 @@ class SlurmCluster:
             lambda: {"busy": self.run("squeue", "-h", "-t", "R,CG,S", "-o", "%i").stdout},
             lambda v: not v["busy"].strip(),
             "jobs to end",
+            timeout=90.0,  # a loaded 2-core machine can take over 30 s to end a killed job
         )
 
 

@@ -79,7 +79,7 @@ def test_serve_drains_requeues_and_repeats_nothing_after_restart(
     xid_job = slurm.sbatch("--requeue", script=training_script("xid", trigger, jobs))
     hang_job = slurm.sbatch("--requeue", script=training_script("hang", trigger, jobs))
     xid_node = slurm.wait_job(xid_job)["BatchHost"]
-    slurm.wait_job(hang_job)
+    hang_node = slurm.wait_job(hang_job)["BatchHost"]
     log = tmp_path / "serve-0.log"
     service = Served(write_config(tmp_path, jobs), log)
     try:
@@ -105,7 +105,10 @@ def test_serve_drains_requeues_and_repeats_nothing_after_restart(
     db = tmp_path / "history.duckdb"
     detections = rows(db, "SELECT job_id, kind, culprits FROM detections ORDER BY job_id")
     assert (xid_job, "gpu_fault", [xid_node]) in detections
-    assert (hang_job, "hang", []) in detections
+    # A hang names a node only on evidence against it: the Xid on its node when both jobs
+    # shared one, else none.
+    hang_culprits = [xid_node] if hang_node == xid_node else []
+    assert (hang_job, "hang", hang_culprits) in detections
     actions = rows(db, "SELECT job_id, action, node, status FROM actions ORDER BY time")
     assert (xid_job, "drain", xid_node, "done") in actions
     assert (xid_job, "requeue", None, "done") in actions
