@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SlurmCluster, _find_cluster
+from tests.conftest import SlurmCluster
 from tests.test_service import Served, append, rows, wait_for
 
 # NVIDIA's Xid 79; the kernel line's format as leptonai/gpud#46 shows it
@@ -22,18 +22,6 @@ XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=3141, GPU has fallen off the bus."
 CUDA_ERROR = "[rank0]: RuntimeError: CUDA error: unspecified launch failure"
 # Megatron-LM's training_log line (megatron/training/training.py)
 STEP = "[rank0]: iteration $i | consumed samples: $((i*512)) | lm loss: 2.341E+00"
-
-
-@pytest.fixture(scope="module")
-def cluster() -> SlurmCluster:
-    """The running local Slurm, shared with others: these tests touch only their own jobs and
-    the nodes medic drained for them."""
-    found = _find_cluster()
-    if isinstance(found, str):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true needs the local Slurm: {found}")
-        pytest.skip(found)
-    return found
 
 
 class Live:
@@ -137,8 +125,9 @@ actions = ["drain", "requeue"]
 
 
 @pytest.fixture
-def live(cluster: SlurmCluster, tmp_path: Path) -> Iterator[Live]:
-    found = Live(cluster, tmp_path)
+def live(slurm: SlurmCluster, tmp_path: Path) -> Iterator[Live]:
+    slurm.reset()  # nodes an earlier test left drained would keep the requeued job pending
+    found = Live(slurm, tmp_path)
     yield found
     found.close()
 
