@@ -2,7 +2,7 @@
 
 Each format names its framework and what its lines mean (``EVENTS``), the literals that find its
 lines, a Rust regex whose named groups (``FIELDS``) read them, and where the format was
-observed. The progress parser (``medic.ingest.progress``) tries them by priority; a line none
+observed. The progress parser (``medic.parse.progress``) tries them by priority; a line none
 of them reads may still be read by the learning reader (``medic.parse.learned``).
 """
 

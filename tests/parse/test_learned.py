@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from medic.ingest.progress import ProgressParser
+from medic.parse.progress import ProgressParser
 from tests.builders import batch, log
 
 

@@ -38,7 +38,7 @@ def test_each_file_reads_alike_on_its_own_and_line_by_line_batches_learn_as_one(
     # The learning reader keeps what it learned per job between batches: the word-LM lines
     # fed one at a time give the same steps, once the template has recurred.
     cases = FILES["pytorch_examples_word_lm"]
-    from medic.ingest.progress import ProgressParser
+    from medic.parse.progress import ProgressParser
 
     parser = ProgressParser()
     one_by_one = [read_job([case], parser)[0] for case in cases]

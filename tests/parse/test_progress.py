@@ -12,7 +12,8 @@ import pytest
 from medic.config import ConfigError, from_dict
 from medic.detectors.base import DETECTORS, load_builtin
 from medic.ingest.base import Batch
-from medic.ingest.progress import (
+from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
+from medic.parse.progress import (
     ANSI_ESCAPE,
     FORMATS,
     LOOKALIKE,
@@ -21,7 +22,6 @@ from medic.ingest.progress import (
     ProgressFormat,
     ProgressParser,
 )
-from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
 from medic.pipeline import Pipeline
 from tests.builders import batch, bundled_logs, log
 
