@@ -44,6 +44,12 @@ FIELDS = (
 DESC = "desc"
 """A progress bar's description (the text before its bar): a bar described as loading,
 evaluating, tokenising, downloading... (``LOOKALIKE``) is not training."""
+TOTAL = "total"
+"""A loop's length, as its bar shows it (``step/total``). A job's training loop and the other
+loops it runs in between (Hugging Face Trainer's evaluation bar, Keras ``evaluate()``) print
+the same bar without a description that tells them apart; the evaluation loop runs over the
+evaluation set, smaller than the training run, so under one description the loop with the
+largest total is training and a bar with a smaller total is another loop."""
 LOOKALIKE = (
     r"(?i)load|map\b|map \(|filter|eval|valid|test|predict|infer|generat|token|process|shard"
     r"|convert|saving|extract|cach|sampl|decod|encod|prompt|fetch|prepar|writ|read|index|build"
@@ -349,13 +355,16 @@ FORMATS: tuple[ProgressFormat, ...] = (
     # Keras Progbar (keras/utils/generic_utils.py, Keras 3 keras/src/utils/progbar.py):
     # "  100/1875 [>....] - ETA: 1s - loss: 0.5", "1875/1875 [=====] - 5s 2ms/step - loss: 0.3"
     # and Keras 3's "  100/1875 ━━━━━━━━━━━━━━━━━━━━ 1s 1ms/step - accuracy: 0.8 - loss: 0.5";
-    # a bar without metrics is predict().
+    # a bar without metrics is predict(). evaluate() prints the same bar with its metrics,
+    # over the test set's batches (keras/src/callbacks/progbar_logger.py: a new Progbar with
+    # the test steps as its target): a smaller total than fit()'s bars (TOTAL).
     ProgressFormat(
         "keras",
         "step",
         ("s/step", "- ETA: ", "━"),
-        r"^\s*(?P<step>\d+)/\d+ (?:\[[=>.]*\]|━+)\s+(?:- )?(?:ETA: )?\S+(?: (?:(?P<step_time_s>"
-        r"[0-9.]+)s|(?P<step_time_ms>[0-9.]+)ms|(?P<step_time_us>[0-9.]+)us)/step)? - \w+: ",
+        r"^\s*(?P<step>\d+)/(?P<total>\d+) (?:\[[=>.]*\]|━+)\s+(?:- )?(?:ETA: )?\S+"
+        r"(?: (?:(?P<step_time_s>[0-9.]+)s|(?P<step_time_ms>[0-9.]+)ms"
+        r"|(?P<step_time_us>[0-9.]+)us)/step)? - \w+: ",
         "keras-team/keras keras/src/utils/progbar.py Progbar.update(); tf-keras "
         "keras/utils/generic_utils.py",
     ),
@@ -573,12 +582,16 @@ FORMATS: tuple[ProgressFormat, ...] = (
     # A bare tqdm bar (Hugging Face Trainer's, or any loop's): " 12%|█▏  | 120/1000
     # [02:00<14:40,  1.00s/it]"; the rate reads "?it/s" until tqdm has one. Its description
     # (the text before the percentage, after the last \r or a message printed on the same
-    # line) says which loop it is: loading, evaluation, tokenising... bars are no steps.
+    # line) says which loop it is: loading, evaluation, tokenising... bars are no steps. The
+    # Trainer's evaluation bar has no description (ProgressCallback.on_prediction_step: a bar
+    # of len(eval_dataloader), beside the training bar of max_steps): its smaller total tells it
+    # apart (TOTAL).
     ProgressFormat(
         "tqdm",
         "step",
         ("s/it", "it/s"),
-        _TQDM_LAST + r"(?:^|[\r}])(?P<desc>[^\r}|]*?)\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/\d+ "
+        _TQDM_LAST + r"(?:^|[\r}])(?P<desc>[^\r}|]*?)\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/"
+        r"(?P<total>\d+) "
         r"\[[0-9:]+<[0-9:?]+,\s*(?:" + _TQDM_RATE + r"|\?it/s)",
         "tqdm/tqdm tqdm/std.py format_meter (default bar format)",
         bar=True,

@@ -195,6 +195,57 @@ def test_tqdm_carriage_return_updates_keep_the_last() -> None:
     assert one("  0%|          | 0/1000 [00:00<?, ?it/s]")["step_time_s"] is None
 
 
+def test_an_evaluation_bar_beside_the_training_bar_makes_no_step() -> None:
+    # transformers trainer_callback.py ProgressCallback: the training bar counts to max_steps,
+    # the evaluation bar (no description either) to len(eval_dataloader). Batch by batch: what
+    # the training bar showed is kept.
+    parser = ProgressParser()
+    train = parse(" 10%|█         | 300/3000 [05:00<45:00,  1.00s/it]", parser=parser)
+    assert [r["step"] for r in train] == [300]
+    evaluation = parse(
+        "  8%|▊         | 10/125 [00:01<00:11,  9.81it/s]",
+        "100%|██████████| 125/125 [00:10<00:00, 12.38it/s]",
+        parser=parser,
+    )
+    assert evaluation == []
+    again = parse(" 10%|█         | 301/3000 [05:12<45:10,  1.10s/it]", parser=parser)
+    assert [r["step"] for r in again] == [301]
+
+
+def test_a_smaller_loop_before_the_training_loop_in_one_batch() -> None:
+    # The largest total is training, whichever comes first; a bar before the larger loop's
+    # first line cannot be told apart yet. Keras evaluate() after fit() (Progbar, test steps).
+    rows = parse(
+        " 100/1875 [=>............................] - ETA: 9s - loss: 0.9230",
+        "1875/1875 [==============================] - 14s 7ms/step - loss: 0.3076",
+        "313/313 [==============================] - 1s 3ms/step - loss: 0.0772",
+    )
+    assert [r["step"] for r in rows] == [100, 1875]
+
+
+def test_loops_are_told_apart_per_process_description_and_job() -> None:
+    # Another rank's, another description's and another job's bar have their own totals.
+    parser = ProgressParser()
+    parse(" 10%|█         | 300/3000 [05:00<45:00,  1.00s/it]", parser=parser, rank=0)
+    rows = parse(
+        " 10%|█         | 12/120 [00:12<01:48,  1.00s/it]",
+        "Epoch 1:  10%|█         | 12/120 [00:12<01:48,  1.00s/it]",
+        parser=parser,
+        rank=1,
+    )
+    assert [r["step"] for r in rows] == [12, 12]
+    other = parse(" 10%|█         | 12/120 [00:12<01:48,  1.00s/it]", parser=parser, job_id="7")
+    assert [r["step"] for r in other] == [12]
+
+
+def test_a_job_end_forgets_its_loops() -> None:
+    parser = ProgressParser()
+    parse(" 10%|█         | 300/3000 [05:00<45:00,  1.00s/it]", parser=parser)
+    parse("slurmstepd: error: *** JOB 100 ON n1 CANCELLED AT 2026-03-01T10:00 ***", parser=parser)
+    rows = parse(" 10%|█         | 12/120 [00:12<01:48,  1.00s/it]", parser=parser)
+    assert [r["step"] for r in rows] == [12]
+
+
 def test_lightning_bars_and_checkpoint() -> None:
     # lightning/pytorch/callbacks/progress/tqdm_progress.py and callbacks/model_checkpoint.py.
     rows = parse(
