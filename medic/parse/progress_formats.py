@@ -83,8 +83,9 @@ class ProgressFormat:
     unit: str | None = None
     """Unit of the ``throughput`` group."""
     bar: bool = False
-    """A progress bar of any loop: read as a step unless its description (the ``desc``
-    group) says it is no training loop (``LOOKALIKE``)."""
+    """A progress bar (or metrics line) of any loop: read as a step unless its description
+    (the ``desc`` group: a bar's text, a metrics collection's name) says it is no training
+    loop (``LOOKALIKE``)."""
     once: tuple[str, ...] = ()
     """For a format that reads the last of several matches on a line (its pattern begins with
     ``^.*``): literals of which each match holds one, at a place that fixes where the match
@@ -367,6 +368,55 @@ FORMATS: tuple[ProgressFormat, ...] = (
         r"|(?P<step_time_us>[0-9.]+)us)/step)? - \w+: ",
         "keras-team/keras keras/src/utils/progbar.py Progbar.update(); tf-keras "
         "keras/utils/generic_utils.py",
+    ),
+    # Levanter (src/levanter/callbacks/_metrics.py pbar_logger: a tqdm_loggable bar described
+    # "train", its postfix the loss), logged once a minute by tqdm_loggable's display()
+    # (tqdm_loggable/tqdm_logging.py): "Progress on:train 1.23kit/10.0kit rate:1.1it/s
+    # remaining:2:10:12 elapsed:18:40 postfix:loss=2.94". The counts are tqdm's format_sizeof
+    # ("5.00it", "15.0it", "150it", "1.23kit"): a count with an SI prefix is rounded, so it
+    # gives no step number; without a total the count is printed bare ("150/-").
+    ProgressFormat(
+        "levanter",
+        "step",
+        ("Progress on:",),
+        r"Progress on:(?P<desc>.*?) (?:(?P<step>[0-9]+(?:\.[0-9]+)?)(?:it)?|[0-9.]+[kMGTPEZY]it)/"
+        r"\S+ rate:(?:(?P<it_per_s>[0-9.,]+)it/s|-) remaining:",
+        "stanford-crfm/levanter src/levanter/callbacks/_metrics.py pbar_logger(); "
+        "tradingstrategy-ai/tqdm-loggable tqdm_loggable/tqdm_logging.py tqdm_logging.display()",
+        bar=True,
+    ),
+    # t5x's train metrics through CLU's LoggingWriter (clu/metric_writers/logging_writer.py
+    # write_scalars: "[step] collection=<name> k=v, ..." sorted by key; t5x/models.py names
+    # the rates "timing/steps_per_second", "timing/seqs_per_second", ...). The evaluation
+    # collections ("training_eval/<task>") are no training steps.
+    ProgressFormat(
+        "t5x",
+        "step",
+        ("timing/steps_per_second=",),
+        r"^\[(?P<step>\d+)\](?: collection=(?P<desc>\S+))? .*?\btiming/steps_per_second="
+        r"(?P<it_per_s>[0-9.]+(?:e[-+]?[0-9]+)?)",
+        "google/CommonLoopUtils clu/metric_writers/logging_writer.py write_scalars(); "
+        "google-research/t5x t5x/models.py (timing metrics), t5x/trainer.py MetricsManager",
+        bar=True,
+    ),
+    # paxml: the train program logs "steps/sec: 1.234567" (paxml/programs.py
+    # _compute_steps_per_sec), then its summary "Metrics values at step 100:" and one
+    # "  name=value (weight=...)" line per metric (paxml/summary_utils.py write_summary_entry).
+    # The rate line is the step; the summary line after it gives its number. Evaluation
+    # summaries print the same "Metrics values" line with no rate line of their own.
+    ProgressFormat(
+        "paxml",
+        "step",
+        ("steps/sec: ",),
+        r"^steps/sec: (?P<it_per_s>[0-9.]+)$",
+        "google/paxml paxml/programs.py _compute_steps_per_sec()",
+    ),
+    ProgressFormat(
+        "paxml",
+        "part",
+        ("Metrics values at step ",),
+        r"^Metrics values at step (?P<step>\d+):$",
+        "google/paxml paxml/summary_utils.py write_summary_entry()",
     ),
     # OLMo (olmo/train.py Trainer.log_metrics_to_console): one record over several lines,
     # "[step=100/739328]" then "    train/CrossEntropyLoss=2.345", ...,

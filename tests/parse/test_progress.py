@@ -470,3 +470,46 @@ def test_parsers_table_in_settings_configures_the_pipeline_s_parser() -> None:
     assert parser.config.patterns[0].pattern == pattern
     with pytest.raises(ConfigError, match="unknown parser 'progres'"):
         Pipeline.from_settings({"parsers": {"progres": {}}})
+
+
+def test_levanter_tqdm_loggable_lines() -> None:
+    # levanter callbacks/_metrics.py pbar_logger through tqdm_loggable's display(): a count
+    # with an SI prefix is rounded by format_sizeof and gives no step number.
+    rows = parse(
+        "Progress on:train 640it/10.0kit rate:1.6it/s remaining:1:37:40 elapsed:06:40 "
+        "postfix:loss=3.12",
+        "Progress on:train 2.56kit/10.0kit rate:2.0it/s remaining:1:02:00 elapsed:21:20 "
+        "postfix:loss=2.87",
+        "Progress on:eval 4.00it/20.0it rate:5.0it/s remaining:00:03 elapsed:00:01 postfix:-",
+    )
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [
+        ("levanter", 640, 0.625),
+        ("levanter", None, 0.5),
+    ]
+
+
+def test_t5x_clu_train_collection_and_not_its_evaluations() -> None:
+    # clu LoggingWriter.write_scalars: "[step] collection=<name> k=v, ..." sorted by key.
+    rows = parse(
+        "[2400] collection=train accuracy=0.5, loss=2.5, timing/seconds=40, "
+        "timing/steps_per_second=2.5",
+        "[2400] collection=training_eval/c4 accuracy=0.5, timing/steps_per_second=8",
+    )
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [("t5x", 2400, 0.4)]
+
+
+def test_paxml_rate_line_takes_its_number_from_the_summary_after_it() -> None:
+    # paxml programs.py logs steps/sec, then summary_utils.py the "Metrics values" block; an
+    # evaluation's block after it has no rate line and adds no step.
+    rows = parse(
+        "steps/sec: 0.500000",
+        "Metrics values at step 300:",
+        "  loss=2.500000",
+        "step: 300, eval test c4 loss: 2.61",
+        "Metrics values at step 300:",
+        "steps/sec: 0.250000",
+    )
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [
+        ("paxml", 300, 2.0),
+        ("paxml", None, 4.0),
+    ]
