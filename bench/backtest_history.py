@@ -5,8 +5,9 @@ Each round backtests the recordings one after the other (``run_backtest``, one w
 DuckDB file; the best of ``--repeat`` interleaved rounds of each is kept, so a neighbour's
 burst of CPU does not count. Printed: the two wall times and their ratio (the target is at
 most 1.2), the same for the process's CPU time (all threads, DuckDB's included), which a busy
-machine disturbs far less than wall time, then where the history's extra time goes (``--profile``: the functions of
-``medic.history`` and DuckDB's calls that cost the most, cumulative, from one profiled round).
+machine disturbs far less than wall time, then where the history's extra time goes
+(``--profile``: the functions of ``medic.history`` and DuckDB's calls that cost the most,
+cumulative, from one profiled round).
 
     .venv/bin/python bench/backtest_history.py datasets/oom-s1 datasets/gpu_hang-s1
     .venv/bin/python bench/backtest_history.py datasets --repeat 2 --profile
@@ -66,9 +67,10 @@ def main() -> None:
     for clock, index in (("wall", 0), ("CPU", 1)):
         base = min(r[0][index] for r in rounds)
         history = min(r[1][index] for r in rounds)
+        ratio = history / base
         print(f"backtest            {clock:>4}   {base:8.2f} s   1.00x")
         print(
-            f"backtest --history  {clock:>4}   {history:8.2f} s   {history / base:.2f}x  (target <= 1.20x)"
+            f"backtest --history  {clock:>4}   {history:8.2f} s   {ratio:.2f}x  (target <= 1.20x)"
         )
     if args.profile:
         print(profile(paths, args.top))
