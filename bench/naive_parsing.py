@@ -126,11 +126,13 @@ class NaiveSignatures:
                     rank = _int(groups["rank"])
                 if rank is None:
                     rank = prefix_rank
+                named = groups["ranks"]
+                ranks = [int(r) for r in named.split(",")] if named else [rank]
                 pci = groups["pci"]
-                out.append(
+                out.extend(
                     (
                         time,
-                        rank,
+                        each,
                         entry.id,
                         table["kind"] if table else entry.kind,
                         table["severity"] if table else entry.severity,
@@ -141,6 +143,7 @@ class NaiveSignatures:
                         groups["host"] or prefix_host,
                         _int(groups["exit_code"]),
                     )
+                    for each in ranks
                 )
                 break
         return out
