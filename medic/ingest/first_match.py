@@ -13,6 +13,10 @@ one-scan filter a parser runs first: the lines holding any literal.
 A pattern may come with a cheaper regex that reads alike the lines holding some literals at most
 once (``Shortcut``): a progress bar's ``^.*`` that picks the last of several bars on a line
 doubles the cost of capturing, and most lines hold one bar.
+
+A regex that reads fewer than ``ALONE`` lines of a batch reads them inside one tagged regex of
+every pattern and shortcut (``medic.ingest.tagged_regex``), compiled once, instead of alone
+(compiled again each batch once polars' cache of 32 regexes has let it go).
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import numpy as np
 import polars as pl
 import polars.selectors as cs
 
-MATCHED = "_matched"
-"""An empty group added at the end of each regex: set on the lines it matches."""
+from medic.ingest.tagged_regex import MATCHED, TaggedRegex
+
 ROW, PATTERN = "_row", "_pattern"
 """Columns of a reading: the line's index and the pattern that read it."""
 REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
 """Characters a Rust regex reads as syntax, escaped in a literal."""
+ALONE = 256
+"""Lines of a batch from which a regex reads them alone; fewer are read tagged."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +64,13 @@ class FirstMatch:
             raise ValueError("shortcuts need one entry (or None) per pattern")
         self.fields = tuple(fields)
         self._count = len(patterns)
-        self._regexes = [_marked(p) for p in patterns]
-        self._shortcuts = [
-            None if cut is None else (_marked(cut.pattern), list(cut.literals))
-            for cut in (shortcuts or [None] * len(patterns))
-        ]
+        cuts = list(shortcuts or [None] * len(patterns))
+        self._shortcuts = [(i, list(cut.literals)) for i, cut in enumerate(cuts) if cut is not None]
+        """The patterns with a shortcut, and its literals; shortcut ``i`` is regex
+        ``patterns + i``."""
+        everyone = [*patterns, *(None if cut is None else cut.pattern for cut in cuts)]
+        self._regexes = [None if r is None else _marked(r) for r in everyone]
+        self._tagged = TaggedRegex(everyone)
         self._literals = sorted({lit for lits in literals for lit in lits})
         self._patterns_of = pl.Series(
             [[i for i, lits in enumerate(literals) if lit in lits] for lit in self._literals],
@@ -124,14 +132,15 @@ class FirstMatch:
 
     def _attempt(self, tries: np.ndarray, text: pl.Series) -> pl.DataFrame:
         """Each line's first try (of ``tries``, sorted) whose pattern matches it, with the groups
-        it read; each pattern's regex runs once, on the lines it is tried on."""
-        order = np.argsort(tries % self._count, kind="stable")
-        rows, patterns = tries[order] // self._count, tries[order] % self._count
-        texts = text.gather(rows)
-        starts = np.flatnonzero(_run_starts(patterns)).tolist()
+        it read; each regex runs once, on the lines it is tried on (or they are read tagged)."""
+        rows, regexes = tries // self._count, self._regex_of(tries, text)
+        runs = self._runs(regexes, rows, text)
+        order = np.argsort(runs, kind="stable")
+        texts = text.gather(rows[order])
+        starts = np.flatnonzero(_run_starts(runs[order])).tolist()
         parts = [
-            self._extract(int(patterns[lo]), texts.slice(lo, hi - lo))
-            for lo, hi in zip(starts, [*starts[1:], len(patterns)], strict=True)
+            self._read_run(int(runs[order[lo]]), regexes[order[lo:hi]], texts.slice(lo, hi - lo))
+            for lo, hi in zip(starts, [*starts[1:], len(order)], strict=True)
         ]
         values = pl.concat(parts, how="diagonal_relaxed")
         matched = order[values.get_column(MATCHED).is_not_null().to_numpy()]
@@ -147,25 +156,37 @@ class FirstMatch:
             cs.by_name(*self.fields, require_all=False).gather(pl.Series(at[best])),
         )
 
-    def _extract(self, pattern: int, texts: pl.Series) -> pl.DataFrame:
-        """The groups ``pattern`` reads from each of ``texts`` (its shortcut's where it has one
-        and a line holds the shortcut's literals at most once)."""
-        regex, shortcut = self._regexes[pattern], self._shortcuts[pattern]
-        if shortcut is None:
-            return _groups(texts, regex)
-        fast, literals = shortcut
-        held = texts.str.find_many(literals, overlapping=True).list.len().fill_null(0)
-        once = (held <= 1).to_numpy()
-        if once.all():
-            return _groups(texts, fast)
-        if not once.any():
-            return _groups(texts, regex)
-        values = pl.concat(
-            [_groups(texts.filter(once), fast), _groups(texts.filter(~once), regex)],
-            how="diagonal_relaxed",
-        )
-        picked = np.concatenate([np.flatnonzero(once), np.flatnonzero(~once)])
-        return values[np.argsort(picked)]
+    def _regex_of(self, tries: np.ndarray, text: pl.Series) -> np.ndarray:
+        """The regex that reads each try: its pattern's, or its shortcut's where the line holds
+        the shortcut's literals at most once."""
+        rows, regexes = tries // self._count, tries % self._count
+        for pattern, literals in self._shortcuts:
+            tried = np.flatnonzero(regexes == pattern)
+            if not tried.size:
+                continue
+            held = text.gather(rows[tried]).str.find_many(literals, overlapping=True)
+            once = (held.list.len().fill_null(0) <= 1).to_numpy()
+            regexes[tried[once]] = self._count + pattern
+        return regexes
+
+    def _runs(self, regexes: np.ndarray, rows: np.ndarray, text: pl.Series) -> np.ndarray:
+        """Each try's run: its regex's, or one past the last regex for the tries read tagged
+        (of a regex with fewer than ``ALONE`` of them, on lines without a newline)."""
+        everyone = len(self._regexes)
+        counts = np.bincount(regexes, minlength=everyone)
+        tagged = self._tagged.members[regexes] & (counts[regexes] < ALONE)
+        if tagged.any():
+            newline = text.gather(rows[tagged]).str.contains("\n", literal=True).to_numpy()
+            tagged[np.flatnonzero(tagged)[newline]] = False
+        return np.where(tagged, everyone, regexes)
+
+    def _read_run(self, run: int, regexes: np.ndarray, texts: pl.Series) -> pl.DataFrame:
+        """The groups ``texts`` read with ``regexes`` (one run: one regex alone, or tagged)."""
+        if run == len(self._regexes):
+            return self._tagged.read(regexes, texts)
+        regex = self._regexes[run]
+        assert regex is not None  # a shortcut's slot is only used where there is one
+        return _groups(texts, regex)
 
     def _empty(self) -> pl.DataFrame:
         columns: dict[str, pl.DataType] = {ROW: pl.UInt32(), PATTERN: pl.UInt32()}
