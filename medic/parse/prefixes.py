@@ -236,7 +236,7 @@ class PrefixStripper:
             return _typed([message, *(nulls.alias(c) for c in columns)])
         text = message.gather(at)
         bare = text.str.replace(self._stacked, "")
-        cut = text.str.slice(0, text.str.len_chars() - bare.str.len_chars()).alias(CUT)
+        cut = text.str.strip_suffix(bare).alias(CUT)
         said = cut.to_frame().join(
             self._read_cuts(cut.unique()), on=CUT, how="left", maintain_order="left"
         )

@@ -212,10 +212,8 @@ class ProgressParser:
         if open_jobs.is_empty():
             return lines.clear()
         rest = lines.select(LINE, "time", "job_id", "node", "rank", "prefix_rank", "message")
-        rest = rest.filter(
-            pl.col("job_id").is_in(open_jobs.implode()) & ~pl.col(LINE).is_in(read.implode())
-        )
-        return rest.filter(self.learned.candidates)
+        rest = rest.filter(pl.col("job_id").is_in(open_jobs.implode()))
+        return rest.filter(~pl.col(LINE).is_in(read.implode())).filter(self.learned.candidates)
 
     def _known(self, candidates: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.Series]:
         """The candidate lines a format reads, as output rows (none for a look-alike bar or a
