@@ -21,7 +21,14 @@ from dataclasses import dataclass
 
 from medic.actions.config import SlurmConfig
 from medic.actions.executor import Poller, Retrier
-from medic.actions.model import ENDED_JOB_STATES, JobFacts, Outcome, done, failed
+from medic.actions.model import (
+    DELIBERATE_END_STATES,
+    ENDED_JOB_STATES,
+    JobFacts,
+    Outcome,
+    done,
+    failed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -347,6 +354,8 @@ class SlurmCli:
             _, job = self.poller.until(
                 lambda: self._known_job(job_id), lambda j: j.state != "COMPLETING"
             )
+        if job.state in DELIBERATE_END_STATES:
+            return done(f"job {job_id} ended on purpose ({job.state}): not requeued", changed=False)
         requeued = job.state != "PENDING"
         if requeued:
             before = job.restarts

@@ -199,6 +199,29 @@ def test_requeue_of_a_pending_job_only_moves_it_off_the_culprits() -> None:
     assert outcome.detail == "job 42 was already pending (restarts 1), excluding n3"
 
 
+@pytest.mark.parametrize("state", ["CANCELLED", "COMPLETED", "TIMEOUT"])
+def test_a_job_ended_on_purpose_is_not_brought_back(state: str) -> None:
+    """Slurm requeues an ended job too (it runs again): one cancelled by its user after medic's
+    detection (Slurm sources poll every few seconds) must stay ended."""
+    script = Script((job(), job_line(state)))
+    outcome = cli(script).requeue("42", ("n3",))
+    assert (outcome.status, outcome.changed) == ("done", False)
+    assert outcome.detail == f"job 42 ended on purpose ({state}): not requeued"
+    assert script.finished()
+
+
+def test_a_failed_job_is_requeued() -> None:
+    script = Script(
+        (job(), job_line("FAILED")),
+        (["scontrol", "requeue", "42"], ok()),
+        (job(), job_line("PENDING", restarts=1)),
+        (excluded(), ok("\n")),
+    )
+    outcome = cli(script).requeue("42", ())
+    assert outcome.detail == "job 42 requeued (restarts 1)"
+    assert script.finished()
+
+
 def test_requeue_of_a_job_slurm_forgot_fails() -> None:
     script = Script((job("99"), err("slurm_load_jobs error: Invalid job id specified")))
     outcome = cli(script).requeue("99", ())
