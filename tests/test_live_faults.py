@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from medic.ingest.nvml import Agent, AgentConfig
@@ -306,3 +307,43 @@ actions = ["drain"]
         ("drain", other, "done"),
         ("requeue", None, "done"),
     ]
+
+
+def test_a_job_that_failed_before_serve_started_is_neither_detected_nor_acted_on(
+    live: Live,
+) -> None:
+    """squeue lists ended jobs for MinJobAge: a failure from before medic started is history;
+    a failure after it started is a crash, and the route requeues it (a held job, released
+    once medic runs, fails after it started)."""
+    fail = 'if [ -z "$SLURM_RESTART_COUNT" ]; then exit 3; fi; sleep 600'
+    before = live.cluster.sbatch("--requeue", script=fail)
+    after = live.cluster.sbatch("--requeue", "--hold", script=fail)
+    try:
+        live.cluster.wait_job(before, "FAILED")
+        live.settings = f"""
+[[rules.routes]]
+name = "failed-jobs"
+kinds = ["crash"]
+jobs = ["{before}", "{after}"]
+actions = ["requeue"]
+"""
+        served = live.serve()
+        wait_for(lambda: 'event="ended_before_start"' in served.get("/metrics").text, 30)
+        live.cluster.run("scontrol", "release", after)
+        live.cluster.wait(
+            lambda: live.cluster.job(after),
+            lambda j: j.get("Restarts") == "1",
+            f"job {after} requeued",
+            60,
+        )
+        time.sleep(3)
+        assert served.stop() == 0
+        assert live.cluster.job(before)["Restarts"] == "0"
+    finally:
+        live.cluster.run("scancel", before, after, check=False)
+    db = live.tmp / "history.duckdb"
+    query = "SELECT job_id, kind FROM detections WHERE job_id IN (?, ?) ORDER BY job_id"
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute(query, [before, after]).fetchall() == [(after, "crash")]
+        query = "SELECT job_id, action, status FROM actions WHERE job_id IN (?, ?)"
+        assert con.execute(query, [before, after]).fetchall() == [(after, "requeue", "done")]

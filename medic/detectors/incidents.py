@@ -102,11 +102,12 @@ class IncidentBook:
         return jobs
 
     def _log_jobs(self, node: str, time: int) -> set[str]:
-        """Jobs that wrote from the node lately, unless the scheduler places them elsewhere."""
+        """Jobs that wrote from the node lately, unless the scheduler places them elsewhere or
+        has them waiting in the queue since."""
         jobs = set()
         for job_id in self.liveness.log_jobs_on(node, time - LOG_PLACEMENT_US):
             info = self.jobs.jobs.get(job_id)
-            if info is None or not info.nodes or node in info.nodes:
+            if info is None or (not info.waiting and (not info.nodes or node in info.nodes)):
                 jobs.add(job_id)
         return jobs
 
