@@ -177,7 +177,8 @@ class SlurmCli:
             priority, restarts = int(fields[4]), int(fields[5])
         except ValueError:
             raise SlurmError(f"squeue: unexpected output {lines[0]!r}") from None
-        return SlurmJob(*fields[:4], priority, restarts, fields[6], fields[7])
+        job_id, state, partition, user = fields[:4]
+        return SlurmJob(job_id, state, partition, user, priority, restarts, fields[6], fields[7])
 
     def read_node(self, node: str) -> SlurmNode | None:
         out = self._command(["sinfo", "-h", "-N", "-n", node, "-o", "%N|%T|%E"])
