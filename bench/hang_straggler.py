@@ -30,7 +30,7 @@ from medic import schema
 from medic.detectors.hang import HangDetector
 from medic.detectors.straggler import StragglerDetector
 from medic.ingest.base import Batch
-from medic.ingest.progress import ProgressParser
+from medic.parse.progress import ProgressParser
 from medic.timeutil import US, to_us
 
 T0 = to_us("2026-03-01T00:00:00Z")

@@ -2,7 +2,7 @@
 
 One Python loop over the lines, Python's ``re`` per line: the same signature catalogue
 (``medic/detectors/signatures.toml``, first matching entry wins, its named groups extracted,
-the Xid table applied) and the same progress formats (``medic.ingest.progress.FORMATS``, first
+the Xid table applied) and the same progress formats (``medic.parse.progress.FORMATS``, first
 matching format wins, its values read). Each entry's or format's literals gate its regex, as
 anyone writing this loop would. ``pipeline_throughput.py`` checks that it finds exactly the
 rows medic's vectorised parsers find before it times either.
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from medic.detectors.catalogue import GROUPS, Catalogue
-from medic.ingest.progress import ANSI_ESCAPE, FORMATS, LOOKALIKE, RANK_IN_TEXT
 from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
+from medic.parse.progress import ANSI_ESCAPE, FORMATS, LOOKALIKE, RANK_IN_TEXT
 
 Line = tuple[Any, ...]
 """(time, job_id, node, rank, source, message), the columns of a logs row."""
@@ -126,11 +126,13 @@ class NaiveSignatures:
                     rank = _int(groups["rank"])
                 if rank is None:
                     rank = prefix_rank
+                named = groups["ranks"]
+                ranks = [int(r) for r in named.split(",")] if named else [rank]
                 pci = groups["pci"]
-                out.append(
+                out.extend(
                     (
                         time,
-                        rank,
+                        each,
                         entry.id,
                         table["kind"] if table else entry.kind,
                         table["severity"] if table else entry.severity,
@@ -141,6 +143,7 @@ class NaiveSignatures:
                         groups["host"] or prefix_host,
                         _int(groups["exit_code"]),
                     )
+                    for each in ranks
                 )
                 break
         return out

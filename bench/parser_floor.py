@@ -33,7 +33,7 @@ import polars as pl
 
 from medic.detectors.catalogue import GROUPS, builtin_catalogue
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch
-from medic.ingest.progress import ANSI_ESCAPE, FIELDS, ProgressParser
+from medic.parse.progress import ANSI_ESCAPE, FIELDS, ProgressParser
 
 sys.path.insert(0, str(Path(__file__).parent))
 from pipeline_throughput import ROOT, cpu_seconds, log_seconds, print_table, read_logs, tiled

@@ -53,9 +53,9 @@ from medic import schema
 from medic.detectors.catalogue import builtin_catalogue
 from medic.detectors.signatures import SignatureParser
 from medic.ingest.base import Batch, Event, Watermark
-from medic.ingest.progress import ProgressParser
 from medic.ingest.replay import ReplaySource
 from medic.parse.prefixes import PrefixStripper
+from medic.parse.progress import ProgressParser
 from medic.pipeline import Pipeline
 from medic.recording import Recording, find_recordings
 from medic.simulate import simulate

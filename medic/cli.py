@@ -242,8 +242,13 @@ def config() -> None:
 
 @config.command("check")
 @click.argument("config_file", type=click.Path(path_type=Path))
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="Only say whether the file is valid (for a service manager's pre-start check).",
+)
 @user_errors
-def config_check(config_file: Path) -> None:
+def config_check(config_file: Path, quiet: bool) -> None:
     """Validate CONFIG_FILE (names, types, ranges) and print the effective configuration, every
     default filled in, as TOML."""
     import tomli_w
@@ -251,7 +256,8 @@ def config_check(config_file: Path) -> None:
     from medic.config_tables import effective_settings
 
     effective = effective_settings(load_settings(config_file))
-    click.echo(tomli_w.dumps(_without_none(effective)), nl=False)
+    if not quiet:
+        click.echo(tomli_w.dumps(_without_none(effective)), nl=False)
     click.echo(f"{config_file}: valid", err=True)
 
 

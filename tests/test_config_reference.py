@@ -78,3 +78,15 @@ def test_config_check_prints_the_effective_config_with_defaults(tmp_path: Path) 
     reread = tmp_path / "effective.toml"
     reread.write_text(result.stdout)
     assert effective_settings(load_settings(reread)) == effective_settings(load_settings(config))
+
+
+def test_config_check_quiet_says_only_the_verdict(tmp_path: Path) -> None:
+    config = tmp_path / "medic.toml"
+    config.write_text('[rules]\nmode = "enforce"\n')
+    result = CliRunner().invoke(main, ["config", "check", "--quiet", str(config)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert result.stderr == f"{config}: valid\n"
+    config.write_text("[detectors.hang]\nmin_silence_s = -5\n")
+    refused = CliRunner().invoke(main, ["config", "check", "--quiet", str(config)])
+    assert refused.exit_code == 2 and "must be > 0" in refused.stderr

@@ -10,8 +10,8 @@ import pytest
 from medic import readahead
 from medic.detectors.signatures import SignatureParser
 from medic.ingest.base import Batch, Watermark
-from medic.ingest.progress import ProgressParser
 from medic.ingest.replay import ReplayConfig, ReplaySource
+from medic.parse.progress import ProgressParser
 from medic.pipeline import Pipeline
 from medic.readahead import parse_ahead, stretches
 from medic.recording import read_recording

@@ -34,10 +34,12 @@ GROUPS = (
     "waited_ms",
     "waited_s",
     "cause_xid",
+    "ranks",
 )
 """Named groups a pattern may capture; each becomes a column of the ``signatures`` stream
 (``waited_ms`` and ``waited_s`` together become ``waited_us``: how long the line says something
-had been stuck, so its onset lies that far back)."""
+had been stuck, so its onset lies that far back; ``ranks``, a list such as "3, 5" that a line
+names, becomes one row per rank, in ``rank``)."""
 
 _SIGNATURE_KEYS = {
     "id": str,

@@ -382,6 +382,7 @@ class HangDetector(WatchesJobs):
             if watch is not None:
                 watch.alarmed = True
             stuck_s = (time_us - onset) / US
+            lagging = f"; lagging rank(s) {', '.join(map(str, ranks))}" if ranks else ""
             found.append(
                 Detection(
                     job_id=job_id,
@@ -392,7 +393,7 @@ class HangDetector(WatchesJobs):
                     detector=self.name,
                     summary=f"job {job_id} reports being stuck for {stuck_s:.0f}s "
                     f"({signature}, {lines} line{'s' if lines != 1 else ''}): "
-                    f"{excerpt(message)}; no node at fault",
+                    f"{excerpt(message)}{lagging}; no node at fault",
                     onset=onset,
                     evidence={"signatures": [signature], "stuck_s": stuck_s},
                 )

@@ -125,7 +125,7 @@ class SignatureMatcher:
         read = self._first.read(candidates.get_column("message"))
         if read.is_empty():
             return _EMPTY
-        hits = (
+        hits = _per_named_rank(
             candidates[read.get_column(ROW)]
             .hstack(read.select(self._groups))
             .join(self._entries, on="entry", how="left", maintain_order="left")
@@ -138,7 +138,7 @@ class SignatureMatcher:
                 "time",
                 "job_id",
                 "node",
-                pl.coalesce("rank", "_rank", "prefix_rank").alias("rank"),
+                pl.coalesce("_ranks", "rank", "_rank", "prefix_rank").alias("rank"),
                 "source",
                 "signature",
                 pl.when(from_table)
@@ -170,6 +170,19 @@ class SignatureMatcher:
                 pl.col(RAW).alias("message"),
             )
         )
+
+
+def _per_named_rank(hits: pl.DataFrame) -> pl.DataFrame:
+    """One row per rank of the lines naming a list of them (``ranks``: "3, 5"), that rank in
+    ``_ranks``; a line names the ranks at fault, not the rank that printed it."""
+    if not hits.select(pl.col("_ranks").is_not_null().any()).item():
+        return hits.with_columns(pl.lit(None, pl.Int32).alias("_ranks"))
+    listed = (
+        pl.col("_ranks")
+        .str.split(",")
+        .list.eval(pl.element().str.strip_chars().cast(pl.Int32, strict=False))
+    )
+    return hits.with_columns(listed).explode("_ranks")
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ GPU_ROLLUP = Rollup(
     ),
 )
 
-# The derived "progress" stream (medic.ingest.progress): one row per progress event. Read:
+# The derived "progress" stream (medic.parse.progress): one row per progress event. Read:
 # job_id, node, rank, framework, event, step, step_time_s, throughput; any may be absent. A row
 # is a training step when its event is "step" (or there is no event column).
 IS_STEP = pl.col("event").is_null() | (pl.col("event") == "step")

@@ -1,1 +1,2 @@
-"""Reading log lines: what the log parsers share (the prefix stripper, for now)."""
+"""Reading log lines: the prefix stripper in front of the parsers, and the progress parser
+(its known formats, the learning reader and the corpus scoring)."""

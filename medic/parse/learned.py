@@ -7,6 +7,12 @@ times of day and dates masked apart) and its numbers, and learns per job which t
 with one number that keeps increasing and one whose label or unit says it is a duration or a
 rate. Once a template has shown this over ``MIN_LINES`` lines, each of its lines is a step.
 
+A step may also be a record of several lines (OLMo-core's ``[step=N/M,...]`` and then one
+``name=value`` line per metric): a line whose only numbers are labelled as a step, an iteration,
+a batch or an update (a header) and the next line of the same process, within
+``RECORD_WINDOW`` lines, whose one number is a duration or a rate (a part) are joined into one
+line before learning, read at the header's time.
+
 Lines that say what else they are (evaluation, testing, inference, loading, downloading,
 tokenising, ... ``LOOKALIKE_LINE``) are never learned. The work per line is vectorised (masking,
 extracting the numbers, checking the counter); only the few distinct templates of a batch are
@@ -28,9 +34,15 @@ CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-
 """Times of day, durations as h:mm:ss and dates: masked apart, never a counter."""
 CANDIDATE = (
     r"[0-9] ?(?:ms|s|sec|secs|seconds|us)(?-u:\b)"
-    r"|(?i:time|dt[:=]|took|duration|timing|ms/|s/it|it/s|steps?/s|_per_s)"
+    r"|(?i:time|dt[:=]|took|duration|timing|ms/|s/it|it/s|steps?/s|_per_s|\bbps\b)"
 )
-"""A line worth learning from holds a duration or a rate."""
+"""A line worth learning from holds a duration or a rate ..."""
+HEADER = r"(?i)\b(?:step|iter|iteration|batch|update|global_step)s?\W{0,2}[0-9]"
+"""... or a counter labelled as a step: the first line of a multi-line record."""
+RECORD_WINDOW = 64
+"""Lines after a record's header in which its part is looked for."""
+JOINT = " ¦ "
+"""Between a record's header and its part, joined into one line."""
 LOOKALIKE_LINE = (
     r"(?i)\b(?:eval\w*|valid\w*|test\w*|infer\w*|predict\w*|generat\w*|download\w*|load\w*|"
     r"shards?|map|filter|tokeniz\w*|preprocess\w*|decod\w*|sampling|error|exception|timeout|"
@@ -40,6 +52,7 @@ LOOKALIKE_LINE = (
 """Words of lines that are no training step, whatever their numbers do: other loops, errors
 and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints."""
 _LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
+_COUNTER_LABEL = re.compile(r"(?i)^(?:step|iter|iteration|batch|update|global_step)s?$")
 _UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]+)")
 _EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|avg|mean")
 
@@ -73,9 +86,14 @@ class LearnedProgress:
     jobs: dict[str, dict[tuple[str, str], Template]] = field(default_factory=dict)
     """Per job, per (process, template): what its lines have shown."""
     fields: dict[str, Fields | None] = field(default_factory=dict)
-    """Per template ever seen: its duration field (None: it has none, it is no step line)."""
-    candidates: pl.Expr = field(default_factory=lambda: pl.col("message").str.contains(CANDIDATE))
-    """The lines worth learning from: those holding a duration or a rate."""
+    """Per template ever seen: its duration field (None: it has none, it is no step line). A
+    template of one number, a duration, is a record's part."""
+    headers: set[str] = field(default_factory=set)
+    """The templates ever seen that are a record's header."""
+    candidates: pl.Expr = field(
+        default_factory=lambda: pl.col("message").str.contains(f"{CANDIDATE}|{HEADER}")
+    )
+    """The lines worth learning from: those holding a duration or a rate, and headers."""
 
     def read(self, lines: pl.DataFrame) -> pl.DataFrame:
         """``lines`` (``_line``, ``job_id``, ``_who``: the process that printed it, ``message``;
@@ -92,10 +110,10 @@ class LearnedProgress:
             .alias("_text"),
         )
         found = found.with_columns(pl.col("_text").str.replace_all(NUMBER, "#").alias("_template"))
-        for template in found.get_column("_template").unique().to_list():
-            if template not in self.fields:
-                self.fields[template] = _fields(template)
-        timed = [t for t, f in self.fields.items() if f is not None]
+        self._classify(found)
+        found = self._records(found)
+        self._classify(found)
+        timed = [t for t, f in self.fields.items() if f is not None and f.width > 1]
         found = found.filter(pl.col("_template").is_in(timed))
         if found.is_empty():
             return _EMPTY
@@ -111,6 +129,48 @@ class LearnedProgress:
         ]
         read = [s for s in steps if s is not None]
         return pl.concat(read).sort("_line") if read else _EMPTY
+
+    def _classify(self, found: pl.DataFrame) -> None:
+        """Learn what the templates of ``found`` not seen before are."""
+        for template in found.get_column("_template").unique().to_list():
+            if template not in self.fields:
+                self.fields[template] = _fields(template)
+                if self.fields[template] is None and _is_header(template):
+                    self.headers.add(template)
+
+    def _records(self, found: pl.DataFrame) -> pl.DataFrame:
+        """``found`` with each record's header and its part (the first after it from the
+        same process, within ``RECORD_WINDOW`` lines) joined into one line at the header's
+        place; headers without a part and parts without a header are dropped."""
+        parts = [t for t, f in self.fields.items() if f is not None and f.width == 1]
+        is_header = pl.col("_template").is_in(list(self.headers))
+        is_part = pl.col("_template").is_in(parts)
+        rest = found.filter(~is_header & ~is_part)
+        headers, tails = found.filter(is_header), found.filter(is_part)
+        if headers.is_empty() or tails.is_empty():
+            return rest
+        owners = headers.select("_line", "job_id", "_who", pl.col("_line").alias("_owner"))
+        owned = (
+            tails.join_asof(
+                owners,
+                on="_line",
+                by=["job_id", "_who"],
+                strategy="backward",
+                tolerance=RECORD_WINDOW,
+                check_sortedness=False,
+            )
+            .filter(pl.col("_owner").is_not_null())
+            .group_by("_owner", maintain_order=True)
+            .agg(pl.col("_text", "_template").first().name.suffix("_part"))
+        )
+        records = headers.join(owned, left_on="_line", right_on="_owner", how="inner").select(
+            "_line",
+            "job_id",
+            "_who",
+            pl.concat_str("_text", pl.lit(JOINT), "_text_part").alias("_text"),
+            pl.concat_str("_template", pl.lit(JOINT), "_template_part").alias("_template"),
+        )
+        return pl.concat([rest, records]).sort("_line")
 
     def state_size(self) -> int:
         """Templates held, over every job."""
@@ -190,9 +250,10 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
 
 def _fields(template: str) -> Fields | None:
     """A template's duration (or rate) field, from the label before a number or the unit
-    after it; None when it has none, or fewer than two numbers (no counter beside it)."""
+    after it; None when it has none. With no other number (no counter beside it), it is a
+    record's part."""
     parts = template.split("#")
-    if len(parts) < 3:
+    if len(parts) < 2:
         return None
     for index in range(len(parts) - 1):
         unit = _UNIT_AFTER.match(parts[index + 1])
@@ -201,6 +262,13 @@ def _fields(template: str) -> Fields | None:
         if scale is not None:
             return Fields(len(parts) - 1, index, scale)
     return None
+
+
+def _is_header(template: str) -> bool:
+    """A template without a duration whose numbers include one labelled as a step."""
+    parts = template.split("#")
+    labels = (_LABEL.search(part) for part in parts[:-1])
+    return any(label and _COUNTER_LABEL.match(label.group(1)) for label in labels)
 
 
 def _scale(unit: str, label: str) -> float | None:
@@ -217,8 +285,10 @@ def _scale(unit: str, label: str) -> float | None:
         return 1.0
     if unit == "us" or unit.startswith("us/"):
         return 1e-6
-    if re.search(r"steps?_per_s|batches_per_s|ups$|it_per_s", label):
+    if re.search(r"steps?_per_s|batches_per_s|ups$|it_per_s|(?:^|/)bps$", label):
         return -1.0
+    if re.search(r"per_s|/s$|ps$", label):
+        return None
     if re.search(r"(^|[^a-z])ms|_ms\b|ms/", label):
         return 0.001
     if re.search(r"time|dt$|took|duration|timing|_s/|_s$|sec", label):

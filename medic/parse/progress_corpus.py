@@ -35,7 +35,7 @@ from typing import Any
 import polars as pl
 
 from medic.ingest.base import Batch
-from medic.ingest.progress import ProgressParser
+from medic.parse.progress import ProgressParser
 from medic.schema import LOGS
 
 CASE_KEYS = {"line", "lines", "step", "step_time_s", "throughput", "unit", "not_a_step", "why"}

@@ -2,7 +2,7 @@
 
 Each format names its framework and what its lines mean (``EVENTS``), the literals that find its
 lines, a Rust regex whose named groups (``FIELDS``) read them, and where the format was
-observed. The progress parser (``medic.ingest.progress``) tries them by priority; a line none
+observed. The progress parser (``medic.parse.progress``) tries them by priority; a line none
 of them reads may still be read by the learning reader (``medic.parse.learned``).
 """
 
@@ -44,6 +44,12 @@ FIELDS = (
 DESC = "desc"
 """A progress bar's description (the text before its bar): a bar described as loading,
 evaluating, tokenising, downloading... (``LOOKALIKE``) is not training."""
+TOTAL = "total"
+"""A loop's length, as its bar shows it (``step/total``). A job's training loop and the other
+loops it runs in between (Hugging Face Trainer's evaluation bar, Keras ``evaluate()``) print
+the same bar without a description that tells them apart; the evaluation loop runs over the
+evaluation set, smaller than the training run, so under one description the loop with the
+largest total is training and a bar with a smaller total is another loop."""
 LOOKALIKE = (
     r"(?i)load|map\b|map \(|filter|eval|valid|test|predict|infer|generat|token|process|shard"
     r"|convert|saving|extract|cach|sampl|decod|encod|prompt|fetch|prepar|writ|read|index|build"
@@ -77,8 +83,9 @@ class ProgressFormat:
     unit: str | None = None
     """Unit of the ``throughput`` group."""
     bar: bool = False
-    """A progress bar of any loop: read as a step unless its description (the ``desc``
-    group) says it is no training loop (``LOOKALIKE``)."""
+    """A progress bar (or metrics line) of any loop: read as a step unless its description
+    (the ``desc`` group: a bar's text, a metrics collection's name) says it is no training
+    loop (``LOOKALIKE``)."""
     once: tuple[str, ...] = ()
     """For a format that reads the last of several matches on a line (its pattern begins with
     ``^.*``): literals of which each match holds one, at a place that fixes where the match
@@ -349,15 +356,67 @@ FORMATS: tuple[ProgressFormat, ...] = (
     # Keras Progbar (keras/utils/generic_utils.py, Keras 3 keras/src/utils/progbar.py):
     # "  100/1875 [>....] - ETA: 1s - loss: 0.5", "1875/1875 [=====] - 5s 2ms/step - loss: 0.3"
     # and Keras 3's "  100/1875 ━━━━━━━━━━━━━━━━━━━━ 1s 1ms/step - accuracy: 0.8 - loss: 0.5";
-    # a bar without metrics is predict().
+    # a bar without metrics is predict(). evaluate() prints the same bar with its metrics,
+    # over the test set's batches (keras/src/callbacks/progbar_logger.py: a new Progbar with
+    # the test steps as its target): a smaller total than fit()'s bars (TOTAL).
     ProgressFormat(
         "keras",
         "step",
         ("s/step", "- ETA: ", "━"),
-        r"^\s*(?P<step>\d+)/\d+ (?:\[[=>.]*\]|━+)\s+(?:- )?(?:ETA: )?\S+(?: (?:(?P<step_time_s>"
-        r"[0-9.]+)s|(?P<step_time_ms>[0-9.]+)ms|(?P<step_time_us>[0-9.]+)us)/step)? - \w+: ",
+        r"^\s*(?P<step>\d+)/(?P<total>\d+) (?:\[[=>.]*\]|━+)\s+(?:- )?(?:ETA: )?\S+"
+        r"(?: (?:(?P<step_time_s>[0-9.]+)s|(?P<step_time_ms>[0-9.]+)ms"
+        r"|(?P<step_time_us>[0-9.]+)us)/step)? - \w+: ",
         "keras-team/keras keras/src/utils/progbar.py Progbar.update(); tf-keras "
         "keras/utils/generic_utils.py",
+    ),
+    # Levanter (src/levanter/callbacks/_metrics.py pbar_logger: a tqdm_loggable bar described
+    # "train", its postfix the loss), logged once a minute by tqdm_loggable's display()
+    # (tqdm_loggable/tqdm_logging.py): "Progress on:train 1.23kit/10.0kit rate:1.1it/s
+    # remaining:2:10:12 elapsed:18:40 postfix:loss=2.94". The counts are tqdm's format_sizeof
+    # ("5.00it", "15.0it", "150it", "1.23kit"): a count with an SI prefix is rounded, so it
+    # gives no step number; without a total the count is printed bare ("150/-").
+    ProgressFormat(
+        "levanter",
+        "step",
+        ("Progress on:",),
+        r"Progress on:(?P<desc>.*?) (?:(?P<step>[0-9]+(?:\.[0-9]+)?)(?:it)?|[0-9.]+[kMGTPEZY]it)/"
+        r"\S+ rate:(?:(?P<it_per_s>[0-9.,]+)it/s|-) remaining:",
+        "stanford-crfm/levanter src/levanter/callbacks/_metrics.py pbar_logger(); "
+        "tradingstrategy-ai/tqdm-loggable tqdm_loggable/tqdm_logging.py tqdm_logging.display()",
+        bar=True,
+    ),
+    # t5x's train metrics through CLU's LoggingWriter (clu/metric_writers/logging_writer.py
+    # write_scalars: "[step] collection=<name> k=v, ..." sorted by key; t5x/models.py names
+    # the rates "timing/steps_per_second", "timing/seqs_per_second", ...). The evaluation
+    # collections ("training_eval/<task>") are no training steps.
+    ProgressFormat(
+        "t5x",
+        "step",
+        ("timing/steps_per_second=",),
+        r"^\[(?P<step>\d+)\](?: collection=(?P<desc>\S+))? .*?\btiming/steps_per_second="
+        r"(?P<it_per_s>[0-9.]+(?:e[-+]?[0-9]+)?)",
+        "google/CommonLoopUtils clu/metric_writers/logging_writer.py write_scalars(); "
+        "google-research/t5x t5x/models.py (timing metrics), t5x/trainer.py MetricsManager",
+        bar=True,
+    ),
+    # paxml: the train program logs "steps/sec: 1.234567" (paxml/programs.py
+    # _compute_steps_per_sec), then its summary "Metrics values at step 100:" and one
+    # "  name=value (weight=...)" line per metric (paxml/summary_utils.py write_summary_entry).
+    # The rate line is the step; the summary line after it gives its number. Evaluation
+    # summaries print the same "Metrics values" line with no rate line of their own.
+    ProgressFormat(
+        "paxml",
+        "step",
+        ("steps/sec: ",),
+        r"^steps/sec: (?P<it_per_s>[0-9.]+)$",
+        "google/paxml paxml/programs.py _compute_steps_per_sec()",
+    ),
+    ProgressFormat(
+        "paxml",
+        "part",
+        ("Metrics values at step ",),
+        r"^Metrics values at step (?P<step>\d+):$",
+        "google/paxml paxml/summary_utils.py write_summary_entry()",
     ),
     # OLMo (olmo/train.py Trainer.log_metrics_to_console): one record over several lines,
     # "[step=100/739328]" then "    train/CrossEntropyLoss=2.345", ...,
@@ -573,12 +632,16 @@ FORMATS: tuple[ProgressFormat, ...] = (
     # A bare tqdm bar (Hugging Face Trainer's, or any loop's): " 12%|█▏  | 120/1000
     # [02:00<14:40,  1.00s/it]"; the rate reads "?it/s" until tqdm has one. Its description
     # (the text before the percentage, after the last \r or a message printed on the same
-    # line) says which loop it is: loading, evaluation, tokenising... bars are no steps.
+    # line) says which loop it is: loading, evaluation, tokenising... bars are no steps. The
+    # Trainer's evaluation bar has no description (ProgressCallback.on_prediction_step: a bar
+    # of len(eval_dataloader), beside the training bar of max_steps): its smaller total tells it
+    # apart (TOTAL).
     ProgressFormat(
         "tqdm",
         "step",
         ("s/it", "it/s"),
-        _TQDM_LAST + r"(?:^|[\r}])(?P<desc>[^\r}|]*?)\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/\d+ "
+        _TQDM_LAST + r"(?:^|[\r}])(?P<desc>[^\r}|]*?)\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/"
+        r"(?P<total>\d+) "
         r"\[[0-9:]+<[0-9:?]+,\s*(?:" + _TQDM_RATE + r"|\?it/s)",
         "tqdm/tqdm tqdm/std.py format_meter (default bar format)",
         bar=True,

@@ -19,7 +19,7 @@ from medic.actions.slurm_cli import SlurmCli
 from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
 from medic.ingest.base import Batch
-from medic.ingest.progress import PROGRESS
+from medic.parse.progress import PROGRESS
 from tests.builders import at, batch
 from tests.conftest import SlurmCluster
 

@@ -6,7 +6,7 @@ import pyarrow as pa
 from medic.detectors.hang import HangConfig, HangDetector
 from medic.detectors.progress_state import ProgressTracker, WatchedJobs, share_watched_jobs
 from medic.detectors.straggler import StragglerConfig, StragglerDetector
-from medic.ingest.progress import PROGRESS
+from medic.parse.progress import PROGRESS
 from medic.timeutil import US
 from tests.builders import at, batch
 

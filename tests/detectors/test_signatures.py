@@ -456,3 +456,21 @@ def test_a_broken_site_catalogue_is_a_one_line_config_error(tmp_path: Any) -> No
     clash.write_text(SITE_SIGNATURE.replace("site_fabric_manager_down", "xid"))
     with pytest.raises(ConfigError, match="'xid' is already built in"):
         Pipeline.from_settings({"parsers": {"signatures": {"extra": [str(clash)]}}})
+
+
+def test_a_line_naming_several_ranks_is_one_row_per_rank() -> None:
+    # torch/csrc/distributed/c10d/TraceUtils.h desync report (TORCH_NCCL_DESYNC_DEBUG=1): the
+    # ranks it names, not the rank that printed it.
+    rows = match(
+        "[rank0]:\t - To our best knowledge, ranks [4, 11] are the lagging ranks that caused "
+        "this timeout. They never joined any collectives",
+        "[rank0]:\t     [0, 2] finished collective #88, but didn't join collective #89 "
+        "(count from 1)",
+        rank=0,
+    )
+    assert [(r["signature"], r["rank"], r["kind"], r["role"]) for r in rows] == [
+        ("nccl_desync_missing_ranks", 4, "hang", "root"),
+        ("nccl_desync_missing_ranks", 11, "hang", "root"),
+        ("nccl_desync_lagging_ranks", 0, "hang", "root"),
+        ("nccl_desync_lagging_ranks", 2, "hang", "root"),
+    ]

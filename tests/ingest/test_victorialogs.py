@@ -25,7 +25,7 @@ from medic.ingest.victorialogs import (
     VictoriaLogsSource,
     rfc3339_ns,
 )
-from medic.testing.victorialogs import Clock, VictoriaLogsServer
+from medic.testing.victorialogs import GZIP_MIN_BYTES, Clock, VictoriaLogsServer
 
 FAST = {
     "offset_s": 0.05,
@@ -575,3 +575,34 @@ async def test_a_junk_query_answer_moves_neither_rows_nor_watermark(
 def test_transport_errors_are_named_even_without_a_message() -> None:
     assert describe(httpx.ReadError("")) == "ReadError"
     assert describe(httpx.ConnectError("refused")) == "ConnectError: refused"
+
+
+async def test_a_gzipped_junk_query_answer_is_named_in_plain_text(vl: VictoriaLogsServer) -> None:
+    """/query answers are read gzipped as they come (polars decompresses them): junk among
+    them still fails the request with its text, not its compressed bytes."""
+    t0 = time.time_ns() - 60 * S
+    rows = [line(i, t0 + i * 10**7) for i in range(50)]
+    vl.ingest(rows, stream_fields=["host"])
+    vl.flush()
+    page = "<html><body>" + "upstream is restarting " * 100 + "</body></html>\n"
+    assert len(page) >= GZIP_MIN_BYTES  # the fake gzips it: the source asks for gzip
+    vl.answer_next("/select/logsql/query", 200, page, "application/stream+json")
+    source = VictoriaLogsSource(
+        config(vl, backfill_window_s=600, backoff_initial_s=0.05),
+        httpx.AsyncClient(),
+        start_us=t0 // 1000,
+        until_us=(t0 + S) // 1000,
+    )
+    errors: list[str | None] = []
+
+    async def observe() -> None:
+        while source.stats["bad_answers"] == 0:
+            await asyncio.sleep(0.001)
+        errors.append(source.health.error)
+
+    observer = asyncio.create_task(observe())
+    got = Collector()
+    await got.run(source, lambda c: False)
+    await observer
+    assert "not log rows" in str(errors[0]) and "<html><body>upstream" in str(errors[0])
+    assert got.messages == [r["_msg"] for r in rows]

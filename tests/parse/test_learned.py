@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from medic.ingest.progress import ProgressParser
+from medic.parse.progress import ProgressParser
 from tests.builders import batch, log
 
 
@@ -58,3 +58,53 @@ def test_each_rank_learns_apart_when_every_rank_prints_the_same_steps() -> None:
     assert out is not None
     read = out.frame.select("rank", "step").rows()
     assert sorted(read) == sorted((r, s) for s in range(1, 5) for r in (0, 1))
+
+
+def record(step: int, bps: float, between: int = 2) -> list[str]:
+    """A multi-line record as OLMo-core's console logger prints it: a header, then one
+    ``name=value`` line per metric (speed_monitor.py: BPS is one over the step time)."""
+    return [
+        f"[step={step}/9000,epoch=2,eta=3 hours{50 - step // 10} minutes7 seconds]",
+        *(f"    train/CE loss=2.{k}{step % 10}31" for k in range(between)),
+        f"    throughput/device/TPS={int(bps * 40000):,}",
+        f"    throughput/device/BPS={bps:.4f}",
+        f"    throughput/device/BPS (actual avg)={bps - 0.01:.4f}",
+    ]
+
+
+def test_a_header_and_a_later_duration_line_are_one_step() -> None:
+    parser = ProgressParser()
+    lines = [line for step in (10, 20, 30, 40) for line in record(step, 0.5)]
+    assert steps(parser, *lines) == [("learned", s, 2.0) for s in (10, 20, 30, 40)]
+    # Learned: a record in a later batch is a step at once, at its header's time.
+    out = parser.parse(batch("logs", [log(100 + i, m) for i, m in enumerate(record(50, 0.25))]))
+    assert out is not None
+    assert out.frame.select("step", "step_time_s").rows() == [(50, 4.0)]
+    assert out.frame["time"].dt.epoch("us").to_list() == [log(100, "")["time"]]
+
+
+def test_a_header_without_a_duration_line_or_too_far_from_it_is_no_step() -> None:
+    headers = [f"[step={s}/9000,epoch=2]" for s in range(1, 9)]
+    assert steps(ProgressParser(), *headers) == []
+    far = [line for step in (10, 20, 30, 40) for line in record(step, 0.5, between=70)]
+    assert steps(ProgressParser(), *far) == []
+
+
+def test_a_duration_line_of_another_process_completes_no_header() -> None:
+    rows = []
+    for step in (10, 20, 30, 40):
+        header, *rest = record(step, 0.5)
+        rows += [log(len(rows), header, rank=0)]
+        rows += [log(len(rows), line, rank=1) for line in rest]
+    out = ProgressParser().parse(batch("logs", rows))
+    assert out is None or out.frame.is_empty()
+
+
+def test_a_rate_of_tokens_is_no_step_time() -> None:
+    # Only the BPS line gives the pace; a tokens-per-second line alone does not.
+    lines = [
+        line
+        for step in (10, 20, 30, 40)
+        for line in (f"== step {step} ==", f"    throughput/device/tokens_per_second={step}5.5")
+    ]
+    assert steps(ProgressParser(), *lines) == []

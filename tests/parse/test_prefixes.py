@@ -8,8 +8,8 @@ import pytest
 from medic.config import ConfigError
 from medic.detectors.base import build_parsers
 from medic.detectors.signatures import SignatureParser
-from medic.ingest.progress import ProgressParser
 from medic.parse.prefixes import RAW, PrefixConfig, PrefixStripper
+from medic.parse.progress import ProgressParser
 from medic.pipeline import Pipeline
 from tests.builders import batch, log
 

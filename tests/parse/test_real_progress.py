@@ -34,11 +34,15 @@ def test_the_corpus_is_as_large_as_the_issue_asks() -> None:
     assert len({case.framework for case in progress}) >= 30
 
 
-def test_each_file_reads_alike_on_its_own_and_line_by_line_batches_learn_as_one() -> None:
+@pytest.mark.parametrize("name", ["pytorch_examples_word_lm", "olmo_core"])
+def test_each_file_reads_alike_on_its_own_and_line_by_line_batches_learn_as_one(
+    name: str,
+) -> None:
     # The learning reader keeps what it learned per job between batches: the word-LM lines
-    # fed one at a time give the same steps, once the template has recurred.
-    cases = FILES["pytorch_examples_word_lm"]
-    from medic.ingest.progress import ProgressParser
+    # (OLMo-core's records) fed one case a batch give the same steps, once the template has
+    # recurred.
+    cases = FILES[name]
+    from medic.parse.progress import ProgressParser
 
     parser = ProgressParser()
     one_by_one = [read_job([case], parser)[0] for case in cases]

@@ -12,7 +12,8 @@ import pytest
 from medic.config import ConfigError, from_dict
 from medic.detectors.base import DETECTORS, load_builtin
 from medic.ingest.base import Batch
-from medic.ingest.progress import (
+from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
+from medic.parse.progress import (
     ANSI_ESCAPE,
     FORMATS,
     LOOKALIKE,
@@ -21,7 +22,6 @@ from medic.ingest.progress import (
     ProgressFormat,
     ProgressParser,
 )
-from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
 from medic.pipeline import Pipeline
 from tests.builders import batch, bundled_logs, log
 
@@ -193,6 +193,57 @@ def test_tqdm_carriage_return_updates_keep_the_last() -> None:
     )
     assert (row["step"], row["step_time_s"]) == (121, 0.5)
     assert one("  0%|          | 0/1000 [00:00<?, ?it/s]")["step_time_s"] is None
+
+
+def test_an_evaluation_bar_beside_the_training_bar_makes_no_step() -> None:
+    # transformers trainer_callback.py ProgressCallback: the training bar counts to max_steps,
+    # the evaluation bar (no description either) to len(eval_dataloader). Batch by batch: what
+    # the training bar showed is kept.
+    parser = ProgressParser()
+    train = parse(" 10%|█         | 300/3000 [05:00<45:00,  1.00s/it]", parser=parser)
+    assert [r["step"] for r in train] == [300]
+    evaluation = parse(
+        "  8%|▊         | 10/125 [00:01<00:11,  9.81it/s]",
+        "100%|██████████| 125/125 [00:10<00:00, 12.38it/s]",
+        parser=parser,
+    )
+    assert evaluation == []
+    again = parse(" 10%|█         | 301/3000 [05:12<45:10,  1.10s/it]", parser=parser)
+    assert [r["step"] for r in again] == [301]
+
+
+def test_a_smaller_loop_before_the_training_loop_in_one_batch() -> None:
+    # The largest total is training, whichever comes first; a bar before the larger loop's
+    # first line cannot be told apart yet. Keras evaluate() after fit() (Progbar, test steps).
+    rows = parse(
+        " 100/1875 [=>............................] - ETA: 9s - loss: 0.9230",
+        "1875/1875 [==============================] - 14s 7ms/step - loss: 0.3076",
+        "313/313 [==============================] - 1s 3ms/step - loss: 0.0772",
+    )
+    assert [r["step"] for r in rows] == [100, 1875]
+
+
+def test_loops_are_told_apart_per_process_description_and_job() -> None:
+    # Another rank's, another description's and another job's bar have their own totals.
+    parser = ProgressParser()
+    parse(" 10%|█         | 300/3000 [05:00<45:00,  1.00s/it]", parser=parser, rank=0)
+    rows = parse(
+        " 10%|█         | 12/120 [00:12<01:48,  1.00s/it]",
+        "Epoch 1:  10%|█         | 12/120 [00:12<01:48,  1.00s/it]",
+        parser=parser,
+        rank=1,
+    )
+    assert [r["step"] for r in rows] == [12, 12]
+    other = parse(" 10%|█         | 12/120 [00:12<01:48,  1.00s/it]", parser=parser, job_id="7")
+    assert [r["step"] for r in other] == [12]
+
+
+def test_a_job_end_forgets_its_loops() -> None:
+    parser = ProgressParser()
+    parse(" 10%|█         | 300/3000 [05:00<45:00,  1.00s/it]", parser=parser)
+    parse("slurmstepd: error: *** JOB 100 ON n1 CANCELLED AT 2026-03-01T10:00 ***", parser=parser)
+    rows = parse(" 10%|█         | 12/120 [00:12<01:48,  1.00s/it]", parser=parser)
+    assert [r["step"] for r in rows] == [12]
 
 
 def test_lightning_bars_and_checkpoint() -> None:
@@ -419,3 +470,46 @@ def test_parsers_table_in_settings_configures_the_pipeline_s_parser() -> None:
     assert parser.config.patterns[0].pattern == pattern
     with pytest.raises(ConfigError, match="unknown parser 'progres'"):
         Pipeline.from_settings({"parsers": {"progres": {}}})
+
+
+def test_levanter_tqdm_loggable_lines() -> None:
+    # levanter callbacks/_metrics.py pbar_logger through tqdm_loggable's display(): a count
+    # with an SI prefix is rounded by format_sizeof and gives no step number.
+    rows = parse(
+        "Progress on:train 640it/10.0kit rate:1.6it/s remaining:1:37:40 elapsed:06:40 "
+        "postfix:loss=3.12",
+        "Progress on:train 2.56kit/10.0kit rate:2.0it/s remaining:1:02:00 elapsed:21:20 "
+        "postfix:loss=2.87",
+        "Progress on:eval 4.00it/20.0it rate:5.0it/s remaining:00:03 elapsed:00:01 postfix:-",
+    )
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [
+        ("levanter", 640, 0.625),
+        ("levanter", None, 0.5),
+    ]
+
+
+def test_t5x_clu_train_collection_and_not_its_evaluations() -> None:
+    # clu LoggingWriter.write_scalars: "[step] collection=<name> k=v, ..." sorted by key.
+    rows = parse(
+        "[2400] collection=train accuracy=0.5, loss=2.5, timing/seconds=40, "
+        "timing/steps_per_second=2.5",
+        "[2400] collection=training_eval/c4 accuracy=0.5, timing/steps_per_second=8",
+    )
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [("t5x", 2400, 0.4)]
+
+
+def test_paxml_rate_line_takes_its_number_from_the_summary_after_it() -> None:
+    # paxml programs.py logs steps/sec, then summary_utils.py the "Metrics values" block; an
+    # evaluation's block after it has no rate line and adds no step.
+    rows = parse(
+        "steps/sec: 0.500000",
+        "Metrics values at step 300:",
+        "  loss=2.500000",
+        "step: 300, eval test c4 loss: 2.61",
+        "Metrics values at step 300:",
+        "steps/sec: 0.250000",
+    )
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [
+        ("paxml", 300, 2.0),
+        ("paxml", None, 4.0),
+    ]

@@ -50,6 +50,7 @@ from medic.parse.progress_formats import (
     FORMATS,
     LOOKALIKE,
     RANK_IN_TEXT,
+    TOTAL,
     ProgressFormat,
 )
 
@@ -96,7 +97,8 @@ class CustomPattern:
     pattern: str
     """A regular expression whose named groups are progress fields: step, step_time_s,
     step_time_ms, step_time_us, throughput, it_per_s, s_per_it (and desc, a bar's
-    description)."""
+    description; total, its loop's length: a smaller total than the largest its bar showed
+    marks another loop, such as an evaluation)."""
     framework: str = "custom"
     """The ``framework`` column of the lines it matches."""
     event: str = "step"
@@ -110,7 +112,7 @@ class CustomPattern:
         if self.event not in EVENTS:
             raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {self.event!r}")
         groups = _named_groups(self.pattern)
-        unknown = sorted(groups - {*FIELDS, DESC})
+        unknown = sorted(groups - {*FIELDS, DESC, TOTAL})
         if unknown:
             raise ValueError(f"pattern group '{unknown[0]}' is not one of {', '.join(FIELDS)}")
 
@@ -167,10 +169,13 @@ class ProgressParser:
         """What the learning reader knows of each job's own step lines."""
         self._formatted: set[str] = set()
         """Jobs whose steps a format reads: the learning reader leaves their lines alone."""
+        self._loops: dict[str, dict[str, int]] = {}
+        """Per job, per bar (format, process, description): the largest total it showed, the
+        training loop's (``TOTAL``)."""
         self._first = FirstMatch(
             [f.pattern for f in self.formats],
             [f.anchors for f in self.formats],
-            (*FIELDS, DESC),
+            (*FIELDS, DESC, TOTAL),
             [f.shortcut() for f in self.formats],
         )
         self._prefilter = self._first.candidates(pl.col("message"))
@@ -196,6 +201,7 @@ class ProgressParser:
         for job in rows.filter(pl.col("event") == "job_end").get_column("job_id").unique():
             self.learned.forget(job)
             self._formatted.discard(job)
+            self._loops.pop(job, None)
         return Batch.from_frame(self.output_stream, rows, PROGRESS)
 
     def _unformatted(self, lines: pl.DataFrame, read: pl.Series) -> pl.DataFrame:
@@ -223,11 +229,48 @@ class ProgressParser:
         if self._bars:
             lookalike = pl.col(PATTERN).is_in(self._bars) & pl.col(DESC).str.contains(LOOKALIKE)
             rows = rows.filter(~lookalike.fill_null(False))
+        rows = self._without_other_loops(rows)
         if self._parts:
             rows = self._with_parts(rows)
         if rows.is_empty():
             return None, matched
         return rows.with_columns(self._measures).select(LINE, *self._output), matched
+
+    def _without_other_loops(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """``rows`` without the bars of a job's other loops: under one description, from one
+        process, a bar with a smaller total than the largest yet (``TOTAL``)."""
+        total = pl.col(TOTAL).cast(pl.Int64, strict=False)
+        if not rows.select(total.is_not_null().any()).item():
+            return rows
+        loop = pl.concat_str(
+            pl.col(PATTERN).cast(pl.String),
+            self._who(),
+            pl.col(DESC).fill_null("").str.replace_all("[0-9]+", "#"),
+            separator="\x1f",
+        )
+        rows = rows.with_columns(loop.alias("_loop"), total.alias("_total"))
+        seen = rows.filter(pl.col("_total").is_not_null())
+        known = [
+            (job, name, largest)
+            for job in seen.get_column("job_id").unique().to_list()
+            for name, largest in self._loops.get(job, {}).items()
+        ]
+        before = pl.DataFrame(
+            known,
+            schema={"job_id": pl.String, "_loop": pl.String, "_before": pl.Int64},
+            orient="row",
+        )
+        largest = pl.max_horizontal(
+            pl.col("_before"), pl.col("_total").cum_max().over("job_id", "_loop")
+        )
+        rows = rows.join(before, on=["job_id", "_loop"], how="left", maintain_order="left")
+        for job, name, most in (
+            seen.group_by("job_id", "_loop").agg(pl.col("_total").max()).iter_rows()
+        ):
+            loops = self._loops.setdefault(job, {})
+            loops[name] = max(most, loops.get(name, 0))
+        other = (pl.col("_total") < largest).fill_null(False)
+        return rows.filter(~other).drop("_loop", "_total", "_before")
 
     def _with_parts(self, rows: pl.DataFrame) -> pl.DataFrame:
         """The step lines with the values of the later lines of their records (``part``
@@ -265,14 +308,11 @@ class ProgressParser:
         job, among the lines no format read that hold a duration or a rate."""
         if lines.is_empty():
             return None
-        who = pl.concat_str(
-            pl.col("node"), self._rank().cast(pl.String), separator="/", ignore_nulls=True
-        )
         steps = self.learned.read(
             lines.select(
                 LINE,
                 "job_id",
-                who.alias("_who"),
+                self._who().alias("_who"),
                 pl.col("message").str.replace_all(ANSI_ESCAPE, ""),
             )
         )
@@ -298,6 +338,13 @@ class ProgressParser:
         """The ``attribute`` of the format that read each line."""
         values = [getattr(f, attribute) for f in self.formats]
         return pl.lit(pl.Series(values, dtype=pl.String)).gather(pl.col(PATTERN))
+
+    @classmethod
+    def _who(cls) -> pl.Expr:
+        """The process that printed a line: its node and rank."""
+        return pl.concat_str(
+            pl.col("node"), cls._rank().cast(pl.String), separator="/", ignore_nulls=True
+        )
 
     @staticmethod
     def _rank() -> pl.Expr:
