@@ -157,7 +157,7 @@ class VictoriaLogsConfig:
     """Compression asked for /query answers. Measured (bench/bench_victorialogs_tail.py): on
     recently ingested rows, which the server streams in pieces of about 2 KiB, gzip costs medic
     about a third less CPU per line (five times fewer pieces; polars decompresses); on rows
-    the server has merged into large blocks identity is about a tenth cheaper. gzip also saves
+    the server has merged into large blocks identity is 5-10 % cheaper. gzip also saves
     network bytes. The tail is always identity: a gzipped tail withholds its headers while
     nothing matches."""
     backfill_window_s: Positive = 60.0
