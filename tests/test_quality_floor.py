@@ -42,7 +42,8 @@ SLOW = pytest.mark.timeout(1200)
 MARGIN = 0.05
 FIGURES = ("recall", "precision", "attribution_accuracy")
 # Per set and kind: (recall, precision, attribution accuracy) measured on 2026-12-01 (main at
-# 2d4f03c) with the default configuration (None: nothing of that kind to measure).
+# 2d4f03c) with the default configuration (None: nothing of that kind to measure); perturbed
+# node_failure precision re-measured at 0.6667 on branch i19b (cc2240d), the rest unchanged.
 MEASURED: dict[str, dict[str, tuple[float | None, float | None, float | None]]] = {
     "datasets": {
         "crash": (1.0, 1.0, 1.0),
@@ -56,7 +57,7 @@ MEASURED: dict[str, dict[str, tuple[float | None, float | None, float | None]]] 
         "hang": (1.0, 0.75, 1.0),
         "straggler": (1.0, 1.0, 1.0),
         "gpu_fault": (1.0, 1.0, 1.0),
-        "node_failure": (1.0, 0.6, 1.0),
+        "node_failure": (1.0, 0.6667, 1.0),
     },
 }
 

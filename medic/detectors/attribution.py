@@ -10,7 +10,15 @@ Rules (the same for every detector):
 * software errors (out of memory, user exceptions, configuration errors) blame no node.
 
 An ``Incident`` collects the evidence of one job's incident in arrival order, bounded, and
-answers culprits, ranks, onset and a one-line summary from it.
+answers culprits, ranks, onset, a one-line summary and a score from it.
+
+The score (``Incident.confidence``) is how much the evidence says, apart from the alarm (the
+detectors report every incident; the rules' ``min_score`` decides what is acted on): each sign
+leaves a doubt by what it is (``DOUBT``), and independent signs multiply their doubts (a
+noisy-OR). One hardware sign against a node gives 0.8, a second 0.96; a rank's own error line
+0.7; a job's failed exit alone 0.3; peers' complaints add little each, as every peer of a
+failed rank prints them. Monotone in the evidence, so a notebook can raise the bar on cached
+scores (``medic.tuning.rethreshold``) without replaying.
 """
 
 from __future__ import annotations
@@ -28,6 +36,10 @@ MAX_EVIDENCE = 32
 """Evidence items kept per incident (the count keeps growing past it)."""
 MAX_RANKS = 16
 """Ranks named in a detection, earliest first."""
+HARDWARE_DOUBT = 0.2
+"""What a hardware sign against a node leaves in doubt (a silent node, an Xid, Slurm's
+NOT_RESPONDING); by role otherwise:"""
+DOUBT = {"root": 0.3, "context": 0.7, "collateral": 0.9, "benign": 1.0}
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,9 @@ class Evidence:
     role: str = "root"
     hardware: bool = False
     signature: str | None = None
+    doubt: float | None = None
+    """What this sign leaves in doubt, when its detector can tell (a silence: the longer, the
+    less); else its kind's (``HARDWARE_DOUBT``, ``DOUBT``)."""
 
     def where(self) -> str:
         parts = []
@@ -113,6 +128,20 @@ class Incident:
             if item.rank is not None and item.rank not in ranks:
                 ranks.append(item.rank)
         return tuple(ranks[:MAX_RANKS])
+
+    def confidence(self) -> float:
+        """The incident's score in [0, 1]: one minus the product of its signs' doubts (the
+        signs summarised past ``MAX_EVIDENCE`` count as collateral)."""
+        doubt = 1.0
+        for item in self.evidence:
+            if item.doubt is not None:
+                doubt *= item.doubt
+            elif item.hardware and item.node is not None:
+                doubt *= HARDWARE_DOUBT
+            else:
+                doubt *= DOUBT.get(item.role, 1.0)
+        doubt *= DOUBT["collateral"] ** max(0, self.count - len(self.evidence))
+        return 1.0 - doubt
 
     def summary(self, headline: str) -> str:
         root = self.root

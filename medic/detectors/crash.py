@@ -295,14 +295,12 @@ class CrashDetector(WatchesLiveness):
 
     def _detection(self, pending: _Pending) -> Detection:
         incident = pending.incident
-        root = incident.root
-        sure = root is not None and root.role == "root"
         return Detection(
             job_id=incident.job_id,
             kind="crash",
             culprits=(),
             ranks=incident.ranks(),
-            score=1.0 if sure else 0.7,
+            score=incident.confidence(),
             detector=self.name,
             summary=incident.summary(f"Job {incident.job_id} crashed"),
             onset=incident.onset,

@@ -16,7 +16,7 @@ The peer of a completion error is a fabric address; the hosts' NCCL start-up lin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import polars as pl
 
@@ -61,13 +61,19 @@ class FabricEvidence:
         self.held.extend(item for item, fatal in zip(items, sure, strict=True) if not fatal)
         return [item for item, fatal in zip(items, sure, strict=True) if fatal]
 
-    def release(self, watermark: int, own_errors: Mapping[str, int]) -> list[Located]:
+    def release(
+        self, watermark: int, own_errors: Mapping[str, int], lag_us: Callable[[str | None], int]
+    ) -> list[Located]:
         """The held evidence whose wait is over and that nothing explained: no recovery of its
-        host since, no error of the job's own within ``slack_us`` before it or since."""
-        due = [item for item in self.held if item[1].time + self.hold_us <= watermark]
-        if not due:
-            return []
-        self.held = [item for item in self.held if item[1].time + self.hold_us > watermark]
+        host since, no error of the job's own within ``slack_us`` before it or since. The wait
+        is ``hold_us`` plus the job's log delivery lag (``lag_us``): the line that explains it
+        may have been written in time and still be on its way."""
+        due: list[Located] = []
+        held: list[Located] = []
+        for pair in self.held:
+            over = pair[1].time + self.hold_us + lag_us(pair[0]) <= watermark
+            (due if over else held).append(pair)
+        self.held = held
         sure = []
         for job_id, item in due:
             back = item.node is not None and self.recovered.get(item.node, -1) >= item.time

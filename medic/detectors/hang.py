@@ -9,9 +9,11 @@ silence is improbable for that job: longer than ``gap_factor`` times its p99 gap
 Telemetry corroborates (``medic.detectors.hang_evidence``): while the job's GPUs are pegged
 but draw much less power than when the job progressed (spinning in an NCCL wait), or one rank's
 GPU stopped while the others spin, for ``corroborated_hold_s``, the silence is suspicious sooner:
-past ``corroborated_gap_factor`` times the p99 gap and ``corroborated_silence_s`` (and
-``stall_silence_s`` when all that shows is one rank's GPU idle, reporting itself idle: a
-data-loader stall looks the same for up to a minute). While they
+past ``corroborated_gap_factor`` times the p99 gap and ``corroborated_silence_s``. When all
+that shows is one rank's GPU idle, reporting itself idle, the GPUs must have shown it for
+``stall_silence_s`` (a data-loader stall looks the same for up to a minute): measured on the
+telemetry's own timestamps, not on the step lines, whose silence a log shipper's delivery delay
+inflates by up to its batching interval. While they
 work (evaluation, training without printing) the job gets ``working_silence_s``; while they all
 idle (a checkpoint or data stall that prints nothing) ``idle_silence_s``, and the next step is
 due counting from the end of such a spell. GPUs corroborating a hang for ``spin_hold_s`` fire
@@ -22,9 +24,14 @@ barrier, GPUs pegged at low power, as NCCL kernels busy-wait; an evaluation on s
 data-loader stall does the same. So an open checkpoint or evaluation phase is never a hang before
 its own allowance runs out, learned per job: ``phase_factor`` times the longest such phase the
 job has had (at least ``phase_floor_s``), ``phase_allowance_s`` before it finished one. A spell of
-spinning that ended by itself with no phase printed (a checkpoint or stall the job does not
-announce) teaches the job's spell allowance the same way: the next one fires only past
-``phase_factor`` times the longest.
+GPUs corroborating the same way (spinning, a rank's GPU stopped) that ended by itself with no
+phase printed (a checkpoint or stall the job does not announce) teaches the job's spell
+allowance for that state the same way: the next one fires only past ``phase_factor`` times the
+longest.
+
+A job whose own ranks logged a crash (a traceback, a CUDA error, an out-of-memory kill) since
+its last step is crashing, not hung: the crash detector reports it, and the crashed rank's GPU,
+its context still held while the launcher tears the job down, must not read as a stuck GPU.
 
 A culprit node is named only with evidence against it (hardware counters, a stuck GPU engine,
 lost telemetry, a hardware error in its kernel log); otherwise the stuck ranks are named with no
@@ -47,7 +54,7 @@ jobs silent for ``watch_after_s`` or more, or whose snapshot looks hung.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, ClassVar
 
 import polars as pl
@@ -83,8 +90,8 @@ class HangConfig:
     """... and it must exceed this many times the job's ``gap_quantile`` step gap."""
     stall_silence_s: Positive = 90.0
     """While the only sign is a rank left without work (its GPU idle, and reporting itself idle)
-    as the others wait, the silence must last this long too: a data-loader stall or a rank's
-    own host work (a synchronous save) looks like that for up to a minute."""
+    as the others wait, the GPUs must have shown it this long (telemetry time): a data-loader
+    stall or a rank's own host work (a synchronous save) looks like that for up to a minute."""
     corroborated_hold_s: NonNegative = 20.0
     """The GPUs must have corroborated this long (two windows) before a silence counts as
     corroborated."""
@@ -103,14 +110,15 @@ class HangConfig:
     """Silence tolerated while a checkpoint or an evaluation runs, before the job has finished
     one of that kind (the cold start: synchronous saves of large models take minutes)."""
     phase_factor: Positive = 3.0
-    """Once it has: this many times the longest such phase (or unannounced spell of spinning
-    that ended by itself) this job has had ..."""
+    """Once it has: this many times the longest such phase (or unannounced spell of GPUs in
+    the same state that ended by itself) this job has had ..."""
     phase_floor_s: NonNegative = 120.0
-    """... and at least this long."""
+    """... and, for a phase, at least this long."""
     working_silence_s: Positive = 1800.0
     """Silence tolerated while the GPUs work (not pegged, or drawing more than a wait does)."""
     idle_silence_s: Positive = 480.0
-    """Silence tolerated while most GPUs idle (a checkpoint or data stall printing nothing)."""
+    """Silence tolerated while most GPUs idle, or one rank per node does as the others wait (a
+    checkpoint or data stall printing nothing)."""
     spin_hold_s: Positive = 120.0
     """GPUs corroborating a hang this long fire even if the step model would wait longer (never
     inside an open phase or a learned spell allowance); it is also all that fires for a job
@@ -161,8 +169,10 @@ class JobWatch:
 
     gaps: QuantileScorer
     telemetry: JobTelemetry
-    longest_spell_us: int | None = None
-    """The longest spell of corroborating GPUs that ended by itself outside a phase."""
+    longest_spell_us: dict[str, int] = field(default_factory=dict)
+    """Per GPU state (``spinning``, ``rank stopped``, ``gpu stuck``): the longest spell of
+    GPUs corroborating that way that ended by itself outside a phase. A healthy job's data
+    stall (one rank idle) says nothing about how long all its GPUs may spin."""
     alarmed: bool = False
     suspicious: bool = False
     """Its latest snapshot looked hung (jobs that print no progress)."""
@@ -197,12 +207,15 @@ class HangDetector(WatchesJobs):
         self._silent_jobs: set[str] = set()
         self.stuck: dict[str, int] = {}
         """Job -> time of the line that reported it stuck (reported once until it progresses)."""
+        self.crashed: dict[str, int] = {}
+        """Job -> time of the newest crash line of one of its own ranks."""
 
     def state_size(self) -> int:
         return (
             len(self.jobs)
             + len(self.watch)
             + len(self.stuck)
+            + len(self.crashed)
             + len(self.kernel)
             + self.baseline.state_size()
             + self.silent.state_size()
@@ -216,6 +229,7 @@ class HangDetector(WatchesJobs):
             self._learn(batch.frame)
         elif batch.stream == "signatures":
             self._kernel_errors(batch.frame)
+            self._crashes(batch.frame)
             return self._reported_stuck(batch.frame)
         elif batch.stream == "gpu":
             self.baseline.add(batch.frame, self.jobs.placement)
@@ -240,6 +254,20 @@ class HangDetector(WatchesJobs):
             if node not in self.kernel or self.kernel[node][0] <= time:
                 self.kernel[node] = (time, signature)
 
+    def _crashes(self, hits: pl.DataFrame) -> None:
+        """Keep each job's newest crash line of its own (not a peer's complaint)."""
+        crashes = (
+            hits.filter(
+                (pl.col("kind") == "crash")
+                & (pl.col("role") == "root")
+                & pl.col("job_id").is_not_null()
+            )
+            .group_by("job_id")
+            .agg(pl.col("time").to_physical().max())
+        )
+        for job_id, time in crashes.iter_rows():
+            self.crashed[job_id] = max(time, self.crashed.get(job_id, time))
+
     def advance(self, watermark: int) -> list[Detection]:
         for window in self.baseline.close(watermark):
             self._fold_baseline(window)
@@ -249,8 +277,9 @@ class HangDetector(WatchesJobs):
             self._forget(job_id)
         horizon = watermark - round(self.config.forget_after_s * US)
         self.kernel = {node: hit for node, hit in self.kernel.items() if hit[0] >= horizon}
-        for job_id in [j for j, t in self.stuck.items() if t < horizon]:
-            del self.stuck[job_id]
+        for state in (self.stuck, self.crashed):
+            for job_id in [j for j, t in state.items() if t < horizon]:
+                del state[job_id]
         found = []
         watched = set()
         for job_id, watch in list(self.watch.items()):
@@ -307,8 +336,9 @@ class HangDetector(WatchesJobs):
         if since is None or not step.fresh:
             return
         spell = step.time - since
-        if watch.longest_spell_us is None or spell > watch.longest_spell_us:
-            watch.longest_spell_us = spell
+        longest = watch.longest_spell_us
+        for state in watch.telemetry.spell_states:
+            longest[state] = max(spell, longest.get(state, spell))
 
     def _watch(self, job_id: str) -> JobWatch:
         watch = self.watch.get(job_id)
@@ -408,6 +438,10 @@ class HangDetector(WatchesJobs):
         phase or of the job's healthy spells."""
         c = self.config
         held = held_us(watch.telemetry, now, c)
+        began = job.last_step_at if job is not None and job.last_step_at is not None else now - held
+        crashed = self.crashed.get(job_id)
+        if crashed is not None and crashed > began - round(c.window_s * US):
+            return None
         gpus = verdict(watch.telemetry, now, c)
         corroborated = gpus in CORROBORATING and held >= c.corroborated_hold_s * US
         if job is not None and job.last_step_at is not None:
@@ -419,10 +453,12 @@ class HangDetector(WatchesJobs):
                 silence = min(silence, now - quiet_until)
             if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
                 return None
-            if silence < self._allowance_us(job, watch, held):
+            if silence < self._allowance_us(job, watch, held, gpus):
                 return None
             threshold = self._threshold_us(watch, gpus, corroborated)
             if silence < threshold and held < c.spin_hold_s * US:
+                return None
+            if corroborated and self._stalled(watch, gpus) and held < c.stall_silence_s * US:
                 return None
             reference = watch.gaps.reference if watch.gaps.ready else None
             step = job.last_step if job.last_step is not None else "?"
@@ -436,6 +472,8 @@ class HangDetector(WatchesJobs):
             what = f"prints no progress and its GPUs have looked hung for {held / US:.0f}s"
             onset, silence, threshold = now - held, held, round(c.spin_hold_s * US)
         else:
+            return None
+        if watch.telemetry.undecided(c):
             return None
         blame = culprits(job, watch.telemetry, c, self._kernel_lines(job, now))
         if blame.nodes:
@@ -462,17 +500,27 @@ class HangDetector(WatchesJobs):
             },
         )
 
-    def _allowance_us(self, job: JobProgress, watch: JobWatch, held: int) -> int:
+    @staticmethod
+    def _stalled(watch: JobWatch, gpus: str) -> bool:
+        """Whether all the spell has shown is a rank left without work: its GPU idle as the
+        others wait, or, once that GPU went back to work, the others still waiting for it (the
+        window in which a data-loader stall ends)."""
+        states = watch.telemetry.spell_states
+        return gpus == "rank stopped" or (gpus == "spinning" and "rank stopped" in states)
+
+    def _allowance_us(self, job: JobProgress, watch: JobWatch, held: int, gpus: str) -> int:
         """Silence no evidence can cut short: an open phase's allowance, or, while the GPUs
-        spin with no phase open, the allowance of the job's earlier spells that ended by
-        themselves (measured from the start of this spell)."""
+        corroborate with no phase open, ``phase_factor`` times the longest of the job's earlier
+        spells of the same GPU state that ended by themselves (measured from the start of this
+        spell; the silence thresholds still apply past it, so it needs no floor)."""
         c = self.config
         if job.phase is not None:
             cold, floor = round(c.phase_allowance_s * US), round(c.phase_floor_s * US)
             return job.phase_allowance_us(job.phase.kind, cold, floor, c.phase_factor)
-        if watch.longest_spell_us is None or held == 0:
+        longest = watch.longest_spell_us.get(gpus)
+        if longest is None or held == 0:
             return 0
-        spell = max(round(c.phase_floor_s * US), round(c.phase_factor * watch.longest_spell_us))
+        spell = round(c.phase_factor * longest)
         return _silence(job, watch.telemetry.corroborated_since or 0) + spell
 
     def _threshold_us(self, watch: JobWatch, gpus: str, corroborated: bool) -> int:
@@ -481,15 +529,13 @@ class HangDetector(WatchesJobs):
         if corroborated:
             scaled = c.corroborated_gap_factor * reference if reference is not None else 0.0
             seconds = max(c.corroborated_silence_s, scaled)
-            if gpus == "rank stopped":
-                seconds = max(seconds, c.stall_silence_s)
         elif reference is not None:
             seconds = max(c.min_silence_s, c.gap_factor * reference)
         else:
             seconds = c.min_silence_s if gpus in CORROBORATING else self._cold_s(watch)
         if gpus == "working":
             seconds = max(seconds, c.working_silence_s)
-        elif gpus == "idle":
+        elif gpus in ("idle", "writers"):
             seconds = max(seconds, c.idle_silence_s)
         return round(seconds * US)
 
@@ -512,6 +558,7 @@ class HangDetector(WatchesJobs):
     def _forget(self, job_id: str) -> None:
         self.watch.pop(job_id, None)
         self.stuck.pop(job_id, None)
+        self.crashed.pop(job_id, None)
         self._silent_jobs.discard(job_id)
         self.baseline.forget([job_id])
         self.silent.forget([job_id])

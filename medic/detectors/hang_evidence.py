@@ -9,7 +9,10 @@ rises since the silence began.
 ``verdict`` names the GPUs' state: ``spinning`` (pegged but drawing much less power than when
 progressing: an NCCL wait), ``gpu stuck`` (a GPU that was busy draws idle power while pegged, or
 stopped without reporting itself idle, as its peers wait), ``rank stopped`` (a GPU that was busy
-went idle and says so, as its peers wait: a rank left without work), ``working`` (not pegged,
+went idle and says so, as its peers wait: a rank left without work), ``writers`` (GPUs idle on
+several nodes at once: one rank per node busy on its host while the others wait, as a
+checkpoint written by one rank per node or per model-parallel group does, Megatron-LM's legacy
+format; a stuck rank is one rank), ``working`` (not pegged,
 or drawing more than a wait: an evaluation, training without printing), ``idle`` (most GPUs),
 ``mixed``, ``busy`` (no baseline yet) or ``no telemetry``.
 
@@ -43,12 +46,13 @@ if TYPE_CHECKING:
 
 SILENT_NODE = "its telemetry stopped"
 CORROBORATING = frozenset({"spinning", "gpu stuck", "rank stopped"})
-HOLDING = frozenset({"idle", "working"})
+HOLDING = frozenset({"idle", "working", "writers"})
 EVIDENCE_COLUMNS = [f"{c}_delta" for c in COUNTERS] + ["xid"]
 _GPU = {"node": pl.String, "gpu": pl.Int16}
-_NO_GPUS = pl.DataFrame(schema=_GPU | {"stuck": pl.Boolean})
+_NO_GPUS = pl.DataFrame(schema=_GPU | {"stuck": pl.Boolean, "pegged": pl.Boolean})
 """Stopped GPUs: ``stuck`` says the GPU itself looks stuck (pegged at idle power, or idle
-without reporting the GPU-idle reason) rather than left without work by its rank."""
+without reporting the GPU-idle reason) rather than left without work by its rank; ``pegged``
+that it is the former (its engine busy on nothing)."""
 
 
 @dataclass
@@ -65,10 +69,14 @@ class JobTelemetry:
     state: str = "no telemetry"
     corroborated_since: int | None = None
     """Start of the run of windows whose state corroborates a hang, None outside one."""
+    spell_states: set[str] = field(default_factory=set)
+    """The corroborating states seen in that run."""
     quiet_until: int | None = None
     """End of the latest window in which the GPUs worked or idled while the job printed
     nothing (a spell of evaluation or checkpointing)."""
-    recent_nodes: deque[set[str]] = field(default_factory=lambda: deque(maxlen=2))
+    recent_nodes: deque[tuple[int, set[str]]] = field(default_factory=deque)
+    """(window end, nodes heard in it) for the windows of the last ``carry_s``: a node sampled
+    every 30 s is missing from most 10 s windows without having stopped."""
     since: pl.DataFrame | None = None
 
     def snapshot(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
@@ -80,8 +88,13 @@ class JobTelemetry:
             self._healthy(gpus, end, config)
 
     def progressed(self, time: int, config: HangConfig) -> None:
-        if self.pending is not None and time >= self.pending_end:
-            self._healthy(self.pending, self.pending_end, config)
+        """A step after the pending snapshot confirms it healthy, unless its GPUs corroborated
+        a hang then: a data-loader stall that ended by itself leaves one rank's GPU idle in the
+        window, and a baseline with that GPU idle could never see it stop again."""
+        pending = self.pending
+        if pending is not None and time >= self.pending_end:
+            if _state(self, pending, config) not in CORROBORATING:
+                self._healthy(pending, self.pending_end, config)
             self.pending = None
 
     def glance(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> bool:
@@ -97,7 +110,9 @@ class JobTelemetry:
         """A full window while the job is silent (or looks hung). GPUs sampled less often than
         a window (telemetry every 15 or 30 s) keep their latest values for ``carry_s``, so the
         GPUs' state is judged on all of them, not on the third that a window happened to hold."""
-        self.recent_nodes.append(set(gpus.get_column("node").to_list()))
+        self.recent_nodes.append((end, set(gpus.get_column("node").to_list())))
+        while self.recent_nodes[0][0] < end - round(config.carry_s * US):
+            self.recent_nodes.popleft()
         self.since = _summed(self.since, gpus.select("node", "gpu", *EVIDENCE_COLUMNS))
         gpus = gpus.with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
         if self.latest is not None:
@@ -113,13 +128,36 @@ class JobTelemetry:
             self.quiet_until = end
         if self.state not in CORROBORATING:
             self.corroborated_since = None
-        elif self.corroborated_since is None:
+            self.spell_states = set()
+            return
+        if self.corroborated_since is None:
             self.corroborated_since = end - round(config.window_s * US)
+        self.spell_states.add(self.state)
+
+    def heard(self) -> set[str]:
+        """Nodes heard from in the windows of the last ``carry_s``."""
+        return set().union(*(nodes for _, nodes in self.recent_nodes))
+
+    def known(self) -> set[str]:
+        """Nodes of the healthy snapshot."""
+        return set(self.healthy.get_column("node").to_list()) if self.healthy is not None else set()
+
+    def covered(self, config: HangConfig) -> bool:
+        """Whether the silent windows span ``carry_s``: a node missing from all of them has
+        stopped, not merely been sampled less often than a window."""
+        recent, span = self.recent_nodes, (config.carry_s - config.window_s) * US
+        return bool(recent) and recent[-1][0] - recent[0][0] >= span
+
+    def undecided(self, config: HangConfig) -> bool:
+        """A node is missing from every silent window so far, too few to tell a stopped node
+        from a sparsely sampled one: worth the few seconds until they are enough."""
+        return bool(self.known() - self.heard()) and not self.covered(config)
 
     def resume(self) -> None:
         """Progress came back: forget what the silence showed."""
         self.latest, self.since, self.state = None, None, "no telemetry"
         self.corroborated_since = self.quiet_until = None
+        self.spell_states = set()
         self.recent_nodes.clear()
 
     def stopped(self, gpus: pl.DataFrame | None, config: HangConfig) -> pl.DataFrame:
@@ -131,11 +169,12 @@ class JobTelemetry:
         util, power = gpus.get_column("util"), gpus.get_column("power_w")
         pegged = util >= config.spin_util
         stuck = pl.Series([False] * gpus.height)
+        pegged_low = stuck
         if int(pegged.sum()) * 2 > gpus.height:
             peers_power = power.filter(pegged).median()
             if peers_power is not None:
                 low = config.stuck_power_ratio * float(peers_power)  # type: ignore[arg-type]
-                stuck = pegged & (power < low)
+                stuck = pegged_low = pegged & (power < low)
         idle = util < config.idle_util
         stopped = idle | stuck
         if not stopped.any():
@@ -144,7 +183,7 @@ class JobTelemetry:
             unannounced = idle & (gpus.get_column("throttled").fill_null(1.0) < 0.5)
             stuck = stuck | unannounced
         busy_before = healthy.filter(pl.col("util") >= config.busy_util).select(list(_GPU))
-        now = gpus.select(list(_GPU)).with_columns(stuck=stuck).filter(stopped)
+        now = gpus.select(list(_GPU)).with_columns(stuck=stuck, pegged=pegged_low).filter(stopped)
         return now.join(busy_before, on=list(_GPU), how="semi")
 
     def _healthy(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
@@ -185,6 +224,10 @@ def _state(telemetry: JobTelemetry, gpus: pl.DataFrame, config: HangConfig) -> s
         return "idle" if idle * 2 >= gpus.height else "mixed"
     stopped = telemetry.stopped(gpus, config)
     if not stopped.is_empty():
+        if stopped.get_column("pegged").any():
+            return "gpu stuck"
+        if stopped.get_column("node").n_unique() > 1:
+            return "writers"
         return "gpu stuck" if stopped.get_column("stuck").any() else "rank stopped"
     busy = util >= config.busy_util
     if float(util.filter(busy).median()) < config.spin_util:  # type: ignore[arg-type]
@@ -235,9 +278,8 @@ def culprits(
         stopped = _NO_GPUS
     for node in sorted(set(stopped.filter("stuck").get_column("node").to_list())):
         reasons.setdefault(node, "its GPU looks stuck (stopped as the others wait, yet not idle)")
-    heard = set().union(*telemetry.recent_nodes) if telemetry.recent_nodes else set()
-    known = set(healthy.get_column("node").to_list()) if healthy is not None else set()
-    if heard and known - heard:
+    heard, known = telemetry.heard(), telemetry.known()
+    if heard and telemetry.covered(config) and known - heard:
         for node in sorted(known - heard):
             reasons.setdefault(node, SILENT_NODE)
     if telemetry.since is not None:

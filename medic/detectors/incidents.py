@@ -156,7 +156,7 @@ class IncidentBook:
                     kind=self.kind,
                     culprits=culprits,
                     ranks=incident.ranks(),
-                    score=1.0 if culprits else 0.6,
+                    score=incident.confidence(),
                     detector=self.detector,
                     summary=incident.summary(headline(job, incident)),
                     onset=incident.onset,

@@ -155,22 +155,38 @@ def _unique_gpus(nodes: pl.Series, gpus: pl.Series) -> bool:
 
 
 class Cadence:
-    """The newest event time per key (a node, a job) and its usual spacing: the longest of its
-    last ``RECENT`` spacings between batches. Quiet means something only for a key that is
-    usually chatty, and a burst of lines (start-up chatter, a warning repeated by every rank)
-    must not make a key that pauses for tens of seconds look like one that never pauses."""
+    """The newest event time per key (a node, a job), its usual spacing (the longest of its last
+    ``RECENT`` spacings between batches) and its delivery lag. Quiet means something only for a
+    key that is usually chatty, and a burst of lines (start-up chatter, a warning repeated by
+    every rank) must not make a key that pauses for tens of seconds look like one that never
+    pauses.
+
+    Log shippers deliver a node's lines in batches, seconds to tens of seconds after they were
+    written (Fluent Bit's ``Flush``, Vector's ``batch.timeout_secs``, Promtail's ``batchwait``,
+    plus retries): at any moment the newest line that has *arrived* from a healthy node is that
+    old. So a key's silence is counted from its newest line's own time to ``now`` less the
+    longest delivery lag the key has shown lately (``LAGS`` arrivals: the time a batch arrived,
+    the detector's watermark then, less its newest line's time): a delayed feed is not a quiet
+    node."""
 
     RECENT = 8
+    LAGS = 32
 
     def __init__(self) -> None:
         self.last: dict[str, int] = {}
         self.steps: dict[str, deque[int]] = {}
+        self.lags: dict[str, deque[int]] = {}
 
     def __len__(self) -> int:
         return len(self.last)
 
-    def observe(self, keys: list[str], times: list[int]) -> None:
+    def observe(self, keys: list[str], times: list[int], arrived: int | None = None) -> None:
+        """Fold each key's newest time in a batch; ``arrived``: when the batch arrived (the
+        newest watermark before it), to learn the keys' delivery lag."""
         for key, time in zip(keys, times, strict=True):
+            if arrived is not None:
+                lags = self.lags.setdefault(key, deque(maxlen=self.LAGS))
+                lags.append(max(0, arrived - time))
             last = self.last.get(key)
             if last is not None and time <= last:
                 continue
@@ -184,18 +200,32 @@ class Cadence:
         steps = self.steps.get(key)
         return max(steps) if steps else None
 
+    def lag(self, key: str) -> int:
+        """The longest delivery lag the key's lines showed lately (0 when unknown)."""
+        lags = self.lags.get(key)
+        return max(lags) if lags else 0
+
+    def silence(self, key: str, now: int) -> int | None:
+        """How long the key has written nothing, as far as ``now`` can tell: from its newest
+        line to ``now`` less its delivery lag (None for a key never heard from)."""
+        last = self.last.get(key)
+        return None if last is None else now - self.lag(key) - last
+
     def went_quiet(self, key: str, since: int, now: int, slack: int, longest: int) -> bool:
         """True when ``key`` wrote regularly (at least every ``longest``) up to about ``since``, and
-        nothing after ``since + slack`` for three of its usual spacings until ``now``."""
+        nothing after ``since + slack`` for three of its usual spacings until ``now`` (less its
+        delivery lag)."""
         last, every = self.last.get(key), self.every(key)
         if last is None or every is None or every > longest:
             return False
-        return since - 2 * every - US <= last <= since + slack and now - last >= 3 * every
+        quiet = now - self.lag(key) - last
+        return since - 2 * every - US <= last <= since + slack and quiet >= 3 * every
 
     def forget_before(self, cutoff: int) -> None:
         for key in [k for k, t in self.last.items() if t < cutoff]:
             del self.last[key]
             self.steps.pop(key, None)
+            self.lags.pop(key, None)
 
 
 @dataclass(frozen=True)
@@ -210,6 +240,8 @@ class Gap:
 
 
 ABSENT = -1
+SPACINGS = 8
+"""Recent spacings between a node's telemetry samples that its usual cadence is the median of."""
 _is_set = np.vectorize(lambda value: value is not None, otypes=[bool])
 
 
@@ -218,7 +250,11 @@ class Liveness:
 
     The GPU state is numpy arrays indexed by node id and GPU index, so a batch of a whole
     cluster folds in with a few array assignments. Each GPU and node also keeps when it was
-    (re)added, so that lists of them come out in a stable order."""
+    (re)added, so that lists of them come out in a stable order, and each node its last
+    ``SPACINGS`` spacings between samples: dcgm-exporter collects every 30 s by default and
+    Prometheus scrapes every 15 to 60 s, so a node's telemetry is late only once it is overdue
+    for *its* next sample (the median spacing: one exporter restart among them does not make a
+    node look like one that reports every minute)."""
 
     def __init__(self) -> None:
         self.logs = Cadence()
@@ -243,7 +279,16 @@ class Liveness:
         self._gpu_added = np.zeros((0, 1), np.int64)
         self._node_seen = np.full(0, ABSENT, np.int64)
         self._node_added = np.zeros(0, np.int64)
+        self._node_spacing = np.full((0, SPACINGS), np.nan)
+        self._node_spacings = np.zeros(0, np.int64)
+        """Per node: its recent sample spacings (a ring, NaN where unfilled) and how many."""
         self._additions = 0
+        self.watermark: int | None = None
+        """The newest watermark (``advance_to``): when the batches folded next arrived."""
+
+    def advance_to(self, watermark: int) -> None:
+        """Note the watermark: log batches folded after it arrived then (their delivery lag)."""
+        self.watermark = watermark if self.watermark is None else max(self.watermark, watermark)
 
     def __len__(self) -> int:
         held = int((self._gpu_seen >= 0).sum() + (self._node_seen >= 0).sum())
@@ -276,9 +321,31 @@ class Liveness:
         if new_nodes.any():
             ids, first = np.unique(nodes[new_nodes], return_index=True)
             self._node_added[ids[np.argsort(first)]] = self._next(len(ids))
-        np.maximum.at(self._node_seen, nodes, times)
+        self._fold_node_times(nodes, times)
         top = int(times.max())
         self.newest_gpu = top if self.newest_gpu is None else max(self.newest_gpu, top)
+
+    def _fold_node_times(self, nodes: np.ndarray, times: np.ndarray) -> None:
+        """Each node's newest sample, and the spacing since its previous one."""
+        ids, inverse = np.unique(nodes, return_inverse=True)
+        newest = np.full(len(ids), ABSENT, np.int64)
+        np.maximum.at(newest, inverse, times)
+        before = self._node_seen[ids]
+        later = (before >= 0) & (newest > before)
+        moved = ids[later]
+        slot = self._node_spacings[moved] % SPACINGS
+        self._node_spacing[moved, slot] = newest[later] - before[later]
+        self._node_spacings[moved] += 1
+        self._node_seen[ids] = np.maximum(before, newest)
+
+    def cadence_us(self, node_ids: np.ndarray) -> np.ndarray:
+        """Each node's usual spacing between telemetry samples (0 before it has one)."""
+        spacing = self._node_spacing[node_ids]
+        known = ~np.isnan(spacing).all(axis=1)
+        usual = np.zeros(len(node_ids))
+        if known.any():
+            usual[known] = np.nanmedian(spacing[known], axis=1)
+        return usual.astype(np.int64)
 
     def located(self, latest: pl.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
         """Node id and GPU index of each row of ``latest`` when it is the batch folded last
@@ -300,6 +367,8 @@ class Liveness:
         self._gpu_added = fitted(self._gpu_added, shape, 0)
         self._node_seen = fitted(self._node_seen, shape[:1], ABSENT)
         self._node_added = fitted(self._node_added, shape[:1], 0)
+        self._node_spacing = fitted(self._node_spacing, (shape[0], SPACINGS), np.nan)
+        self._node_spacings = fitted(self._node_spacings, shape[:1], 0)
         return nodes, gpus
 
     def _gpus_in_order(self, mask: np.ndarray) -> list[tuple[int, int]]:
@@ -351,7 +420,7 @@ class Liveness:
         if frame is self._logs_folded or frame.is_empty():
             return
         self._logs_folded = frame
-        self.logs.observe(*newest_by(frame, "node"))
+        self.logs.observe(*newest_by(frame, "node"), arrived=self.watermark)
         if "job_id" not in frame.columns:
             return
         placed = (
@@ -386,18 +455,23 @@ class Liveness:
         return Gap(self.slots.names[node_id], gpu, seen, length, held)
 
     def silent_nodes(self, min_gap_us: int, now: int) -> list[Gap]:
-        """Nodes whose telemetry stopped ``min_gap_us`` before the cluster's newest sample and that
-        wrote no log line in the last ``min_gap_us`` either."""
+        """Nodes whose telemetry is ``min_gap_us`` overdue (past their usual spacing after their
+        newest sample) by the cluster's newest sample, and whose logs are silent as long (less
+        their delivery lag). ``Gap.length`` is the time since the node's newest sample."""
         if self.newest_gpu is None:
             return []
         lagging = self._node_seen <= self.newest_gpu - min_gap_us
         if not lagging.any():
             return []
+        ids = np.array(self._nodes_in_order(lagging), np.intp)
+        seen = self._node_seen[ids]
+        overdue = seen + self.cadence_us(ids) <= self.newest_gpu - min_gap_us
         out = []
-        for i in self._nodes_in_order(lagging):
-            node, seen = self.slots.names[i], int(self._node_seen[i])
-            if now - self.logs.last.get(node, seen) >= min_gap_us:
-                out.append(Gap(node, None, seen, self.newest_gpu - seen))
+        for i, last in zip(ids[overdue].tolist(), seen[overdue].tolist(), strict=True):
+            node = self.slots.names[i]
+            quiet = self.logs.silence(node, now)
+            if quiet is None or quiet >= min_gap_us:
+                out.append(Gap(node, None, last, self.newest_gpu - last))
         return out
 
     def node_gaps(self, nodes: list[str]) -> list[Gap]:
@@ -442,4 +516,6 @@ class Liveness:
         self._gpu_job[stale] = None
         gone = np.flatnonzero((self._node_seen >= 0) & (self._node_seen < cutoff))
         self._node_seen[gone] = ABSENT
+        self._node_spacing[gone] = np.nan
+        self._node_spacings[gone] = 0
         self.slots.release(gone.tolist())

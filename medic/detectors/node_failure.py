@@ -70,10 +70,11 @@ class NodeFailureConfig:
     stall_ratio: Annotated[float, Range(gt=0, lt=1)] = 0.6
     """The job's other GPUs stalled with the node if their mean power since fell below this share
     of the minute before (GPUs blocked in a collective draw a fraction of their working power)
-    while their mean utilisation stayed at ``spin_util`` or more."""
+    while every one of them stayed at ``spin_util`` or more."""
     spin_util: Percent = 80.0
-    """NCCL kernels spin at full utilisation while they wait; GPUs idling through a checkpoint
-    save or a data stall are not blocked on a peer."""
+    """NCCL kernels spin at full utilisation while they wait, on every rank blocked on the dead
+    peer; in a synchronous checkpoint the writers' GPUs idle while the others wait in the
+    barrier, and in a data stall the stalled rank's GPU idles, so neither pegs them all."""
     ended_grace_s: NonNegative = 60.0
     """A job that failed this recently is still watched for its nodes' silence."""
     node_states: tuple[str, ...] = FAILED_NODE_STATES
@@ -90,8 +91,8 @@ class NodeFailureConfig:
 
 
 class JobPower:
-    """Mean power and utilisation of each job's reporting GPUs, per telemetry batch, over the
-    last minutes. Batches are folded in ``FOLD_EVERY`` at a time, or when asked about: one
+    """Mean power and lowest utilisation of each job's reporting GPUs, per telemetry batch, over
+    the last minutes. Batches are folded in ``FOLD_EVERY`` at a time, or when asked about: one
     grouping query per second of telemetry would cost more than everything else this detector
     does with it."""
 
@@ -127,14 +128,14 @@ class JobPower:
             .agg(
                 pl.col("time").max().cast(pl.Int64),
                 pl.col("power_w").mean(),
-                pl.col("util").mean().fill_null(0.0),
+                pl.col("util").min().fill_null(0.0),
             )
             .sort("batch")
             .select("job_id", "time", "power_w", "util")
         )
-        for job_id, time, power, util in means.iter_rows():
+        for job_id, time, power, lowest in means.iter_rows():
             history = self.samples.setdefault(job_id, deque())
-            history.append((time, power, util))
+            history.append((time, power, lowest))
             while history[0][0] < time - self.keep_us:
                 history.popleft()
 
@@ -142,17 +143,17 @@ class JobPower:
         self, job_id: str, since: int, now: int, settle: int, ratio: float, spin_util: float
     ) -> bool:
         """Whether the job's GPUs drew under ``ratio`` of their power of the minute before
-        ``since`` from ``since + settle`` to ``now`` while staying at ``spin_util`` or more
-        (three samples at least on each side)."""
+        ``since`` from ``since + settle`` to ``now`` while every one of them stayed at
+        ``spin_util`` or more (three samples at least on each side)."""
         self._fold()
         history = self.samples.get(job_id, ())
         before = [p for t, p, _ in history if since - POWER_BASELINE_US <= t < since]
-        after = [(p, u) for t, p, u in history if since + settle <= t <= now]
+        after = [(p, low) for t, p, low in history if since + settle <= t <= now]
         if len(before) < 3 or len(after) < 3:
             return False
         power = sum(p for p, _ in after) / len(after)
-        util = sum(u for _, u in after) / len(after)
-        return util >= spin_util and power < ratio * sum(before) / len(before)
+        lowest = sum(low for _, low in after) / len(after)
+        return lowest >= spin_util and power < ratio * sum(before) / len(before)
 
     def forget_before(self, cutoff: int) -> None:
         """Drop jobs not heard from since ``cutoff``; scans at most once a minute."""
@@ -228,17 +229,23 @@ class NodeFailureDetector(WatchesLiveness):
 
     def advance(self, watermark: int) -> list[Detection]:
         cfg = self.config
+        self.liveness.advance_to(watermark)
         evidence: list[tuple[str | None, Evidence]] = []
-        for gap in self.liveness.silent_nodes(round(cfg.silence_s * US), watermark):
+        gaps = self.liveness.silent_nodes(round(cfg.silence_s * US), watermark)
+        silent = {gap.node for gap in gaps}
+        for gap in gaps:
             for job_id in self.book.concerned(None, gap.node, watermark):
-                if self.book.is_reported(job_id, gap.node):
+                if self.book.is_reported(job_id, gap.node) or self._all_silent(job_id, silent):
                     continue
                 why = self._corroboration(job_id, gap, watermark)
                 if why is not None:
                     what = f"no telemetry or log line for {gap.length / US:.0f} s, and {why}"
-                    evidence.append((job_id, Evidence(gap.since, what, gap.node, hardware=True)))
+                    doubt = silence_doubt(gap.length, cfg.silence_s)
+                    item = Evidence(gap.since, what, gap.node, hardware=True, doubt=doubt)
+                    evidence.append((job_id, item))
         found = self._emit(evidence, confirmed_at=watermark)
-        found += self._emit(self._placed(self.fabric.release(watermark, self.job_root_errors)))
+        released = self.fabric.release(watermark, self.job_root_errors, self._log_lag)
+        found += self._emit(self._placed(released))
         stale = watermark - RETENTION_US
         self.book.forget_ended(stale)
         self.liveness.forget_before(stale)
@@ -249,6 +256,18 @@ class NodeFailureDetector(WatchesLiveness):
             for job_id in [j for j, t in state.items() if t < stale]:
                 del state[job_id]
         return found
+
+    def _log_lag(self, job_id: str | None) -> int:
+        """How late the job's log lines have been arriving lately."""
+        return 0 if job_id is None else self.job_logs.lag(job_id)
+
+    def _all_silent(self, job_id: str, silent: set[str]) -> bool:
+        """Whether every node of a job of several went silent at once: what their telemetry
+        and log feeds have in common (a collector, the job's end) failed, not each node; one
+        dead node leaves its peers reporting. Slurm's own node states still tell."""
+        info = self.book.jobs.jobs.get(job_id)
+        nodes = set(info.all_nodes) if info is not None else set()
+        return len(nodes) > 1 and nodes <= silent
 
     def _corroboration(self, job_id: str, gap: Gap, now: int) -> str | None:
         """Why a silent node is a failed one rather than a restarting telemetry exporter."""
@@ -272,7 +291,7 @@ class NodeFailureDetector(WatchesLiveness):
     def _job_activity(self, logs: pl.DataFrame) -> None:
         if "job_id" not in logs.columns:
             return
-        self.job_logs.observe(*newest_by(logs, "job_id"))
+        self.job_logs.observe(*newest_by(logs, "job_id"), arrived=self.liveness.watermark)
 
     def _scheduler(self, batch: Batch) -> list[Detection]:
         frame = batch.frame
@@ -334,6 +353,12 @@ class NodeFailureDetector(WatchesLiveness):
         self, evidence: list[tuple[str | None, Evidence]], confirmed_at: int | None = None
     ) -> list[Detection]:
         return self.book.report(evidence, _headline, confirmed_at)
+
+
+def silence_doubt(length_us: int, silence_s: float) -> float:
+    """What a corroborated silence leaves in doubt: ``0.4 x 2^(-length / silence_s)`` (0.2 at
+    ``silence_s``, as a hardware sign; less as the silence goes on), like the hang's score."""
+    return float(0.4 * 0.5 ** (length_us / (silence_s * US)))
 
 
 def _headline(job_id: str, incident: Incident) -> str:

@@ -4,8 +4,11 @@ Each new training step gives a pace from one source, chosen once per job from wh
 the printed step time, the inverse of a printed throughput, or the time between two step lines
 divided by the steps between them. The baseline is a river rolling median of healthy paces,
 ready once they cover ``grace_steps`` training steps (a line printed every hundred iterations
-averages a hundred). Paces are scored before learned, and nothing is learned while the job is
-voted slow or its GPUs look unlike their peers, so a slowdown never becomes the baseline.
+averages a hundred). Nothing is learned while any of the
+job's GPUs looks unlike its peers (flagged in any recent window), so a straggler's slowdown
+never becomes the baseline. A job slowed with no GPU standing out is slowed everywhere alike
+(a different data mix, longer sequences, a shared file system: step time drifts by 10-20% in
+healthy jobs), which is not a straggler but the job's new pace: it is learned, slow or not.
 
 Once per peer-comparison window the job's current pace, the median of the paces seen over the
 last ``pace_span_s`` (the latest one for jobs that print more rarely), votes slow or not;
@@ -47,16 +50,13 @@ class PaceModel:
         self._previous: tuple[int, int] | None = None
 
     def observe(self, step: Step, suspect: bool) -> None:
-        """A new step; ``suspect`` says the job's GPUs currently look unlike their peers."""
+        """A new step; ``suspect`` says some GPU of the job looked unlike its peers lately."""
         steps = self._steps_since_previous(step)
         pace = self._pace(step, steps)
         if pace is None:
             return
         self._recent.append((step.time, pace))
-        score = self.baseline.score(pace)
-        if suspect or self.votes.active:
-            return
-        if score is None or score < self.config.slowdown_ratio:
+        if not suspect:
             self.baseline.learn(pace, weight=steps or 1)
 
     def vote(self, now: int) -> None:

@@ -7,12 +7,12 @@ Two signals must agree:
    healthy paces; ``slow_k`` of the last ``slow_n`` votes at ``slowdown_ratio`` or more make
    the job slowed.
 2. **Some GPU looks unlike its peers.** Every ``window_s`` the job's GPUs are compared with each
-   other, vectorised over all jobs at once: robust z-scores (median / MAD) of SM clock (low),
-   power (either way), temperature (high), share of time with slowdown throttle reasons set,
-   PCIe replay and NVLink error rises. Each GPU's usual offset from its peers (a hot slot, a
-   chronically different clock) is learned while the job is healthy and subtracted, so only a
-   *change* counts. A node whose worst GPU deviates by ``z_threshold`` or more in ``peer_k`` of
-   the last ``peer_n`` windows is a suspect.
+   other, vectorised over all jobs at once: robust z-scores (median / MAD) of what slows a GPU
+   by itself (``SLOWING``): SM clock (low), PCIe replay and NVLink error rises. Each GPU's
+   usual offset from its peers (a chronically different clock) is learned while the job is
+   healthy and subtracted, so only a *change* counts. A node whose worst GPU deviates by
+   ``z_threshold`` or more in ``peer_k`` of the last ``peer_n`` windows is a suspect. Power
+   and clocks-event reasons alone never flag a GPU (they explain a low clock below).
 
 The detector fires once both hold and the suspects are a minority of the job; the culprits are
 the suspect nodes. A job that is uniformly slow everywhere has no suspect and is not a
@@ -59,15 +59,19 @@ from medic.timeutil import US
 FEATURES = (
     "sm_clock_mhz",
     "power_w",
-    "temp_c",
     "throttled",
     "pcie_replay_delta",
     "nvlink_errors_delta",
 )
+SLOWING = ("sm_clock_mhz", "pcie_replay_delta", "nvlink_errors_delta")
+"""Features that make a GPU do less work per second by themselves: a lower SM clock, link
+retries. Power, temperature and clocks-event reasons alone do not: at full load GPUs sit at
+their power limit with NVML's SW power cap reason set as a matter of course, and a GPU that
+draws more or less or runs warmer at the same clock keeps pace (they explain a low clock, in
+the cause path, rather than flag a GPU on their own)."""
 FEATURE_NAMES = {
     "sm_clock_mhz": "SM clock low",
     "power_w": "power off",
-    "temp_c": "temperature high",
     "throttled": "clocks throttled",
     "pcie_replay_delta": "PCIe replays",
     "nvlink_errors_delta": "NVLink errors",
@@ -136,7 +140,6 @@ class StragglerConfig:
     """Weight of one healthy window in a GPU's learned offset after the grace windows."""
     clock_floor_mhz: NonNegative = 30.0
     power_floor_w: NonNegative = 15.0
-    temp_floor_c: NonNegative = 3.0
     throttle_floor: NonNegative = 0.1
     counter_floor: NonNegative = 2.0
     """Least spread assumed among peers, per feature, so identical peers do not make tiny
@@ -166,7 +169,6 @@ class StragglerConfig:
         return {
             "sm_clock_mhz": self.clock_floor_mhz,
             "power_w": self.power_floor_w,
-            "temp_c": self.temp_floor_c,
             "throttled": self.throttle_floor,
             "pcie_replay_delta": self.counter_floor,
             "nvlink_errors_delta": self.counter_floor,
@@ -203,7 +205,7 @@ class StragglerDetector(WatchesJobs):
         self.jobs = WatchedJobs(self.config.forget_after_s)
         self.telemetry = GpuWindows(
             self.config.window_s,
-            means=("util", "sm_clock_mhz", "power_w", "temp_c"),
+            means=("util", "sm_clock_mhz", "power_w"),
             counters=("pcie_replay", "nvlink_errors"),
             throttle_mask=self.config.throttle_mask,
             sample_s=self.config.sample_s,
@@ -213,9 +215,11 @@ class StragglerDetector(WatchesJobs):
         self.suspects: dict[str, list[Suspect]] = {}
         self._offsets = pl.DataFrame(
             schema={"job_id": pl.String, "node": pl.String, "gpu": pl.Int16, "seen": pl.Int64}
-            | {f"offset_{f}": pl.Float64 for f in FEATURES}
+            | {f"offset_{f}": pl.Float64 for f in SLOWING}
         )
         self._nodes = pl.DataFrame(schema=_NODES)
+        self.odd_jobs: set[str] = set()
+        """Jobs with a GPU flagged (or caused) in any of the last ``peer_n`` windows."""
         self.link_drops: dict[str, deque[int]] = {}
         """node -> times of its latest link drops (at most ``flap_count``)."""
 
@@ -231,7 +235,7 @@ class StragglerDetector(WatchesJobs):
                 pace = self.paces.get(step.job_id)
                 if pace is None:
                     pace = self.paces[step.job_id] = PaceModel(self.config)
-                pace.observe(step, suspect=step.job_id in self.suspects)
+                pace.observe(step, suspect=step.job_id in self.odd_jobs)
         elif batch.stream == "gpu":
             self.telemetry.add(batch.frame, self.jobs.placement, self.paces.keys())
         elif batch.stream == "signatures":
@@ -347,21 +351,17 @@ class StragglerDetector(WatchesJobs):
             return
         scored = peer_z(gpus.with_columns(pl.col(FEATURES).cast(pl.Float64)), "job_id", c.floors())
         scored = scored.join(self._offsets, on=["job_id", "node", "gpu"], how="left")
-        shift = {f: pl.col(f"z_{f}") - pl.col(f"offset_{f}").fill_null(0.0) for f in FEATURES}
-        deviation = [
-            -shift["sm_clock_mhz"],
-            shift["power_w"].abs(),
-            *(shift[f] for f in FEATURES[2:]),
-        ]
+        shift = {f: pl.col(f"z_{f}") - pl.col(f"offset_{f}").fill_null(0.0) for f in SLOWING}
+        deviation = [-shift["sm_clock_mhz"], *(shift[f] for f in SLOWING[1:])]
         scored = scored.with_columns(
-            [d.alias(f"d_{f}") for d, f in zip(deviation, FEATURES, strict=True)]
-        ).with_columns(pl.max_horizontal(f"d_{f}" for f in FEATURES).alias("z"))
+            [d.alias(f"d_{f}") for d, f in zip(deviation, SLOWING, strict=True)]
+        ).with_columns(pl.max_horizontal(f"d_{f}" for f in SLOWING).alias("z"))
         reason = pl.max_horizontal(pl.col("z_throttled"), -pl.col("z_power_w"))
         held_low = pl.min_horizontal(-pl.col("z_sm_clock_mhz"), reason)
         scored = scored.with_columns(
             pl.coalesce(
                 pl.when(pl.col(f"d_{f}") == pl.col("z")).then(pl.lit(i))
-                for i, f in enumerate(FEATURES)
+                for i, f in enumerate(SLOWING)
             ).alias("feature"),
             (
                 (pl.col("z") >= c.z_threshold)
@@ -407,6 +407,8 @@ class StragglerDetector(WatchesJobs):
         self._nodes = pl.concat(
             [self._nodes.join(nodes, on=keys, how="anti"), nodes.select(list(_NODES))]
         )
+        odd = (pl.col("history") != 0) | (pl.col("cause_history") != 0)
+        self.odd_jobs = set(self._nodes.filter(odd).get_column("job_id").to_list())
         caused = (flag_count(pl.col("cause_history")) >= c.peer_k) & pl.col("caused")
         persistent = nodes.filter(
             ((flag_count(pl.col("history")) >= c.peer_k) & pl.col("flagged")) | caused
@@ -436,7 +438,7 @@ class StragglerDetector(WatchesJobs):
                     node=row["node"],
                     gpu=row["cause_gpu"] if by_cause else row["gpu"],
                     z=row["cause_z"] if by_cause else row["z"],
-                    feature=CAUSE if by_cause else FEATURES[row["feature"]],
+                    feature=CAUSE if by_cause else SLOWING[row["feature"]],
                     job_gpus=row["job_gpus"],
                     job_nodes=row["job_nodes"],
                     flagged_gpus=row["flagged_gpus"],
@@ -482,7 +484,7 @@ class StragglerDetector(WatchesJobs):
                     + weight
                     * (pl.col(f"z_{f}").clip(-limit, limit) - pl.col(f"offset_{f}").fill_null(0.0))
                 ).alias(f"offset_{f}")
-                for f in FEATURES
+                for f in SLOWING
             ),
         )
         keys = ["job_id", "node", "gpu"]
@@ -492,6 +494,7 @@ class StragglerDetector(WatchesJobs):
         if not job_ids:
             return
         for job_id in job_ids:
+            self.odd_jobs.discard(job_id)
             self.paces.pop(job_id, None)
             self.suspects.pop(job_id, None)
             self.alarmed.discard(job_id)

@@ -34,7 +34,7 @@ CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-
 """Times of day, durations as h:mm:ss and dates: masked apart, never a counter."""
 CANDIDATE = (
     r"[0-9] ?(?:ms|s|sec|secs|seconds|us)(?-u:\b)"
-    r"|(?i:time|dt[:=]|took|duration|timing|ms/|s/it|it/s|steps?/s|_per_s|\bbps\b)"
+    r"|(?i:time|dt[:=]|took|duration|timing|ms/|s/it|it/s|steps?/s|_per_s|(?-u:\b)bps(?-u:\b))"
 )
 """A line worth learning from holds a duration or a rate ..."""
 HEADER = r"(?i)\b(?:step|iter|iteration|batch|update|global_step)s?\W{0,2}[0-9]"
@@ -44,13 +44,15 @@ RECORD_WINDOW = 64
 JOINT = " ¦ "
 """Between a record's header and its part, joined into one line."""
 LOOKALIKE_LINE = (
-    r"(?i)\b(?:eval\w*|valid\w*|test\w*|infer\w*|predict\w*|generat\w*|download\w*|load\w*|"
-    r"shards?|map|filter|tokeniz\w*|preprocess\w*|decod\w*|sampling|error|exception|timeout|"
-    r"timed|watchdog|fail\w*|abort\w*|warn\w*|traceback|what|nccl|cuda|signal|kill\w*|"
-    r"terminat\w*|retry\w*|checkpoint\w*|sav\w*)\b"
-)
+    r"(?i)(?-u:\b)(?:eval\w*|valid\w*|test\w*|infer\w*|predict\w*|generat\w*|download\w*|"
+    r"load\w*|shards?|map|filter|tokeniz\w*|preprocess\w*|decod\w*|sampling|error|exception|"
+    r"timeout|timed|watchdog|fail\w*|abort\w*|warn\w*|traceback|what|nccl|cuda|signal|kill\w*|"
+    r"terminat\w*|retry\w*|checkpoint\w*|sav\w*)(?-u:\b)"
+).replace(r"\w", "[0-9A-Za-z_]")
 """Words of lines that are no training step, whatever their numbers do: other loops, errors
-and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints."""
+and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints. Word
+characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
+every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
 _LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
 _COUNTER_LABEL = re.compile(r"(?i)^(?:step|iter|iteration|batch|update|global_step)s?$")
 _UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]+)")

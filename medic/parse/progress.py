@@ -169,7 +169,7 @@ class ProgressParser:
         """What the learning reader knows of each job's own step lines."""
         self._formatted: set[str] = set()
         """Jobs whose steps a format reads: the learning reader leaves their lines alone."""
-        self._loops: dict[str, dict[str, int]] = {}
+        self._loops: dict[str, dict[tuple[object, ...], int]] = {}
         """Per job, per bar (format, process, description): the largest total it showed, the
         training loop's (``TOTAL``)."""
         self._first = FirstMatch(
@@ -223,7 +223,9 @@ class ProgressParser:
         if candidates.is_empty():
             return None, pl.Series(LINE, [], dtype=pl.UInt32)
         message = candidates.get_column("message")
-        read = self._first.read(message, message.str.replace_all(ANSI_ESCAPE, ""))
+        coloured = message.str.contains("\x1b", literal=True).any()
+        text = message.str.replace_all(ANSI_ESCAPE, "") if coloured else message
+        read = self._first.read(message, text)
         rows = candidates[read.get_column(ROW)].hstack(_without_commas(read.drop(ROW)))
         matched = rows.get_column(LINE)
         if self._bars:
@@ -239,38 +241,30 @@ class ProgressParser:
     def _without_other_loops(self, rows: pl.DataFrame) -> pl.DataFrame:
         """``rows`` without the bars of a job's other loops: under one description, from one
         process, a bar with a smaller total than the largest yet (``TOTAL``)."""
-        total = pl.col(TOTAL).cast(pl.Int64, strict=False)
-        if not rows.select(total.is_not_null().any()).item():
-            return rows
-        loop = pl.concat_str(
-            pl.col(PATTERN).cast(pl.String),
-            self._who(),
-            pl.col(DESC).fill_null("").str.replace_all("[0-9]+", "#"),
-            separator="\x1f",
+        keys = ["job_id", "node", "_rank", PATTERN, DESC]
+        bars = rows.filter(pl.col(TOTAL).is_not_null()).select(
+            LINE, *keys[:2], self._rank().alias("_rank"), *keys[3:], pl.col(TOTAL).cast(pl.Int64)
         )
-        rows = rows.with_columns(loop.alias("_loop"), total.alias("_total"))
-        seen = rows.filter(pl.col("_total").is_not_null())
-        known = [
-            (job, name, largest)
-            for job in seen.get_column("job_id").unique().to_list()
-            for name, largest in self._loops.get(job, {}).items()
-        ]
+        if bars.is_empty():
+            return rows
         before = pl.DataFrame(
-            known,
-            schema={"job_id": pl.String, "_loop": pl.String, "_before": pl.Int64},
+            [
+                (job, *loop, largest)
+                for job in bars.get_column("job_id").unique().to_list()
+                for loop, largest in self._loops.get(job, {}).items()
+            ],
+            schema=bars.select(*keys).schema | {"_before": pl.Int64},
             orient="row",
         )
-        largest = pl.max_horizontal(
-            pl.col("_before"), pl.col("_total").cum_max().over("job_id", "_loop")
-        )
-        rows = rows.join(before, on=["job_id", "_loop"], how="left", maintain_order="left")
-        for job, name, most in (
-            seen.group_by("job_id", "_loop").agg(pl.col("_total").max()).iter_rows()
-        ):
+        largest = pl.max_horizontal("_before", pl.col(TOTAL).cum_max().over(keys))
+        bars = bars.join(before, on=keys, how="left", maintain_order="left", nulls_equal=True)
+        for job, *loop, most in bars.group_by(keys).agg(pl.col(TOTAL).max()).iter_rows():
             loops = self._loops.setdefault(job, {})
-            loops[name] = max(most, loops.get(name, 0))
-        other = (pl.col("_total") < largest).fill_null(False)
-        return rows.filter(~other).drop("_loop", "_total", "_before")
+            loops[tuple(loop)] = max(most, loops.get(tuple(loop), 0))
+        other = bars.filter(pl.col(TOTAL) < largest).get_column(LINE)
+        if other.is_empty():
+            return rows
+        return rows.filter(~pl.col(LINE).is_in(other.implode()))
 
     def _with_parts(self, rows: pl.DataFrame) -> pl.DataFrame:
         """The step lines with the values of the later lines of their records (``part``

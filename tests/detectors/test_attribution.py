@@ -112,3 +112,16 @@ def test_a_software_crash_during_a_telemetry_gap_elsewhere_is_still_a_crash() ->
     logs += job.rank_logs(60.5, NCCL_ABORT, ranks=[r for r in job.ranks if r != 5])
     found = detect(300, logs, gpu, [job.start(), job.end(70, "FAILED", 1)])
     assert [(d.kind, d.culprits, d.ranks) for d in found] == [("crash", (), (5,))]
+
+
+def test_an_incidents_score_grows_with_its_evidence() -> None:
+    incident = Incident("7")
+    incident.add([Evidence(at(10), "job FAILED with exit code 1", role="context")])
+    alone = incident.confidence()
+    incident.add([Evidence(at(9), "Traceback", rank=3, role="root")])
+    own_error = incident.confidence()
+    incident.add([Evidence(at(8), "Xid 79", node="n2", role="root", hardware=True)])
+    hardware = incident.confidence()
+    incident.add([Evidence(at(11), "NCCL timeout", rank=5, role="collateral")], total=40)
+    assert 0.0 < alone < own_error < hardware < incident.confidence() < 1.0
+    assert round(alone, 6) == 0.3 and round(hardware, 6) == round(1 - 0.7 * 0.3 * 0.2, 6)

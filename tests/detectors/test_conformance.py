@@ -6,7 +6,8 @@ detector is checked the moment it registers: its configuration round-trips throu
 dict a TOML file gives, unknown settings are a clear error, empty batches and a bare watermark
 are nothing, extra columns change nothing and missing optional ones break nothing, two replays
 give the same detections, it never reads the wall clock, its state returns to what a short
-replay leaves after a long one, and its scores are in [0, 1].
+replay leaves after a long one, and its scores are in [0, 1] and graded by the evidence (not a
+constant, nor one value per outcome).
 
 Each detector replays a committed recording in which it fires (``FIRES``; so that the checks
 are not vacuous), and, for state, a hand-made stream of many short jobs.
@@ -47,6 +48,15 @@ FIRES = {
     "straggler": "thermal_straggler-s1",
 }
 """A recording in which each built-in detector fires; a detector registered later replays all."""
+GRADED = {
+    "crash": "oom-s1",
+    "gpu_fault": "ecc_uncorrectable-s1",
+    "hang": "host_hang-s1",
+    "node_failure": "node_failure-s2",
+    "straggler": "power_cap_straggler-s1",
+}
+"""A second recording per built-in detector, whose evidence differs in strength from its
+``FIRES`` one: the two must not score alike."""
 EXTRA = "vendor_extra"
 """A column no schema knows (an exporter's own field)."""
 OPTIONAL = {
@@ -241,6 +251,17 @@ def test_missing_optional_columns_break_nothing(name: str) -> None:
 def test_scores_are_in_the_unit_interval(name: str) -> None:
     for row in baseline(name):
         assert 0.0 <= row["score"] <= 1.0, row
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scores_are_graded_by_the_evidence(name: str) -> None:
+    # A score the rules and notebooks can re-threshold means something only if it varies with
+    # the evidence: two recordings whose evidence differs give different scores.
+    graded = [
+        row for rec in [GRADED[name]] if name in GRADED for row in replay(name, recording(rec))[1]
+    ]
+    scores = {round(row["score"], 6) for row in (*baseline(name), *graded)}
+    assert len(scores) >= 2, scores
 
 
 def short_jobs(count: int) -> list[Job]:

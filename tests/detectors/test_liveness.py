@@ -198,3 +198,32 @@ def test_rows_with_a_gpu_index_no_node_has_are_left_out_and_counted() -> None:
     liveness.observe_gpu(latest(rows))
     assert liveness.gpu_seen == {("a", 0): at(1), ("b", 2): at(1)}
     assert liveness.unaddressable == 2 and liveness.node_seen == {"a": at(1), "b": at(1)}
+
+
+def test_a_node_is_silent_only_once_overdue_for_its_own_next_sample() -> None:
+    # dcgm-exporter behind a 30 s Prometheus scrape: node "sparse" reports every 30 s, "dense"
+    # every second. 28 s after its last sample "sparse" is not silent; 20 s past its next one
+    # it is.
+    liveness = Liveness()
+    for second in range(200):
+        rows = [sample(second, "dense", 0)]
+        if second % 30 == 0 and second <= 120:
+            rows.append(sample(second, "sparse", 0))
+        liveness.observe_gpu(latest(rows))
+        if second == 148:
+            assert liveness.silent_nodes(20 * US, at(second)) == []
+    silent = liveness.silent_nodes(20 * US, at(199))
+    assert [(g.node, g.since) for g in silent] == [("sparse", at(120))]
+
+
+def test_a_late_delivered_writer_is_not_quiet_for_its_delivery_lag() -> None:
+    # A shipper flushing every ~25 s: lines written every second arrive 25 s late. The key is
+    # quiet only once its newest line is older than its cadence allows *after* that lag.
+    cadence = Cadence()
+    for second in range(30, 100):
+        cadence.observe(["late"], [at(second - 25)], arrived=at(second))
+    slack, longest = 5 * US, 30 * US
+    assert cadence.lag("late") == 25 * US
+    assert not cadence.went_quiet("late", at(74), at(100), slack, longest)
+    assert cadence.went_quiet("late", at(74), at(104), slack, longest)
+    assert cadence.silence("late", at(100)) == 1 * US

@@ -13,6 +13,7 @@ from medic.detectors.node_failure import (
     NodeFailureDetector,
     failed_state,
 )
+from medic.ingest.replay import Delay, ReplayConfig
 from medic.timeutil import US
 from tests.builders import at, batch, log
 from tests.detectors.scenarios import Job, detect, seconds
@@ -273,3 +274,43 @@ def test_job_power_keeps_one_mean_per_job_and_batch_in_order_across_folds() -> N
     history = list(power.samples["7"])
     assert [t for t, _, _ in history] == [at(s) for s in range(9, 40)]
     assert {p for _, p, _ in history} == {100.5} and len(power) == 1
+
+
+def every_node_logs(job: Job, start: int, end: int, every: int = 3) -> list[dict]:
+    """A line from every node every few seconds (every rank prints its progress)."""
+    return [
+        log(second, f"[rank{r}]: iteration {second}", node=job.node_of(r))
+        for second in range(start, end, every)
+        for r in range(0, len(job.ranks), job.gpus)
+    ]
+
+
+def test_nodes_scraped_every_30_s_with_logs_shipped_late_are_alive() -> None:
+    # NVIDIA's Prometheus guide scrapes dcgm-exporter every 30 s (each node at its own phase),
+    # and Fluent Bit / Vector / Promtail ship each node's lines 1-30 s after they were written:
+    # a node 25 s past its last sample, whose newest line that arrived is 25 s old, is alive.
+    job = Job()
+    phase = {node: 7 * i for i, node in enumerate([*job.nodes, "idle1"])}
+    gpu = [
+        r
+        for r in job.telemetry(0, 400, extra_nodes=["idle1"])
+        if (r["time"] // US - phase[r["node"]]) % 30 == 0
+    ]
+    late = ReplayConfig(delays=(Delay("logs", 1.0, 30.0),))
+    assert detect(400, every_node_logs(job, 0, 400), gpu, [job.start()], replay=late) == []
+
+
+def test_a_dead_node_is_still_found_when_its_logs_arrived_late() -> None:
+    job = Job(stopped={("n3", None): 100})
+    logs = [r for r in every_node_logs(job, 0, 300) if r["node"] != "n3" or r["time"] < at(100)]
+    late = ReplayConfig(delays=(Delay("logs", 1.0, 30.0),))
+    found = detect(300, logs, job.telemetry(0, 300, ["idle1"]), [job.start()], replay=late)
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert seconds(found[0].detected_at) <= 100 + 90  # its shipping lag, then 3 spacings
+
+
+def test_every_node_of_a_job_silent_at_once_is_no_single_node_failure() -> None:
+    # What the nodes share (a collector, the job's telemetry relabelling) stopped; idle1 reports
+    job = Job(stopped={(node, None): 60 for node in ("n1", "n2", "n3", "n4")})
+    logs, gpu, sched = scenario(job)
+    assert detect(200, [r for r in logs if r["time"] < at(60)], gpu, sched) == []
