@@ -10,7 +10,8 @@ Two setups, each a real ``medic serve`` process:
   poll interval), enforce mode, real jobs (``sbatch``). The actions: a gpu_fault drains the node
   and requeues the job (the default rules); a crash and a node failure that blame no node are
   requeued (a route this bench adds, as an operator would). "Action" is the moment medic
-  counts the action ``done``, i.e. after its executor re-read Slurm and saw the effect.
+  logs the requeue of the faulty job ``done``, i.e. after its executor re-read Slurm and saw the
+  effect (that job's own requeue: an action on another job does not count).
 
 Faults, one at a time, each in a fresh job: ``crash`` (a rank's sticky CUDA error,
 pytorch/pytorch#49832), ``gpu_fault`` (the kernel's Xid 79 line on the job's node, NVIDIA's
@@ -18,8 +19,8 @@ Xid catalogue; format as leptonai/gpud#46 shows it) and ``node_failure`` (slurms
 ``*** JOB ... CANCELLED AT ... DUE TO NODE FAILURE ***``, SchedMD slurm
 src/slurmd/slurmstepd/req.c). Detection: from the write of the fault's line to the wall clock medic
 recorded with the job's detection (``detected_wall`` in the history, read afterwards); its
-event-time latency (onset to detection) is printed too. Action: from the write until
-``/metrics`` counts the verified requeue, polled every 50 ms.
+event-time latency (onset to detection) is printed too. Action: from the write until medic's
+log says the job's requeue was verified, polled every 50 ms.
 
 Baseline: PyTorch's NCCL watchdog, which ends a job stuck after a fault 600 s later naming no
 node; the ratio column is that over medic's p50.
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import re
 import statistics
 import subprocess
@@ -45,7 +47,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
-import httpx
 
 KINDS = ("crash", "gpu_fault", "node_failure")
 TARGET_DETECT_S = 5.0
@@ -122,25 +123,26 @@ def append(path: Path, line: str) -> None:
 
 
 class Served:
-    """A ``medic serve`` process (``medic serve --config``, logging to ``log``) and its /metrics."""
+    """A ``medic serve`` process (``medic serve --config``) and its log, read as it grows."""
 
     def __init__(self, config: Path, log: Path) -> None:
         argv = [sys.executable, "-m", "medic", "serve", "--config", str(config)]
         with log.open("a") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{listening(log, self.proc)}")
+        listening(log, self.proc)
+        self.log = log
+        self.log_read = 0
+        self.log_text = ""
 
-    def counter(self, name: str, **labels: str) -> float:
-        """The sum of a counter's series whose labels include ``labels``."""
-        wanted = [f'{k}="{v}"' for k, v in labels.items()]
-        total = 0.0
-        for line in self.client.get("/metrics").text.splitlines():
-            if line.startswith(name + "{") and all(w in line for w in wanted):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
+    def logged(self, text: str) -> float:
+        """1 once medic's log holds ``text``, else 0."""
+        with self.log.open() as out:
+            out.seek(self.log_read)
+            self.log_text += out.read()
+            self.log_read = out.tell()
+        return 1.0 if text in self.log_text else 0.0
 
     def stop(self) -> None:
-        self.client.close()
         self.proc.terminate()
         self.proc.wait(timeout=60)
 
@@ -173,6 +175,8 @@ class Results:
     event: dict[str, list[float]] = field(default_factory=dict)
     """Per kind: event-time seconds from the onset to the detection (what a backtest sees)."""
     missed: dict[str, int] = field(default_factory=dict)
+    unacted: dict[str, int] = field(default_factory=dict)
+    """Per kind: faults detected whose job medic did not requeue within the timeout."""
 
 
 class Setup:
@@ -334,7 +338,10 @@ class Injection:
     written_us: int
     """Wall clock (µs since the epoch) when the fault's line was written and flushed."""
     act_s: float | None
-    """Seconds from the write until /metrics counted the verified action (slurm setup)."""
+    """Seconds from the write until medic logged the job's verified requeue (slurm setup;
+    None: none within the timeout, or a setup without actions)."""
+    acts: bool
+    """Whether the setup acts (a missing action is then a miss)."""
 
 
 def measure(setup: Setup, kinds: list[str], injections: int) -> Results:
@@ -343,12 +350,6 @@ def measure(setup: Setup, kinds: list[str], injections: int) -> Results:
     config.write_text(setup.config())
     served = Served(config, setup.root / "serve.log")
     writer = Writer()
-
-    def requeues() -> float:
-        return served.counter("medic_actions_total", action="requeue", status="done")
-
-    def detections(kind: str) -> Callable[[], float]:
-        return lambda: served.counter("medic_detections_total", kind=kind)
 
     try:
         index = 0
@@ -364,12 +365,15 @@ def measure(setup: Setup, kinds: list[str], injections: int) -> Results:
             if not setup.alive(job):
                 setup.end_job(job)
                 continue
-            detected, acted = detections(kind)(), requeues()
             inject(setup, kind, job)
             written_us, since = time.time_ns() // 1000, time.monotonic()
-            wait_above(detections(kind), detected, since)
-            act_s = wait_above(requeues, acted, since) if setup.acts else None
-            done.append(Injection(job.job_id, kind, written_us, act_s))
+            detected = f"detection kind={kind} job={job.job_id} "
+            wait_above(functools.partial(served.logged, detected), 0.0, since)
+            # the stage logs each action that ran with the state it then saw in Slurm
+            requeued = f"medic.actions.stage: requeue job {job.job_id}: job {job.job_id} requeued"
+            acted = functools.partial(served.logged, requeued)
+            act_s = wait_above(acted, 0.0, since) if setup.acts else None
+            done.append(Injection(job.job_id, kind, written_us, act_s, setup.acts))
             setup.end_job(job)
     finally:
         writer.close()
@@ -395,6 +399,8 @@ def results(db: Path, injections: list[Injection]) -> Results:
             found.event.setdefault(item.kind, []).append(row[1])
             if item.act_s is not None:
                 found.act.setdefault(item.kind, []).append(item.act_s)
+            elif item.acts:
+                found.unacted[item.kind] = found.unacted.get(item.kind, 0) + 1
     return found
 
 
@@ -408,8 +414,8 @@ def quantiles(values: list[float]) -> tuple[float, float]:
 def report(setup: str, results: Results, kinds: list[str]) -> None:
     print(f"\n{setup}: seconds from the fault's line written, by the wall clock")
     print(
-        f"{'kind':<13} {'n':>3} {'miss':>4} {'detect p50':>10} {'p90':>6} {'act p50':>8} "
-        f"{'p90':>6} {'event-time p50':>14} {'watchdog / detect p50':>22}"
+        f"{'kind':<13} {'n':>3} {'miss':>4} {'detect p50':>10} {'p90':>6} {'no act':>6} "
+        f"{'act p50':>8} {'p90':>6} {'event-time p50':>14} {'watchdog / detect p50':>22}"
     )
     nan = float("nan")
     for kind in kinds:
@@ -421,7 +427,8 @@ def report(setup: str, results: Results, kinds: list[str]) -> None:
         ratio = WATCHDOG_S / d50 if detect and d50 > 0 else nan
         print(
             f"{kind:<13} {len(detect):>3} {results.missed.get(kind, 0):>4} {d50:>10.2f} "
-            f"{d90:>6.2f} {a50:>8.2f} {a90:>6.2f} {e50:>14.2f} {ratio:>21.0f}x"
+            f"{d90:>6.2f} {results.unacted.get(kind, 0):>6} {a50:>8.2f} {a90:>6.2f} "
+            f"{e50:>14.2f} {ratio:>21.0f}x"
         )
     print(
         f"targets: detect p50 <= {TARGET_DETECT_S:g} s, verified action p50 <= {TARGET_ACT_S:g} s"

@@ -1,42 +1,56 @@
 """Every fault of a job acted on, and no action repeated after kill -9: `medic serve` in enforce
-mode on the real local Slurm, jobs writing their output files, faults written as their lines
-(a kernel Xid into the node's kernel log, CUDA errors into the job's output)."""
+mode on the real local Slurm, jobs writing their output files (one per node, written by an
+``srun`` task there), faults written as their lines (a kernel Xid into the node's kernel log,
+CUDA errors into the job's output) or shown by GPU telemetry (``medic agent`` over a fake NVML
+on each of the job's nodes, scraped as dcgm-exporter would be)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
+from medic.ingest.nvml import Agent, AgentConfig
 from tests.conftest import SlurmCluster
+from tests.ingest.fake_nvml import FakeGpu, FakeNvml
 from tests.test_service import Served, append, rows, wait_for
 
 # NVIDIA's Xid 79; the kernel line's format as leptonai/gpud#46 shows it
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=3141, GPU has fallen off the bus."
 # the sticky CUDA error of the ranks on a lost GPU (pytorch/pytorch#49832)
 CUDA_ERROR = "[rank0]: RuntimeError: CUDA error: unspecified launch failure"
-# Megatron-LM's training_log line (megatron/training/training.py)
-STEP = "[rank0]: iteration $i | consumed samples: $((i*512)) | lm loss: 2.341E+00"
+# Megatron-LM's training_log line (megatron/training/training.py), each rank's output prefixed
+# by torchrun's --tee as "[rankN]: "
+STEP = (
+    '[rank$SLURM_PROCID]: [$(date "+%F %T")] iteration $(printf %8d $i)/  100000 | '
+    "consumed samples: $(printf %12d $((i*512))) | elapsed time per iteration (ms): 500.0 | "
+    "lm loss: 2.341E+00 |"
+)
 
 
 class Live:
     """One test's job on the cluster and its medic serve config, cleaned up afterwards."""
 
-    def __init__(self, cluster: SlurmCluster, tmp: Path) -> None:
+    def __init__(self, cluster: SlurmCluster, tmp: Path, nodes: int = 1) -> None:
         self.cluster, self.tmp = cluster, tmp
         self.jobs, self.kern = tmp / "jobs", tmp / "kern"
         self.jobs.mkdir()
-        script = (
+        task = (
             f"exec >> {self.jobs}/live-$SLURM_JOB_ID-$SLURMD_NODENAME.out 2>&1; "
             f'i=0; while true; do i=$((i+1)); echo "{STEP}"; sleep 0.5; done'
         )
-        self.job_id = cluster.sbatch("--requeue", "-N1", script=script)
+        script = f"srun --ntasks-per-node=1 bash -c '{task}'"
+        self.job_id = cluster.sbatch("--requeue", f"-N{nodes}", script=script)
         self.served: list[Served] = []
+        self.settings = ""
+        """More of medic.toml, for one test."""
 
     def config(self) -> Path:
         path = self.tmp / "medic.toml"
@@ -68,6 +82,7 @@ kinds = ["gpu_fault"]
 jobs = ["{self.job_id}"]
 culprits = true
 actions = ["drain", "requeue"]
+{self.settings}
 """
         )
         return path
@@ -79,14 +94,20 @@ actions = ["drain", "requeue"]
         return served
 
     def running(self, restarts: int, timeout: float = 90) -> str:
-        """The node the job runs on once it runs with ``restarts`` restarts."""
-        job = self.cluster.wait(
+        """The node the job runs on (its batch host) once it runs with ``restarts`` restarts."""
+        return self.job_running(restarts, timeout)["BatchHost"]
+
+    def job_running(self, restarts: int, timeout: float = 90) -> dict[str, str]:
+        return self.cluster.wait(
             lambda: self.cluster.job(self.job_id),
             lambda j: j.get("JobState") == "RUNNING" and j.get("Restarts") == str(restarts),
             f"job {self.job_id} running with {restarts} restarts",
             timeout,
         )
-        return job["BatchHost"]
+
+    def nodes(self, job: dict[str, str]) -> list[str]:
+        listed = self.cluster.run("scontrol", "show", "hostnames", job["NodeList"]).stdout
+        return listed.split()
 
     def xid(self, node: str) -> None:
         append(self.kern / f"{node}.log", XID)
@@ -124,10 +145,49 @@ actions = ["drain", "requeue"]
             self.cluster.run("scontrol", "update", f"nodename={','.join(mine)}", "state=resume")
 
 
+class GpuNodes:
+    """``medic agent`` on each node of a job, over a fake NVML of four busy H100s, sampling
+    every 0.5 s and mapping its GPUs to the job as dcgm-exporter's job-mapping files do."""
+
+    def __init__(self, tmp: Path, job_id: str, nodes: list[str]) -> None:
+        self.nvml: dict[str, FakeNvml] = {}
+        self.agents: list[Agent] = []
+        self.targets: list[str] = []
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+        for node in nodes:
+            job_map = tmp / "job-map" / node
+            job_map.mkdir(parents=True)
+            for gpu in range(4):
+                (job_map / str(gpu)).write_text(f"{job_id}\n")
+            nvml = self.nvml[node] = FakeNvml([FakeGpu(f"GPU-{node}-{i}") for i in range(4)])
+            config = AgentConfig("127.0.0.1", 0, 0.5, hostname=node, job_map_dir=str(job_map))
+            agent = Agent(config, nvml)
+            self.targets.append(f"http://127.0.0.1:{agent.start()}/metrics")
+            thread = threading.Thread(target=agent.run, args=(self.stop, lambda _: None))
+            thread.start()
+            self.agents.append(agent)
+            self.threads.append(thread)
+
+    def power_capped(self, node: str, gpu: int) -> None:
+        """The GPU's clocks held down by its power cap (NVML's SW power cap reason, 0x4), as a
+        part with a lowered power limit runs: every rank then waits for it."""
+        found = self.nvml[node].gpus[gpu]
+        found.sm_clock, found.power_mw, found.reasons = 1305, 400_000, 0x4
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+        for agent in self.agents:
+            agent.close()
+
+
 @pytest.fixture
-def live(slurm: SlurmCluster, tmp_path: Path) -> Iterator[Live]:
+def live(slurm: SlurmCluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Live]:
+    """The test's job on one node, or on ``request.param`` nodes (indirect parametrisation)."""
     slurm.reset()  # nodes an earlier test left drained would keep the requeued job pending
-    found = Live(slurm, tmp_path)
+    found = Live(slurm, tmp_path, getattr(request, "param", 1))
     yield found
     found.close()
 
@@ -196,3 +256,94 @@ def test_kill_9_between_an_action_and_its_verification_repeats_nothing(
     assert live.cluster.job(live.job_id)["Restarts"] == ("1" if requeued else "0")
     assert [a for a in live.actions() if a[0] == "requeue"] == []
     assert (live.tmp / "state" / "ledger.jsonl").read_text().splitlines() == ledger
+
+
+@pytest.mark.parametrize("live", [2], indirect=True, ids=["two-nodes"])
+def test_a_gpu_fault_on_another_node_after_a_straggler_is_acted_on(live: Live) -> None:
+    """A straggler (a power-capped GPU, seen in telemetry) is drained as its route says; a
+    kernel Xid 79 on the job's other node, in the same incident, still drains that node and
+    requeues the job."""
+    slow, other = live.nodes(live.job_running(0))
+    gpus = GpuNodes(live.tmp, live.job_id, [slow, other])
+    try:
+        gpus.power_capped(slow, 3)
+        live.settings = f"""
+[sources.prometheus]
+targets = {gpus.targets!r}
+interval_s = 0.5
+
+[detectors.straggler]
+window_s = 2.0
+sample_s = 2.0
+peer_k = 2
+peer_n = 3
+
+[[rules.routes]]
+name = "slow-node"
+kinds = ["straggler"]
+jobs = ["{live.job_id}"]
+culprits = true
+actions = ["drain"]
+"""
+        served = live.serve()
+        wait_for(lambda: live.drained_by_medic(slow), 90)
+        assert live.cluster.job(live.job_id)["Restarts"] == "0", "the route only drains"
+        live.xid(other)
+        live.cluster.wait(
+            lambda: live.cluster.job(live.job_id),
+            lambda j: j.get("Restarts") == "1",
+            f"job {live.job_id} requeued",
+            60,
+        )
+        assert live.drained_by_medic(other)
+        assert served.stop() == 0
+    finally:
+        gpus.close()
+    assert live.detections() == [("straggler", [slow]), ("gpu_fault", [other])]
+    query = f"SELECT DISTINCT incident_id FROM detections WHERE job_id = '{live.job_id}'"
+    assert len(rows(live.tmp / "history.duckdb", query)) == 1, "one incident, upgraded"
+    assert live.actions() == [
+        ("drain", slow, "done"),
+        ("drain", other, "done"),
+        ("requeue", None, "done"),
+    ]
+
+
+def test_a_job_that_failed_before_serve_started_is_neither_detected_nor_acted_on(
+    live: Live,
+) -> None:
+    """squeue lists ended jobs for MinJobAge: a failure from before medic started is history;
+    a failure after it started is a crash, and the route requeues it (a held job, released
+    once medic runs, fails after it started)."""
+    fail = 'if [ -z "$SLURM_RESTART_COUNT" ]; then exit 3; fi; sleep 600'
+    before = live.cluster.sbatch("--requeue", script=fail)
+    after = live.cluster.sbatch("--requeue", "--hold", script=fail)
+    try:
+        live.cluster.wait_job(before, "FAILED")
+        live.settings = f"""
+[[rules.routes]]
+name = "failed-jobs"
+kinds = ["crash"]
+jobs = ["{before}", "{after}"]
+actions = ["requeue"]
+"""
+        served = live.serve()
+        wait_for(lambda: 'event="ended_before_start"' in served.get("/metrics").text, 30)
+        live.cluster.run("scontrol", "release", after)
+        live.cluster.wait(
+            lambda: live.cluster.job(after),
+            lambda j: j.get("Restarts") == "1",
+            f"job {after} requeued",
+            60,
+        )
+        time.sleep(3)
+        assert served.stop() == 0
+        assert live.cluster.job(before)["Restarts"] == "0"
+    finally:
+        live.cluster.run("scancel", before, after, check=False)
+    db = live.tmp / "history.duckdb"
+    query = "SELECT job_id, kind FROM detections WHERE job_id IN (?, ?) ORDER BY job_id"
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute(query, [before, after]).fetchall() == [(after, "crash")]
+        query = "SELECT job_id, action, status FROM actions WHERE job_id IN (?, ?)"
+        assert con.execute(query, [before, after]).fetchall() == [(after, "requeue", "done")]

@@ -122,7 +122,8 @@ class SlurmConfig:
     """Pause between two reads while verifying."""
     restart_now: bool = False
     """After a requeue, set ``StartTime=now`` so the job need not wait out Slurm's credential
-    expiry (``cred_expire``, 120 s by default) before it runs again."""
+    expiry (``cred_expire``, 120 s by default) before it runs again; only when the requeue keeps
+    it off every node it ran on (Slurm kills a job started sooner on one of those)."""
     reason_prefix: str = "medic"
     """Drain reasons start with this, so medic's drains can be told from an operator's."""
     rest_url: str = "http://localhost"

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 
 from medic.actions.config import SlurmConfig
 from medic.actions.executor import Poller, Retrier
-from medic.actions.model import ENDED_JOB_STATES, JobFacts, Outcome, done, failed
+from medic.actions.model import (
+    DELIBERATE_END_STATES,
+    ENDED_JOB_STATES,
+    JobFacts,
+    Outcome,
+    done,
+    failed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +40,16 @@ TRANSIENT = re.compile(
     r"|backup controller in standby",
     re.IGNORECASE,
 )
-JOB_FIELDS = ("JobID", "State", "Partition", "UserName", "PriorityLong", "RestartCnt", "ReqNodes")
+JOB_FIELDS = (
+    "JobID",
+    "State",
+    "Partition",
+    "UserName",
+    "PriorityLong",
+    "RestartCnt",
+    "ReqNodes",
+    "NodeList",
+)
 JOB_FORMAT = ",".join(f"{name}:|" for name in JOB_FIELDS)
 
 
@@ -87,6 +103,8 @@ class SlurmJob:
     restarts: int
     required: str
     """``ReqNodes``: the hostlist the job insists on, empty when none."""
+    allocated: str = ""
+    """``NodeList``: the hostlist it runs (or last ran) on, empty when none."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +177,8 @@ class SlurmCli:
             priority, restarts = int(fields[4]), int(fields[5])
         except ValueError:
             raise SlurmError(f"squeue: unexpected output {lines[0]!r}") from None
-        return SlurmJob(fields[0], fields[1], fields[2], fields[3], priority, restarts, fields[6])
+        job_id, state, partition, user = fields[:4]
+        return SlurmJob(job_id, state, partition, user, priority, restarts, fields[6], fields[7])
 
     def read_node(self, node: str) -> SlurmNode | None:
         out = self._command(["sinfo", "-h", "-N", "-n", node, "-o", "%N|%T|%E"])
@@ -347,8 +366,12 @@ class SlurmCli:
             _, job = self.poller.until(
                 lambda: self._known_job(job_id), lambda j: j.state != "COMPLETING"
             )
+        if job.state in DELIBERATE_END_STATES:
+            return done(f"job {job_id} ended on purpose ({job.state}): not requeued", changed=False)
         requeued = job.state != "PENDING"
+        ran_on: set[str] = set()
         if requeued:
+            ran_on = set(self.hostnames(job.allocated))
             before = job.restarts
             self._command(["scontrol", "requeue", job_id])
             ok, job = self.poller.until(
@@ -357,21 +380,30 @@ class SlurmCli:
             )
             if not ok:
                 return self._verify_timeout(f"requeue of job {job_id}", f"state {job.state}")
-        excluded = self._exclude(job, exclude)
+        excluded = self._exclude(job, exclude, ran_on)
         state = "requeued" if requeued else "was already pending"
         where = f", excluding {', '.join(sorted(excluded))}" if excluded else ""
-        return done(f"job {job_id} {state} (restarts {job.restarts}){where}", changed=requeued)
+        later = ""
+        if self.config.restart_now and not ran_on <= excluded:
+            later = f"; it may run on {', '.join(sorted(ran_on - excluded))} again, so it waits "
+            later += "out Slurm's credential expiry"
+        return done(f"job {job_id} {state} (restarts {job.restarts}){where}{later}", requeued)
 
-    def _exclude(self, job: SlurmJob, exclude: Sequence[str]) -> set[str]:
-        """Keep the pending job off ``exclude`` (and start it now, if configured); returns the
-        job's excluded nodes as Slurm reports them afterwards."""
+    def _exclude(self, job: SlurmJob, exclude: Sequence[str], ran_on: set[str]) -> set[str]:
+        """Keep the pending job off ``exclude`` (and start it now, if configured and it cannot
+        land on a node it just ran on); returns the job's excluded nodes as Slurm reports them
+        afterwards.
+
+        Slurm revokes a requeued job's credential on the nodes it ran on until ``cred_expire``
+        has passed (that is why it delays the job's start): started there sooner, the job is
+        killed at launch ("Job credential revoked") and ends FAILED."""
         excluded = self.excluded(job.job_id)
         updates = []
         if not set(exclude) <= excluded:
             updates.append(f"ExcNodeList={','.join(sorted(excluded | set(exclude)))}")
             if set(exclude) & set(self.hostnames(job.required)):
                 updates.append("ReqNodeList=")
-        if self.config.restart_now:
+        if self.config.restart_now and ran_on <= excluded | set(exclude):
             updates.append("StartTime=now")
         if updates and job.state == "PENDING":
             self._command(["scontrol", "update", f"jobid={job.job_id}", *updates])

@@ -102,11 +102,18 @@ class IncidentBook:
         return jobs
 
     def _log_jobs(self, node: str, time: int) -> set[str]:
-        """Jobs that wrote from the node lately, unless the scheduler places them elsewhere."""
+        """Jobs that wrote from the node lately, unless the scheduler places them elsewhere, or
+        has them queued since their last line there (a line after that shows the job started
+        before the scheduler's next poll says so)."""
         jobs = set()
         for job_id in self.liveness.log_jobs_on(node, time - LOG_PLACEMENT_US):
             info = self.jobs.jobs.get(job_id)
-            if info is None or not info.nodes or node in info.nodes:
+            if info is None:
+                jobs.add(job_id)
+            elif info.pending_since is not None:
+                if job_id in self.liveness.log_jobs_on(node, info.pending_since + 1):
+                    jobs.add(job_id)
+            elif not info.nodes or node in info.nodes:
                 jobs.add(job_id)
         return jobs
 

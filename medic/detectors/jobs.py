@@ -43,12 +43,29 @@ class JobInfo:
     exit_code: int | None = None
     started_at: int | None = None
     ended_at: int | None = None
+    pending_since: int | None = None
+    """When the scheduler last showed the job waiting in the queue (None: it has not since it
+    last ran)."""
     last_seen: dict[str, int] = field(default_factory=dict)
     rank_nodes: dict[int, str] = field(default_factory=dict)
 
     @property
     def running(self) -> bool:
         return self.ended_at is None
+
+    @property
+    def waiting(self) -> bool:
+        """Queued, not running: pending with no row of its own since (a requeued job is listed
+        with the nodes of its last attempt, which it no longer holds; rows newer than the
+        scheduler's word show it running before the next poll says so)."""
+        if self.pending_since is None:
+            return False
+        return max(self.last_seen.values(), default=0) <= self.pending_since
+
+    @property
+    def on_nodes(self) -> bool:
+        """Running on its nodes: neither ended nor waiting in the queue."""
+        return self.running and not self.waiting
 
     @property
     def all_nodes(self) -> tuple[str, ...]:
@@ -90,14 +107,15 @@ class JobTracker:
         self.jobs.pop(job_id, None)
 
     def jobs_on(self, node: str, ended_since: int | None = None) -> list[str]:
-        """Running jobs that hold ``node``; with ``ended_since``, also jobs that ended then or later
-        (a job that failed a moment ago still explains its nodes' symptoms)."""
+        """Running jobs that hold ``node`` (not ones waiting in the queue); with ``ended_since``,
+        also jobs that ended then or later (a job that failed a moment ago still explains its
+        nodes' symptoms)."""
         return [
             j.job_id
             for j in self.jobs.values()
             if node in j.all_nodes
             and (
-                j.running
+                j.on_nodes
                 or (
                     ended_since is not None and j.ended_at is not None and j.ended_at >= ended_since
                 )
@@ -127,6 +145,7 @@ class JobTracker:
             info = self.get(job_id)
             base = job_state(state)
             info.state = base
+            info.pending_since = time if base == "PENDING" else None
             if nodes:
                 info.nodes = tuple(nodes)
             if base == "RUNNING":

@@ -63,7 +63,7 @@ class _Arrival:
 def node_jobs(tracker: JobTracker) -> pl.DataFrame:
     """node -> job for running jobs whose allocation Slurm reported (a node shared by several
     running jobs is left out: its unlabelled rows cannot be attributed)."""
-    pairs = [(node, j.job_id) for j in tracker.jobs.values() if j.running for node in j.nodes]
+    pairs = [(node, j.job_id) for j in tracker.jobs.values() if j.on_nodes for node in j.nodes]
     frame = pl.DataFrame(pairs, schema={"node": pl.String, "job_id": pl.String}, orient="row")
     return frame.filter(pl.len().over("node") == 1)
 

@@ -13,6 +13,12 @@ has ended (the exit status, or 128 + signal) and Slurm's reason; a node row its 
 flags joined by ``+`` (``IDLE+DRAIN``) and its reason. A row is emitted when any of these
 changed since the previous poll; jobs that leave squeue (after MinJobAge) are forgotten.
 
+Jobs that had already ended when medic first looked (squeue still lists them for MinJobAge,
+five minutes by default) are history, not news: the first poll without a cursor emits no row
+for them (they are kept in the snapshot, and counted as ``ended_before_start``), so a failure
+from before ``medic serve`` started never becomes a detection, nor an action. A job that ends
+while medic runs, or while it was stopped (a restart resumes from the cursor), is emitted.
+
 Time and watermark (this source reads the wall clock): rows are stamped with the time the
 poll began; after a successful poll the watermark is that time. A poll that fails (the
 controller is unreachable, the output is not JSON) is logged, counted and retried at the
@@ -124,6 +130,8 @@ class SlurmSource:
         self.nodes: dict[str, NodeState] = {
             k: (v[0], v[1]) for k, v in cursor.get("nodes", {}).items()
         }
+        self.first_look = cursor.get("watermark") is None
+        """No successful poll yet: the next one shows what was there before medic."""
 
     def checkpoint(self) -> dict[str, Any]:
         """The last snapshot seen: a restart then emits only what changed since."""
@@ -216,6 +224,8 @@ class SlurmSource:
             parsed = _job(job)
             if parsed is not None:
                 current[parsed[0]] = parsed[1]
+        if self.first_look:
+            self._keep_ended_as_seen(current)
         rows = [
             {
                 "time": now,
@@ -230,7 +240,16 @@ class SlurmSource:
             if self.jobs.get(job_id) != (state, nodes, exit_code, reason)
         ]
         self.jobs = current
+        self.first_look = False
         return rows
+
+    def _keep_ended_as_seen(self, current: dict[str, JobState]) -> None:
+        """Take the jobs that ended before medic started as already seen (no row for them)."""
+        ended = {j: s for j, s in current.items() if s[0].split("+")[0].upper() in ENDED}
+        if ended:
+            self.jobs.update(ended)
+            self.stats.add("ended_before_start", len(ended))
+            log.info("slurm: %d job(s) had ended before medic started; not reported", len(ended))
 
     def _node_changes(self, nodes: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
         current: dict[str, NodeState] = {}

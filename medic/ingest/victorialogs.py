@@ -154,12 +154,11 @@ class VictoriaLogsConfig:
     """The sweep compares row counts per stream and step of this length and re-reads only the
     streams and steps that gained rows."""
     query_encoding: Literal["gzip", "identity"] = "gzip"
-    """Compression asked for /query answers. Measured (bench/bench_victorialogs_tail.py): on
-    recently ingested rows, which the server streams in pieces of about 2 KiB, gzip costs medic
-    about a third less CPU per line (five times fewer pieces; polars decompresses); on rows
-    the server has merged into large blocks identity is about a tenth cheaper. gzip also saves
-    network bytes. The tail is always identity: a gzipped tail withholds its headers while
-    nothing matches."""
+    """Compression asked for /query answers. Measured (bench/bench_victorialogs_tail.py): gzip
+    costs medic less CPU per line, 1.7 times on the server's ~2 KiB pieces of recent rows (five
+    times fewer pieces; polars decompresses) and 1.2 times on merged rows in 12-16 KiB pieces
+    (the stream-grouped rows compress about 15-fold), and saves network bytes. The tail is
+    always identity: a gzipped tail withholds its headers while nothing matches."""
     backfill_window_s: Positive = 60.0
     """A backfill asks /query for this much event time at once (halved while a window holds
     more than ``backfill_max_rows``)."""
@@ -458,16 +457,19 @@ class VictoriaLogsSource:
     async def _backfill(self, target_ns: int) -> AsyncIterator[Event]:
         cursor = self._cursor
         assert cursor is not None
-        widest = window = round(self.config.backfill_window_s * NS_PER_S)
+        cfg = self.config
+        widest = window = round(cfg.backfill_window_s * NS_PER_S)
         low = cursor.tail_from
         while low < target_ns:
             high = min(low + window, target_ns)
-            limit = self.config.backfill_max_rows + 1 if high - low > NS_PER_MS else None
-            frame = self._decode(await self._query(low, high, limit))
-            if limit is not None and frame.height >= limit:
+            # counted first (/hits): a /query with ``limit`` would make the server sort the
+            # window by time and hold it whole, and time-sorted rows compress half as well
+            # as the stream-grouped order it answers in otherwise
+            if high - low > NS_PER_MS and await self._count(low, high) > cfg.backfill_max_rows:
                 window = max(NS_PER_MS, (high - low) // 2)
                 self.stats.add("backfill_splits")
                 continue
+            frame = self._decode(await self._query(low, high))
             self.stats.add("backfill_windows")
             for batch in self._deliver(frame):
                 yield batch
@@ -488,9 +490,7 @@ class VictoriaLogsSource:
             _check_answer(url, response, body)
             return body
 
-    async def _query(
-        self, low_ns: int, high_ns: int, limit: int | None, streams: list[str] | None = None
-    ) -> bytes:
+    async def _query(self, low_ns: int, high_ns: int, streams: list[str] | None = None) -> bytes:
         """The rows with ``low_ns < _time <= high_ns`` (of ``streams`` only, when given, by
         ``_stream_id``) as NDJSON."""
         data = {
@@ -499,8 +499,6 @@ class VictoriaLogsSource:
             "end": rfc3339_ns(high_ns),
             "timeout": f"{self.config.query_timeout_s}s",
         }
-        if limit is not None:
-            data["limit"] = str(limit)
         if streams is not None:
             data["extra_filters"] = f"_stream_id:in({','.join(streams)})"
         return await self._post("/select/logsql/query", data, self.config.query_encoding)
@@ -634,30 +632,42 @@ class VictoriaLogsSource:
             for first in range(0, len(sids), SWEEP_STREAMS):
                 self.stats.add("sweep_reads")
                 chunk = slice(first, first + SWEEP_STREAMS)
-                rows = self._decode(await self._query(start, end, None, sids[chunk]))
+                rows = self._decode(await self._query(start, end, sids[chunk]))
                 for batch in self._deliver(rows):
                     yield batch
                 cursor.seen.reconcile(rows, pl.Series(hashes[chunk], dtype=pl.UInt64), start, end)
         self._suspect = self._suspect.filter(pl.col("t") > high)
         self._progress()
 
-    async def _hits(self, low_ns: int, high_ns: int, step_ns: int) -> pl.DataFrame:
-        """Rows stored with ``low_ns < _time <= high_ns`` per stream and step: ``sid``, ``s``
-        (its hash), ``bucket``, ``stored``."""
+    async def _count(self, low_ns: int, high_ns: int) -> int:
+        """Rows stored with ``low_ns < _time <= high_ns``."""
+        hits = await self._hits(low_ns, high_ns, high_ns - low_ns, by_stream=False)
+        return int(hits.get_column("stored").sum())
+
+    async def _hits(
+        self, low_ns: int, high_ns: int, step_ns: int, by_stream: bool = True
+    ) -> pl.DataFrame:
+        """Rows stored with ``low_ns < _time <= high_ns`` per step, and per stream when
+        ``by_stream``: ``sid`` ("" when not), ``s`` (its hash), ``bucket``, ``stored``."""
         data = {
             "query": self.config.query.strip() or "*",
             "start": rfc3339_ns(low_ns + 1),
             "end": rfc3339_ns(high_ns),
             "step": duration(step_ns),
-            "field": "_stream_id",
         }
+        if by_stream:
+            data["field"] = "_stream_id"
         url = f"{self._base}/select/logsql/hits"
         body = await self._post("/select/logsql/hits", data, "identity")
         try:
             series = json.loads(_plain(body))["hits"]
             frame = pl.DataFrame(
                 {
-                    "sid": [s["fields"]["_stream_id"] for s in series for _ in s["timestamps"]],
+                    "sid": [
+                        s["fields"]["_stream_id"] if by_stream else ""
+                        for s in series
+                        for _ in s["timestamps"]
+                    ],
                     "stamp": [t for s in series for t in s["timestamps"]],
                     "stored": [int(v) for s in series for v in s["values"]],
                 },

@@ -66,9 +66,14 @@ def job(job_id: str = "42") -> list[str]:
 
 
 def job_line(
-    state: str, priority: int = 100, restarts: int = 0, required: str = "", job_id: str = "42"
+    state: str,
+    priority: int = 100,
+    restarts: int = 0,
+    required: str = "",
+    job_id: str = "42",
+    allocated: str = "",
 ) -> CommandResult:
-    return ok(f"{job_id}|{state}|gpu|alice|{priority}|{restarts}|{required}|\n")
+    return ok(f"{job_id}|{state}|gpu|alice|{priority}|{restarts}|{required}|{allocated}|\n")
 
 
 def excluded(job_id: str = "42") -> list[str]:
@@ -165,7 +170,8 @@ def test_resume_is_idempotent() -> None:
 
 def test_requeue_waits_for_pending_then_excludes_the_culprits_and_starts_now() -> None:
     script = Script(
-        (job(), job_line("RUNNING")),
+        (job(), job_line("RUNNING", allocated="n3")),
+        (["scontrol", "show", "hostnames", "n3"], ok("n3\n")),
         (["scontrol", "requeue", "42"], ok()),
         (job(), job_line("COMPLETING", restarts=1)),
         (job(), job_line("PENDING", restarts=1)),
@@ -184,6 +190,27 @@ def test_requeue_waits_for_pending_then_excludes_the_culprits_and_starts_now() -
     assert script.finished()
 
 
+def test_a_job_that_may_land_on_a_node_it_ran_on_is_not_started_at_once() -> None:
+    """Slurm kills a requeued job started before cred_expire on a node it ran on ("Job
+    credential revoked", FAILED): restart_now only when the culprits were all its nodes."""
+    script = Script(
+        (job(), job_line("RUNNING", allocated="n[3,5]")),
+        (["scontrol", "show", "hostnames", "n[3,5]"], ok("n3\nn5\n")),
+        (["scontrol", "requeue", "42"], ok()),
+        (job(), job_line("PENDING", restarts=1)),
+        (excluded(), ok("\n")),
+        (["scontrol", "update", "jobid=42", "ExcNodeList=n3"], ok()),
+        (excluded(), ok("n3\n")),
+        (["scontrol", "show", "hostnames", "n3"], ok("n3\n")),
+    )
+    outcome = cli(script, restart_now=True).requeue("42", ("n3",))
+    assert outcome.detail == (
+        "job 42 requeued (restarts 1), excluding n3; it may run on n5 again, so it waits out "
+        "Slurm's credential expiry"
+    )
+    assert script.finished()
+
+
 def test_requeue_of_a_pending_job_only_moves_it_off_the_culprits() -> None:
     script = Script(
         (job(), job_line("PENDING", restarts=1, required="n[2-3]")),
@@ -197,6 +224,29 @@ def test_requeue_of_a_pending_job_only_moves_it_off_the_culprits() -> None:
     assert outcome.status == "done"
     assert not outcome.changed
     assert outcome.detail == "job 42 was already pending (restarts 1), excluding n3"
+
+
+@pytest.mark.parametrize("state", ["CANCELLED", "COMPLETED", "TIMEOUT"])
+def test_a_job_ended_on_purpose_is_not_brought_back(state: str) -> None:
+    """Slurm requeues an ended job too (it runs again): one cancelled by its user after medic's
+    detection (Slurm sources poll every few seconds) must stay ended."""
+    script = Script((job(), job_line(state)))
+    outcome = cli(script).requeue("42", ("n3",))
+    assert (outcome.status, outcome.changed) == ("done", False)
+    assert outcome.detail == f"job 42 ended on purpose ({state}): not requeued"
+    assert script.finished()
+
+
+def test_a_failed_job_is_requeued() -> None:
+    script = Script(
+        (job(), job_line("FAILED")),
+        (["scontrol", "requeue", "42"], ok()),
+        (job(), job_line("PENDING", restarts=1)),
+        (excluded(), ok("\n")),
+    )
+    outcome = cli(script).requeue("42", ())
+    assert outcome.detail == "job 42 requeued (restarts 1)"
+    assert script.finished()
 
 
 def test_requeue_of_a_job_slurm_forgot_fails() -> None:

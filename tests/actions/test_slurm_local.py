@@ -1,5 +1,6 @@
 """The actions stage against a real Slurm 22.05 (scripts/slurm-local): real jobs, real drains."""
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -62,6 +63,21 @@ def test_drain_names_the_detection_and_the_requeued_job_runs_on_another_node(
     )
     assert rerun["NodeList"] != culprit
     assert culprit in rerun["ExcNodeList"]
+
+
+def test_a_job_cancelled_after_its_detection_stays_cancelled(cluster: SlurmCluster) -> None:
+    """The detection was made while the job ran; its user cancelled it before the actions ran:
+    the node is drained, but the job is not brought back (``scontrol requeue`` would)."""
+    job_id = cluster.sbatch()
+    culprit = cluster.wait_job(job_id)["NodeList"]
+    cluster.run("scancel", job_id)
+    cluster.wait_job(job_id, "CANCELLED")
+    decisions = stage(ENFORCE).respond(fault(job_id, culprit), at(0))
+    assert [(d.action, d.status) for d in decisions] == [("drain", "done"), ("requeue", "done")]
+    assert decisions[1].reason.endswith(f"job {job_id} ended on purpose (CANCELLED): not requeued")
+    time.sleep(2)
+    job = cluster.job(job_id)
+    assert (job["JobState"], job["Restarts"]) == ("CANCELLED", "0")
 
 
 def test_draining_a_drained_node_succeeds_and_keeps_the_operators_reason(

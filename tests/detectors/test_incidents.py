@@ -67,6 +67,25 @@ def test_a_job_the_scheduler_places_elsewhere_is_not_blamed_for_a_kernel_xid() -
     assert found == []
 
 
+def test_a_job_still_pending_in_the_last_slurm_poll_is_placed_by_its_lines() -> None:
+    """The job started between two polls: Slurm last said PENDING, its lines say it runs."""
+    job = Job()
+    logs = job.progress(1, 120)
+    logs.append(kernel(3.3, "n3", XID_79_N3))
+    pending = {**job.start(0.5), "state": "PENDING", "nodes": None}
+    found = detect(120, logs, scheduler=[pending])
+    assert [(d.kind, d.culprits, d.job_id) for d in found] == [("gpu_fault", ("n3",), "100")]
+
+
+def test_a_requeued_job_waiting_in_the_queue_is_not_blamed_for_its_old_nodes() -> None:
+    """Slurm lists a requeued, pending job with the nodes of its last attempt."""
+    job = Job()
+    logs = job.progress(0, 40)
+    logs.append(kernel(50.3, "n3", XID_79_N3))
+    requeued = {**job.start(45), "state": "PENDING"}
+    assert detect(120, logs, scheduler=[job.start(), requeued]) == []
+
+
 def test_a_job_that_stopped_logging_long_ago_is_not_blamed() -> None:
     job = Job()
     logs = job.progress(0, 30)

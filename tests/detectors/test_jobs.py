@@ -29,3 +29,23 @@ def test_tracks_state_nodes_ranks_and_reports_end_once() -> None:
     assert tracker.observe(end) == ["7"]
     assert tracker.jobs["7"].exit_code == 1
     assert tracker.jobs_on("b") == []
+
+
+def test_a_requeued_job_waiting_in_the_queue_holds_none_of_its_old_nodes() -> None:
+    """Slurm lists a requeued, pending job with the nodes of its last attempt: evidence on
+    those nodes is not the job's until it runs (or writes) again."""
+    tracker = JobTracker()
+
+    def state(t: float, state: str, nodes: list[str] | None = None) -> None:
+        row = {"time": at(t), "kind": "job", "job_id": "7", "state": state, "nodes": nodes}
+        tracker.observe(batch("scheduler", [row]))
+
+    state(0, "RUNNING", ["a"])
+    tracker.observe(batch("logs", [log(1, "[rank0]: step 1", node="a", job_id="7")]))
+    state(5, "PENDING", ["a"])
+    assert tracker.jobs_on("a") == []
+    tracker.observe(batch("logs", [log(6, "[rank0]: step 1", node="a", job_id="7")]))
+    assert tracker.jobs_on("a") == ["7"], "its lines say it runs before the next poll does"
+    state(7, "PENDING")
+    state(10, "RUNNING", ["b"])
+    assert (tracker.jobs_on("a"), tracker.jobs_on("b")) == ([], ["7"])

@@ -75,6 +75,8 @@ def brief(found: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
 
 
 async def test_the_first_poll_emits_every_job_and_node_as_slurm_shows_them() -> None:
+    """... except the jobs that had ended before (squeue lists them for MinJobAge): a failure
+    from before medic started is no news to detect or act on."""
     slurm = Slurm()
     source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=Clock())
     found = rows(await source.poll())
@@ -82,8 +84,6 @@ async def test_the_first_poll_emits_every_job_and_node_as_slurm_shows_them() -> 
         ("job", "1", "RUNNING", ("n1", "n2"), None, None),
         ("job", "2_1", "RUNNING", ("n1",), None, None),
         ("job", "2_2", "RUNNING", ("n1",), None, None),
-        ("job", "3", "FAILED", ("n1",), 3, "NonZeroExitCode"),
-        ("job", "5", "FAILED", ("n1", "n2"), 1, "NonZeroExitCode"),
         ("job", "6", "PENDING", None, None, "PartitionNodeLimit"),
         ("node", "n1", "MIXED", None, None, None),
         ("node", "n2", "MIXED", None, None, None),
@@ -92,6 +92,28 @@ async def test_the_first_poll_emits_every_job_and_node_as_slurm_shows_them() -> 
     }
     assert {r["time"].timestamp() * 1e6 for r in found} == {T0 + 5_000_000}
     assert slurm.calls == [["squeue", "--json"], ["sinfo", "--json"]]
+    assert source.stats["ended_before_start"] == 2
+    assert rows(await source.poll()) == []
+
+
+async def test_jobs_that_end_while_medic_runs_or_is_stopped_are_emitted() -> None:
+    slurm = Slurm()
+    failed_before = slurm.job(3)
+    source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=Clock())
+    slurm.fail = CommandResult(1, "", "slurm_load_jobs error: Unable to contact slurm controller")
+    await source.poll()
+    stopped_early = json.loads(json.dumps(source.checkpoint()))
+    slurm.fail = None
+    assert "3" not in {r["job_id"] for r in rows(await source.poll())}
+    slurm.jobs["jobs"].remove(failed_before)
+    slurm.job(1).update(job_state="FAILED", exit_code=256)
+    assert brief(rows(await source.poll())) == {("job", "1", "FAILED", ("n1", "n2"), 1, None)}
+    cursor = json.loads(json.dumps(source.checkpoint()))
+    slurm.job(2).update(job_state="FAILED", exit_code=512)
+    restarted = SlurmSource(SlurmSourceConfig(), cursor, runner=slurm, clock=Clock())
+    assert {r["job_id"] for r in rows(await restarted.poll())} == {"2_2"}
+    never_polled = SlurmSource(SlurmSourceConfig(), stopped_early, runner=slurm, clock=Clock())
+    assert "5" not in {r["job_id"] for r in rows(await never_polled.poll())}
 
 
 async def test_later_polls_emit_only_changes_and_a_restart_resumes_from_the_cursor() -> None:
@@ -134,12 +156,7 @@ async def test_documents_of_slurm_23_and_later_are_read_too() -> None:
     slurm = Slurm()
     job = slurm.job(5)
     job.update(
-        job_state=["FAILED"],
-        exit_code={
-            "status": ["SIGNALED"],
-            "return_code": {"set": True, "number": 0},
-            "signal": {"id": {"set": True, "number": 9}, "name": "KILL"},
-        },
+        job_state=["RUNNING"],
         array_job_id={"set": True, "infinite": False, "number": 0},
         array_task_id={"set": False, "infinite": False, "number": 0},
         job_id=5,
@@ -149,10 +166,21 @@ async def test_documents_of_slurm_23_and_later_are_read_too() -> None:
     node = copy.deepcopy(slurm.nodes["nodes"][2])
     node.update(state=["IDLE", "DRAIN"], state_flags=None)
     slurm.nodes["nodes"] = [node]
-    found = rows(await SlurmSource(SlurmSourceConfig(), runner=slurm).poll())
-    assert brief(found) == {
-        ("job", "5", "FAILED", ("n1", "n2"), 137, "NonZeroExitCode"),
+    source = SlurmSource(SlurmSourceConfig(), runner=slurm)
+    assert brief(rows(await source.poll())) == {
+        ("job", "5", "RUNNING", ("n1", "n2"), None, "NonZeroExitCode"),
         ("node", "n3", "IDLE+DRAIN", None, None, "medic test: bad gpu"),
+    }
+    job.update(
+        job_state=["FAILED"],
+        exit_code={
+            "status": ["SIGNALED"],
+            "return_code": {"set": True, "number": 0},
+            "signal": {"id": {"set": True, "number": 9}, "name": "KILL"},
+        },
+    )
+    assert brief(rows(await source.poll())) == {
+        ("job", "5", "FAILED", ("n1", "n2"), 137, "NonZeroExitCode"),
     }
 
 
@@ -176,7 +204,7 @@ async def test_slurmrestd_answers_are_read_the_same_way() -> None:
     client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
     config = SlurmSourceConfig(rest_url="http://rest:6820", rest_user="root", rest_token="jwt")
     found = rows(await SlurmSource(config, client=client).poll())
-    assert len(found) == 10
+    assert len(found) == 8, "4 jobs (2 had ended before) and 4 nodes"
     wrong = SlurmSourceConfig(rest_url="http://rest:6820/x", rest_user="root", rest_token="jwt")
     with pytest.raises(SourceError, match="answered 404"):
         await SlurmSource(wrong, client=client).poll()

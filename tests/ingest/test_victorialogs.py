@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -122,7 +123,8 @@ async def test_tail_maps_fields_into_the_logs_schema(vl: VictoriaLogsServer) -> 
         (None, "gpu7", None, "app", "hello"),
         (None, "?", None, "app", "no host"),
     ]
-    assert rows[0]["time"].timestamp() == pytest.approx((now - 10**9) / 1e9, abs=1e-6)
+    # truncated to the µs, then a float of ~1.8e9 s: 2 µs covers both
+    assert rows[0]["time"].timestamp() == pytest.approx((now - 10**9) / 1e9, abs=2e-6)
 
 
 async def test_filter_and_field_selection_are_pushed_into_logsql(vl: VictoriaLogsServer) -> None:
@@ -457,7 +459,8 @@ async def test_twenty_disconnects_and_a_five_minute_outage_lose_and_repeat_nothi
 
     got = await run_until_delivered(source, real, asyncio.create_task(scenario()))
     assert outage["cuts"] == 20
-    assert outage["up"] is False and "unreachable" in str(outage["error"])
+    # down: the open tail broke, then every retry finds nothing listening
+    assert outage["up"] is False and re.search("unreachable|broke", str(outage["error"]))
     counts = Counter(got.messages)
     assert sorted(counts) == sorted(stored_messages(real)) and len(counts) == shippers.count
     assert max(counts.values()) == 1
