@@ -227,11 +227,9 @@ class PrefixStripper:
         prefixes (a rank tag recurs on every line of its rank) are read for what they say."""
         columns = [f"prefix_{field}" for field in PREFIX_FIELDS]
         nulls = pl.Series(dtype=pl.String).extend_constant(None, len(message))
-        at = (
-            message.str.contains(self._first).fill_null(False).arg_true()
-            if self._first
-            else pl.Series(dtype=pl.UInt32)
-        )
+        if not self._first:
+            return _typed([message, *(nulls.alias(c) for c in columns)])
+        at = message.str.contains(self._first).fill_null(False).arg_true()
         if at.is_empty():
             return _typed([message, *(nulls.alias(c) for c in columns)])
         text = message.gather(at)
@@ -243,7 +241,7 @@ class PrefixStripper:
         return _typed(
             [
                 message.clone().scatter(at, bare),
-                *(nulls.clone().scatter(at, said.get_column(c)).alias(c) for c in columns),
+                *(_scattered(nulls, at, said.get_column(c)).alias(c) for c in columns),
             ]
         )
 
@@ -293,6 +291,14 @@ def _ascii(pattern: str) -> str:
     for unicode, ascii in ASCII_CLASSES.items():
         pattern = pattern.replace(unicode, ascii)
     return pattern
+
+
+def _scattered(nulls: pl.Series, at: pl.Series, values: pl.Series) -> pl.Series:
+    """``values`` placed at rows ``at`` of a column of nulls (the nulls alone when they are all
+    null: most prefixes say nothing of most fields)."""
+    if values.null_count() == len(values):
+        return nulls
+    return nulls.clone().scatter(at, values)
 
 
 def _typed(columns: list[pl.Series]) -> list[pl.Series]:
