@@ -71,6 +71,8 @@ from medic.schema import TIME
 
 LINE = "_line"
 """A line's place in the batch (of the lines with a job), for the readers to refer to it."""
+READ = ("time", "job_id", "node", "rank", "prefix_rank", "message")
+"""The columns of a stripped logs frame that the readers use (fewer to filter and gather)."""
 PART_WINDOW = 64
 """Lines after a record's step line in which its parts are looked for."""
 
@@ -187,7 +189,7 @@ class ProgressParser:
         frame = batch.frame
         if frame.is_empty() or "message" not in frame.columns:
             return None
-        lines = self.prefixes.strip(frame).with_row_index(LINE)
+        lines = self.prefixes.strip(frame).select(READ).with_row_index(LINE)
         has_job = pl.col("job_id").is_not_null()
         known, read = self._known(lines.filter(has_job & self._prefilter))
         if known is not None:
@@ -211,8 +213,7 @@ class ProgressParser:
         open_jobs = pl.Series(sorted(jobs - self._formatted), dtype=pl.String)
         if open_jobs.is_empty():
             return lines.clear()
-        rest = lines.select(LINE, "time", "job_id", "node", "rank", "prefix_rank", "message")
-        rest = rest.filter(pl.col("job_id").is_in(open_jobs.implode()))
+        rest = lines.filter(pl.col("job_id").is_in(open_jobs.implode()))
         return rest.filter(~pl.col(LINE).is_in(read.implode())).filter(self.learned.candidates)
 
     def _known(self, candidates: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.Series]:
@@ -221,8 +222,11 @@ class ProgressParser:
         if candidates.is_empty():
             return None, pl.Series(LINE, [], dtype=pl.UInt32)
         message = candidates.get_column("message")
-        coloured = message.str.contains("\x1b", literal=True).any()
-        text = message.str.replace_all(ANSI_ESCAPE, "") if coloured else message
+        coloured = message.str.contains("\x1b", literal=True).fill_null(False).arg_true()
+        text = message
+        if len(coloured):  # the colour escapes cut off the few lines holding one
+            uncoloured = message.gather(coloured).str.replace_all(ANSI_ESCAPE, "")
+            text = message.clone().scatter(coloured, uncoloured)
         read = self._first.read(message, text)
         rows = candidates[read.get_column(ROW)].hstack(_without_commas(read.drop(ROW)))
         matched = rows.get_column(LINE)
