@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from medic.actions.notifiers.delivery import DeliveryLog
 from tests.actions.notifiers.server import HookServer, serve
 from tests.actions.notifiers.test_notifiers import KINDS, group_of
 from tests.test_service import OOM, Served, append, wait_for, write_config
@@ -39,10 +40,7 @@ def config(tmp_path: Path, hooks: HookServer) -> Path:
 
 def sent(deliveries: Path) -> int:
     """How many deliveries the service has recorded as sent."""
-    if not deliveries.exists():
-        return 0
-    lines = deliveries.read_text().splitlines()
-    return sum(json.loads(line).get("state") == "sent" for line in lines if line.endswith("}"))
+    return sum(entry.state == "sent" for entry in DeliveryLog(deliveries).entries.values())
 
 
 def delivered(hooks: HookServer) -> Counter[tuple[str, str]]:
