@@ -725,17 +725,17 @@ FORMATS: tuple[ProgressFormat, ...] = (
         r"epoch: \d+ step: (?P<step>\d+), loss is ",
         "mindspore-ai/mindspore mindspore/python/mindspore/train/callback/_loss_monitor.py",
     ),
-    # ms-swift's log dict (swift/trainers/mixin.py _maybe_log_save_evaluate and its log
-    # callback): the Trainer's dict with 'train_speed(iter/s)' (steps per second since the
-    # start) and the step as 'global_step/max_steps': 'N/M'.
+    # ms-swift's log dict (swift/trainers/mixin.py _maybe_log_save_evaluate): the Trainer's
+    # dict with 'train_speed(iter/s)' (steps per second since the start) and the step as
+    # 'global_step/max_steps': 'N/M'.
     ProgressFormat(
         "swift",
         "step",
         ("'global_step/max_steps': '",),
         r"\{'loss': (?:.*?'train_speed\((?:iter/s\)': (?P<it_per_s>[0-9.]+)|s/it\)': "
         r"(?P<s_per_it>[0-9.]+)))?.*?'global_step/max_steps': '(?P<step>\d+)/\d+'",
-        "modelscope/ms-swift swift/trainers/mixin.py (logs['train_speed(iter/s)']) and "
-        "swift/trainers/callback.py (global_step/max_steps)",
+        "modelscope/ms-swift swift/trainers/mixin.py (logs['train_speed(iter/s)']); the dict's "
+        "'global_step/max_steps' as quoted in ms-swift's own tests and public issue threads",
     ),
     # Hugging Face Trainer's log dict, also after a bar on the same line (the bar is read
     # first, above); the dict has no step number.
