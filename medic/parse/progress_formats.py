@@ -716,6 +716,30 @@ FORMATS: tuple[ProgressFormat, ...] = (
         "PaddlePaddle/PaddleDetection ppdet/engine/callbacks.py LogPrinter",
         "images/s",
     ),
+    # PaddleOCR (tools/program.py train): "epoch: [1/500], global_step: 10, lr: 0.001000,
+    # loss: ..., avg_reader_cost: 0.01234 s, avg_batch_cost: 0.54321 s, avg_samples: 16.0,
+    # ips: 29.45443 samples/s, eta: 1:23:45"; the batch cost is the mean step over the interval.
+    ProgressFormat(
+        "paddleocr",
+        "step",
+        ("avg_batch_cost: ",),
+        r"global_step: (?P<step>\d+), .*?avg_batch_cost: (?P<step_time_s>[0-9.]+) s, "
+        r"avg_samples: [0-9.]+, ips: (?P<throughput>[0-9.]+) samples/s",
+        "PaddlePaddle/PaddleOCR tools/program.py train()",
+        "samples/s",
+    ),
+    # ESPnet (espnet2/train/reporter.py SubReporter.log_message, from espnet2/train/trainer.py
+    # every log_interval batches): "1epoch:train:101-200batch: iter_time=..., forward_time=...,
+    # loss=..., backward_time=..., optim_step_time=..., optim0_lr0=..., train_time=0.456", the
+    # batch count within the epoch; iter_time is the wait for data, train_time the whole step.
+    ProgressFormat(
+        "espnet",
+        "step",
+        ("epoch:train:",),
+        r"\d+epoch:train:\d+-(?P<step>\d+)batch: .*?\btrain_time="
+        r"(?P<step_time_s>[0-9.]+(?:e[-+][0-9]+)?)",
+        "espnet/espnet espnet2/train/reporter.py SubReporter.log_message; espnet2/train/trainer.py",
+    ),
     # MindSpore's LossMonitor (mindspore/train/callback/_loss_monitor.py step_end): "epoch: 1
     # step: 100, loss is 2.3025", the step within the epoch; no duration.
     ProgressFormat(
