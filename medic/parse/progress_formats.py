@@ -54,11 +54,12 @@ LOOKALIKE = (
     r"(?i)load|map\b|map \(|filter|eval|valid|test|predict|infer|generat|token|process|shard"
     r"|convert|saving|extract|cach|sampl|decod|encod|prompt|fetch|prepar|writ|read|index|build"
     r"|compil|warm|calibrat|quantiz|export|merg|resolv|verif|search|benchmark|profil|upload|split"
-    r"|captur|pack|map50|top1_acc"
+    r"|captur|pack|map50|top1_acc|request|^\s*batches\b|embedding|comput|calculat|scoring"
 )
 """What a bar that is not a training loop says it does (looked for in its description).
 Ultralytics' validation bar is described by its metrics' column heads (``mAP50``, and
-``top1_acc`` for classification)."""
+``top1_acc`` for classification); vLLM's ``Adding requests``, sentence-transformers'
+``Batches`` (encode) and embedding, scoring and metric bars are inference."""
 
 ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
 RANK_IN_TEXT = r"\[Rank (\d+)\]"
