@@ -741,6 +741,18 @@ FORMATS: tuple[ProgressFormat, ...] = (
         r"(?P<step_time_s>[0-9.]+(?:e[-+][0-9]+)?)",
         "espnet/espnet espnet2/train/reporter.py SubReporter.log_message; espnet2/train/trainer.py",
     ),
+    # TensorFlow 1.x Estimator (tensorflow/python/training/basic_session_run_hooks.py
+    # LoggingTensorHook, every log_step_count_steps): "loss = 0.8123, step = 1200 (28.985 sec)",
+    # the seconds those steps took together; StepCounterHook's "global_step/sec: 3.45" is a
+    # rate line of its own. The step line gives no one step's duration.
+    ProgressFormat(
+        "tf_estimator",
+        "step",
+        (", step = ",),
+        r"\bloss = [^,]+, step = (?P<step>\d+) \([0-9.]+ sec\)",
+        "tensorflow/tensorflow tensorflow/python/training/basic_session_run_hooks.py "
+        "LoggingTensorHook; tensorflow_estimator estimator.py (its {'loss', 'step'} tensors)",
+    ),
     # MindSpore's LossMonitor (mindspore/train/callback/_loss_monitor.py step_end): "epoch: 1
     # step: 100, loss is 2.3025", the step within the epoch; no duration.
     ProgressFormat(
