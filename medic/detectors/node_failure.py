@@ -6,16 +6,15 @@ Evidence, from the fastest to the slowest:
   reporting, and no log line either. Telemetry (~1 Hz) is the liveness signal, but exporters
   restart and scrapes fail for tens of seconds, and most nodes of a job print nothing (rank 0
   writes the progress). So the silence counts once something else agrees: the node used to
-  write regularly and went quiet with it (three usual spacings), the job's training steps
-  stopped with it (a collective blocks every rank on a dead peer; judged on the job's step
-  lines, not on its start-up chatter, and not inside a checkpoint or evaluation, nor after
-  an error of the job's own: those pause or end the steps on a healthy node too), the job's
-  ranks report losing a peer since (NCCL aborts, and no error of a rank's own that would
-  explain them: torchrun's traceback after a rank died of such an abort is its consequence,
+  write regularly and went quiet with it (three usual spacings), the job's ranks report
+  losing a peer since (NCCL aborts, and no error of a rank's own that would explain
+  them: torchrun's traceback after a rank died of such an abort is its consequence,
   not a cause), the job's other GPUs stalled (their power fell while they stayed pegged: GPUs
   blocked in a collective spin at full utilisation on a fraction of their working power, where
   a checkpoint or a data stall leaves them idle), or the silence outlasts ``long_silence_s``.
-  All this long before Slurm's SlurmdTimeout;
+  All this long before Slurm's SlurmdTimeout. The job's own output going quiet is no such
+  sign: a hang stops it too (a rank stuck in host code or on a dead NFS server), and so do a
+  job's start-up, checkpoints and evaluations, while a node's exporter restarts;
 * srun/salloc print ``error: Node failure on <node>`` (slurmctld: ``Nodes <node> not
   responding``); the fabric says a node's HCA or port failed (``medic.detectors.fabric``):
   NCCL's ``Got async event : local catastrophic error`` blames the host that printed it and an
@@ -46,7 +45,6 @@ from medic.detectors.base import Detection, register
 from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
-from medic.detectors.progress_state import PHASE_OF
 from medic.frames import collect, newest_by
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -184,7 +182,7 @@ class NodeFailureDetector(WatchesLiveness):
     """Silent nodes, Slurm node failures and NODE_FAIL job ends, blamed on the failed node."""
 
     name = "node_failure"
-    streams = frozenset({"scheduler", "gpu_latest", "logs", "progress", "signatures"})
+    streams = frozenset({"scheduler", "gpu_latest", "logs", "signatures"})
     Config = NodeFailureConfig
 
     def __init__(self, config: NodeFailureConfig | None = None) -> None:
@@ -195,10 +193,6 @@ class NodeFailureDetector(WatchesLiveness):
         )
         self.job_logs = Cadence()
         """Per job: its newest log line (from any node) and its delivery lag."""
-        self.job_steps = Cadence()
-        """Per job: its newest training step line and how often it prints one."""
-        self.job_phase: dict[str, int] = {}
-        """Job -> when its open checkpoint or evaluation began (a pause of its steps)."""
         self.complaints = Complaints()
         self.job_collateral: dict[str, int] = {}
         """Job -> newest complaint of a rank about a peer (an NCCL timeout or abort)."""
@@ -217,8 +211,6 @@ class NodeFailureDetector(WatchesLiveness):
             + len(self.book)
             + len(self.liveness)
             + len(self.job_logs)
-            + len(self.job_steps)
-            + len(self.job_phase)
             + len(self.complaints)
             + len(self.job_collateral)
             + len(self.job_root_errors)
@@ -234,8 +226,6 @@ class NodeFailureDetector(WatchesLiveness):
         elif batch.stream == "logs":
             self.liveness.observe_logs(batch.frame)
             self._job_activity(batch.frame)
-        elif batch.stream == "progress":
-            self._job_progress(batch.frame)
         elif batch.stream == "scheduler":
             return self._scheduler(batch)
         elif batch.stream == "signatures":
@@ -265,8 +255,6 @@ class NodeFailureDetector(WatchesLiveness):
         self.book.forget_ended(stale)
         self.liveness.forget_before(stale)
         self.job_logs.forget_before(stale)
-        self.job_steps.forget_before(stale)
-        self.job_phase = {j: t for j, t in self.job_phase.items() if t >= stale}
         self.complaints.forget_before(stale)
         self.job_power.forget_before(stale)
         self.fabric.forget_before(stale)
@@ -297,12 +285,6 @@ class NodeFailureDetector(WatchesLiveness):
         if self.liveness.logs.went_quiet(gap.node, gap.since, now, slack, longest):
             return "it stopped logging"
         own_error = self.job_root_errors.get(job_id, gap.since - slack - 1) >= gap.since - slack
-        if (
-            job_id not in self.job_phase
-            and not own_error
-            and self.job_steps.went_quiet(job_id, gap.since, now, slack, longest)
-        ):
-            return f"job {job_id} stopped stepping with it"
         peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
         if peers_complain and not own_error:
             return f"ranks of job {job_id} report losing a peer"
@@ -314,20 +296,6 @@ class NodeFailureDetector(WatchesLiveness):
         if "job_id" not in logs.columns:
             return
         self.job_logs.observe(*newest_by(logs, "job_id"), arrived=self.liveness.watermark)
-
-    def _job_progress(self, progress: pl.DataFrame) -> None:
-        """Each job's training steps (their cadence), and whether its newest event opened a
-        checkpoint or evaluation (its steps pause then, whatever its nodes do)."""
-        steps = progress.filter(pl.col("event") == "step")
-        self.job_steps.observe(*newest_by(steps, "job_id"), arrived=self.liveness.watermark)
-        newest = progress.group_by("job_id").agg(pl.col("event", "time").sort_by("time").last())
-        for job_id, event, time in newest.select(
-            "job_id", "event", pl.col("time").dt.epoch("us")
-        ).iter_rows():
-            if event in PHASE_OF:
-                self.job_phase.setdefault(job_id, time)
-            else:
-                self.job_phase.pop(job_id, None)
 
     def _scheduler(self, batch: Batch) -> list[Detection]:
         frame = batch.frame

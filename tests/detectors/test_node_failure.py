@@ -63,21 +63,20 @@ def test_an_exporter_restart_on_a_node_that_never_logs_is_not_a_failure() -> Non
     assert detect(200, chatty(job, 0, 200), gpu, [job.start()]) == []
 
 
-def test_a_dead_node_that_never_logs_is_confirmed_by_its_job_going_quiet() -> None:
+def test_a_dead_node_whose_job_only_went_quiet_waits_for_a_long_silence() -> None:
+    # A job's steps stop for a hang, a checkpoint or its start-up as well: only the silence's
+    # length (or its peers' complaints, or their stalled GPUs) confirms a node of it died.
     job = Job(stopped={("n3", None): 60})
     logs = chatty(job, 0, 61)
-    found = detect(200, logs, job.telemetry(0, 200, ["idle1"]), [job.start()])
+    found = detect(300, logs, job.telemetry(0, 300, ["idle1"]), [job.start()])
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
-    assert 78 <= seconds(found[0].detected_at) <= 81
-    assert "stopped stepping" in found[0].summary
+    assert 235 <= seconds(found[0].detected_at) <= 250
+    assert "the silence lasts" in found[0].summary
 
 
-def test_a_job_that_logs_rarely_confirms_later_and_peer_errors_confirm_at_once() -> None:
+def test_peer_errors_confirm_a_silent_node_at_once() -> None:
     job = Job(stopped={("n3", None): 60})
     rare = chatty(job, 0, 61, every=15.0)
-    found = detect(200, rare, job.telemetry(0, 200, ["idle1"]), [job.start()])
-    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
-    assert 80 <= seconds(found[0].detected_at) <= 106
     # hiyouga/LlamaFactory#6849: a peer's NCCL error names no node, but confirms the silence
     errors = rare + job.rank_logs(
         65.0,
