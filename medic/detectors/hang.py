@@ -11,9 +11,9 @@ but draw much less power than when the job progressed (spinning in an NCCL wait)
 GPU stopped while the others spin, for ``corroborated_hold_s``, the silence is suspicious sooner:
 past ``corroborated_gap_factor`` times the p99 gap and ``corroborated_silence_s``. When all
 that shows is one rank's GPU idle, reporting itself idle, the GPUs must have shown it for
-``stall_silence_s`` (a data-loader stall looks the same for up to a minute): measured on the
-telemetry's own timestamps, not on the step lines, whose silence a log shipper's delivery delay
-inflates by up to its batching interval. While they
+``stall_silence_s`` (a data-loader stall looks the same for up to a minute), whatever the
+silence: measured on the telemetry's own timestamps, not on the step lines, whose silence a log
+shipper's delivery delay inflates by up to its batching interval. While they
 work (evaluation, training without printing) the job gets ``working_silence_s``; while they all
 idle (a checkpoint or data stall that prints nothing) ``idle_silence_s``, and the next step is
 due counting from the end of such a spell. GPUs corroborating a hang for ``spin_hold_s`` fire
@@ -458,7 +458,7 @@ class HangDetector(WatchesJobs):
             threshold = self._threshold_us(watch, gpus, corroborated)
             if silence < threshold and held < c.spin_hold_s * US:
                 return None
-            if corroborated and self._stalled(watch, gpus) and held < c.stall_silence_s * US:
+            if self._stalled(watch, gpus) and held < c.stall_silence_s * US:
                 return None
             reference = watch.gaps.reference if watch.gaps.ready else None
             step = job.last_step if job.last_step is not None else "?"
