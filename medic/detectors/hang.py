@@ -13,11 +13,12 @@ past ``corroborated_gap_factor`` times the p99 gap and ``corroborated_silence_s`
 that shows is one rank's GPU idle, reporting itself idle, the GPUs must have shown it for
 ``stall_silence_s`` (a data-loader stall looks the same for up to a minute), whatever the
 silence: measured on the telemetry's own timestamps, not on the step lines, whose silence a log
-shipper's delivery delay inflates by up to its batching interval. While they
-work (evaluation, training without printing) the job gets ``working_silence_s``; while they all
-idle (a checkpoint or data stall that prints nothing) ``idle_silence_s``, and the next step is
-due counting from the end of such a spell. GPUs corroborating a hang for ``spin_hold_s`` fire
-even past a long step gap, and are all that watches a job printing no progress at all.
+shipper's delivery delay inflates by up to its batching interval. While they work (evaluation,
+training without printing) the job gets ``working_silence_s``; while they all idle (a checkpoint
+or data stall that prints nothing) ``idle_silence_s``, each counted from the end of the GPUs'
+previous quiet spell of another kind (a save after an evaluation), and the next step is due
+counting from the end of such a spell. GPUs corroborating a hang for ``spin_hold_s`` fire even
+past a long step gap, and are all that watches a job printing no progress at all.
 
 Healthy jobs spin too: in a synchronous checkpoint the ranks that do not write wait in a
 barrier, GPUs pegged at low power, as NCCL kernels busy-wait; an evaluation on some ranks or a
@@ -65,7 +66,6 @@ from medic.detectors.attribution import excerpt
 from medic.detectors.base import Detection, register
 from medic.detectors.hang_evidence import (
     CORROBORATING,
-    HOLDING,
     JobTelemetry,
     culprits,
     held_us,
@@ -446,10 +446,10 @@ class HangDetector(WatchesJobs):
         corroborated = gpus in CORROBORATING and held >= c.corroborated_hold_s * US
         if job is not None and job.last_step_at is not None:
             silence = _silence(job, now)
-            quiet_until = watch.telemetry.quiet_until
-            if gpus not in HOLDING and quiet_until is not None:
-                # The GPUs were evidently busy with something until then (an evaluation or a
-                # checkpoint printing nothing): the next step is due counting from there.
+            quiet_until = watch.telemetry.quiet_until(gpus)
+            if quiet_until is not None:
+                # The GPUs were evidently busy with something else until then (an evaluation
+                # or a checkpoint printing nothing): this state is timed from there.
                 silence = min(silence, now - quiet_until)
             if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
                 return None

@@ -80,9 +80,9 @@ class JobTelemetry:
     waited: pl.DataFrame | None = None
     """The GPUs seen waiting (idle, or spinning) in that run; one of them back at work restarts
     it (``_resumed``)."""
-    quiet_until: int | None = None
-    """End of the latest window in which the GPUs worked or idled while the job printed
-    nothing (a spell of evaluation or checkpointing)."""
+    quiet: dict[str, int] = field(default_factory=dict)
+    """Per quiet state (``working``, ``idle``, ``writers``): end of the latest window in which
+    the GPUs were in it while the job printed nothing (a spell of evaluation or checkpointing)."""
     recent_nodes: deque[tuple[int, set[str]]] = field(default_factory=deque)
     """(window end, nodes heard in it) for the windows of the last ``carry_s``: a node sampled
     every 30 s is missing from most 10 s windows without having stopped."""
@@ -134,7 +134,7 @@ class JobTelemetry:
             state = self.state  # a window half-way out of an idle or working spell
         self.state = state
         if state in HOLDING:
-            self.quiet_until = end
+            self.quiet[state] = end
         if self.state not in CORROBORATING:
             self.corroborated_since = self.waited = None
             self.spell_states = set()
@@ -145,6 +145,12 @@ class JobTelemetry:
         self.spell_states.add(self.state)
         waiting = self._waiting(gpus, config)
         self.waited = waiting if self.waited is None else pl.concat([self.waited, waiting]).unique()
+
+    def quiet_until(self, state: str) -> int | None:
+        """End of the latest quiet window in another state than ``state``: the GPUs were busy
+        with something else until then (an evaluation printing nothing, then a save printing
+        nothing), so a spell of ``state`` is timed from there."""
+        return max((end for quiet, end in self.quiet.items() if quiet != state), default=None)
 
     def heard(self) -> set[str]:
         """Nodes heard from in the windows of the last ``carry_s``."""
@@ -168,8 +174,8 @@ class JobTelemetry:
     def resume(self) -> None:
         """Progress came back: forget what the silence showed."""
         self.latest, self.since, self.state = None, None, "no telemetry"
-        self.corroborated_since = self.quiet_until = self.waited = None
-        self.spell_states = set()
+        self.corroborated_since = self.waited = None
+        self.spell_states, self.quiet = set(), {}
         self.recent_nodes.clear()
 
     def stopped(self, gpus: pl.DataFrame | None, config: HangConfig) -> pl.DataFrame:

@@ -364,3 +364,17 @@ def test_ranks_back_at_work_end_the_wait_whatever_older_samples_still_show() -> 
     job.steps(480, 800).telemetry(480, 800, constant(COMPUTE))
     job.gpu = [r for r in job.gpu if (r["time"] // US - 20 * (r["node"] == "n1")) % 30 == 0]
     assert run(HangDetector(), [job], 800, delays=(Delay("logs", 30.0, 30.0),)) == []
+
+
+def test_a_quiet_save_after_a_quiet_evaluation_is_timed_from_its_start() -> None:
+    # Ten minutes of evaluation that print nothing (GPUs working at evaluation load), then a
+    # five-minute save that prints nothing (GPUs idle): the idle allowance runs from the end of
+    # the evaluation, not from the last training step.
+    job = healthy_until(400).telemetry(400, 1000, constant(EVAL))
+    job.telemetry(1000, 1300, constant(IDLE)).steps(1300, 1600)
+    job.telemetry(1300, 1600, constant(COMPUTE))
+    assert run(HangDetector(), [job], 1600) == []
+    # A job that stays idle still fires once the idle allowance has run out.
+    stuck = healthy_until(400).telemetry(400, 1000, constant(EVAL))
+    (found,) = run(HangDetector(), [stuck.telemetry(1000, 1600, constant(IDLE))], 1600)
+    assert at(1000 + 480) <= found.detected_at <= at(1000 + 500)
