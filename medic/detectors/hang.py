@@ -16,9 +16,10 @@ silence: measured on the telemetry's own timestamps, not on the step lines, whos
 shipper's delivery delay inflates by up to its batching interval. While they work (evaluation,
 training without printing) the job gets ``working_silence_s``; while they all idle (a checkpoint
 or data stall that prints nothing) ``idle_silence_s``, each counted from the end of the GPUs'
-previous quiet spell of another kind (a save after an evaluation), and the next step is due
-counting from the end of such a spell. GPUs corroborating a hang for ``spin_hold_s`` fire even
-past a long step gap, and are all that watches a job printing no progress at all.
+previous quiet spell of another kind (a save after an evaluation) as well as from the last
+step, and the next step is due counting from the end of such a spell. GPUs corroborating a hang
+for ``spin_hold_s`` fire even past a long step gap, and are all that watches a job printing no
+progress at all.
 
 Healthy jobs spin too: in a synchronous checkpoint the ranks that do not write wait in a
 barrier, GPUs pegged at low power, as NCCL kernels busy-wait; an evaluation on some ranks or a
@@ -447,10 +448,13 @@ class HangDetector(WatchesJobs):
         if job is not None and job.last_step_at is not None:
             silence = _silence(job, now)
             quiet_until = watch.telemetry.quiet_until(gpus)
-            if quiet_until is not None:
-                # The GPUs were evidently busy with something else until then (an evaluation
-                # or a checkpoint printing nothing): this state is timed from there.
+            holding = round(self._holding_s(gpus) * US)
+            if quiet_until is not None and not holding:
+                # The GPUs were evidently busy with something until then (an evaluation or a
+                # checkpoint printing nothing): the next step is due counting from there.
                 silence = min(silence, now - quiet_until)
+            if quiet_until is not None and now - quiet_until < holding:
+                return None  # a quiet spell (a save) right after one of another kind
             if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
                 return None
             if silence < self._allowance_us(job, watch, held, gpus):
@@ -533,11 +537,13 @@ class HangDetector(WatchesJobs):
             seconds = max(c.min_silence_s, c.gap_factor * reference)
         else:
             seconds = c.min_silence_s if gpus in CORROBORATING else self._cold_s(watch)
+        return round(max(seconds, self._holding_s(gpus)) * US)
+
+    def _holding_s(self, gpus: str) -> float:
+        """Silence a quiet state of the GPUs is allowed by itself (0 for the others)."""
         if gpus == "working":
-            seconds = max(seconds, c.working_silence_s)
-        elif gpus in ("idle", "writers"):
-            seconds = max(seconds, c.idle_silence_s)
-        return round(seconds * US)
+            return self.config.working_silence_s
+        return self.config.idle_silence_s if gpus in ("idle", "writers") else 0.0
 
     def _kernel_lines(self, job: JobProgress | None, now: int) -> dict[str, str]:
         """Nodes whose kernel logged a hardware error since shortly before the silence."""
