@@ -54,11 +54,12 @@ LOOKALIKE = (
     r"(?i)load|map\b|map \(|filter|eval|valid|test|predict|infer|generat|token|process|shard"
     r"|convert|saving|extract|cach|sampl|decod|encod|prompt|fetch|prepar|writ|read|index|build"
     r"|compil|warm|calibrat|quantiz|export|merg|resolv|verif|search|benchmark|profil|upload|split"
-    r"|captur|pack|map50|top1_acc"
+    r"|captur|pack|map50|top1_acc|request|^\s*batches\b|embedding|comput|calculat|scoring"
 )
 """What a bar that is not a training loop says it does (looked for in its description).
 Ultralytics' validation bar is described by its metrics' column heads (``mAP50``, and
-``top1_acc`` for classification)."""
+``top1_acc`` for classification); vLLM's ``Adding requests``, sentence-transformers'
+``Batches`` (encode) and embedding, scoring and metric bars are inference."""
 
 ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
 RANK_IN_TEXT = r"\[Rank (\d+)\]"
@@ -739,6 +740,18 @@ FORMATS: tuple[ProgressFormat, ...] = (
         r"\d+epoch:train:\d+-(?P<step>\d+)batch: .*?\btrain_time="
         r"(?P<step_time_s>[0-9.]+(?:e[-+][0-9]+)?)",
         "espnet/espnet espnet2/train/reporter.py SubReporter.log_message; espnet2/train/trainer.py",
+    ),
+    # TensorFlow 1.x Estimator (tensorflow/python/training/basic_session_run_hooks.py
+    # LoggingTensorHook, every log_step_count_steps): "loss = 0.8123, step = 1200 (28.985 sec)",
+    # the seconds those steps took together; StepCounterHook's "global_step/sec: 3.45" is a
+    # rate line of its own. The step line gives no one step's duration.
+    ProgressFormat(
+        "tf_estimator",
+        "step",
+        (", step = ",),
+        r"\bloss = [^,]+, step = (?P<step>\d+) \([0-9.]+ sec\)",
+        "tensorflow/tensorflow tensorflow/python/training/basic_session_run_hooks.py "
+        "LoggingTensorHook; tensorflow_estimator estimator.py (its {'loss', 'step'} tensors)",
     ),
     # MindSpore's LossMonitor (mindspore/train/callback/_loss_monitor.py step_end): "epoch: 1
     # step: 100, loss is 2.3025", the step within the epoch; no duration.
