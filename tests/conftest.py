@@ -4,6 +4,10 @@
 ``MEDIC_SLURM=<state dir>`` and stops it afterwards; a cluster started by hand with
 ``scripts/slurm-local start`` is found too. Without one, Slurm tests skip with the reason,
 except under ``CI=true``, where that is a failure.
+
+``scripts/test`` runs pytest in two pytest-xdist workers; every test that uses the one
+cluster is put in one xdist group, so those run one after another in a single worker (each
+resets the cluster, drains and requeues nodes, and counts on the queue it leaves).
 """
 
 from __future__ import annotations
@@ -127,6 +131,32 @@ def _find_cluster() -> SlurmCluster | str:
         )
     nodes = sorted({line.split()[0] for line in status.stdout.splitlines() if line.strip()})
     return SlurmCluster(state_dir, tuple(nodes))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "slurm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Fail loudly when pytest-xdist stops grouping: its loadgroup tags each grouped test's
+    node id with ``@group``, which pytest 9.2 no longer lets it do (pytest-xdist#1386), and the
+    Slurm tests would then race each other on the one cluster."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid
+    ]
+    if lost:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {len(lost)} tests (e.g. {lost[0]}): "
+            "install the pytest version pyproject.toml names"
+        )
 
 
 @pytest.fixture(scope="session")

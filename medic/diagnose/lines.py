@@ -5,7 +5,8 @@ What each file is comes from its name, then its lines:
 * ``system``: kernel and journal exports (``dmesg``, ``kern.log``, ``syslog``, ``messages``,
   ``journal*``, or mostly kernel lines): no job; the node is the host a journal line's prefix
   names, else the file's name or folder (``gpu-b17/dmesg.txt``, ``dmesg-gpu-b17.log``);
-* ``slurm``: ``slurmd``/``slurmctld`` logs: a line's job is the ``JobId=`` it names;
+* ``slurm``: ``slurmd``/``slurmctld`` logs: a line's job is the ``JobId=`` (or older
+  releases' ``job N``) it names;
 * ``app``: a job's output: the job id from the name (``slurm-4242.out``, ``train-4242.log``)
   or the text (``*** JOB 4242``, ``StepId=4242.0``, ``SLURM_JOB_ID=4242``), else the file's
   name; a line's node is the host of its NCCL prefix (``host:pid:tid [dev] NCCL``), of a
@@ -35,6 +36,9 @@ SYSTEM_NAMES = re.compile(r"dmesg|kern|syslog|messages|journal", re.IGNORECASE)
 SLURM_NAMES = re.compile(r"slurmd|slurmctld", re.IGNORECASE)
 KERNEL_LINE = r"kernel: |^\[ *\d+\.\d+\] |^\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\] |NVRM: |mlx5_core "
 JOB_IN_NAME = re.compile(r"(?:slurm|job)[-_]?(\d+)|[-_.](\d+)\.(?:out|err|log|txt)$|^(\d+)\.")
+SLURM_LOG_JOB = r"(?:JobId=|\bjob )(\d+)"
+"""The job a slurmd/slurmctld line names: ``JobId=4242``, or ``job 4242`` in older releases'
+wording ("requeue job 4242 due to failure of node ...")."""
 JOB_IN_TEXT = (
     r"\*\*\* (?:JOB|STEP) (\d+)|StepId=(\d+)|SLURM_JOB_ID=(\d+)|srun: job (\d+) |JobId=(\d+)"
 )
@@ -165,7 +169,7 @@ def lines_frame(
         lines.with_columns(
             pl.when(app)
             .then(pl.col("file_job"))
-            .otherwise(message.str.extract(r"JobId=(\d+)", 1))
+            .otherwise(message.str.extract(SLURM_LOG_JOB, 1))
             .alias("job_id"),
             pl.when(app)
             .then(

@@ -75,6 +75,8 @@ READ = ("time", "job_id", "node", "rank", "prefix_rank", "message")
 """The columns of a stripped logs frame that the readers use (fewer to filter and gather)."""
 PART_WINDOW = 64
 """Lines after a record's step line in which its parts are looked for."""
+MAGNITUDES = {"K": "e3", "M": "e6", "G": "e9"}
+"""A number's magnitude suffix, as the exponent it stands for."""
 
 PROGRESS = pa.schema(
     [
@@ -228,7 +230,7 @@ class ProgressParser:
             uncoloured = message.gather(coloured).str.replace_all(ANSI_ESCAPE, "")
             text = message.clone().scatter(coloured, uncoloured)
         read = self._first.read(message, text)
-        rows = candidates[read.get_column(ROW)].hstack(_without_commas(read.drop(ROW)))
+        rows = candidates[read.get_column(ROW)].hstack(_plain_numbers(read.drop(ROW)))
         matched = rows.get_column(LINE)
         if self._bars:
             lookalike = pl.col(PATTERN).is_in(self._bars) & pl.col(DESC).str.contains(LOOKALIKE)
@@ -386,14 +388,18 @@ class ProgressParser:
         return measures, output
 
 
-def _without_commas(values: pl.DataFrame) -> pl.DataFrame:
-    """The fields with their thousands separators dropped ("tps: 12,345"). Few batches hold
-    one: looking for a comma costs a fraction of replacing in every field."""
-    found = values.select(pl.col(FIELDS).str.contains(",", literal=True).any()).row(0)
-    held = [name for name, comma in zip(FIELDS, found, strict=True) if comma]
+def _plain_numbers(values: pl.DataFrame) -> pl.DataFrame:
+    """The fields as plain numbers: thousands separators dropped ("tps: 12,345") and a
+    magnitude suffix written as an exponent ("1.23K": nanotron's human_format). Few batches
+    hold either: looking for them costs a fraction of rewriting every field."""
+    found = values.select(pl.col(FIELDS).str.contains("[,KMG]").any()).row(0)
+    held = [name for name, odd in zip(FIELDS, found, strict=True) if odd]
     if not held:
         return values
-    return values.with_columns(pl.col(held).str.replace_all(",", "", literal=True))
+    plain = pl.col(held).str.replace_all(",", "", literal=True)
+    for suffix, exponent in MAGNITUDES.items():
+        plain = plain.str.replace(f"{suffix}$", exponent)
+    return values.with_columns(plain)
 
 
 def _divided(dividend: pl.Expr, divisor: float) -> pl.Expr:

@@ -54,9 +54,12 @@ LOOKALIKE = (
     r"(?i)load|map\b|map \(|filter|eval|valid|test|predict|infer|generat|token|process|shard"
     r"|convert|saving|extract|cach|sampl|decod|encod|prompt|fetch|prepar|writ|read|index|build"
     r"|compil|warm|calibrat|quantiz|export|merg|resolv|verif|search|benchmark|profil|upload|split"
-    r"|captur|pack"
+    r"|captur|pack|map50|top1_acc|request|^\s*batches\b|embedding|comput|calculat|scoring"
 )
-"""What a bar that is not a training loop says it does (looked for in its description)."""
+"""What a bar that is not a training loop says it does (looked for in its description).
+Ultralytics' validation bar is described by its metrics' column heads (``mAP50``, and
+``top1_acc`` for classification); vLLM's ``Adding requests``, sentence-transformers'
+``Batches`` (encode) and embedding, scoring and metric bars are inference."""
 
 ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
 RANK_IN_TEXT = r"\[Rank (\d+)\]"
@@ -658,6 +661,118 @@ FORMATS: tuple[ProgressFormat, ...] = (
         "tqdm/tqdm tqdm/std.py format_meter (no total: n_fmt + 'it', elapsed, rate)",
         bar=True,
         once=("it [",),
+    ),
+    # Ultralytics' own bar (ultralytics/utils/tqdm.py TQDM._display, 8.3.x): "<desc>: 45%
+    # ━━━━━╸────── 100/222 3.4it/s 30.1s<35.9s", each update behind "\r\x1b[K"; the rate is
+    # always in it/s. The training bar's description is its epoch, memory and losses; the
+    # validation bar's is its metrics' column heads (LOOKALIKE).
+    ProgressFormat(
+        "ultralytics",
+        "step",
+        ("% ━", "% ─", "% ╸"),
+        _TQDM_LAST + r"(?:^|\r|\x1b\[K)(?P<desc>[^\r\x1b]*?): \d+% [━─╸]+ (?P<step>\d+)/"
+        r"(?P<total>\d+) (?P<it_per_s>[0-9.]+)it/s",
+        "ultralytics/ultralytics ultralytics/utils/tqdm.py TQDM._display",
+        bar=True,
+        once=("% ━", "% ─", "% ╸"),
+    ),
+    # veRL's console logger (verl/utils/logger/aggregate_logger.py concat_dict_to_str):
+    # "step:12 - key:value - ...", the trainer's metrics in order; the step's duration is
+    # timing_s/step, after the phases' timing_s/gen, timing_s/update_actor... Under Ray the
+    # driver's lines carry "(TaskRunner pid=N) ".
+    ProgressFormat(
+        "verl",
+        "step",
+        ("timing_s/step:",),
+        r"(?:^|pid=\d+(?:, ip=[0-9.]+)?\) )step:(?P<step>\d+) - .*?\btiming_s/step:"
+        r"(?:np\.float64\()?(?P<step_time_s>[0-9.]+(?:[eE][+-]?[0-9]+)?)"
+        r"(?:.* - perf/throughput:(?:np\.float64\()?(?P<throughput>[0-9.]+))?",
+        "volcengine/verl verl/utils/logger/aggregate_logger.py concat_dict_to_str; "
+        "verl/trainer/ppo/metric_utils.py compute_timing_metrics, compute_throughout_metrics",
+        "tokens/s/GPU",
+    ),
+    # nanotron (src/nanotron/trainer.py train_step_logs, values through logging.human_format:
+    # 3 significant digits and a K/M/G suffix): "iteration: 10 / 100 | consumed_tokens: 1.31M |
+    # elapsed_time_per_iteration_ms: 1.23K | tokens_per_sec: 106K | tokens_per_sec_per_gpu:
+    # 13.3K | ...".
+    ProgressFormat(
+        "nanotron",
+        "step",
+        ("elapsed_time_per_iteration_ms: ",),
+        r"iteration: (?P<step>\d+) / \d+ \|.*? elapsed_time_per_iteration_ms: "
+        r"(?P<step_time_ms>[0-9.]+[KMG]?) \|"
+        r"(?:.*? tokens_per_sec_per_gpu: (?P<throughput>[0-9.]+[KMG]?) \|)?",
+        "huggingface/nanotron src/nanotron/trainer.py train_step_logs; src/nanotron/logging.py",
+        "tokens/s/GPU",
+    ),
+    # PaddleDetection (ppdet/engine/callbacks.py LogPrinter.on_step_end): "Epoch: [0] [  20/
+    # 1000] learning_rate: 0.000100 loss: ... eta: 1:23:45 batch_cost: 0.5123 data_cost: 0.0012
+    # ips: 15.6152 images/s"; the counter is the iteration within the epoch.
+    ProgressFormat(
+        "paddledetection",
+        "step",
+        ("batch_cost: ",),
+        r"Epoch: \[\d+\] \[\s*(?P<step>\d+)/\d+\] .*?batch_cost: (?P<step_time_s>[0-9.]+)"
+        r"(?:.*? ips: (?P<throughput>[0-9.]+) images/s)?",
+        "PaddlePaddle/PaddleDetection ppdet/engine/callbacks.py LogPrinter",
+        "images/s",
+    ),
+    # PaddleOCR (tools/program.py train): "epoch: [1/500], global_step: 10, lr: 0.001000,
+    # loss: ..., avg_reader_cost: 0.01234 s, avg_batch_cost: 0.54321 s, avg_samples: 16.0,
+    # ips: 29.45443 samples/s, eta: 1:23:45"; the batch cost is the mean step over the interval.
+    ProgressFormat(
+        "paddleocr",
+        "step",
+        ("avg_batch_cost: ",),
+        r"global_step: (?P<step>\d+), .*?avg_batch_cost: (?P<step_time_s>[0-9.]+) s, "
+        r"avg_samples: [0-9.]+, ips: (?P<throughput>[0-9.]+) samples/s",
+        "PaddlePaddle/PaddleOCR tools/program.py train()",
+        "samples/s",
+    ),
+    # ESPnet (espnet2/train/reporter.py SubReporter.log_message, from espnet2/train/trainer.py
+    # every log_interval batches): "1epoch:train:101-200batch: iter_time=..., forward_time=...,
+    # loss=..., backward_time=..., optim_step_time=..., optim0_lr0=..., train_time=0.456", the
+    # batch count within the epoch; iter_time is the wait for data, train_time the whole step.
+    ProgressFormat(
+        "espnet",
+        "step",
+        ("epoch:train:",),
+        r"\d+epoch:train:\d+-(?P<step>\d+)batch: .*?\btrain_time="
+        r"(?P<step_time_s>[0-9.]+(?:e[-+][0-9]+)?)",
+        "espnet/espnet espnet2/train/reporter.py SubReporter.log_message; espnet2/train/trainer.py",
+    ),
+    # TensorFlow 1.x Estimator (tensorflow/python/training/basic_session_run_hooks.py
+    # LoggingTensorHook, every log_step_count_steps): "loss = 0.8123, step = 1200 (28.985 sec)",
+    # the seconds those steps took together; StepCounterHook's "global_step/sec: 3.45" is a
+    # rate line of its own. The step line gives no one step's duration.
+    ProgressFormat(
+        "tf_estimator",
+        "step",
+        (", step = ",),
+        r"\bloss = [^,]+, step = (?P<step>\d+) \([0-9.]+ sec\)",
+        "tensorflow/tensorflow tensorflow/python/training/basic_session_run_hooks.py "
+        "LoggingTensorHook; tensorflow_estimator estimator.py (its {'loss', 'step'} tensors)",
+    ),
+    # MindSpore's LossMonitor (mindspore/train/callback/_loss_monitor.py step_end): "epoch: 1
+    # step: 100, loss is 2.3025", the step within the epoch; no duration.
+    ProgressFormat(
+        "mindspore",
+        "step",
+        (", loss is ",),
+        r"epoch: \d+ step: (?P<step>\d+), loss is ",
+        "mindspore-ai/mindspore mindspore/python/mindspore/train/callback/_loss_monitor.py",
+    ),
+    # ms-swift's log dict (swift/trainers/mixin.py _maybe_log_save_evaluate): the Trainer's
+    # dict with 'train_speed(iter/s)' (steps per second since the start) and the step as
+    # 'global_step/max_steps': 'N/M'.
+    ProgressFormat(
+        "swift",
+        "step",
+        ("'global_step/max_steps': '",),
+        r"\{'loss': (?:.*?'train_speed\((?:iter/s\)': (?P<it_per_s>[0-9.]+)|s/it\)': "
+        r"(?P<s_per_it>[0-9.]+)))?.*?'global_step/max_steps': '(?P<step>\d+)/\d+'",
+        "modelscope/ms-swift swift/trainers/mixin.py (logs['train_speed(iter/s)']); the dict's "
+        "'global_step/max_steps' as quoted in ms-swift's own tests and public issue threads",
     ),
     # Hugging Face Trainer's log dict, also after a bar on the same line (the bar is read
     # first, above); the dict has no step number.

@@ -49,7 +49,12 @@ def test_job_node_rank_and_source_of_each_line() -> None:
             ),
             LogText("run.log", "*** JOB 777 ON gpu-a1 CANCELLED AT 2026-11-30T05:00:00 ***"),
             LogText("journal.txt", "Nov 30 04:00:01 gpu-a9 kernel: NVRM: Xid (PCI:0000:1b:00): 79"),
-            LogText("slurmctld.log", "[2026-11-30T04:00:02] Killing JobId=4242 on failed node x"),
+            LogText(
+                "slurmctld.log",
+                "[2026-11-30T04:00:02] Killing JobId=4242 on failed node x\n"
+                "[2026-11-30T04:00:03] requeue job 4243 due to failure of node x\n"
+                "[2026-11-30T04:00:04] error: Nodes x not responding",
+            ),
         ]
     )
     rows = frame.sort("order", "line").select("line", "job_id", "node", "rank", "source").rows()
@@ -60,6 +65,8 @@ def test_job_node_rank_and_source_of_each_line() -> None:
         (1, "777", "", None, "app"),
         (1, None, "gpu-a9", None, "system"),
         (1, "4242", "", None, "slurm"),
+        (2, "4243", "", None, "slurm"),
+        (3, None, "", None, "slurm"),
     ]
 
 

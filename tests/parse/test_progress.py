@@ -309,10 +309,33 @@ def test_custom_pattern_reads_a_line_before_the_built_in_formats() -> None:
     ]
 
 
+def test_numbers_with_a_magnitude_suffix_or_thousands_separators() -> None:
+    """nanotron writes its values through human_format ("1.23K"); others group thousands."""
+    line = (
+        "[INFO|DP=0|PP=0|TP=0|gpu-a01]: iteration: 12 / 500 | consumed_tokens: 3.15M |"
+        " elapsed_time_per_iteration_ms: 2.46K | tokens_per_sec: 426K |"
+        " tokens_per_sec_per_gpu: 53.3K | global_batch_size: 256 | lm_loss: 7.41 |"
+    )
+    row = one(line)
+    assert (row["framework"], row["step"]) == ("nanotron", 12)
+    assert row["step_time_s"] == pytest.approx(2.46)
+    assert row["throughput"] == pytest.approx(53_300.0)
+    config = from_dict(
+        ProgressConfig,
+        {"patterns": [{"pattern": r"it (?P<step>[\d,]+) took (?P<step_time_ms>[\d.,]+)"}]},
+    )
+    rows = parse("it 1,204 took 1,250.5 ms", parser=ProgressParser(config))
+    assert [(r["step"], r["step_time_s"]) for r in rows] == [(1204, pytest.approx(1.2505))]
+
+
 def _number(groups: dict[str, str | None], name: str) -> float | None:
     value = groups.get(name)
+    if value is None:
+        return None
+    plain = value.replace(",", "")
+    scale = {"K": 1e3, "M": 1e6, "G": 1e9}.get(plain[-1:], 1.0)
     try:
-        return None if value is None else float(value.replace(",", ""))
+        return float(plain.rstrip("KMG")) * scale
     except ValueError:
         return None
 
