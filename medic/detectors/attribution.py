@@ -187,3 +187,64 @@ def excerpt(message: str, width: int = 160) -> str:
     """The line without its torchrun rank tag, quoted and cut to ``width`` characters."""
     text = re.sub(RANK_PREFIX, "", message).strip()
     return repr(text if len(text) <= width else text[: width - 3] + "...")
+
+
+CONSEQUENCE_US = 35 * 1_000_000
+"""A root error with no rank tag from a node this soon after a rank on it complained about a
+peer is the complaint's consequence: a rank whose NCCL communicator aborted dies (``terminate
+called``, SIGABRT), and torchrun's elastic agent, which is no rank, then stops the other
+workers (SIGTERM with a 30 s grace, ``PContext.close`` in
+torch/distributed/elastic/multiprocessing/api.py) and prints its own traceback ending in
+``ChildFailedError``: an error line, but no error of the job's own."""
+
+
+class Complaints:
+    """Each job's newest complaint about a peer (a collateral sign) per node, to tell a job's
+    own errors from their consequences."""
+
+    def __init__(self) -> None:
+        self.newest: dict[tuple[str, str], int] = {}
+        """(job, node) -> newest complaint of a rank on the node about a peer."""
+
+    def __len__(self) -> int:
+        return len(self.newest)
+
+    def consequences(self, signs: pl.DataFrame) -> pl.Series:
+        """For each row of ``signs`` (``job_id``, ``node``, ``rank``, ``role``, ``time_us``, in
+        any order): whether it is a root error of no rank following a complaint from its node
+        within ``CONSEQUENCE_US`` (in these rows or earlier ones); a rank's own error line is
+        never one. Learns the rows' complaints."""
+        complaints = signs.filter(
+            (pl.col("role") == "collateral")
+            & pl.col("job_id").is_not_null()
+            & pl.col("node").is_not_null()
+        ).select("job_id", "node", pl.col("time_us").alias("complained"))
+        earlier = pl.DataFrame(
+            [(job, node, time) for (job, node), time in self.newest.items()],
+            schema={"job_id": pl.String, "node": pl.String, "complained": pl.Int64},
+            orient="row",
+        )
+        known = pl.concat([earlier, complaints]).sort("complained")
+        marked = (
+            signs.select("job_id", "node", "rank", "role", "time_us")
+            .with_row_index("_row")
+            .sort("time_us")
+            .join_asof(
+                known,
+                left_on="time_us",
+                right_on="complained",
+                by=["job_id", "node"],
+                strategy="backward",
+                tolerance=CONSEQUENCE_US,
+                check_sortedness=False,  # both sorted by time above; not checkable by group
+            )
+            .sort("_row")
+        )
+        newest = complaints.group_by("job_id", "node").agg(pl.col("complained").max())
+        for job_id, node, time in newest.iter_rows():
+            self.newest[job_id, node] = max(time, self.newest.get((job_id, node), time))
+        agent = (marked.get_column("role") == "root") & marked.get_column("rank").is_null()
+        return (agent & marked.get_column("complained").is_not_null()).alias("consequence")
+
+    def forget_before(self, cutoff: int) -> None:
+        self.newest = {key: t for key, t in self.newest.items() if t >= cutoff}

@@ -7,7 +7,8 @@ first detection of an incident must name the right kind and culprit, since the p
 suppresses the later ones. While a GPU or node of the job has stopped reporting telemetry the
 hold extends (up to ``gap_wait_s``) so that ``gpu_fault`` or ``node_failure`` can confirm it;
 if it stays gone and the job shows only its peers' complaints (no error of a rank's own), they
-are that failure's consequence and no crash is reported. So are
+are that failure's consequence and no crash is reported (so is a root error right after a
+complaint on its node: torchrun's traceback for a rank that died of the abort). So are
 the errors of a job after hardware evidence against one of its GPUs or nodes, however late
 (a NCCL watchdog may only fire half an hour after a GPU fell off the bus), and the errors that
 follow a line reporting the job stuck (a watchdog timeout aborts the process: that is the
@@ -26,7 +27,13 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from medic.config import NonNegative
-from medic.detectors.attribution import MAX_EVIDENCE, Evidence, Incident, evidence_rows
+from medic.detectors.attribution import (
+    MAX_EVIDENCE,
+    Complaints,
+    Evidence,
+    Incident,
+    evidence_rows,
+)
 from medic.detectors.base import Detection, register
 from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
@@ -98,6 +105,9 @@ class CrashDetector(WatchesLiveness):
         """Job -> event time of hardware evidence against one of its GPUs or nodes."""
         self.fabric: dict[str, int] = {}
         """Job -> event time of its first fabric error that may be a failed node."""
+        self.complaints = Complaints()
+        """Peers' complaints per node: a root error right after one on its node (torchrun's
+        traceback for a rank that died of it) is that complaint's consequence."""
 
     def state_size(self) -> int:
         return (
@@ -107,6 +117,7 @@ class CrashDetector(WatchesLiveness):
             + len(self.stopping)
             + len(self.faulted)
             + len(self.fabric)
+            + len(self.complaints)
         )
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -154,6 +165,7 @@ class CrashDetector(WatchesLiveness):
                 del state[job_id]
         self.book.forget_ended(stale)
         self.liveness.forget_before(stale)
+        self.complaints.forget_before(stale)
         return found
 
     def _gap(self, pending: _Pending, before: int) -> int:
@@ -186,11 +198,11 @@ class CrashDetector(WatchesLiveness):
             self._stop(job_id, time)
         # Signs of a job already reported, or following hardware evidence, change nothing.
         quiet = [*self.book.reported, *self.faulted]
-        signs = rows.filter(
-            (pl.col("kind") == "crash")
-            & (pl.col("role") != "benign")
-            & ~pl.col("job_id").is_in(quiet)
-        )
+        signs = rows.filter((pl.col("kind") == "crash") & (pl.col("role") != "benign"))
+        followed = self.complaints.consequences(signs)
+        signs = signs.with_columns(
+            pl.when(followed).then(pl.lit("collateral")).otherwise(pl.col("role")).alias("role")
+        ).filter(~pl.col("job_id").is_in(quiet))
         if self.stopping and not signs.is_empty():
             stops = pl.DataFrame(
                 {"job_id": list(self.stopping), "_stop": list(self.stopping.values())},

@@ -8,7 +8,8 @@ signatures of severity below fatal), so they wait ``hold_us`` before they count:
   host) is a link flap: the job goes on, slower, and is a straggler's business;
 * a peer's retries exhausted (status 12, which names the peer's address) happen when the
   peer's port failed, but also when the peer's process died and its queue pairs with it: an
-  error of the job's own (out of memory, a CUDA error) near it explains it.
+  error of the job's own (out of memory, a CUDA error) since, or up to ``RETRY_SPAN_US``
+  before it (how long the retries of a dead peer take), explains it.
 
 The peer of a completion error is a fabric address; the hosts' NCCL start-up lines
 (``NET/IB : Using ... ; OOB <if>:<address>``) say which host holds it.
@@ -21,8 +22,16 @@ from collections.abc import Callable, Mapping
 import polars as pl
 
 from medic.detectors.attribution import Evidence, evidence_rows
+from medic.timeutil import US
 
 Located = tuple[str | None, Evidence]
+RETRIES = frozenset({"ib_retry_exceeded"})
+"""Signatures of a peer's retries exhausted."""
+RETRY_SPAN_US = 35 * US
+"""How long before a retries-exhausted error its peer may have died: NCCL's defaults retry an
+unanswered InfiniBand send 7 times (``NCCL_IB_RETRY_CNT``) after a timeout of
+4.096 us x 2^20 = 4.3 s each (``NCCL_IB_TIMEOUT``), 30-35 s in all (NCCL user guide,
+Environment Variables)."""
 
 
 class FabricEvidence:
@@ -65,7 +74,8 @@ class FabricEvidence:
         self, watermark: int, own_errors: Mapping[str, int], lag_us: Callable[[str | None], int]
     ) -> list[Located]:
         """The held evidence whose wait is over and that nothing explained: no recovery of its
-        host since, no error of the job's own within ``slack_us`` before it or since. The wait
+        host since, no error of the job's own since or within ``slack_us`` before it
+        (``RETRY_SPAN_US`` for a peer's retries exhausted). The wait
         is ``hold_us`` plus the job's log delivery lag (``lag_us``): the line that explains it
         may have been written in time and still be on its way."""
         due: list[Located] = []
@@ -77,7 +87,8 @@ class FabricEvidence:
         sure = []
         for job_id, item in due:
             back = item.node is not None and self.recovered.get(item.node, -1) >= item.time
-            own = job_id is not None and own_errors.get(job_id, -1) >= item.time - self.slack_us
+            before = RETRY_SPAN_US if item.signature in RETRIES else self.slack_us
+            own = job_id is not None and own_errors.get(job_id, -1) >= item.time - before
             if not back and not own:
                 sure.append((job_id, item))
         return sure

@@ -5,10 +5,14 @@ Evidence, from the fastest to the slowest:
 * the node falls silent: no telemetry for ``silence_s`` while the rest of the cluster keeps
   reporting, and no log line either. Telemetry (~1 Hz) is the liveness signal, but exporters
   restart and scrapes fail for tens of seconds, and most nodes of a job print nothing (rank 0
-  writes the progress). So the silence counts once something else agrees: the node or its
-  job used to write regularly and went quiet with it (three usual spacings), the job's ranks
-  report losing a peer since (NCCL aborts, and no error of a rank's own that would explain
-  them), the job's other GPUs stalled (their power fell while they stayed pegged: GPUs
+  writes the progress). So the silence counts once something else agrees: the node used to
+  write regularly and went quiet with it (three usual spacings), the job's training steps
+  stopped with it (a collective blocks every rank on a dead peer; judged on the job's step
+  lines, not on its start-up chatter, and not inside a checkpoint or evaluation, nor after
+  an error of the job's own: those pause or end the steps on a healthy node too), the job's
+  ranks report losing a peer since (NCCL aborts, and no error of a rank's own that would
+  explain them: torchrun's traceback after a rank died of such an abort is its consequence,
+  not a cause), the job's other GPUs stalled (their power fell while they stayed pegged: GPUs
   blocked in a collective spin at full utilisation on a fraction of their working power, where
   a checkpoint or a data stall leaves them idle), or the silence outlasts ``long_silence_s``.
   All this long before Slurm's SlurmdTimeout;
@@ -37,11 +41,12 @@ import numpy as np
 import polars as pl
 
 from medic.config import NonNegative, Percent, Positive, Range
-from medic.detectors.attribution import Evidence, Incident
+from medic.detectors.attribution import Complaints, Evidence, Incident
 from medic.detectors.base import Detection, register
 from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
+from medic.detectors.progress_state import PHASE_OF
 from medic.frames import collect, newest_by
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -179,7 +184,7 @@ class NodeFailureDetector(WatchesLiveness):
     """Silent nodes, Slurm node failures and NODE_FAIL job ends, blamed on the failed node."""
 
     name = "node_failure"
-    streams = frozenset({"scheduler", "gpu_latest", "logs", "signatures"})
+    streams = frozenset({"scheduler", "gpu_latest", "logs", "progress", "signatures"})
     Config = NodeFailureConfig
 
     def __init__(self, config: NodeFailureConfig | None = None) -> None:
@@ -189,7 +194,12 @@ class NodeFailureDetector(WatchesLiveness):
             self.name, self.name, round(self.config.ended_grace_s * US), self.liveness
         )
         self.job_logs = Cadence()
-        """Per job: its newest log line (from any node) and how often it writes."""
+        """Per job: its newest log line (from any node) and its delivery lag."""
+        self.job_steps = Cadence()
+        """Per job: its newest training step line and how often it prints one."""
+        self.job_phase: dict[str, int] = {}
+        """Job -> when its open checkpoint or evaluation began (a pause of its steps)."""
+        self.complaints = Complaints()
         self.job_collateral: dict[str, int] = {}
         """Job -> newest complaint of a rank about a peer (an NCCL timeout or abort)."""
         self.job_root_errors: dict[str, int] = {}
@@ -207,6 +217,9 @@ class NodeFailureDetector(WatchesLiveness):
             + len(self.book)
             + len(self.liveness)
             + len(self.job_logs)
+            + len(self.job_steps)
+            + len(self.job_phase)
+            + len(self.complaints)
             + len(self.job_collateral)
             + len(self.job_root_errors)
             + len(self.job_power)
@@ -221,6 +234,8 @@ class NodeFailureDetector(WatchesLiveness):
         elif batch.stream == "logs":
             self.liveness.observe_logs(batch.frame)
             self._job_activity(batch.frame)
+        elif batch.stream == "progress":
+            self._job_progress(batch.frame)
         elif batch.stream == "scheduler":
             return self._scheduler(batch)
         elif batch.stream == "signatures":
@@ -250,6 +265,9 @@ class NodeFailureDetector(WatchesLiveness):
         self.book.forget_ended(stale)
         self.liveness.forget_before(stale)
         self.job_logs.forget_before(stale)
+        self.job_steps.forget_before(stale)
+        self.job_phase = {j: t for j, t in self.job_phase.items() if t >= stale}
+        self.complaints.forget_before(stale)
         self.job_power.forget_before(stale)
         self.fabric.forget_before(stale)
         for state in (self.job_collateral, self.job_root_errors):
@@ -278,10 +296,14 @@ class NodeFailureDetector(WatchesLiveness):
             return "the silence lasts"
         if self.liveness.logs.went_quiet(gap.node, gap.since, now, slack, longest):
             return "it stopped logging"
-        if self.job_logs.went_quiet(job_id, gap.since, now, slack, longest):
-            return f"job {job_id} went quiet with it"
-        peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
         own_error = self.job_root_errors.get(job_id, gap.since - slack - 1) >= gap.since - slack
+        if (
+            job_id not in self.job_phase
+            and not own_error
+            and self.job_steps.went_quiet(job_id, gap.since, now, slack, longest)
+        ):
+            return f"job {job_id} stopped stepping with it"
+        peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
         if peers_complain and not own_error:
             return f"ranks of job {job_id} report losing a peer"
         if self.job_power.stalled(job_id, gap.since, now, slack, cfg.stall_ratio, cfg.spin_util):
@@ -292,6 +314,20 @@ class NodeFailureDetector(WatchesLiveness):
         if "job_id" not in logs.columns:
             return
         self.job_logs.observe(*newest_by(logs, "job_id"), arrived=self.liveness.watermark)
+
+    def _job_progress(self, progress: pl.DataFrame) -> None:
+        """Each job's training steps (their cadence), and whether its newest event opened a
+        checkpoint or evaluation (its steps pause then, whatever its nodes do)."""
+        steps = progress.filter(pl.col("event") == "step")
+        self.job_steps.observe(*newest_by(steps, "job_id"), arrived=self.liveness.watermark)
+        newest = progress.group_by("job_id").agg(pl.col("event", "time").sort_by("time").last())
+        for job_id, event, time in newest.select(
+            "job_id", "event", pl.col("time").dt.epoch("us")
+        ).iter_rows():
+            if event in PHASE_OF:
+                self.job_phase.setdefault(job_id, time)
+            else:
+                self.job_phase.pop(job_id, None)
 
     def _scheduler(self, batch: Batch) -> list[Detection]:
         frame = batch.frame
@@ -316,16 +352,14 @@ class NodeFailureDetector(WatchesLiveness):
         return self._emit(evidence)
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
-        errors = (
-            frame.filter(
-                (pl.col("kind") == "crash")
-                & pl.col("role").is_in(["root", "collateral"])
-                & pl.col("job_id").is_not_null()
-            )
-            .group_by("job_id", "role")
-            .agg(pl.col("time").max().dt.epoch("us"))
-        )
-        for job_id, role, time in errors.iter_rows():
+        errors = frame.filter(
+            (pl.col("kind") == "crash")
+            & pl.col("role").is_in(["root", "collateral"])
+            & pl.col("job_id").is_not_null()
+        ).select("job_id", "node", "rank", "role", pl.col("time").dt.epoch("us").alias("time_us"))
+        errors = errors.filter(~self.complaints.consequences(errors))
+        newest = errors.group_by("job_id", "role").agg(pl.col("time_us").max())
+        for job_id, role, time in newest.iter_rows():
             state = self.job_collateral if role == "collateral" else self.job_root_errors
             state[job_id] = max(time, state.get(job_id, time))
         return self._emit(self._placed(self.fabric.observe(frame)))

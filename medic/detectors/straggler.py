@@ -76,15 +76,21 @@ FEATURE_NAMES = {
     "pcie_replay_delta": "PCIe replays",
     "nvlink_errors_delta": "NVLink errors",
 }
-_NODES = {
-    "job_id": pl.String,
-    "node": pl.String,
-    "history": pl.Int64,
-    "cause_history": pl.Int64,
-    "cause_seen": pl.Int64,
-}
-"""Per job and node: the k-of-n bit histories of its flags and causes, and how many windows its
-GPUs had been watched when the current run of causes began."""
+_NODES = pl.Schema(
+    [
+        ("job_id", pl.String()),
+        ("node", pl.String()),
+        ("history", pl.Int64()),
+        ("cause_history", pl.Int64()),
+        ("cause_seen", pl.Int64()),
+        ("clock_ratios", pl.List(pl.Float64())),
+    ]
+)
+"""Per job and node: the k-of-n bit histories of its flags and causes, how many windows its
+GPUs had been watched when the current run of causes began, and its slowest GPU's clock ratio
+(the job's median SM clock over that GPU's) in each of the last ``peer_n`` windows."""
+CLOCK_FEATURES = frozenset({"sm_clock_mhz", "cause"})
+"""Suspect features that slow a GPU through its SM clock (the rest: link retries)."""
 LINK_DOWN = ("mlx5_link_down", "ib_port_error")
 """The catalogue's signatures of an InfiniBand/RoCE port going down (a flap when it comes back):
 the kernel's mlx5 line, and NCCL's async event on the host whose port it is."""
@@ -144,6 +150,15 @@ class StragglerConfig:
     counter_floor: NonNegative = 2.0
     """Least spread assumed among peers, per feature, so identical peers do not make tiny
     differences look huge."""
+    explained_share: Fraction = 0.5
+    """A GPU suspected for its SM clock is blamed for a slowed job only if it runs at least
+    ``slowdown_ratio`` times slower than its peers' median clock (averaged over its last
+    ``peer_n`` windows) and that accounts for this share of the job's slowdown. In synchronous
+    training every rank waits for the slowest in each collective, so a rank computing x%
+    slower makes the step at most x% slower (less: communication and input do not scale with
+    its clock); a job far slower than its odd GPU's clock allows slowed for another reason
+    (a job-wide drift), and a GPU at its power limit dipping a few percent now and then
+    cannot slow it by ``slowdown_ratio``."""
     cause_clock_ratio: Fraction = 0.9
     """A cause of slowness counts only on a GPU clocked this far below its peers' median or
     lower (10% less work per second: a straggler, not the spread among healthy parts that hit
@@ -190,6 +205,17 @@ class Suspect:
     """A cause of slowness shows on the GPU (clocks held low by a slowdown reason, or a cap)."""
     early: bool = False
     """... and it showed within the GPU's first windows: there from the job's first step."""
+    clock_ratio: float | None = None
+    """The job's median SM clock over the node's slowest GPU's, averaged over recent windows."""
+
+    def explains(self, slowdown: float | None, config: StragglerConfig) -> bool:
+        """Whether this suspect's own slowness can account for the job's ``slowdown``: always
+        for link retries and flaps (their cost is not in the clock), else see
+        ``explained_share``."""
+        if self.feature not in CLOCK_FEATURES or slowdown is None or self.clock_ratio is None:
+            return True
+        needed = max(config.slowdown_ratio - 1.0, config.explained_share * (slowdown - 1.0))
+        return self.clock_ratio - 1.0 >= needed
 
 
 @register
@@ -272,6 +298,8 @@ class StragglerDetector(WatchesJobs):
                 if not pace.slowed and not suspects:
                     self.alarmed.discard(job_id)
                 continue
+            if pace.slowed:
+                suspects = [s for s in suspects if s.explains(pace.ratio, self.config)]
             if suspects and (pace.slowed or any(s.early for s in suspects)):
                 found.append(self._detection(job_id, pace, suspects))
                 self.alarmed.add(job_id)
@@ -359,6 +387,9 @@ class StragglerDetector(WatchesJobs):
         reason = pl.max_horizontal(pl.col("z_throttled"), -pl.col("z_power_w"))
         held_low = pl.min_horizontal(-pl.col("z_sm_clock_mhz"), reason)
         scored = scored.with_columns(
+            (pl.col("sm_clock_mhz").median().over("job_id") / pl.col("sm_clock_mhz")).alias(
+                "clock_ratio"
+            ),
             pl.coalesce(
                 pl.when(pl.col(f"d_{f}") == pl.col("z")).then(pl.lit(i))
                 for i, f in enumerate(SLOWING)
@@ -393,10 +424,14 @@ class StragglerDetector(WatchesJobs):
             pl.col("gpu").sort_by("cause_z").last().alias("cause_gpu"),
             pl.col("caused").any(),
             pl.col("seen").fill_null(0).max(),
+            pl.col("clock_ratio").max(),
         )
         nodes = worst.join(self._nodes, on=keys, how="left").with_columns(
             push_flags(pl.col("history"), pl.col("flagged"), c.peer_n).alias("history"),
             push_flags(pl.col("cause_history"), pl.col("caused"), c.peer_n).alias("cause_history"),
+            pl.concat_list(pl.col("clock_ratios").fill_null([]), pl.col("clock_ratio"))
+            .list.tail(c.peer_n)
+            .alias("clock_ratios"),
         )
         nodes = nodes.with_columns(
             pl.when(flag_count(pl.col("cause_history")) == 0)
@@ -415,6 +450,7 @@ class StragglerDetector(WatchesJobs):
         ).with_columns(
             caused.alias("caused"),
             (caused & (pl.col("cause_seen") < c.grace_windows)).alias("early"),
+            pl.col("clock_ratios").list.median().alias("clock_ratio"),
         )
         if persistent.is_empty():
             self.suspects = {}
@@ -444,6 +480,7 @@ class StragglerDetector(WatchesJobs):
                     flagged_gpus=row["flagged_gpus"],
                     caused=row["caused"],
                     early=row["early"],
+                    clock_ratio=row["clock_ratio"],
                 )
             )
         self.suspects = {

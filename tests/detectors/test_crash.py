@@ -184,3 +184,21 @@ def test_config_is_typed_and_validated() -> None:
         from_dict(CrashConfig, {"hold_s": -1.0})
     with pytest.raises(ConfigError):
         from_dict(CrashConfig, {"hold": 1.0})
+
+
+def test_torchruns_traceback_after_a_rank_aborted_on_a_dead_peer_is_no_crash() -> None:
+    # n3 dies at 60 s; rank 9 on n2 aborts on the NCCL error, and the torchrun agent of n2
+    # (no rank) then prints its ChildFailedError traceback: the node failed, the job did not
+    job = Job(stopped={("n3", None): 60})
+    logs = [r for r in job.progress(0, 200) if r["node"] != "n3" or r["time"] < at(60)]
+    logs += job.rank_logs(64.0, NCCL_ABORT, ranks=[9])
+    agent = [
+        "E0207 19:37:12.500000 52731 torch/distributed/elastic/multiprocessing/api.py:869] "
+        "failed (exitcode: -6) local_rank: 1 (pid: 52790) of binary: /usr/bin/python3",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/torchrun", line 8, in <module>',
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    ]
+    logs += [log(65.0 + i * 0.01, line, node="n2") for i, line in enumerate(agent)]
+    found = detect(200, logs, job.telemetry(0, 200, ["idle1"]), [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]

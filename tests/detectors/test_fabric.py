@@ -76,3 +76,16 @@ def test_the_wait_covers_the_jobs_log_delivery_lag() -> None:
     late = {"7": 25 * US}.get
     assert f.release(at(40), {}, lambda job: late(job or "", 0)) == []
     assert f.release(at(56), {"7": at(9)}, lambda job: late(job or "", 0)) == []
+
+
+def test_a_process_that_died_while_its_peer_retried_explains_the_retries() -> None:
+    # NCCL's defaults (NCCL_IB_TIMEOUT 20, NCCL_IB_RETRY_CNT 7) retry for about half a minute:
+    # the peer's own error 25 s before the retries ran out explains them; one 40 s before not
+    f = fabric()
+    f.observe(signs((1, OOB.format(host="gpu-a2", ip="10.0.0.2")), (50, RETRY)))
+    assert f.release(at(80), {"7": at(25)}, no_lag) == []
+    g = fabric()
+    g.observe(signs((1, OOB.format(host="gpu-a2", ip="10.0.0.2")), (50, RETRY)))
+    assert [(job, e.node) for job, e in g.release(at(80), {"7": at(10)}, no_lag)] == [
+        ("7", "gpu-a2")
+    ]

@@ -17,6 +17,7 @@ from medic.ingest.replay import Delay, ReplayConfig
 from medic.timeutil import US
 from tests.builders import at, batch, log
 from tests.detectors.scenarios import Job, detect, seconds
+from tests.detectors.training import megatron_line
 
 
 def scenario(job: Job, duration: int = 200) -> tuple[list[dict], list[dict], list[dict]]:
@@ -43,10 +44,10 @@ def test_a_node_silent_in_telemetry_and_logs_is_detected_well_before_slurm() -> 
 
 
 def chatty(job: Job, start: int, end: int, node: str = "n1", every: float = 1.0) -> list[dict]:
-    """Progress lines of rank 0 only (on ``node``), every ``every`` seconds."""
+    """Megatron-LM step lines of rank 0 only (on ``node``), every ``every`` seconds."""
     count = round((end - start) / every)
     return [
-        log(start + i * every, f"[rank0]: iteration {i} | lm loss: 2.3", node=node)
+        log(start + i * every, f"[rank0]:{megatron_line(i + 1, every * 1000)}", node=node)
         for i in range(count)
     ]
 
@@ -68,7 +69,7 @@ def test_a_dead_node_that_never_logs_is_confirmed_by_its_job_going_quiet() -> No
     found = detect(200, logs, job.telemetry(0, 200, ["idle1"]), [job.start()])
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
     assert 78 <= seconds(found[0].detected_at) <= 81
-    assert "went quiet" in found[0].summary
+    assert "stopped stepping" in found[0].summary
 
 
 def test_a_job_that_logs_rarely_confirms_later_and_peer_errors_confirm_at_once() -> None:
@@ -314,3 +315,68 @@ def test_every_node_of_a_job_silent_at_once_is_no_single_node_failure() -> None:
     job = Job(stopped={(node, None): 60 for node in ("n1", "n2", "n3", "n4")})
     logs, gpu, sched = scenario(job)
     assert detect(200, [r for r in logs if r["time"] < at(60)], gpu, sched) == []
+
+
+def test_an_exporter_restart_as_a_job_ends_its_start_up_chatter_is_not_a_failure() -> None:
+    # Every rank prints NCCL's start-up lines, then the job builds its model and data for
+    # minutes, printing nothing; n3's exporter restarts for 50 s in that pause. No training
+    # step was printed: the job's pace is unknown, and its start-up chatter is not one.
+    job = Job()
+    chatter = [
+        line
+        for t in range(0, 21)
+        for line in job.rank_logs(t, "n{rank}:2041:2041 [0] NCCL INFO Bootstrap : Using ib0")
+        if not (line["node"] == "n3" and line["time"] >= at(12))
+    ]
+    gpu = [
+        r
+        for r in job.telemetry(0, 200, ["idle1"])
+        if not (r["node"] == "n3" and at(20) <= r["time"] < at(70))
+    ]
+    assert detect(200, chatter, gpu, [job.start()]) == []
+
+
+def test_an_exporter_restart_while_the_job_saves_a_checkpoint_is_not_a_failure() -> None:
+    # Megatron-LM's rank 0 steps every second, then saves a checkpoint for 80 s (no step
+    # lines meanwhile) while n3's exporter restarts: the pause is the checkpoint's
+    job = Job()
+    logs = [
+        *chatty(job, 0, 120),
+        log(120.2, "[rank0]: saving checkpoint at iteration     121 to /ckpt in torch format"),
+        *[r | {"time": r["time"] + at(200) - at(0)} for r in chatty(job, 0, 50)],
+    ]
+    gpu = [
+        r
+        for r in job.telemetry(0, 250, ["idle1"])
+        if not (r["node"] == "n3" and at(121) <= r["time"] < at(170))
+    ]
+    assert detect(250, logs, gpu, [job.start()]) == []
+
+
+def test_torchruns_traceback_after_a_peers_abort_does_not_explain_that_abort() -> None:
+    # n3 dies; a rank on n2 aborts on the NCCL error and its torchrun agent prints the
+    # ChildFailedError traceback (the abort's consequence, not an error of the job's own)
+    job = Job(stopped={("n3", None): 60})
+    agent = [
+        "E0101 00:01:06.120000 48213 torch/distributed/elastic/multiprocessing/api.py:869] "
+        "failed (exitcode: -6) local_rank: 0 (pid: 48250) of binary: /usr/bin/python3",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/torchrun", line 8, in <module>',
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    ]
+    logs = [
+        *chatty(job, 0, 61, every=15.0),
+        *job.rank_logs(
+            65.0,
+            "[rank{rank}]:[E101 ProcessGroupNCCL.cpp:1895] Process group watchdog thread "
+            "terminated with exception: NCCL error: remote process exited or there was a "
+            "network error",
+            ranks=[8],
+        ),
+        *[log(66.0 + i * 0.01, line, node="n2") for i, line in enumerate(agent)],
+    ]
+    gpu = job.telemetry(0, 200, ["idle1"])
+    found = detect(200, logs, gpu, [job.start()], detectors=["node_failure"])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert seconds(found[0].detected_at) <= 81
+    assert "losing a peer" in found[0].summary

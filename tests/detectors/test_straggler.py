@@ -228,3 +228,27 @@ def test_a_job_wide_drift_becomes_the_jobs_pace() -> None:
     )
     (found,) = run(StragglerDetector(), [job], 1200)
     assert found.culprits == ("n2",) and 1.2 <= found.evidence["slowdown"] <= 1.4
+
+
+@pytest.mark.parametrize(("slowdown", "clock"), [(1.25, 1830.0), (1.10, 1860.0)])
+def test_a_clock_dip_too_small_for_the_jobs_slowdown_is_not_its_straggler(
+    slowdown: float, clock: float
+) -> None:
+    # The job slows everywhere (a heavier data mix) as one GPU at its power limit runs 6-8%
+    # below its peers' clock (NVML's SW power cap reason): every rank waits for the slowest
+    # in each collective, so that GPU makes a step at most 6-8% slower, neither the 1.25x the
+    # job lost nor the 1.07x that counts as slow.
+    dipping = {"sm_clock_mhz": clock, "power_w": 700.0, "throttle_reasons": 0x4}
+    job = job_slowing(slowdown, one_gpu("n2", 3, dipping))
+    assert run(StragglerDetector(), [job], 1000) == []
+
+
+def test_nvlink_errors_on_one_gpu_name_its_node() -> None:
+    # NVML's NVLink CRC/replay error counters climb on one GPU; its link retries slow it
+    def retrying(t: float, node: str, gpu: int) -> dict[str, Any]:
+        rising = (node, gpu) == ("n3", 2) and t >= ONSET
+        return COMPUTE | {"nvlink_errors": int(25 * (t - ONSET)) if rising else 0}
+
+    (found,) = run(StragglerDetector(), [job_slowing(1.25, retrying)], 1000)
+    assert found.culprits == ("n3",)
+    assert "NVLink" in found.summary
