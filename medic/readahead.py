@@ -6,8 +6,11 @@ expressions), not per line. A *row-wise* parser (each output row comes from one 
 carries its time, and the output is sorted by time: signatures, progress) gives the same rows
 for a batch whether it reads that batch alone or a run of batches concatenated. So the pipeline
 (``Pipeline.run``) parses the log batches of a stretch of the replay in one call and hands each
-batch its share, found by its time span. Consecutive batches must not share a time (a second cut
-at ``max_rows`` may split one): such a run is cut there. Live traffic is parsed as it comes.
+batch its share, found by its time span. Batches whose time spans touch (a second cut at
+``max_rows``, or rows delivered late: a delayed replay's batches overlap by the delay) are moved
+apart in time for the call: each batch's times are shifted past the span of the batch before it,
+the parser reads the run in that order, and its rows get their own times back as they are handed
+out. Live traffic is parsed as it comes.
 """
 
 from __future__ import annotations
@@ -47,67 +50,93 @@ def stretches(events: Iterable[Event]) -> Iterator[list[Event]]:
 def parse_ahead(
     parsers: Sequence[Any], batches: Sequence[Batch]
 ) -> dict[Batch, dict[str, Batch | None]]:
-    """What each of ``parsers`` (all reading the stream of ``batches``, which are time-ordered)
-    gives for each batch, by output stream: one call per parser and run of batches whose time
-    spans do not touch, the run concatenated once for all of them."""
-    spans = {batch: _span(batch) for batch in batches if batch.num_rows}
-    found: dict[Batch, dict[str, Batch | None]] = {batch: {} for batch in spans}
-    run: list[Batch] = []
-    for batch, (first, _) in spans.items():
-        if run and first <= spans[run[-1]][1]:
-            _parse_run(parsers, run, spans, found)
-            run = []
-        run.append(batch)
-    if run:
-        _parse_run(parsers, run, spans, found)
-    return found
-
-
-def _parse_run(
-    parsers: Sequence[Any],
-    run: list[Batch],
-    spans: dict[Batch, tuple[int, int]],
-    found: dict[Batch, dict[str, Batch | None]],
-) -> None:
-    combined = _combined(run)
+    """What each of ``parsers`` (all reading the stream of ``batches``, each time-ordered) gives
+    for each batch, by output stream: one call per parser, the batches concatenated once for all
+    of them (each batch's times shifted past the batch before it, ``_shifts``)."""
+    run = [batch for batch in batches if batch.num_rows]
+    found: dict[Batch, dict[str, Batch | None]] = {batch: {} for batch in run}
+    if not run:
+        return found
+    spans = np.array([_span(batch) for batch in run], dtype=np.int64).reshape(-1, 2)
+    shifts = _shifts(spans)
+    combined = _combined(run, shifts)
     for parser in parsers:
-        parsed = None if combined is None else _split(parser.parse(combined), run, spans)
+        parsed = None if combined is None else _split(parser.parse(combined), run, spans, shifts)
         if parsed is None:
             parsed = {batch: parser.parse(batch) for batch in run}
         for batch, rows in parsed.items():
             found[batch][parser.output_stream] = rows
+    return found
 
 
-def _combined(run: list[Batch]) -> Batch | None:
-    """The run as one batch (its polars frame joined from theirs, not converted again); None
-    for a single batch or batches whose schemas differ."""
+def _shifts(spans: np.ndarray) -> np.ndarray:
+    """How far each batch's times move (microseconds, from its ``(first, last)`` time) so that
+    each batch begins after the one before it ends: 0 where it already does."""
+    shifts = np.zeros(len(spans), dtype=np.int64)
+    end = None
+    for i, (first, last) in enumerate(spans.tolist()):
+        if end is not None and first <= end:
+            shifts[i] = end + 1 - first
+        end = last + int(shifts[i])
+    return shifts
+
+
+def _combined(run: list[Batch], shifts: np.ndarray) -> Batch | None:
+    """The run as one batch (its polars frame joined from theirs, not converted again), each
+    batch's times shifted by its ``shifts``; None for a single batch or batches whose schemas
+    differ."""
     if len(run) == 1:
         return None
     try:
         data = pa.concat_tables([_table(batch.data) for batch in run])
     except pa.ArrowInvalid:
         return None
-    return Batch.with_frame(run[0].stream, data, pl.concat([b.frame for b in run], rechunk=False))
+    frame = pl.concat([b.frame for b in run], rechunk=False)
+    if shifts.any():
+        moved = np.repeat(shifts, [batch.num_rows for batch in run])
+        frame = frame.with_columns(_retimed(frame.get_column("time"), moved))
+        column = data.schema.get_field_index("time")
+        time = frame.get_column("time").to_arrow()
+        data = data.set_column(column, data.schema.field(column), time)
+    return Batch.with_frame(run[0].stream, data, frame)
 
 
 def _split(
-    parsed: Batch | None, run: list[Batch], spans: dict[Batch, tuple[int, int]]
+    parsed: Batch | None, run: list[Batch], spans: np.ndarray, shifts: np.ndarray
 ) -> dict[Batch, Batch | None] | None:
-    """Each batch's share of what the run parsed into, by its time span, with its slice of the
-    run's polars frame; None when the parsed rows are not in time order (the split would be
-    wrong)."""
+    """Each batch's share of what the run parsed into, by its (shifted) time span, with its slice
+    of the run's polars frame and its own times back; None when the parsed rows are not in time
+    order (the split would be wrong)."""
     if parsed is None:
         return dict.fromkeys(run)
     times = parsed.frame.get_column("time").to_physical().to_numpy()
     if np.any(times[1:] < times[:-1]):
         return None
-    bounds = np.array([spans[batch] for batch in run], dtype=np.int64)
-    starts = np.searchsorted(times, bounds[:, 0], side="left").tolist()
-    ends = np.searchsorted(times, bounds[:, 1], side="right").tolist()
+    bounds = spans + shifts[:, None]
+    starts = np.searchsorted(times, bounds[:, 0], side="left")
+    ends = np.searchsorted(times, bounds[:, 1], side="right")
     return {
-        batch: parsed.sliced(lo, hi - lo) if hi > lo else None
-        for batch, lo, hi in zip(run, starts, ends, strict=True)
+        batch: _back(parsed.sliced(lo, hi - lo), shift) if hi > lo else None
+        for batch, lo, hi, shift in zip(
+            run, starts.tolist(), ends.tolist(), shifts.tolist(), strict=True
+        )
     }
+
+
+def _back(share: Batch, shift: int) -> Batch:
+    """A batch's share of the run's rows with its own times (``shift`` undone), known sorted, as
+    the batch's own parse gives them (polars sorts an unsorted column again, and ties may then
+    come out in another order)."""
+    if not shift:
+        return share
+    time = share.frame.get_column("time")
+    return share.retimed(_retimed(time, np.full(len(time), -shift, dtype=np.int64)).set_sorted())
+
+
+def _retimed(time: pl.Series, delta: np.ndarray) -> pl.Series:
+    """``time`` (a datetime column) moved by ``delta`` microseconds row by row."""
+    moved = pl.Series(time.name, time.to_physical().to_numpy() + delta, dtype=pl.Int64)
+    return moved.cast(time.dtype)
 
 
 def _span(batch: Batch) -> tuple[int, int]:

@@ -10,7 +10,7 @@ import pytest
 from medic import readahead
 from medic.detectors.signatures import SignatureParser
 from medic.ingest.base import Batch, Watermark
-from medic.ingest.replay import ReplayConfig, ReplaySource
+from medic.ingest.replay import Delay, ReplayConfig, ReplaySource
 from medic.parse.progress import ProgressParser
 from medic.pipeline import Pipeline
 from medic.readahead import parse_ahead, stretches
@@ -66,6 +66,36 @@ def test_each_batch_gets_the_rows_it_gives_alone(parser: object) -> None:
             assert read_ahead is not None and read_ahead.equals(alone)
 
 
+@pytest.mark.parametrize("parser", [ProgressParser(), SignatureParser()], ids=lambda p: p.name)
+def test_overlapping_batches_are_read_in_one_call_with_their_own_times(parser: object) -> None:
+    """Late rows make a delayed replay's batches overlap in time: the run is still parsed in one
+    call, and each batch gets the rows (and times) it gives alone."""
+    batches = log_batches([[1.0, 2.0, 3.0], [0.5, 1.0, 2.5, 4.0], [0.2, 4.0], [6.0]] * 2)
+    calls = []
+    parse = parser.parse  # type: ignore[attr-defined]
+    ahead = parse_ahead([_Counted(parser, calls)], batches)
+    assert len(calls) == 1
+    for one in batches:
+        alone = frame(parse(one))
+        read_ahead = frame(ahead[one][parser.output_stream])  # type: ignore[attr-defined]
+        if alone is None:
+            assert read_ahead is None
+        else:
+            assert read_ahead is not None and read_ahead.equals(alone)
+
+
+class _Counted:
+    """``parser`` counting its calls in ``calls``."""
+
+    def __init__(self, parser: object, calls: list[int]) -> None:
+        self.parser, self.calls = parser, calls
+        self.output_stream = parser.output_stream  # type: ignore[attr-defined]
+
+    def parse(self, batch: Batch) -> Batch | None:
+        self.calls.append(batch.num_rows)
+        return self.parser.parse(batch)  # type: ignore[attr-defined, no-any-return]
+
+
 def test_stretches_end_at_the_row_or_event_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     events = [*log_batches([[float(s)] * 3 for s in range(10)]), Watermark(at(11))]
     assert [len(s) for s in stretches(events)] == [11]
@@ -75,10 +105,20 @@ def test_stretches_end_at_the_row_or_event_limit(monkeypatch: pytest.MonkeyPatch
     assert [len(s) for s in stretches(events)] == [2, 2, 2, 2, 2, 1]
 
 
-@pytest.mark.parametrize("name", ["mixed-s1", "xid79_cascade-s1"])
-def test_a_replay_gives_the_same_detections_as_batch_by_batch(name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "delays"),
+    [
+        ("mixed-s1", ()),
+        ("xid79_cascade-s1", ()),
+        ("mixed-s1", (Delay("logs", 1.0, 30.0),)),  # batches overlapping by up to 29 s
+        ("gpu_hang-s1", (Delay("logs", 0.0, 10.0), Delay("gpu", 0.0, 5.0))),
+    ],
+)
+def test_a_replay_gives_the_same_detections_as_batch_by_batch(
+    name: str, delays: tuple[Delay, ...]
+) -> None:
     recording = read_recording(DATASETS / name)
-    replay = ReplaySource(recording, ReplayConfig(max_rows=500))
+    replay = ReplaySource(recording, ReplayConfig(max_rows=500, delays=delays))
     one_by_one = Pipeline.from_settings()
     expected = [d for event in replay for d in one_by_one.process(event)]
     found = Pipeline.from_settings().run(replay)

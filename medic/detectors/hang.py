@@ -11,13 +11,15 @@ but draw much less power than when the job progressed (spinning in an NCCL wait)
 GPU stopped while the others spin, for ``corroborated_hold_s``, the silence is suspicious sooner:
 past ``corroborated_gap_factor`` times the p99 gap and ``corroborated_silence_s``. When all
 that shows is one rank's GPU idle, reporting itself idle, the GPUs must have shown it for
-``stall_silence_s`` (a data-loader stall looks the same for up to a minute): measured on the
-telemetry's own timestamps, not on the step lines, whose silence a log shipper's delivery delay
-inflates by up to its batching interval. While they
-work (evaluation, training without printing) the job gets ``working_silence_s``; while they all
-idle (a checkpoint or data stall that prints nothing) ``idle_silence_s``, and the next step is
-due counting from the end of such a spell. GPUs corroborating a hang for ``spin_hold_s`` fire
-even past a long step gap, and are all that watches a job printing no progress at all.
+``stall_silence_s`` (a data-loader stall looks the same for up to a minute), whatever the
+silence: measured on the telemetry's own timestamps, not on the step lines, whose silence a log
+shipper's delivery delay inflates by up to its batching interval. While they work (evaluation,
+training without printing) the job gets ``working_silence_s``; while they all idle (a checkpoint
+or data stall that prints nothing) ``idle_silence_s``, each counted from the end of the GPUs'
+previous quiet spell of another kind (a save after an evaluation) as well as from the last
+step, and the next step is due counting from the end of such a spell. GPUs corroborating a hang
+for ``spin_hold_s`` fire even past a long step gap, and are all that watches a job printing no
+progress at all.
 
 Healthy jobs spin too: in a synchronous checkpoint the ranks that do not write wait in a
 barrier, GPUs pegged at low power, as NCCL kernels busy-wait; an evaluation on some ranks or a
@@ -65,7 +67,6 @@ from medic.detectors.attribution import excerpt
 from medic.detectors.base import Detection, register
 from medic.detectors.hang_evidence import (
     CORROBORATING,
-    HOLDING,
     JobTelemetry,
     culprits,
     held_us,
@@ -446,11 +447,14 @@ class HangDetector(WatchesJobs):
         corroborated = gpus in CORROBORATING and held >= c.corroborated_hold_s * US
         if job is not None and job.last_step_at is not None:
             silence = _silence(job, now)
-            quiet_until = watch.telemetry.quiet_until
-            if gpus not in HOLDING and quiet_until is not None:
+            quiet_until = watch.telemetry.quiet_until(gpus)
+            holding = round(self._holding_s(gpus) * US)
+            if quiet_until is not None and not holding:
                 # The GPUs were evidently busy with something until then (an evaluation or a
                 # checkpoint printing nothing): the next step is due counting from there.
                 silence = min(silence, now - quiet_until)
+            if quiet_until is not None and now - quiet_until < holding:
+                return None  # a quiet spell (a save) right after one of another kind
             if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
                 return None
             if silence < self._allowance_us(job, watch, held, gpus):
@@ -458,7 +462,7 @@ class HangDetector(WatchesJobs):
             threshold = self._threshold_us(watch, gpus, corroborated)
             if silence < threshold and held < c.spin_hold_s * US:
                 return None
-            if corroborated and self._stalled(watch, gpus) and held < c.stall_silence_s * US:
+            if self._stalled(watch, gpus) and held < c.stall_silence_s * US:
                 return None
             reference = watch.gaps.reference if watch.gaps.ready else None
             step = job.last_step if job.last_step is not None else "?"
@@ -533,11 +537,13 @@ class HangDetector(WatchesJobs):
             seconds = max(c.min_silence_s, c.gap_factor * reference)
         else:
             seconds = c.min_silence_s if gpus in CORROBORATING else self._cold_s(watch)
+        return round(max(seconds, self._holding_s(gpus)) * US)
+
+    def _holding_s(self, gpus: str) -> float:
+        """Silence a quiet state of the GPUs is allowed by itself (0 for the others)."""
         if gpus == "working":
-            seconds = max(seconds, c.working_silence_s)
-        elif gpus in ("idle", "writers"):
-            seconds = max(seconds, c.idle_silence_s)
-        return round(seconds * US)
+            return self.config.working_silence_s
+        return self.config.idle_silence_s if gpus in ("idle", "writers") else 0.0
 
     def _kernel_lines(self, job: JobProgress | None, now: int) -> dict[str, str]:
         """Nodes whose kernel logged a hardware error since shortly before the silence."""

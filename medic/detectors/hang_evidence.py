@@ -14,7 +14,13 @@ several nodes at once: one rank per node busy on its host while the others wait,
 checkpoint written by one rank per node or per model-parallel group does, Megatron-LM's legacy
 format; a stuck rank is one rank), ``working`` (not pegged,
 or drawing more than a wait: an evaluation, training without printing), ``idle`` (most GPUs),
-``mixed``, ``busy`` (no baseline yet) or ``no telemetry``.
+``mixed``, ``busy`` (no baseline yet) or ``no telemetry``. A GPU pegged at low power is stuck
+only while its peers wait (spin) too: beside peers computing at full power it is one still, or
+already, in a wait, at a barrier's edges seen through exporters that sample at their own moments.
+
+A spell of corroborating windows starts again when a GPU that waited in it (idle, or spinning)
+is back at work: a rank leaves an NCCL collective only once every peer joined it, so the job
+moved on, whatever older samples of the other GPUs still show (a save's barrier releasing).
 
 ``culprits`` names a node only with evidence against the node itself, and only when the evidence
 points at a minority of the job: a GPU pegged at 100% while drawing idle power (its engine is
@@ -71,9 +77,12 @@ class JobTelemetry:
     """Start of the run of windows whose state corroborates a hang, None outside one."""
     spell_states: set[str] = field(default_factory=set)
     """The corroborating states seen in that run."""
-    quiet_until: int | None = None
-    """End of the latest window in which the GPUs worked or idled while the job printed
-    nothing (a spell of evaluation or checkpointing)."""
+    waited: pl.DataFrame | None = None
+    """The GPUs seen waiting (idle, or spinning) in that run; one of them back at work restarts
+    it (``_resumed``)."""
+    quiet: dict[str, int] = field(default_factory=dict)
+    """Per quiet state (``working``, ``idle``, ``writers``): end of the latest window in which
+    the GPUs were in it while the job printed nothing (a spell of evaluation or checkpointing)."""
     recent_nodes: deque[tuple[int, set[str]]] = field(default_factory=deque)
     """(window end, nodes heard in it) for the windows of the last ``carry_s``: a node sampled
     every 30 s is missing from most 10 s windows without having stopped."""
@@ -125,14 +134,23 @@ class JobTelemetry:
             state = self.state  # a window half-way out of an idle or working spell
         self.state = state
         if state in HOLDING:
-            self.quiet_until = end
+            self.quiet[state] = end
         if self.state not in CORROBORATING:
-            self.corroborated_since = None
+            self.corroborated_since = self.waited = None
             self.spell_states = set()
             return
-        if self.corroborated_since is None:
+        if self.corroborated_since is None or self._resumed(gpus, config):
             self.corroborated_since = end - round(config.window_s * US)
+            self.spell_states, self.waited = set(), None
         self.spell_states.add(self.state)
+        waiting = self._waiting(gpus, config)
+        self.waited = waiting if self.waited is None else pl.concat([self.waited, waiting]).unique()
+
+    def quiet_until(self, state: str) -> int | None:
+        """End of the latest quiet window in another state than ``state``: the GPUs were busy
+        with something else until then (an evaluation printing nothing, then a save printing
+        nothing), so a spell of ``state`` is timed from there."""
+        return max((end for quiet, end in self.quiet.items() if quiet != state), default=None)
 
     def heard(self) -> set[str]:
         """Nodes heard from in the windows of the last ``carry_s``."""
@@ -156,8 +174,8 @@ class JobTelemetry:
     def resume(self) -> None:
         """Progress came back: forget what the silence showed."""
         self.latest, self.since, self.state = None, None, "no telemetry"
-        self.corroborated_since = self.quiet_until = None
-        self.spell_states = set()
+        self.corroborated_since = self.waited = None
+        self.spell_states, self.quiet = set(), {}
         self.recent_nodes.clear()
 
     def stopped(self, gpus: pl.DataFrame | None, config: HangConfig) -> pl.DataFrame:
@@ -171,10 +189,10 @@ class JobTelemetry:
         stuck = pl.Series([False] * gpus.height)
         pegged_low = stuck
         if int(pegged.sum()) * 2 > gpus.height:
-            peers_power = power.filter(pegged).median()
-            if peers_power is not None:
-                low = config.stuck_power_ratio * float(peers_power)  # type: ignore[arg-type]
-                stuck = pegged_low = pegged & (power < low)
+            median = power.filter(pegged).median()
+            peers = None if median is None else float(median)  # type: ignore[arg-type]
+            if peers is not None and self._peers_wait(peers, config):
+                stuck = pegged_low = pegged & (power < config.stuck_power_ratio * peers)
         idle = util < config.idle_util
         stopped = idle | stuck
         if not stopped.any():
@@ -185,6 +203,41 @@ class JobTelemetry:
         busy_before = healthy.filter(pl.col("util") >= config.busy_util).select(list(_GPU))
         now = gpus.select(list(_GPU)).with_columns(stuck=stuck, pegged=pegged_low).filter(stopped)
         return now.join(busy_before, on=list(_GPU), how="semi")
+
+    def _peers_wait(self, peers_power: float, config: HangConfig) -> bool:
+        """Whether pegged GPUs drawing ``peers_power`` (their median) wait rather than compute:
+        below ``spin_power_ratio`` of the job's progressing power. A GPU pegged at low power
+        is stuck only as its peers wait for it; while they compute at full power it is one of
+        those still waiting or already waiting (a barrier's edges, seen through GPUs sampled
+        at different moments). Without a power baseline the peers cannot be judged."""
+        baseline = self.power.get()
+        return not baseline or peers_power < config.spin_power_ratio * baseline
+
+    def _waiting(self, gpus: pl.DataFrame, config: HangConfig) -> pl.DataFrame:
+        """GPUs waiting in a window: idle, or pegged below ``spin_power_ratio`` of the job's
+        progressing power (an NCCL kernel busy-polling)."""
+        baseline = self.power.get()
+        util = pl.col("util")
+        waits = util < config.idle_util
+        if baseline:
+            waits = waits | (util >= config.spin_util) & (
+                pl.col("power_w") < config.spin_power_ratio * baseline
+            )
+        return gpus.filter(waits).select(list(_GPU))
+
+    def _resumed(self, gpus: pl.DataFrame, config: HangConfig) -> bool:
+        """Whether a GPU that waited earlier in the spell works again (busy, drawing at least
+        ``spin_power_ratio`` of the job's progressing power). A rank leaves an NCCL wait only
+        once every peer joined the collective, so the job moved on: no frozen wait, whatever
+        the other GPUs' older samples still show."""
+        baseline = self.power.get()
+        if self.waited is None or self.waited.is_empty() or not baseline:
+            return False
+        working = gpus.filter(
+            (pl.col("util") >= config.busy_util)
+            & (pl.col("power_w") >= config.spin_power_ratio * baseline)
+        )
+        return not working.join(self.waited, on=list(_GPU), how="semi").is_empty()
 
     def _healthy(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
         """A healthy snapshot; GPUs it lacks (sampled less often than it lasts) keep their last

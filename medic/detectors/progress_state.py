@@ -156,6 +156,12 @@ class ProgressTracker:
         phase = job.phase
         if phase is not None and phase.kind == "eval" and not _ends_eval(job, phase, row):
             return None  # an evaluation bar counting its own batches
+        if phase is not None and number is None and job.last_step is not None:
+            # A line with no step number (Hugging Face Trainer's log dict) in a phase of a job
+            # whose other lines number its steps: it says nothing of training being back (its
+            # stdout, flushed after the save's first lines on stderr, often follows them);
+            # the next numbered step does.
+            return None
         rank, last = row.rank, job.last_step
         if rank is not None and number is not None:
             ranks = job.rank_steps

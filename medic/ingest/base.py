@@ -62,6 +62,14 @@ class Batch:
         frame = self.frame.slice(offset, length)
         return Batch.with_frame(self.stream, self.data.slice(offset, length), frame)
 
+    def retimed(self, time: pl.Series) -> Batch:
+        """The same rows with ``time`` (as many values, in the time column's dtype) as their
+        event times."""
+        table = self.data if isinstance(self.data, pa.Table) else pa.Table.from_batches([self.data])
+        column = table.schema.get_field_index("time")
+        data = table.set_column(column, table.schema.field(column), time.to_arrow())
+        return Batch.with_frame(self.stream, data, self.frame.with_columns(time))
+
     @cached_property
     def max_time(self) -> int | None:
         """The newest event time in the batch (microseconds), None when it is empty."""
@@ -91,6 +99,9 @@ class _FrameFirst(Batch):
             return None
         value = self.frame.get_column("time").to_physical().max()
         return None if value is None else int(value)  # type: ignore[arg-type]
+
+    def retimed(self, time: pl.Series) -> Batch:
+        return _FrameFirst(self.stream, self.frame.with_columns(time), self.__dict__["_schema"])
 
     def sliced(self, offset: int, length: int) -> Batch:
         return _FrameFirst(self.stream, self.frame.slice(offset, length), self.__dict__["_schema"])

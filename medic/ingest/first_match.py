@@ -79,7 +79,7 @@ class FirstMatch:
         self._everywhere = np.array(
             [i for i, lits in enumerate(literals) if not lits], dtype=np.uint64
         )
-        self._held = "|".join(map(_escaped, self._literals))
+        self._held = "|".join(map(_escaped, _innermost(self._literals)))
         self._ungated = "|".join(f"(?:{patterns[i]})" for i in self._everywhere.tolist())
 
     def candidates(self, lines: pl.Expr) -> pl.Expr:
@@ -191,6 +191,12 @@ class FirstMatch:
     def _empty(self) -> pl.DataFrame:
         columns: dict[str, pl.DataType] = {ROW: pl.UInt32(), PATTERN: pl.UInt32()}
         return pl.DataFrame(schema=columns | dict.fromkeys(self.fields, pl.String()))
+
+
+def _innermost(literals: Sequence[str]) -> list[str]:
+    """The ``literals`` that hold no other one: a line holding any of them holds one of these,
+    and the scan for them is faster with fewer alternatives (``candidates``)."""
+    return [lit for lit in literals if not any(o != lit and o in lit for o in literals)]
 
 
 def _escaped(text: str) -> str:

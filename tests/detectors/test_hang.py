@@ -6,6 +6,7 @@ import pytest
 
 from medic.config import ConfigError, from_dict
 from medic.detectors.hang import HangConfig, HangDetector
+from medic.ingest.replay import Delay
 from medic.timeutil import US
 from tests.builders import at, log
 from tests.detectors.training import COMPUTE, EVAL, IDLE, SPIN, Job, constant, megatron_line, run
@@ -339,3 +340,41 @@ def test_one_rank_per_node_idle_while_the_others_wait_is_a_save_not_a_hang() -> 
 
     job = healthy_until(400).telemetry(400, 700, writing)
     assert run(HangDetector(), [job], 700) == []
+
+
+def test_gpus_back_at_full_power_beside_a_node_still_spinning_is_a_wait_ending() -> None:
+    # An unannounced barrier ends: every rank resumes, but n4's newest samples still show it
+    # spinning while the others compute at full power (exporters sample at their own moments).
+    # A GPU pegged at low power is stuck only while its peers wait for it. Step lines come 20 s
+    # late (a log shipper's batching).
+    def resuming(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return SPIN if node == "n4" else COMPUTE
+
+    job = healthy_until(400).telemetry(400, 435, constant(SPIN)).telemetry(435, 455, resuming)
+    job.steps(435, 700).telemetry(455, 700, constant(COMPUTE))
+    assert run(HangDetector(), [job], 700, delays=(Delay("logs", 20.0, 20.0),)) == []
+
+
+def test_ranks_back_at_work_end_the_wait_whatever_older_samples_still_show() -> None:
+    # A synchronous save: n1's GPU 0 rank writes (idle) for 80 s while the others wait in the
+    # barrier, then every rank resumes. Telemetry every 30 s, n1's exporter 20 s after the
+    # others': for 20 s its newest samples still show the save while the others are back at
+    # work, which they could not be had the wait not ended. Step lines come 30 s late.
+    job = healthy_until(400).telemetry(400, 480, writer_saves)
+    job.steps(480, 800).telemetry(480, 800, constant(COMPUTE))
+    job.gpu = [r for r in job.gpu if (r["time"] // US - 20 * (r["node"] == "n1")) % 30 == 0]
+    assert run(HangDetector(), [job], 800, delays=(Delay("logs", 30.0, 30.0),)) == []
+
+
+def test_a_quiet_save_after_a_quiet_evaluation_is_timed_from_its_start() -> None:
+    # Ten minutes of evaluation that print nothing (GPUs working at evaluation load), then a
+    # five-minute save that prints nothing (GPUs idle): the idle allowance runs from the end of
+    # the evaluation, not from the last training step.
+    job = healthy_until(400).telemetry(400, 1000, constant(EVAL))
+    job.telemetry(1000, 1300, constant(IDLE)).steps(1300, 1600)
+    job.telemetry(1300, 1600, constant(COMPUTE))
+    assert run(HangDetector(), [job], 1600) == []
+    # A job that stays idle still fires once the idle allowance has run out.
+    stuck = healthy_until(400).telemetry(400, 1000, constant(EVAL))
+    (found,) = run(HangDetector(), [stuck.telemetry(1000, 1600, constant(IDLE))], 1600)
+    assert at(1000 + 480) <= found.detected_at <= at(1000 + 500)

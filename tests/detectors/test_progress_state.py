@@ -60,6 +60,26 @@ def test_a_phase_opens_on_its_start_and_closes_on_its_end_or_the_next_step() -> 
     assert job.phase_allowance_us("checkpoint", 600 * US, 300 * US, 3.0) == 300 * US
 
 
+def test_a_line_without_a_step_number_does_not_end_a_phase_of_a_numbered_job() -> None:
+    # Hugging Face Trainer: the bar numbers the steps, the log dict does not; the dict, on
+    # stdout, may land after "Saving model checkpoint to" (stderr) in the job's output.
+    tracker = ProgressTracker()
+    tracker.observe(
+        progress((0, "step", 99, "tqdm"), (1, "step", 100, "tqdm"), (1, "checkpoint_start", None))
+    )
+    assert tracker.observe(progress((1.01, "step", None, "hf"))) == []
+    job = tracker.jobs["7"]
+    assert job.phase is not None and job.phase.kind == "checkpoint"
+    (step,) = tracker.observe(progress((140, "step", 101, "tqdm")))
+    assert job.phase is None and job.longest_phase_us["checkpoint"] == 139 * US
+    assert not step.clean
+    # A job that numbers no step: such a line is its only sign of training again.
+    tracker = ProgressTracker()
+    tracker.observe(progress((0, "step", None, "hf"), (1, "checkpoint_start", None)))
+    (step,) = tracker.observe(progress((30, "step", None, "hf")))
+    assert tracker.jobs["7"].phase is None and not step.clean
+
+
 def test_evaluation_bars_of_another_framework_stay_inside_the_eval_phase() -> None:
     # HF Trainer: "***** Running Evaluation *****", then the eval tqdm bar counts its own
     # batches (1..20 < the training step), then the eval dict, then training goes on.

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from medic.detectors.base import Detection
-from medic.ingest.replay import ReplaySource
+from medic.ingest.replay import Delay, ReplayConfig, ReplaySource
 from medic.pipeline import Pipeline, PipelineConfig
 from tests.builders import at, log, recording
 
@@ -113,9 +113,12 @@ def constant(values: dict[str, Any]) -> GpuState:
     return lambda t, node, gpu: values
 
 
-def run(detector: Any, jobs: Iterable[Job], duration_s: float) -> list[Detection]:
+def run(
+    detector: Any, jobs: Iterable[Job], duration_s: float, delays: tuple[Delay, ...] = ()
+) -> list[Detection]:
     """Replay the jobs through a pipeline holding only ``detector``; every detection it emits
-    (the correlator's window is tiny so that repeated firing would show)."""
+    (the correlator's window is tiny so that repeated firing would show). ``delays``: streams
+    delivered late, as a log shipper does."""
     jobs = list(jobs)
     rec = recording(
         duration_s,
@@ -124,4 +127,4 @@ def run(detector: Any, jobs: Iterable[Job], duration_s: float) -> list[Detection
         scheduler=sorted((r for j in jobs for r in j.scheduler), key=lambda r: r["time"]),
     )
     pipeline = Pipeline([detector], PipelineConfig(incident_window_s=0.5))
-    return pipeline.run(ReplaySource(rec))
+    return pipeline.run(ReplaySource(rec, ReplayConfig(delays=delays)))

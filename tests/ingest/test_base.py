@@ -50,3 +50,15 @@ def test_slices_keep_their_kind_and_their_rows() -> None:
     read = Batch("progress", made.data).sliced(1, 1)
     assert read.data.column("node").to_pylist() == ["c"]
     assert read.frame.get_column("node").to_list() == ["c"]
+
+
+def test_retimed_batches_keep_their_kind_their_rows_and_their_schema() -> None:
+    later = pl.Series("time", [at(11), at(12), at(13)]).cast(pl.Datetime("us", "UTC"))
+    made = Batch.from_frame("progress", rows(), SCHEMA).retimed(later)
+    assert "data" not in made.__dict__ and made.max_time == at(13)
+    assert made.frame.get_column("node").to_list() == ["a", "b", "c"]
+    assert made.data.schema == SCHEMA
+    read = Batch("progress", Batch.from_frame("progress", rows(), SCHEMA).data).retimed(later)
+    assert read.data.schema == SCHEMA and read.max_time == at(13)
+    assert read.data.column("time").to_pylist() == later.to_list()
+    assert read.frame.get_column("time").to_list() == later.to_list()

@@ -109,3 +109,12 @@ def test_candidates_are_the_lines_holding_a_literal_or_matching_an_ungated_patte
         False,
         False,
     ]
+
+
+def test_a_literal_holding_another_finds_no_other_candidates_and_is_not_scanned_for() -> None:
+    lines = pl.DataFrame({"line": ["total loss: 2", "loss: 3", "lost", "| loss:"]})
+    first = FirstMatch([r"total loss: \d", r"loss: \d"], [["total loss: "], ["loss:"]], ())
+    assert first._held == "loss:"
+    found = lines.select(first.candidates(pl.col("line"))).to_series().to_list()
+    assert found == [True, True, False, True]
+    assert first.read(lines.get_column("line")).get_column(PATTERN).to_list() == [0, 1]
