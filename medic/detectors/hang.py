@@ -239,7 +239,9 @@ class HangDetector(WatchesJobs):
 
     def _kernel_errors(self, hits: pl.DataFrame) -> None:
         """Keep each node's latest hardware error line (a GPU or node fault of error or fatal
-        severity, logged by the node itself rather than a peer)."""
+        severity, logged by the node itself rather than a peer): of lines logged in the same
+        microsecond, the one that came last (a stable sort, so a replay that parses batches
+        together and one that parses them apart keep the same line)."""
         errors = hits.filter(
             pl.col("implicates").is_in(["gpu", "node"])
             & pl.col("severity").is_in(["fatal", "error"])
@@ -249,7 +251,8 @@ class HangDetector(WatchesJobs):
         if errors.is_empty():
             return
         latest = errors.group_by("node").agg(
-            pl.col("time").to_physical().max(), pl.col("signature").sort_by("time").last()
+            pl.col("time").to_physical().max(),
+            pl.col("signature").sort_by("time", maintain_order=True).last(),
         )
         for node, time, signature in latest.iter_rows():
             if node not in self.kernel or self.kernel[node][0] <= time:

@@ -109,6 +109,24 @@ def test_a_hardware_error_in_the_kernel_log_names_the_node() -> None:
     assert "kernel logged" in found.summary
 
 
+@pytest.mark.parametrize("last", ["xid", "gpu_fallen_off_bus"])
+def test_of_two_kernel_errors_logged_in_the_same_microsecond_the_later_line_is_named(
+    last: str,
+) -> None:
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return IDLE if (node, gpu) == ("n3", 2) else SPIN
+
+    lines = {
+        "xid": "NVRM: Xid (PCI:0000:c3:00): 79, pid=4242, name=python, GPU has fallen off the bus.",
+        "gpu_fallen_off_bus": "NVRM: GPU at PCI:0000:c3:00: GPU has fallen off the bus.",
+    }
+    job = healthy_until(400).telemetry(400, 700, stuck)
+    for signature in sorted(lines, key=lambda name: name == last):
+        job.say(420, lines[signature], "n3", "kernel")
+    (found,) = run(HangDetector(), [job], 700)
+    assert found.summary.endswith(f"its kernel logged {last}")
+
+
 def test_a_gpu_pegged_at_idle_power_while_the_others_spin_names_its_node() -> None:
     def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
         return SPIN | {"power_w": 75.0} if (node, gpu) == ("n1", 0) else SPIN
