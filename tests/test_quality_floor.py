@@ -93,6 +93,8 @@ def test_every_kind_stays_above_its_detection_quality_floor(
     below = []
     for group, kind, figure, floor in floors():
         value = reports[group].by_kind().get(kind, {}).get(figure)
+        if value is None and figure == "precision":
+            continue  # no detection of the kind: none of them false
         if value is None or value < floor:
             below.append(f"{group} {kind} {figure}: {value} < floor {floor}")
     assert not below, "detection quality fell below its floor:\n" + "\n".join(below)
