@@ -116,6 +116,12 @@ PREFIXES: tuple[LinePrefix, ...] = (
         "Lightning-AI/utilities src/lightning_utilities/core/rank_zero.py rank_prefixed_message",
     ),
     LinePrefix(
+        "ray-worker",
+        r"\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\) ",
+        "ray-project/ray doc/source/ray-observability/ray-logging.rst (a task's or actor's lines "
+        "on the driver: (pid=N), (ActorName pid=N), ', ip=A' from another node)",
+    ),
+    LinePrefix(
         "pdsh",
         r"(?P<host>[a-z][a-z0-9-]*\d[a-z0-9.-]*): ",
         "chaos/pdsh src/pdsh/main.c and cea-hpc/clustershell (host: line)",
