@@ -91,14 +91,13 @@ def _combined(run: list[Batch], shifts: np.ndarray) -> Batch | None:
         data = pa.concat_tables([_table(batch.data) for batch in run])
     except pa.ArrowInvalid:
         return None
-    frame = pl.concat([b.frame for b in run], rechunk=False)
-    if shifts.any():
-        moved = np.repeat(shifts, [batch.num_rows for batch in run])
-        frame = frame.with_columns(_retimed(frame.get_column("time"), moved))
-        column = data.schema.get_field_index("time")
-        time = frame.get_column("time").to_arrow()
-        data = data.set_column(column, data.schema.field(column), time)
-    return Batch.with_frame(run[0].stream, data, frame)
+    combined = Batch.with_frame(
+        run[0].stream, data, pl.concat([b.frame for b in run], rechunk=False)
+    )
+    if not shifts.any():
+        return combined
+    moved = np.repeat(shifts, [batch.num_rows for batch in run])
+    return combined.retimed(_retimed(combined.frame.get_column("time"), moved))
 
 
 def _split(
