@@ -174,6 +174,9 @@ class JobWatch:
     """Per GPU state (``spinning``, ``rank stopped``, ``gpu stuck``): the longest spell of
     GPUs corroborating that way that ended by itself outside a phase. A healthy job's data
     stall (one rank idle) says nothing about how long all its GPUs may spin."""
+    longest_save_us: int | None = None
+    """The longest spell in which only the writer's GPU was out of the wait (a save by one
+    rank) that ended by itself."""
     alarmed: bool = False
     suspicious: bool = False
     """Its latest snapshot looked hung (jobs that print no progress)."""
@@ -210,6 +213,8 @@ class HangDetector(WatchesJobs):
         """Job -> time of the line that reported it stuck (reported once until it progresses)."""
         self.crashed: dict[str, int] = {}
         """Job -> time of the newest crash line of one of its own ranks."""
+        self.feed_at: int | None = None
+        """Time of the newest GPU sample of any job: how far the telemetry feed has come."""
 
     def state_size(self) -> int:
         return (
@@ -233,6 +238,9 @@ class HangDetector(WatchesJobs):
             self._crashes(batch.frame)
             return self._reported_stuck(batch.frame)
         elif batch.stream == "gpu":
+            newest = batch.frame.get_column("time").dt.epoch("us").max()
+            if newest is not None:
+                self.feed_at = max(self.feed_at or 0, int(newest))  # type: ignore[arg-type]
             self.baseline.add(batch.frame, self.jobs.placement)
             self.silent.add(batch.frame, self.jobs.placement, self._silent_jobs)
         return []
@@ -319,7 +327,7 @@ class HangDetector(WatchesJobs):
     def _learn(self, rows: pl.DataFrame) -> None:
         for step in self.jobs.observe_progress(rows):
             watch = self._watch(step.job_id)
-            self._learn_spell(watch, step)
+            self._learn_spell(watch, step, self._writer(step.job_id))
             watch.alarmed = False
             self.stuck.pop(step.job_id, None)
             if not step.clean or step.gap_us is None:
@@ -331,17 +339,33 @@ class HangDetector(WatchesJobs):
                 watch.telemetry.progressed(step.time, self.config)
 
     @staticmethod
-    def _learn_spell(watch: JobWatch, step: Step) -> None:
-        """A spell of corroborating GPUs that ended with this step, outside a phase (an
-        announced phase is learned as a phase): the job spins like this when healthy (an
-        unannounced checkpoint barrier, a data-loader stall). Learned even if it was alarmed:
-        a job that went on by itself was not hung, and should not alarm at every save."""
-        since = watch.telemetry.corroborated_since
-        if since is None or not step.fresh:
+    def _learn_spell(watch: JobWatch, step: Step, writer: tuple[str, int] | None) -> None:
+        """A spell of corroborating GPUs that this step followed (still open, or ended shortly
+        before in the telemetry, which a log shipper's delay lets run ahead of the step line):
+        the job spins like this when healthy. A spell in which only writers were out of the
+        wait (``JobTelemetry.saving``) is one of the job's saves, learned whether or not a phase
+        line came with it (a save line logged only at its end opens no phase during it); the
+        other spells only
+        outside a phase (an announced phase is learned as a phase), per GPU state. Learned even
+        if it was alarmed: a job that went on by itself was not hung, and should not alarm at
+        every save."""
+        telemetry, ended = watch.telemetry, watch.telemetry.ended
+        since = telemetry.corroborated_since
+        if since is not None and since < step.time:
+            spell = step.time - since
+            states, saving = frozenset(telemetry.spell_states), telemetry.saving(writer)
+        elif since is None and ended is not None and ended.since < step.time:
+            spell, states, saving = ended.end - ended.since, ended.states, ended.saving(writer)
+            telemetry.ended = None
+        else:
+            return  # no spell, or one that began after this step (its line delivered late)
+        if saving:
+            watch.longest_save_us = max(spell, watch.longest_save_us or spell)
             return
-        spell = step.time - since
+        if not step.fresh:
+            return
         longest = watch.longest_spell_us
-        for state in watch.telemetry.spell_states:
+        for state in states:
             longest[state] = max(spell, longest.get(state, spell))
 
     def _watch(self, job_id: str) -> JobWatch:
@@ -441,12 +465,12 @@ class HangDetector(WatchesJobs):
         have corroborated a hang for ``spin_hold_s``; never inside the allowance of an open
         phase or of the job's healthy spells."""
         c = self.config
-        held = held_us(watch.telemetry, now, c)
+        held = held_us(watch.telemetry, now, c, self.feed_at)
         began = job.last_step_at if job is not None and job.last_step_at is not None else now - held
         crashed = self.crashed.get(job_id)
         if crashed is not None and crashed > began - round(c.window_s * US):
             return None
-        gpus = verdict(watch.telemetry, now, c)
+        gpus = verdict(watch.telemetry, now, c, self.feed_at)
         corroborated = gpus in CORROBORATING and held >= c.corroborated_hold_s * US
         if job is not None and job.last_step_at is not None:
             silence = _silence(job, now)
@@ -460,7 +484,7 @@ class HangDetector(WatchesJobs):
                 return None  # a quiet spell (a save) right after one of another kind
             if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
                 return None
-            if silence < self._allowance_us(job, watch, held, gpus):
+            if silence < self._allowance_us(job, watch, held, gpus, self._writer(job_id)):
                 return None
             threshold = self._threshold_us(watch, gpus, corroborated)
             if silence < threshold and held < c.spin_hold_s * US:
@@ -515,22 +539,65 @@ class HangDetector(WatchesJobs):
         states = watch.telemetry.spell_states
         return gpus == "rank stopped" or (gpus == "spinning" and "rank stopped" in states)
 
-    def _allowance_us(self, job: JobProgress, watch: JobWatch, held: int, gpus: str) -> int:
-        """Silence no evidence can cut short: an open phase's allowance, or, while the GPUs
-        corroborate with no phase open, ``phase_factor`` times the longest of the job's earlier
-        spells of the same GPU state that ended by themselves (measured from the start of this
-        spell; the silence thresholds still apply past it, so it needs no floor)."""
+    def _allowance_us(
+        self,
+        job: JobProgress,
+        watch: JobWatch,
+        held: int,
+        gpus: str,
+        writer: tuple[str, int] | None,
+    ) -> int:
+        """Silence no evidence can cut short: an open phase's allowance; while the GPUs
+        corroborate with no phase open and only writers are out of the wait, a save's
+        (``phase_factor`` times the longest such spell the job had, at least ``phase_floor_s``,
+        or ``phase_allowance_s`` before it had one); otherwise ``phase_factor`` times the
+        longest of the job's earlier spells of the same GPU state that ended by themselves.
+        Spells are measured from their start; the silence thresholds still apply past them.
+
+        Frameworks that save from one process (the Hugging Face Trainer's process zero,
+        Lightning's global rank 0, ``torch.save`` under ``if rank == 0``) leave that rank's GPU
+        without work while it serialises and writes, and the other ranks wait for it in the
+        next collective: a long spell of that one GPU apart is the job's save, and so is the
+        tail of a save written by one rank per node (the last writers still at it). Any other
+        rank apart is not a save (a data-loader stall, a rank stuck in host code), held
+        ``stall_silence_s`` only."""
         c = self.config
         if job.phase is not None:
             cold, floor = round(c.phase_allowance_s * US), round(c.phase_floor_s * US)
             return job.phase_allowance_us(job.phase.kind, cold, floor, c.phase_factor)
-        longest = watch.longest_spell_us.get(gpus)
-        if longest is None or held == 0:
+        since = watch.telemetry.corroborated_since
+        if not held or since is None:
             return 0
-        spell = round(c.phase_factor * longest)
-        return _silence(job, watch.telemetry.corroborated_since or 0) + spell
+        if watch.telemetry.saving(writer):
+            learned = watch.longest_save_us
+            save = (
+                c.phase_allowance_s * US
+                if learned is None
+                else max(c.phase_floor_s * US, c.phase_factor * learned)
+            )
+            return _silence(job, since) + round(save)
+        longest = watch.longest_spell_us.get(gpus)
+        if longest is None:
+            return 0
+        return _silence(job, since) + round(c.phase_factor * longest)
+
+    def _writer(self, job_id: str) -> tuple[str, int] | None:
+        """The GPU of the job's global rank 0, which writes a single-writer save: local rank 0
+        on rank 0's node (``torch.cuda.set_device(local_rank)``), that node as the job's lines
+        name it, else the first node of its allocation (srun starts task 0 there, and
+        torchrun's rendezvous host is by convention the first host of the node list)."""
+        info = self.jobs.scheduler.jobs.get(job_id)
+        if info is None:
+            return None
+        node = info.rank_nodes.get(0) or (info.nodes[0] if info.nodes else None)
+        return None if node is None else (node, 0)
 
     def _threshold_us(self, watch: JobWatch, gpus: str, corroborated: bool) -> int:
+        """The silence that fires: scaled by the job's step gaps once they are known, lower
+        while the GPUs corroborate. Before the step gaps are known, only GPUs that have
+        corroborated for ``corroborated_hold_s`` lower it: a single window of GPUs in a wait
+        (a data-loader stall's few seconds, a barrier's edge) says nothing of a job whose
+        printing interval is still unknown."""
         c = self.config
         reference = watch.gaps.reference if watch.gaps.ready else None
         if corroborated:
@@ -539,7 +606,7 @@ class HangDetector(WatchesJobs):
         elif reference is not None:
             seconds = max(c.min_silence_s, c.gap_factor * reference)
         else:
-            seconds = c.min_silence_s if gpus in CORROBORATING else self._cold_s(watch)
+            seconds = self._cold_s(watch)
         return round(max(seconds, self._holding_s(gpus)) * US)
 
     def _holding_s(self, gpus: str) -> float:

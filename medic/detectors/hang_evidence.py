@@ -61,6 +61,45 @@ without reporting the GPU-idle reason) rather than left without work by its rank
 that it is the former (its engine busy on nothing)."""
 
 
+@dataclass(frozen=True)
+class EndedSpell:
+    """A run of corroborating windows that ended: from ``since`` to ``end`` (telemetry time)."""
+
+    since: int
+    end: int
+    states: frozenset[str]
+    apart: pl.DataFrame | None
+    writing: pl.DataFrame | None
+
+    def saving(self, writer: tuple[str, int] | None) -> bool:
+        """Whether the only GPUs out of the wait in it were writers of a save: ``writer`` (the
+        GPU of the job's rank 0, as a single-writer save leaves it while the others wait in the
+        next collective) or GPUs seen writing in the silence."""
+        return self.apart is not None and _writers_only(self.apart, writer, self.writing)
+
+
+def _writers_only(
+    apart: pl.DataFrame, writer: tuple[str, int] | None, writing: pl.DataFrame | None
+) -> bool:
+    """Whether ``apart`` holds GPUs and each of them is ``writer`` or in ``writing``."""
+    if apart.is_empty():
+        return False
+    others = (
+        apart
+        if writer is None
+        else apart.filter((pl.col("node") != writer[0]) | (pl.col("gpu") != writer[1]))
+    )
+    if others.is_empty():
+        return True
+    return writing is not None and others.join(writing, on=list(_GPU), how="anti").is_empty()
+
+
+def _union(gpus: pl.DataFrame | None, more: pl.DataFrame) -> pl.DataFrame:
+    """The GPUs (node, gpu) of both, once each."""
+    more = more.select(list(_GPU))
+    return more.unique() if gpus is None else pl.concat([gpus, more]).unique()
+
+
 @dataclass
 class JobTelemetry:
     """One job's telemetry as the hang detector keeps it."""
@@ -80,6 +119,16 @@ class JobTelemetry:
     waited: pl.DataFrame | None = None
     """The GPUs seen waiting (idle, or spinning) in that run; one of them back at work restarts
     it (``_resumed``)."""
+    apart: pl.DataFrame | None = None
+    """The GPUs seen out of the wait in that run (neither computing nor spinning: a rank busy
+    on its host, or blocked there), to tell a single writer's save from any other rank's."""
+    writing: pl.DataFrame | None = None
+    """The GPUs seen out of the wait in a ``writers`` window of this silence (one rank per node
+    writing its shard of a save): the last of them to finish is still the save."""
+    ended: EndedSpell | None = None
+    """The latest run of corroborating windows that ended (the GPUs back at work, or in a
+    state that does not corroborate): a step line, delivered after the telemetry showed the
+    end, still learns it."""
     quiet: dict[str, int] = field(default_factory=dict)
     """Per quiet state (``working``, ``idle``, ``writers``): end of the latest window in which
     the GPUs were in it while the job printed nothing (a spell of evaluation or checkpointing)."""
@@ -135,16 +184,34 @@ class JobTelemetry:
         self.state = state
         if state in HOLDING:
             self.quiet[state] = end
+        if state == "writers":
+            writing = self.stopped(gpus, config).select(list(_GPU))
+            self.writing = _union(self.writing, writing)
+        window = round(config.window_s * US)
         if self.state not in CORROBORATING:
-            self.corroborated_since = self.waited = None
-            self.spell_states = set()
+            self._close_spell(end - window)
             return
         if self.corroborated_since is None or self._resumed(gpus, config):
-            self.corroborated_since = end - round(config.window_s * US)
-            self.spell_states, self.waited = set(), None
+            self._close_spell(end - window)
+            self.corroborated_since = end - window
         self.spell_states.add(self.state)
         waiting = self._waiting(gpus, config)
-        self.waited = waiting if self.waited is None else pl.concat([self.waited, waiting]).unique()
+        self.waited = _union(self.waited, waiting)
+        self.apart = _union(self.apart, gpus.filter(pl.col("util") < config.busy_util))
+
+    def _close_spell(self, end: int) -> None:
+        """The current run of corroborating windows ended at ``end`` (if one was open)."""
+        since = self.corroborated_since
+        if since is not None:
+            states = frozenset(self.spell_states)
+            self.ended = EndedSpell(since, end, states, self.apart, self.writing)
+        self.corroborated_since = self.waited = self.apart = None
+        self.spell_states = set()
+
+    def saving(self, writer: tuple[str, int] | None) -> bool:
+        """Whether the only GPUs the open run of corroborating windows has shown out of the
+        wait are writers of a save (see ``EndedSpell.saving``)."""
+        return self.apart is not None and _writers_only(self.apart, writer, self.writing)
 
     def quiet_until(self, state: str) -> int | None:
         """End of the latest quiet window in another state than ``state``: the GPUs were busy
@@ -174,7 +241,7 @@ class JobTelemetry:
     def resume(self) -> None:
         """Progress came back: forget what the silence showed."""
         self.latest, self.since, self.state = None, None, "no telemetry"
-        self.corroborated_since = self.waited = None
+        self.corroborated_since = self.waited = self.apart = self.ended = self.writing = None
         self.spell_states, self.quiet = set(), {}
         self.recent_nodes.clear()
 
@@ -253,17 +320,24 @@ class JobTelemetry:
             self.power.update(float(power))  # type: ignore[arg-type]
 
 
-def verdict(telemetry: JobTelemetry, now: int, config: HangConfig) -> str:
-    """The GPUs' state in the latest silent window, if it is recent."""
-    if telemetry.latest is None or now - telemetry.latest_end > 2 * config.window_s * US:
+def verdict(
+    telemetry: JobTelemetry, now: int, config: HangConfig, feed_at: int | None = None
+) -> str:
+    """The GPUs' state in the latest silent window, if it is recent: as of ``now``, or, when
+    the telemetry feed as a whole delivered nothing since ``feed_at`` (a collector down, the end
+    of a replay), as of then: a job's GPUs are not missing when every GPU is."""
+    seen = now if feed_at is None else min(now, feed_at)
+    if telemetry.latest is None or seen - telemetry.latest_end > 2 * config.window_s * US:
         return "no telemetry"
     return telemetry.state
 
 
-def held_us(telemetry: JobTelemetry, now: int, config: HangConfig) -> int:
+def held_us(
+    telemetry: JobTelemetry, now: int, config: HangConfig, feed_at: int | None = None
+) -> int:
     """How long the GPUs have corroborated a hang without a break (0 when they do not now)."""
     since = telemetry.corroborated_since
-    if since is None or verdict(telemetry, now, config) not in CORROBORATING:
+    if since is None or verdict(telemetry, now, config, feed_at) not in CORROBORATING:
         return 0
     return now - since
 

@@ -396,3 +396,78 @@ def test_a_quiet_save_after_a_quiet_evaluation_is_timed_from_its_start() -> None
     stuck = healthy_until(400).telemetry(400, 1000, constant(EVAL))
     (found,) = run(HangDetector(), [stuck.telemetry(1000, 1600, constant(IDLE))], 1600)
     assert at(1000 + 480) <= found.detected_at <= at(1000 + 500)
+
+
+def rank_stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+    """A rank that is not the writer stuck in host code: its GPU idle, the others waiting."""
+    return IDLE if (node, gpu) == ("n3", 2) else SPIN
+
+
+def test_a_first_save_by_rank_zero_that_prints_nothing_is_not_a_hang() -> None:
+    # A single-writer save (Lightning's global rank 0, the Hugging Face Trainer's process zero,
+    # torch.save under `if rank == 0`) longer than a data-loader stall, announced by no line:
+    # only rank 0's GPU (n1 GPU 0, the allocation's first node) is out of the wait.
+    job = healthy_until(400).telemetry(400, 590, writer_saves)
+    job.steps(590, 900).telemetry(590, 900, constant(COMPUTE))
+    assert run(HangDetector(), [job], 900, delays=(Delay("logs", 15.0, 15.0),)) == []
+    # Never ending, it fires once the cold save allowance has run out.
+    stuck = healthy_until(400).telemetry(400, 1200, writer_saves)
+    (found,) = run(HangDetector(), [stuck], 1200)
+    assert at(400 + 600) <= found.detected_at <= at(400 + 620)
+    assert "n1 GPU 0 went idle while the others wait" in found.summary
+
+
+def test_the_save_allowance_is_learned_from_the_writers_earlier_saves() -> None:
+    # The first save took 100 s (its step line delivered 30 s late, after the telemetry showed
+    # the GPUs back at work); the second never ends: three of those, not the cold 600 s.
+    job = healthy_until(400).telemetry(400, 500, writer_saves)
+    job.steps(501, 800).telemetry(500, 800, constant(COMPUTE))
+    job.telemetry(800, 1500, writer_saves)
+    (found,) = run(HangDetector(), [job], 1500, delays=(Delay("logs", 30.0, 30.0),))
+    assert at(800 + 300) <= found.detected_at <= at(800 + 320)
+
+
+def test_a_save_by_rank_zero_does_not_stretch_the_hold_of_another_rank_left_idle() -> None:
+    # A rank other than the writer idle while the others wait is no single-writer save: held
+    # only as a data-loader stall, however long the job's saves were.
+    job = healthy_until(400).telemetry(400, 530, writer_saves)
+    job.steps(530, 800).telemetry(530, 800, constant(COMPUTE))
+    job.telemetry(800, 1100, rank_stuck)
+    (found,) = run(HangDetector(), [job], 1100)
+    assert 90 <= (found.detected_at - at(810)) / US <= 100
+    assert "n3 GPU 2 went idle while the others wait" in found.summary
+
+
+def test_a_glimpse_of_spinning_gpus_does_not_cut_a_cold_jobs_allowance() -> None:
+    # A job printing every 65 s (DeepSpeed's steps_per_print) before its step model is trusted,
+    # its input pipeline keeping the GPUs at a third of their time: a data-loader stall leaves
+    # the others spinning for a window, which says nothing of a job whose rhythm is unknown.
+    loading = {"util": 30.0, "power_w": 250.0, "temp_c": 50.0, "sm_clock_mhz": 1980.0}
+
+    def stall(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return IDLE if (node, gpu) == ("n2", 1) and t < 466 else SPIN
+
+    job = Job().start().steps(10, 400, every=65.0).telemetry(0, 400, constant(COMPUTE))
+    job.telemetry(400, 460, constant(loading)).telemetry(460, 470, stall)
+    job.telemetry(470, 600, constant(COMPUTE)).steps(475, 600, 65.0)
+    assert run(HangDetector(), [job], 600) == []
+
+
+def test_a_telemetry_feed_that_stops_as_a_whole_says_nothing_of_a_saving_job() -> None:
+    # The collector stops (or the replay ends) during a save: every GPU of every job goes
+    # missing at once; the job keeps the save's allowance rather than losing it to "no
+    # telemetry".
+    job = healthy_until(400).telemetry(400, 470, writer_saves)
+    assert run(HangDetector(), [job], 560) == []
+
+
+def test_the_last_of_one_writer_per_node_still_writing_is_the_save() -> None:
+    # Megatron-LM's legacy format writes from one rank per node; the nodes finish at different
+    # times, and the last writer (not rank 0's node) keeps its GPU apart alone for minutes.
+    def leaders(t: float, node: str, gpu: int) -> dict[str, Any]:
+        writing = gpu == 0 and (t < 460 or node == "n3")
+        return IDLE if writing else SPIN
+
+    job = healthy_until(400).telemetry(400, 640, leaders)
+    job.steps(640, 900).telemetry(640, 900, constant(COMPUTE))
+    assert run(HangDetector(), [job], 900) == []
