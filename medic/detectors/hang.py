@@ -78,6 +78,10 @@ from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Win
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
+BLOCKED_IO = ("nfs_server_not_responding", "hung_task_blocked")
+"""Signatures of a node's kernel reporting a process blocked on I/O (a dead NFS server, a task
+in uninterruptible sleep): a rank apart from the collective there is stuck, not saving."""
+
 
 @dataclass(frozen=True)
 class HangConfig:
@@ -213,6 +217,8 @@ class HangDetector(WatchesJobs):
         """Job -> time of the line that reported it stuck (reported once until it progresses)."""
         self.crashed: dict[str, int] = {}
         """Job -> time of the newest crash line of one of its own ranks."""
+        self.blocked: dict[str, int] = {}
+        """node -> time of the latest line of its kernel reporting a process blocked on I/O."""
         self.feed_at: int | None = None
         """Time of the newest GPU sample of any job: how far the telemetry feed has come."""
 
@@ -223,6 +229,7 @@ class HangDetector(WatchesJobs):
             + len(self.stuck)
             + len(self.crashed)
             + len(self.kernel)
+            + len(self.blocked)
             + self.baseline.state_size()
             + self.silent.state_size()
         )
@@ -235,6 +242,7 @@ class HangDetector(WatchesJobs):
             self._learn(batch.frame)
         elif batch.stream == "signatures":
             self._kernel_errors(batch.frame)
+            self._blocked_io(batch.frame)
             self._crashes(batch.frame)
             return self._reported_stuck(batch.frame)
         elif batch.stream == "gpu":
@@ -266,6 +274,13 @@ class HangDetector(WatchesJobs):
             if node not in self.kernel or self.kernel[node][0] <= time:
                 self.kernel[node] = (time, signature)
 
+    def _blocked_io(self, hits: pl.DataFrame) -> None:
+        """Keep each node's latest kernel line reporting a process blocked on I/O."""
+        lines = hits.filter(pl.col("signature").is_in(BLOCKED_IO) & pl.col("node").is_not_null())
+        latest = lines.group_by("node").agg(pl.col("time").dt.epoch("us").max())
+        for node, time in latest.iter_rows():
+            self.blocked[node] = max(time, self.blocked.get(node, time))
+
     def _crashes(self, hits: pl.DataFrame) -> None:
         """Keep each job's newest crash line of its own (not a peer's complaint)."""
         crashes = (
@@ -289,6 +304,7 @@ class HangDetector(WatchesJobs):
             self._forget(job_id)
         horizon = watermark - round(self.config.forget_after_s * US)
         self.kernel = {node: hit for node, hit in self.kernel.items() if hit[0] >= horizon}
+        self.blocked = {node: time for node, time in self.blocked.items() if time >= horizon}
         for state in (self.stuck, self.crashed):
             for job_id in [j for j, t in state.items() if t < horizon]:
                 del state[job_id]
@@ -407,6 +423,7 @@ class HangDetector(WatchesJobs):
         says it has been stuck since (line time minus the time it reports)."""
         rows = signs.filter(
             (pl.col("kind") == "hang")
+            & (pl.col("role") != "context")  # a node's kernel on blocked I/O reports no job
             & pl.col("job_id").is_not_null()
             & ~pl.col("job_id").is_in(list(self.stuck))
         )
@@ -560,7 +577,9 @@ class HangDetector(WatchesJobs):
         next collective: a long spell of that one GPU apart is the job's save, and so is the
         tail of a save written by one rank per node (the last writers still at it). Any other
         rank apart is not a save (a data-loader stall, a rank stuck in host code), held
-        ``stall_silence_s`` only."""
+        ``stall_silence_s`` only. Nor is a spell whose ranks apart are on a node whose kernel
+        reported a process blocked on I/O since it began (``BLOCKED_IO``: a save to a dead NFS
+        server never ends)."""
         c = self.config
         if job.phase is not None:
             cold, floor = round(c.phase_allowance_s * US), round(c.phase_floor_s * US)
@@ -568,6 +587,9 @@ class HangDetector(WatchesJobs):
         since = watch.telemetry.corroborated_since
         if not held or since is None:
             return 0
+        blocked = {node for node, time in self.blocked.items() if time >= since}
+        if blocked & watch.telemetry.apart_nodes():
+            return 0  # a rank apart is blocked on I/O: neither a save nor a stall ending soon
         if watch.telemetry.saving(writer):
             learned = watch.longest_save_us
             save = (

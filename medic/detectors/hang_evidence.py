@@ -208,6 +208,10 @@ class JobTelemetry:
         self.corroborated_since = self.waited = self.apart = None
         self.spell_states = set()
 
+    def apart_nodes(self) -> set[str]:
+        """Nodes of the GPUs the open run of corroborating windows has shown out of the wait."""
+        return set() if self.apart is None else set(self.apart.get_column("node").to_list())
+
     def saving(self, writer: tuple[str, int] | None) -> bool:
         """Whether the only GPUs the open run of corroborating windows has shown out of the
         wait are writers of a save (see ``EndedSpell.saving``)."""

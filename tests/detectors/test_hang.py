@@ -471,3 +471,16 @@ def test_the_last_of_one_writer_per_node_still_writing_is_the_save() -> None:
     job = healthy_until(400).telemetry(400, 640, leaders)
     job.steps(640, 900).telemetry(640, 900, constant(COMPUTE))
     assert run(HangDetector(), [job], 900) == []
+
+
+def test_rank_zero_blocked_on_a_dead_nfs_server_is_no_save() -> None:
+    # Rank 0 blocked on NFS looks like its save until its kernel says the server stopped
+    # answering (the NFS client's major timeout): then it is held only as any rank apart.
+    job = healthy_until(400).telemetry(400, 1200, writer_saves)
+    nfs = "kernel: nfs: server filer02 not responding, still trying"
+    for job_id in (None, "100"):  # a collector may label a node's lines with its job
+        lines = [*job.logs, log(470, nfs, "n1", job_id, source="system")]
+        shipped = Job(logs=sorted(lines, key=lambda r: r["time"]), gpu=job.gpu)
+        (found,) = run(HangDetector(), [shipped.start()], 1200)
+        assert 90 <= (found.detected_at - at(410)) / US <= 100
+        assert "n1 GPU 0 went idle while the others wait" in found.summary
