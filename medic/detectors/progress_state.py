@@ -86,6 +86,8 @@ class JobProgress:
     phase: Phase | None = None
     phase_touched: bool = False
     longest_phase_us: dict[str, int] = field(default_factory=dict)
+    phase_ended: dict[str, int] = field(default_factory=dict)
+    """Per phase kind, the time of the latest line that ended one."""
     finished_at: int | None = None
     rank_steps: dict[int, tuple[int, str]] = field(default_factory=dict)
     """rank -> (last step it printed, node), for ranks that print steps."""
@@ -142,12 +144,21 @@ class ProgressTracker:
             return None
         if event in PHASE_END:
             self._close_phase(job, time)
+            ended = PHASE_END[event]
+            job.phase_ended[ended] = max(time, job.phase_ended.get(ended, time))
             job.phase_touched = True
             return None
         kind = PHASE_OF.get(event)
         if kind is not None and (job.phase is None or job.phase.kind != kind):
-            self._close_phase(job, time)
-            job.phase = Phase(kind, time, row.framework)
+            ended = job.phase_ended.get(kind)
+            if ended is not None and time <= ended:
+                # Its end came first: a shipper delivered the node's later second first
+                # (Fluent Bit, Vector and Promtail ship batches, and retry them, independently).
+                # The phase is over; it lasted until that end.
+                job.longest_phase_us[kind] = max(job.longest_phase_us.get(kind, 0), ended - time)
+            else:
+                self._close_phase(job, time)
+                job.phase = Phase(kind, time, row.framework)
         job.phase_touched = True
         return None
 

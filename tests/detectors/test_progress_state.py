@@ -60,6 +60,22 @@ def test_a_phase_opens_on_its_start_and_closes_on_its_end_or_the_next_step() -> 
     assert job.phase_allowance_us("checkpoint", 600 * US, 300 * US, 3.0) == 300 * US
 
 
+def test_a_phase_whose_end_was_delivered_first_does_not_stay_open() -> None:
+    # torchtitan's "Saving the checkpoint" and "Finished saving the checkpoint" six seconds
+    # later: a shipper delivered the later second first. The save is over, and it took 6 s.
+    tracker = ProgressTracker()
+    tracker.observe(progress((0, "step", 100, "torchtitan")))
+    tracker.observe(progress((306, "checkpoint_end", None, "torchtitan")))
+    tracker.observe(
+        progress((300, "step", 200, "torchtitan"), (300, "checkpoint_start", None, "torchtitan"))
+    )
+    job = tracker.jobs["7"]
+    assert job.phase is None
+    assert job.longest_phase_us["checkpoint"] == 6 * US
+    tracker.observe(progress((900, "checkpoint_start", None, "torchtitan")))
+    assert job.phase is not None and job.phase.started == at(900)  # the next save opens
+
+
 def test_a_line_without_a_step_number_does_not_end_a_phase_of_a_numbered_job() -> None:
     # Hugging Face Trainer: the bar numbers the steps, the log dict does not; the dict, on
     # stdout, may land after "Saving model checkpoint to" (stderr) in the job's output.
