@@ -29,7 +29,12 @@ job has had (at least ``phase_floor_s``), ``phase_allowance_s`` before it finish
 GPUs corroborating the same way (spinning, a rank's GPU stopped) that ended by itself with no
 phase printed (a checkpoint or stall the job does not announce) teaches the job's spell
 allowance for that state the same way: the next one fires only past ``phase_factor`` times the
-longest.
+longest. A spell in which only writers are out of the wait (rank 0's GPU, as a single-writer
+save leaves it: the Hugging Face Trainer's process zero, Lightning's global rank 0; or the last
+of one writer per node) is a save whether or not it was announced: held like a checkpoint
+phase, learned from the job's earlier such spells. Any other rank apart is held only
+``stall_silence_s``, and a rank apart on a node whose kernel reports a process blocked on I/O
+(a dead NFS server) gets no allowance at all.
 
 A job whose own ranks logged a crash (a traceback, a CUDA error, an out-of-memory kill) since
 its last step is crashing, not hung: the crash detector reports it, and the crashed rank's GPU,

@@ -144,8 +144,8 @@ class ProgressTracker:
             return None
         if event in PHASE_END:
             self._close_phase(job, time)
-            ended = PHASE_END[event]
-            job.phase_ended[ended] = max(time, job.phase_ended.get(ended, time))
+            over = PHASE_END[event]
+            job.phase_ended[over] = max(time, job.phase_ended.get(over, time))
             job.phase_touched = True
             return None
         kind = PHASE_OF.get(event)
