@@ -380,7 +380,8 @@ def test_healthy_lines_match_nothing(line: str) -> None:
             "none",
         ),
         (
-            "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+            "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime "
+            "version",
             "cuda_driver_too_old",
             "crash",
             "none",
