@@ -100,9 +100,9 @@ class CustomPattern:
 
     pattern: str
     """A regular expression whose named groups are progress fields: step, step_time_s,
-    step_time_ms, step_time_us, throughput, it_per_s, s_per_it (and desc, a bar's
-    description; total, its loop's length: a smaller total than the largest its bar showed
-    marks another loop, such as an evaluation)."""
+    step_time_ms, step_time_us, throughput, it_per_s, s_per_it, step_time_clock (a step time
+    written as mm:ss or h:mm:ss) (and desc, a bar's description; total, its loop's length: a
+    smaller total than the largest its bar showed marks another loop, such as an evaluation)."""
     framework: str = "custom"
     """The ``framework`` column of the lines it matches."""
     event: str = "step"
@@ -367,6 +367,7 @@ class ProgressParser:
                 _divided(value("step_time_us"), 1_000_000.0),
                 value("s_per_it"),
                 1.0 / value("it_per_s"),
+                _clock_seconds(pl.col("step_time_clock")),
             ).alias("_step_time"),
             value("throughput").alias("_throughput"),
         ]
@@ -400,6 +401,15 @@ def _plain_numbers(values: pl.DataFrame) -> pl.DataFrame:
     for suffix, exponent in MAGNITUDES.items():
         plain = plain.str.replace(f"{suffix}$", exponent)
     return values.with_columns(plain)
+
+
+def _clock_seconds(clock: pl.Expr) -> pl.Expr:
+    """A duration written as a clock, ``mm:ss`` or ``h:mm:ss``, in seconds."""
+    seconds, minutes, hours = (
+        clock.str.extract(r"(?:^|:)([0-9]+)" + ":[0-9]+" * places + "$").cast(pl.Float64)
+        for places in range(3)
+    )
+    return seconds + 60.0 * minutes + 3600.0 * hours.fill_null(0.0)
 
 
 def _divided(dividend: pl.Expr, divisor: float) -> pl.Expr:
