@@ -40,6 +40,7 @@ import pyarrow as pa
 from medic.detectors.base import register_parser
 from medic.ingest.base import Batch
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch
+from medic.parse.announced_eval import AnnouncedEvaluations
 from medic.parse.learned import LearnedProgress
 from medic.parse.prefixes import PrefixStripper
 from medic.parse.progress_formats import (
@@ -176,6 +177,8 @@ class ProgressParser:
         self._loops: dict[str, dict[tuple[object, ...], int]] = {}
         """Per job, per bar (format, process, description): the largest total it showed, the
         training loop's (``TOTAL``)."""
+        self._evaluations = AnnouncedEvaluations()
+        """Per job: whether it is in an evaluation announced before it trained."""
         self._first = FirstMatch(
             [f.pattern for f in self.formats],
             [f.anchors for f in self.formats],
@@ -206,6 +209,7 @@ class ProgressParser:
             self.learned.forget(job)
             self._formatted.discard(job)
             self._loops.pop(job, None)
+            self._evaluations.forget(job)
         return Batch.from_frame(self.output_stream, rows, PROGRESS)
 
     def _unformatted(self, lines: pl.DataFrame, read: pl.Series) -> pl.DataFrame:
@@ -240,7 +244,10 @@ class ProgressParser:
             rows = self._with_parts(rows)
         if rows.is_empty():
             return None, matched
-        return rows.with_columns(self._measures).select(LINE, *self._output), matched
+        bar = pl.col(PATTERN).is_in(self._bars)
+        events = self._evaluations.events(rows, self._pick("event"), bar)
+        read_rows = rows.with_columns(self._measures).select(LINE, *self._output)
+        return read_rows.with_columns(events.alias("event")), matched
 
     def _without_other_loops(self, rows: pl.DataFrame) -> pl.DataFrame:
         """``rows`` without the bars of a job's other loops: under one description, from one
