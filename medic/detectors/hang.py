@@ -376,8 +376,10 @@ class HangDetector(WatchesJobs):
             spell = step.time - since
             states, saving = frozenset(telemetry.spell_states), telemetry.saving(writer)
         elif since is None and ended is not None and ended.since < step.time:
-            spell, states, saving = ended.end - ended.since, ended.states, ended.saving(writer)
             telemetry.ended = None
+            if not ended.saving(writer):
+                return  # only saves recur at the job's cadence; a stall that ended is no rule
+            spell, states, saving = ended.end - ended.since, ended.states, True
         else:
             return  # no spell, or one that began after this step (its line delivered late)
         if saving:
