@@ -361,15 +361,15 @@ class HangDetector(WatchesJobs):
 
     @staticmethod
     def _learn_spell(watch: JobWatch, step: Step, writer: tuple[str, int] | None) -> None:
-        """A spell of corroborating GPUs that this step followed (still open, or ended shortly
-        before in the telemetry, which a log shipper's delay lets run ahead of the step line):
-        the job spins like this when healthy. A spell in which only writers were out of the
-        wait (``JobTelemetry.saving``) is one of the job's saves, learned whether or not a phase
-        line came with it (a save line logged only at its end opens no phase during it); the
-        other spells only
-        outside a phase (an announced phase is learned as a phase), per GPU state. Learned even
-        if it was alarmed: a job that went on by itself was not hung, and should not alarm at
-        every save."""
+        """A spell of corroborating GPUs that this step ended: the job spins like this when
+        healthy. A spell in which only writers were out of the wait (``JobTelemetry.saving``) is
+        one of the job's saves, learned whether or not a phase line came with it (a save line
+        logged only at its end opens no phase during it), and also when the telemetry showed
+        its end before the step line came (a log shipper's delay): saves recur at the job's
+        cadence. The other spells are learned per GPU state while still open, outside a phase
+        (an announced phase is learned as a phase); a data-loader stall that ended is no rule
+        for how long the next rank apart may stay so. Learned even if it was alarmed: a job
+        that went on by itself was not hung, and should not alarm at every save."""
         telemetry, ended = watch.telemetry, watch.telemetry.ended
         since = telemetry.corroborated_since
         if since is not None and since < step.time:
