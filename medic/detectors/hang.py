@@ -101,7 +101,8 @@ class HangConfig:
     stall_silence_s: Positive = 90.0
     """While the only sign is a rank left without work (its GPU idle, and reporting itself idle)
     as the others wait, the GPUs must have shown it this long (telemetry time): a data-loader
-    stall or a rank's own host work (a synchronous save) looks like that for up to a minute."""
+    stall or a rank's own host work looks like that for up to a minute. (A save written by rank 0
+    alone, or by the last of one writer per node, is held as a checkpoint phase instead.)"""
     corroborated_hold_s: NonNegative = 20.0
     """The GPUs must have corroborated this long (two windows) before a silence counts as
     corroborated."""
@@ -117,8 +118,9 @@ class HangConfig:
     """Silence tolerated before ``grace_gaps`` are learned (or ``gap_factor`` times the longest
     gap learned so far, if longer)."""
     phase_allowance_s: NonNegative = 600.0
-    """Silence tolerated while a checkpoint or an evaluation runs, before the job has finished
-    one of that kind (the cold start: synchronous saves of large models take minutes)."""
+    """Silence tolerated while a checkpoint or an evaluation runs, or while only the writers of
+    a save are out of the wait (announced or not), before the job has finished one of that kind
+    (the cold start: synchronous saves of large models take minutes)."""
     phase_factor: Positive = 3.0
     """Once it has: this many times the longest such phase (or unannounced spell of GPUs in
     the same state that ended by itself) this job has had ..."""
