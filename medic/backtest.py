@@ -306,3 +306,32 @@ def _collect(
         if on_result is not None:
             on_result(result)
     return report
+
+
+def read_backtest(paths: Iterable[Path], out_dir: Path) -> BacktestReport:
+    """A backtest's results read back from its ``--out`` directory and scored again against
+    the labels of the recordings at ``paths`` (already expanded), without replaying. A
+    recording whose ``out_dir/<name>/detections.parquet`` is missing or unreadable is a
+    RecordingError (one line)."""
+    report = BacktestReport()
+    for path in paths:
+        file = out_dir / path.name / "detections.parquet"
+        if not file.is_file():
+            raise RecordingError(f"{file}: missing (no detections of {path.name} in {out_dir})")
+        try:
+            detections = schema.conform(pq.read_table(file), schema.DETECTIONS_WRITTEN)
+        except (pa.ArrowException, OSError) as exc:
+            raise RecordingError(f"{file}: unreadable ({str(exc).splitlines()[0]})") from None
+        recording = open_recording(path)
+        report.results.append(
+            RecordingResult(
+                name=path.name,
+                path=path,
+                detections=detections,
+                score=score(detections, recording.labels),
+                elapsed_s=0.0,
+                rows=0,
+                actions=schema.empty(schema.ACTIONS),
+            )
+        )
+    return report
