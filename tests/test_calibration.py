@@ -60,6 +60,17 @@ MAP = 'method = "isotonic"\nraw = [0.5, 1.0]\nprobability = [0.4, 0.9]\n'
 HANG_TABLE = f'format = "{FORMAT}"\n[kinds.hang]\n'
 
 
+BROKEN_MAPS = [
+    # (in the hang map, this, replaced by this, gives this problem)
+    ("0.4, 0.9", "0.9, 0.4", "kinds.hang.probability must not decrease"),
+    ("[0.5, 1.0]", "[1.0, 0.5]", "kinds.hang.raw must increase"),
+    ("0.4, 0.9", "0.4", "raw has 2 knots but probability 1"),
+    ("0.9]", "1.5]", "kinds.hang.probability must lie in [0, 1]"),
+    ("isotonic", "magic", "kinds.hang.method must be one of isotonic, sigmoid"),
+    ("[0.5, 1.0]", "['a', 1.0]", "kinds.hang.raw must be a non-empty list of numbers"),
+]
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
@@ -67,30 +78,7 @@ HANG_TABLE = f'format = "{FORMAT}"\n[kinds.hang]\n'
         ("[[x]\n", "not a calibration file (invalid TOML"),
         (f'format = "{FORMAT}"\n', "no [kinds.<kind>] table"),
         (f'format = "{FORMAT}"\n[kinds.hnag]\n{MAP}', "unknown kind 'hnag'"),
-        (
-            HANG_TABLE + MAP.replace("0.4, 0.9", "0.9, 0.4"),
-            "kinds.hang.probability must not decrease",
-        ),
-        (
-            HANG_TABLE + MAP.replace("[0.5, 1.0]", "[1.0, 0.5]"),
-            "kinds.hang.raw must increase",
-        ),
-        (
-            HANG_TABLE + MAP.replace("0.4, 0.9", "0.4"),
-            "raw has 2 knots but probability 1",
-        ),
-        (
-            HANG_TABLE + MAP.replace("0.9]", "1.5]"),
-            "kinds.hang.probability must lie in [0, 1]",
-        ),
-        (
-            HANG_TABLE + MAP.replace("isotonic", "magic"),
-            "kinds.hang.method must be one of isotonic, sigmoid",
-        ),
-        (
-            HANG_TABLE + MAP.replace("[0.5, 1.0]", "['a', 1.0]"),
-            "kinds.hang.raw must be a non-empty list of numbers",
-        ),
+        *((HANG_TABLE + MAP.replace(old, new), problem) for old, new, problem in BROKEN_MAPS),
     ],
 )
 def test_a_malformed_file_is_a_one_line_error_naming_it(
