@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from medic.calibration import read_calibration
+from medic.backtest import read_backtest
+from medic.calibration import Calibration, ScoreMap, read_calibration
 from medic.cli import main
 from tests.builders import detection, label, recording, table, write
 
@@ -99,3 +100,16 @@ def test_a_config_naming_a_malformed_calibration_is_a_one_line_error(tmp_path: P
     assert result.stderr.strip() == (
         f"medic: error: {bad}: kinds.hang.raw must be a non-empty list of numbers"
     )
+
+
+def test_a_backtest_read_back_keeps_raw_scores_and_can_be_rescored(tmp_path: Path) -> None:
+    suite, out = backtest_dir(tmp_path)  # files written before calibration: no raw_score
+    paths = sorted(suite.iterdir())
+    cached = read_backtest(paths, out)
+    first = cached.results[0].detections
+    assert first.column("raw_score").to_pylist() == first.column("score").to_pylist()
+    assert cached.by_kind()["hang"]["precision"] == 0.5
+    halves = Calibration({"hang": ScoreMap("isotonic", (0.5, 1.0), (0.1, 0.9))})
+    rescored = read_backtest(paths, out, calibration=halves).results[0].detections
+    assert rescored.column("score").to_pylist() == pytest.approx([0.74, 0.18])
+    assert rescored.column("raw_score").to_pylist() == [0.9, 0.55]
