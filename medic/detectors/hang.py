@@ -70,6 +70,7 @@ from river import stats
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.attribution import excerpt
 from medic.detectors.base import Detection, register
+from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.hang_evidence import (
     CORROBORATING,
     JobTelemetry,
@@ -201,8 +202,16 @@ class HangDetector(WatchesJobs):
     streams: ClassVar[frozenset[str]] = frozenset({"progress", "gpu", "scheduler", "signatures"})
     Config: ClassVar[type] = HangConfig
 
-    def __init__(self, config: HangConfig | None = None) -> None:
+    uses_catalogue = True
+
+    def __init__(
+        self, config: HangConfig | None = None, catalogue: Catalogue | None = None
+    ) -> None:
         c = self.config = config or HangConfig()
+        catalogue = catalogue or builtin_catalogue()
+        # Xids NVIDIA's catalogue says to ignore (a row remapping recorded, an informational
+        # event) are no evidence against a node (Xid 63 comes and goes on healthy GPUs).
+        benign = catalogue.xids.filter(pl.col("kind") == "none").get_column("code").to_list()
         self.jobs = WatchedJobs(c.forget_after_s)
         self.baseline = GpuWindows(
             c.baseline_every_s, means=("util", "power_w"), sample_s=c.baseline_sample_s
@@ -213,6 +222,7 @@ class HangDetector(WatchesJobs):
             counters=COUNTERS,
             throttle_mask=GPU_IDLE_REASON,
             xid=True,
+            benign_xids=benign,
         )
         """A silent job's windows; ``throttled`` is the share of samples in which the GPU
         reported itself idle."""

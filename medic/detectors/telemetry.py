@@ -39,7 +39,8 @@ class Window:
     end: int
     gpus: pl.DataFrame
     """Columns: job_id, node, gpu, the mean of every requested metric, ``throttled`` (share of
-    samples with a slowdown reason set) and ``xid`` (samples carrying an Xid) when requested,
+    samples with a slowdown reason set) and ``xid`` (samples carrying an Xid, other than the
+    ``benign_xids`` given) when requested,
     and ``<counter>_delta`` (rise since the GPU's previous window, never negative)."""
 
 
@@ -78,6 +79,7 @@ class GpuWindows:
         counters: Sequence[str] = (),
         throttle_mask: int | None = None,
         xid: bool = False,
+        benign_xids: Sequence[int] = (),
         sample_s: float | None = None,
     ) -> None:
         if window_s <= 0 or (sample_s is not None and not 0 < sample_s <= window_s):
@@ -97,7 +99,8 @@ class GpuWindows:
             self._columns.append(throttled.cast(pl.Float32).alias("throttled"))
             self._inputs.append("throttle_reasons")
         if xid:
-            self._columns.append(pl.col("xid").is_not_null().cast(pl.Int32).alias("xid"))
+            counted = pl.col("xid").is_not_null() & ~pl.col("xid").is_in(list(benign_xids))
+            self._columns.append(counted.cast(pl.Int32).alias("xid"))
             self._inputs.append("xid")
         self._pending: list[pl.DataFrame] = []
         """Rows kept, of windows not closed yet."""

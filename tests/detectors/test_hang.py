@@ -484,3 +484,26 @@ def test_rank_zero_blocked_on_a_dead_nfs_server_is_no_save() -> None:
         (found,) = run(HangDetector(), [shipped.start()], 1200)
         assert 90 <= (found.detected_at - at(410)) / US <= 100
         assert "n1 GPU 0 went idle while the others wait" in found.summary
+
+
+def test_an_xid_nvidia_says_to_ignore_during_the_silence_names_no_node() -> None:
+    # Xid 63 (a row remapping recorded; NVIDIA's catalogue: IGNORE) on another node while a rank
+    # is stuck in host code is no evidence against that node.
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        values = rank_stuck(t, node, gpu)
+        return {**values, "xid": 63} if (node, gpu, t) == ("n2", 1, 450.0) else values
+
+    job = healthy_until(400).telemetry(400, 700, stuck)
+    (found,) = run(HangDetector(), [job], 700)
+    assert (found.kind, found.culprits) == ("hang", ())
+    # An Xid that says the GPU failed still names its node.
+    fallen = healthy_until(400).telemetry(
+        400,
+        700,
+        lambda t, n, g: {
+            **rank_stuck(t, n, g),
+            **({"xid": 79} if (n, g, t) == ("n2", 1, 450.0) else {}),
+        },
+    )
+    (named,) = run(HangDetector(), [fallen], 700)
+    assert named.culprits == ("n2",)
