@@ -263,6 +263,10 @@ class StragglerDetector(WatchesJobs):
         learned."""
         self.link_drops: dict[str, deque[int]] = {}
         """node -> times of its latest link drops (at most ``flap_count``)."""
+        self._watched = pl.DataFrame(schema={"node": pl.String, "job_id": pl.String})
+        """node -> job of the GPUs in the latest window that had any: a job running since before
+        medic started has no Slurm row telling its nodes, but dcgm-exporter's job mapping (or
+        the NVML agent's) labels its GPUs' samples with it."""
 
     def state_size(self) -> int:
         held = len(self.jobs) + len(self.paces) + self._offsets.height + len(self.link_drops)
@@ -325,7 +329,12 @@ class StragglerDetector(WatchesJobs):
         ``flap_window_s``: suspects sure enough to fire alone (one drop is no flapping)."""
         c = self.config
         placement = self.jobs.placement
-        if not self.link_drops or placement is None or placement.is_empty():
+        if placement is not None:
+            placement = pl.concat([placement, self._watched]).unique()
+            placement = placement.filter(pl.len().over("node") == 1)
+        else:
+            placement = self._watched
+        if not self.link_drops or placement.is_empty():
             return {}
         since = now - round(c.flap_window_s * US)
         counts = {n: sum(t >= since for t in times) for n, times in self.link_drops.items()}
@@ -383,6 +392,8 @@ class StragglerDetector(WatchesJobs):
         jobs training in the window take part: none in a checkpoint or evaluation, and most
         of their GPUs busy (a pause printing nothing makes every GPU odd in its own way)."""
         c = self.config
+        if not window.gpus.is_empty():
+            self._watched = window.gpus.select("node", "job_id").unique()
         pausing = [j for j, p in self.jobs.progress.jobs.items() if p.phase is not None]
         gpus = window.gpus.filter(
             (pl.len().over("job_id") >= c.min_gpus)
@@ -573,6 +584,7 @@ class StragglerDetector(WatchesJobs):
         self.telemetry.forget(job_ids)
         self._offsets = self._offsets.filter(~pl.col("job_id").is_in(job_ids))
         self._gpus = self._gpus.filter(~pl.col("job_id").is_in(job_ids))
+        self._watched = self._watched.filter(~pl.col("job_id").is_in(job_ids))
 
 
 def judged_span(counts: pl.Expr, min_samples: int, windows: int) -> pl.Expr:

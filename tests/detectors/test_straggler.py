@@ -194,6 +194,18 @@ def test_a_node_whose_infiniband_port_flaps_is_named() -> None:
     assert "network link drops" in found.summary
 
 
+def test_a_flapping_node_of_a_job_started_before_medic_is_named() -> None:
+    # The job ran before medic started: Slurm never said where, but its GPUs' samples carry
+    # its id (dcgm-exporter's job mapping), and so does every line its ranks print.
+    job = slow_from_the_start(constant(COMPUTE))
+    job.scheduler.clear()
+    link_down(job, 200, "n2")
+    link_down(job, 420, "n2")
+    job.logs.sort(key=lambda r: r["time"])
+    (found,) = run(StragglerDetector(), [job], 900)
+    assert found.culprits == ("n2",) and "network link drops" in found.summary
+
+
 def test_one_link_drop_without_a_slowdown_is_no_straggler() -> None:
     job = slow_from_the_start(constant(COMPUTE))
     link_down(job, 200, "n2")
