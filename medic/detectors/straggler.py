@@ -28,7 +28,9 @@ baseline (it is in the baseline), and its offset from its peers would be learned
 GPU always looked. So the raw peer comparison also looks for a *cause* of slowness: a busy GPU
 whose SM clock sits ``z_threshold`` below its peers' and at most ``cause_clock_ratio`` of their
 median while it has slowdown clocks-event reasons set (power cap, thermal, HW slowdown) that its
-peers have not, or draws markedly less power (capped). A GPU caused-flagged as persistently
+peers have not, or draws markedly less power (capped); or whose PCIe replay or NVLink error
+counters rise ``z_threshold`` above its peers' (link retries cost bandwidth at any clock: DCGM's
+PCIe health watch counts a rising replay rate as a fault). A GPU caused-flagged as persistently
 (the same rule), first within the ``grace_windows`` of its GPUs being watched (before the
 job's baseline could be trusted), is a straggler without the pace vote; one that turns up later
 still needs the job to slow.
@@ -412,6 +414,18 @@ class StragglerDetector(WatchesJobs):
         ).with_columns(pl.max_horizontal(f"d_{f}" for f in SLOWING).alias("z"))
         reason = pl.max_horizontal(pl.col("z_throttled"), -pl.col("z_power_w"))
         held_low = pl.min_horizontal(-pl.col("z_sm_clock_mhz"), reason)
+        busy = pl.col("util") >= c.busy_util
+        clock_cause = (
+            (held_low >= c.z_threshold)
+            & busy
+            & (
+                pl.col("sm_clock_mhz")
+                <= c.cause_clock_ratio * pl.col("sm_clock_mhz").median().over("job_id")
+            )
+        )
+        links = [pl.col(f"z_{f}") for f in SLOWING[1:]]
+        link_z = pl.max_horizontal(links)
+        by_link = (link_z >= c.z_threshold) & busy & ~(clock_cause & (held_low > link_z))
         scored = scored.with_columns(
             (pl.col("sm_clock_mhz").median().over("job_id") / pl.col("sm_clock_mhz")).alias(
                 "clock_ratio"
@@ -425,15 +439,12 @@ class StragglerDetector(WatchesJobs):
                 & (pl.col("seen").fill_null(0) >= c.grace_windows)
                 & (pl.col("util") >= c.busy_util)
             ).alias("flagged"),
-            held_low.alias("cause_z"),
-            (
-                (held_low >= c.z_threshold)
-                & (pl.col("util") >= c.busy_util)
-                & (
-                    pl.col("sm_clock_mhz")
-                    <= c.cause_clock_ratio * pl.col("sm_clock_mhz").median().over("job_id")
-                )
-            ).alias("caused"),
+            pl.when(by_link).then(link_z).otherwise(held_low).alias("cause_z"),
+            pl.when(by_link)
+            .then(pl.when(links[0] >= links[1]).then(pl.lit(1)).otherwise(pl.lit(2)))
+            .otherwise(pl.lit(-1))
+            .alias("cause_feature"),
+            (clock_cause | by_link).alias("caused"),
         )
         self._track_gpus(scored)
         self._learn_offsets(scored)
@@ -446,7 +457,9 @@ class StragglerDetector(WatchesJobs):
         keys = ["job_id", "node", "gpu"]
         kept = max(c.peer_n, c.min_samples)
         current = scored.select(
-            *keys, "z", "feature", "flagged", "cause_z", "caused", "seen", "samples", "clock_ratio"
+            *keys,
+            *("z", "feature", "flagged", "cause_z", "cause_feature", "caused"),
+            *("seen", "samples", "clock_ratio"),
         ).with_columns(pl.col("seen").fill_null(0))
         gpus = current.join(self._gpus, on=keys, how="left").with_columns(
             push_flags(pl.col("history"), pl.col("flagged"), kept).alias("history"),
@@ -495,7 +508,10 @@ class StragglerDetector(WatchesJobs):
         by_cause = pl.col("persistent_cause") & ~pl.col("persistent")
         persistent = persistent.with_columns(
             pl.when(by_cause).then(pl.col("cause_z")).otherwise(pl.col("z")).alias("z"),
-            pl.when(by_cause).then(pl.lit(-1)).otherwise(pl.col("feature")).alias("feature"),
+            pl.when(by_cause)
+            .then(pl.col("cause_feature"))
+            .otherwise(pl.col("feature"))
+            .alias("feature"),
             (pl.col("persistent_cause") & (pl.col("cause_seen") < c.grace_windows)).alias("early"),
         )
         nodes = persistent.group_by("job_id", "node").agg(

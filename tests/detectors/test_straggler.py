@@ -155,6 +155,17 @@ def test_a_gpu_power_capped_from_the_first_step_is_found() -> None:
     assert 0.5 < found.score < 1.0
 
 
+def test_pcie_replays_from_the_first_step_are_found() -> None:
+    # One GPU's PCIe link replays from the job's start: the slowness is in the job's baseline,
+    # yet the retries themselves stand out from its peers.
+    def replaying(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return COMPUTE | {"pcie_replay": int(40 * t) if (node, gpu) == ("n4", 0) else 0}
+
+    (found,) = run(StragglerDetector(), [slow_from_the_start(replaying)], 900)
+    assert found.culprits == ("n4",) and found.detected_at <= at(300)
+    assert "since its first steps" in found.summary and "PCIe" in found.summary
+
+
 def test_a_node_throttled_from_the_first_step_is_found() -> None:
     slowdown = {"sm_clock_mhz": 1410.0, "power_w": 520.0, "throttle_reasons": 0x8}
 
