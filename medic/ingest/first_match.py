@@ -21,6 +21,7 @@ every pattern and shortcut (``medic.ingest.tagged_regex``), compiled once, inste
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,7 +81,7 @@ class FirstMatch:
             [i for i, lits in enumerate(literals) if not lits], dtype=np.uint64
         )
         self._held = "|".join(map(_escaped, _innermost(self._literals)))
-        self._ungated = "|".join(f"(?:{patterns[i]})" for i in self._everywhere.tolist())
+        self._ungated = "|".join(f"(?:{_unnamed(patterns[i])})" for i in self._everywhere.tolist())
 
     def candidates(self, lines: pl.Expr) -> pl.Expr:
         """True on the lines a pattern may match: those holding one of the literals, and those
@@ -202,6 +203,12 @@ def _innermost(literals: Sequence[str]) -> list[str]:
 def _escaped(text: str) -> str:
     """``text`` as a Rust regex matching it literally."""
     return "".join(f"\\{ch}" if ch in REGEX_META else ch for ch in text)
+
+
+def _unnamed(pattern: str) -> str:
+    """``pattern`` with its named groups made plain: several ungated patterns naming one field
+    are joined into one alternation, where a name may appear once."""
+    return re.sub(r"(?<!\\)\(\?P<\w+>", "(?:", pattern)
 
 
 def _marked(pattern: str) -> str:
