@@ -150,7 +150,7 @@ class StragglerConfig:
     times a second; dcgm-exporter behind Prometheus samples every 15-30 s, so ``peer_n``
     windows may hold one reading each. A GPU whose readings fall low a fifth of the time (at
     its power limit, keeping pace on average) then shows low in 3 of 4 windows by chance about
-    one time in forty; in 6 of 8 about one time in a thousand."""
+    one time in 37; in 6 of 8 about one time in 800."""
     min_gpus: Annotated[int, Range(ge=2)] = 4
     """Fewer GPUs in a window make no peer group."""
     max_culprit_fraction: Fraction = 0.25
