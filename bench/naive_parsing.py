@@ -171,7 +171,7 @@ class NaiveProgress:
                 rank = prefix_rank
             text = None
             for fmt, regex in self.formats:
-                if not any(anchor in message for anchor in fmt.anchors):
+                if fmt.anchors and not any(anchor in message for anchor in fmt.anchors):
                     continue
                 if text is None:
                     text = self.ansi.sub("", message)
@@ -202,6 +202,7 @@ class NaiveProgress:
                     None if values["step_time_us"] is None else values["step_time_us"] / 1e6,
                     values["s_per_it"],
                     None if values["it_per_s"] is None else _inverse(values["it_per_s"]),
+                    _clock(found.groupdict().get("step_time_clock")),
                 )
                 if step_time is not None and not (math.isfinite(step_time) and step_time > 0):
                     step_time = None
@@ -230,6 +231,16 @@ class NaiveProgress:
 
 def _first(*values: float | None) -> float | None:
     return next((v for v in values if v is not None), None)
+
+
+def _clock(text: str | None) -> float | None:
+    """A clock ("mm:ss", "h:mm:ss") in seconds."""
+    if text is None:
+        return None
+    seconds = 0.0
+    for part in text.split(":"):
+        seconds = seconds * 60 + int(part)
+    return seconds
 
 
 def _inverse(value: float) -> float:

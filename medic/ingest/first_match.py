@@ -25,6 +25,7 @@ its lines are read without running it (``_sure``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -97,7 +98,7 @@ class FirstMatch:
         """The run of the tries of sure regexes, read without running them (one past the
         tagged run)."""
         self._held = "|".join(map(_escaped, _innermost(self._literals)))
-        self._ungated = "|".join(f"(?:{patterns[i]})" for i in self._everywhere.tolist())
+        self._ungated = "|".join(f"(?:{_unnamed(patterns[i])})" for i in self._everywhere.tolist())
 
     def candidates(self, lines: pl.Expr) -> pl.Expr:
         """True on the lines a pattern may match: those holding one of the literals, and those
@@ -298,6 +299,12 @@ def _literal_alternatives(pattern: str) -> list[str] | None:
 def _escaped(text: str) -> str:
     """``text`` as a Rust regex matching it literally."""
     return "".join(f"\\{ch}" if ch in REGEX_META else ch for ch in text)
+
+
+def _unnamed(pattern: str) -> str:
+    """``pattern`` with its named groups made plain: several ungated patterns naming one field
+    are joined into one alternation, where a name may appear once."""
+    return re.sub(r"(?<!\\)\(\?P<\w+>", "(?:", pattern)
 
 
 def _marked(pattern: str) -> str:

@@ -40,6 +40,7 @@ import pyarrow as pa
 from medic.detectors.base import register_parser
 from medic.ingest.base import Batch
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch
+from medic.parse.announced_eval import AnnouncedEvaluations
 from medic.parse.learned import LearnedProgress
 from medic.parse.prefixes import PrefixStripper
 from medic.parse.progress_formats import (
@@ -102,9 +103,9 @@ class CustomPattern:
 
     pattern: str
     """A regular expression whose named groups are progress fields: step, step_time_s,
-    step_time_ms, step_time_us, throughput, it_per_s, s_per_it (and desc, a bar's
-    description; total, its loop's length: a smaller total than the largest its bar showed
-    marks another loop, such as an evaluation)."""
+    step_time_ms, step_time_us, throughput, it_per_s, s_per_it, step_time_clock (a step time
+    written as mm:ss or h:mm:ss) (and desc, a bar's description; total, its loop's length: a
+    smaller total than the largest its bar showed marks another loop, such as an evaluation)."""
     framework: str = "custom"
     """The ``framework`` column of the lines it matches."""
     event: str = "step"
@@ -178,6 +179,8 @@ class ProgressParser:
         self._loops: dict[str, dict[tuple[object, ...], int]] = {}
         """Per job, per bar (format, process, description): the largest total it showed, the
         training loop's (``TOTAL``)."""
+        self._evaluations = AnnouncedEvaluations()
+        """Per job: whether it is in an evaluation announced before it trained."""
         self._first = FirstMatch(
             [f.pattern for f in self.formats],
             [f.anchors for f in self.formats],
@@ -208,6 +211,7 @@ class ProgressParser:
             self.learned.forget(job)
             self._formatted.discard(job)
             self._loops.pop(job, None)
+            self._evaluations.forget(job)
         return Batch.from_frame(self.output_stream, rows, PROGRESS)
 
     def _unformatted(self, lines: pl.DataFrame, read: pl.Series) -> pl.DataFrame:
@@ -243,7 +247,10 @@ class ProgressParser:
             rows = self._with_parts(rows)
         if rows.is_empty():
             return None, matched
-        return rows.with_columns(self._measures).select(LINE, *self._output), matched
+        bar = pl.col(PATTERN).is_in(self._bars)
+        events = self._evaluations.events(rows, self._pick("event"), bar)
+        read_rows = rows.with_columns(self._measures).select(LINE, *self._output)
+        return read_rows.with_columns(events.alias("event")), matched
 
     def _without_other_loops(self, rows: pl.DataFrame) -> pl.DataFrame:
         """``rows`` without the bars of a job's other loops: under one description, from one
@@ -370,6 +377,7 @@ class ProgressParser:
                 _divided(value("step_time_us"), 1_000_000.0),
                 value("s_per_it"),
                 1.0 / value("it_per_s"),
+                _clock_seconds(pl.col("step_time_clock")),
             ).alias("_step_time"),
             value("throughput").alias("_throughput"),
         ]
@@ -402,6 +410,15 @@ def _plain_numbers(values: pl.DataFrame) -> pl.DataFrame:
     for suffix, exponent in MAGNITUDES.items():
         plain = plain.str.replace(f"{suffix}$", exponent)
     return values.with_columns(plain)
+
+
+def _clock_seconds(clock: pl.Expr) -> pl.Expr:
+    """A duration written as a clock, ``mm:ss`` or ``h:mm:ss``, in seconds."""
+    seconds, minutes, hours = (
+        clock.str.extract(r"(?:^|:)([0-9]+)" + ":[0-9]+" * places + "$").cast(pl.Float64)
+        for places in range(3)
+    )
+    return seconds + 60.0 * minutes + 3600.0 * hours.fill_null(0.0)
 
 
 def _divided(dividend: pl.Expr, divisor: float) -> pl.Expr:

@@ -39,8 +39,10 @@ FIELDS = (
     "throughput",
     "it_per_s",
     "s_per_it",
+    "step_time_clock",
 )
-"""Named numeric groups a format may capture; step time is normalised to seconds."""
+"""Named groups a format may capture: numbers, and ``step_time_clock``, a duration written as a
+clock (``mm:ss`` or ``h:mm:ss``); step time is normalised to seconds."""
 DESC = "desc"
 """A progress bar's description (the text before its bar): a bar described as loading,
 evaluating, tokenising, downloading... (``LOOKALIKE``) is not training."""
@@ -79,7 +81,9 @@ class ProgressFormat:
     event: str
     anchors: tuple[str, ...]
     """Literals of which every line the format reads holds one: the prefilter, and a line is
-    tried with this format only when it holds one of them."""
+    tried with this format only when it holds one of them. None: the pattern, anchored at the
+    line's start, is its own prefilter (a line with no word to find it by, as fastai's epoch
+    rows; a pattern anchored so fails at a line's first characters)."""
     pattern: str
     """Rust regex, named groups from FIELDS."""
     source: str
@@ -782,6 +786,23 @@ FORMATS: tuple[ProgressFormat, ...] = (
         ("{'loss': ",),
         r"\{'loss': ",
         "huggingface/transformers src/transformers/trainer_callback.py ProgressCallback.on_log",
+    ),
+    # fastai's epoch table (fastai/callback/progress.py ProgressCallback._write_stats: each value
+    # as f"{v:.6f}" when a float, else str(v); fastprogress/fastprogress.py
+    # ConsoleMasterBar.write(table=True): a header of the names padded to 8 and joined by two
+    # spaces, then one row per epoch, each value padded to its name's width plus two; the time
+    # column is fastprogress's format_time, "mm:ss" or "h:mm:ss"). A row holds no word: it is
+    # the epoch number, a 6-decimal float (or "#na#", a metric with no validation set), more
+    # values, and the clock last. One row is one epoch, its time the epoch's.
+    ProgressFormat(
+        "fastai",
+        "step",
+        (),
+        r"^(?P<step>[0-9]+) {2,}(?:-?[0-9]+\.[0-9]{6}|#na#)"
+        r"(?: {2,}(?:-?[0-9]+(?:\.[0-9]{6})?|#na#|None))*"
+        r" {2,}(?P<step_time_clock>(?:[0-9]+:)?[0-9]{2}:[0-9]{2}) *$",
+        "fastai/fastai fastai/callback/progress.py ProgressCallback._write_stats; "
+        "fastai/fastprogress fastprogress/fastprogress.py ConsoleMasterBar.write, format_time",
     ),
     # slurmstepd: "*** JOB 4242 ON n1 CANCELLED AT 2026-03-01T10:00:00 ***" (also "... DUE TO
     # TIME LIMIT ***"): the job is ending on purpose, whatever its log says next.

@@ -26,7 +26,7 @@ def test_the_corpus_covers_every_family_with_enough_cases() -> None:
     assert len([c for c in CASES if c.negative]) >= 100
     families = {c.family for c in failures}
     assert {"nccl_watchdog", "ib_fabric", "xid", "gpu_hardware", "cuda", "torchrun"} <= families
-    assert {"horovod", "slurm", "config"} <= families
+    assert {"horovod", "slurm", "config", "driver_init"} <= families
     xids = {c.id.split("-")[1] for c in CASES if c.family == "xid" and c.id.startswith("xid-")}
     assert {"119", "120", "121", "122", "123", "136", "140", "143", "154"} <= xids
     assert {str(code) for code in range(144, 151)} <= xids

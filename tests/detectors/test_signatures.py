@@ -331,6 +331,99 @@ def test_healthy_lines_match_nothing(line: str) -> None:
     assert match(line) == []
 
 
+@pytest.mark.parametrize(
+    ("line", "signature", "kind", "implicates"),
+    [
+        # lyulyul/shine-cluster#30: driver libraries upgraded under the loaded module
+        (
+            "Failed to initialize NVML: Driver/library version mismatch",
+            "nvml_driver_library_mismatch",
+            "node_failure",
+            "node",
+        ),
+        (
+            "[ 9042.118207] NVRM: API mismatch: the client has the version 550.127.05, but",
+            "nvml_driver_library_mismatch",
+            "node_failure",
+            "node",
+        ),
+        # pytorch/pytorch#35710: no fabric manager on an NVSwitch system
+        (
+            "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+            "functions before calling NumCudaDevices() that might have already set an error? "
+            "Error 802: system not yet initialized",
+            "cuda_system_not_ready",
+            "node_failure",
+            "node",
+        ),
+        # the THC form is taken before the generic `cuda runtime error (N)`
+        (
+            "RuntimeError: cuda runtime error (802) : system not yet initialized at "
+            "/opt/conda/work/aten/src/THC/THCGeneral.cpp:50",
+            "cuda_system_not_ready",
+            "node_failure",
+            "node",
+        ),
+        (
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make "
+            "sure that the latest NVIDIA driver is installed and running.",
+            "nvidia_smi_no_driver",
+            "node_failure",
+            "node",
+        ),
+        # the job's own set-up: a crash that blames no node
+        ("[rank2]: RuntimeError: No CUDA GPUs are available", "cuda_no_device", "crash", "none"),
+        (
+            "RuntimeError: CUDA error: no CUDA-capable device is detected",
+            "cuda_no_device",
+            "crash",
+            "none",
+        ),
+        (
+            "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime "
+            "version",
+            "cuda_driver_too_old",
+            "crash",
+            "none",
+        ),
+        (
+            "RuntimeError: The NVIDIA driver on your system is too old (found version 11080).",
+            "cuda_driver_too_old",
+            "crash",
+            "none",
+        ),
+        (
+            "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an "
+            "NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+            "cuda_no_driver",
+            "crash",
+            "none",
+        ),
+    ],
+)
+def test_driver_and_init_errors_blame_the_node_only_when_the_node_is_broken(
+    line: str, signature: str, kind: str, implicates: str
+) -> None:
+    row = one(line)
+    assert (row["signature"], row["kind"], row["implicates"]) == (signature, kind, implicates)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # TensorFlow logs a failed cuInit and carries on, on the CPU
+        "2026-11-30 05:12:40.300118: E tensorflow/stream_executor/cuda/cuda_driver.cc:271] "
+        "failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected",
+        "gpu-a11:4100:4100 [0] NCCL INFO cudaDriverVersion 12040",
+        "deviceQuery, CUDA Driver = CUDART, CUDA Driver Version = 12.4, CUDA Runtime Version = "
+        "12.4, NumDevs = 8",
+        "NVML version        : 550.127",
+    ],
+)
+def test_driver_version_lines_of_healthy_nodes_match_nothing(line: str) -> None:
+    assert match(line) == []
+
+
 def test_parser_output_has_the_stream_schema_and_prefers_the_rank_column() -> None:
     rows = [log(0, "[rank7]: torch.OutOfMemoryError: CUDA out of memory.", rank=3)]
     parsed = SignatureParser().parse(batch("logs", rows))

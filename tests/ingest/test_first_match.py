@@ -113,6 +113,17 @@ def test_candidates_are_the_lines_holding_a_literal_or_matching_an_ungated_patte
     ]
 
 
+def test_ungated_patterns_naming_one_field_find_their_candidates_and_read_it() -> None:
+    lines = pl.Series(["step 5 done", "7  0.5  00:12", "nothing"], dtype=pl.String)
+    reader = FirstMatch([r"step (?P<n>\d+)", r"^(?P<n>\d+)  \S+  \S+$"], [[], []], ("n",))
+    assert pl.select(reader.candidates(pl.lit(lines))).to_series().to_list() == [
+        True,
+        True,
+        False,
+    ]
+    assert reader.read(lines).select(ROW, "n").rows() == [(0, "5"), (1, "7")]
+
+
 def test_a_literal_holding_another_finds_no_other_candidates_and_is_not_scanned_for() -> None:
     lines = pl.DataFrame({"line": ["total loss: 2", "loss: 3", "lost", "| loss:"]})
     first = FirstMatch([r"total loss: \d", r"loss: \d"], [["total loss: "], ["loss:"]], ())
