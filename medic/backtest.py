@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from medic import schema
 from medic.actions.stage import ActionStage
+from medic.calibration import Calibration, raw_scores
 from medic.config import from_dict
 from medic.detectors.base import detection_id, detections_table
 from medic.history.config import history_config
@@ -305,4 +306,44 @@ def _collect(
             report.results.append(result)
         if on_result is not None:
             on_result(result)
+    return report
+
+
+def read_backtest(
+    paths: Iterable[Path], out_dir: Path, calibration: Calibration | None = None
+) -> BacktestReport:
+    """A backtest's results read back from its ``--out`` directory and scored again against
+    the labels of the recordings at ``paths`` (already expanded), without replaying. A
+    recording whose ``out_dir/<name>/detections.parquet`` is missing or unreadable is a
+    RecordingError (one line). Files written before calibration get their ``score`` as
+    ``raw_score`` (it was the raw one); with ``calibration``, every ``score`` is computed again
+    from ``raw_score`` by it (``Calibration.rescore``)."""
+    report = BacktestReport()
+    for path in paths:
+        file = out_dir / path.name / "detections.parquet"
+        if not file.is_file():
+            raise RecordingError(f"{file}: missing (no detections of {path.name} in {out_dir})")
+        try:
+            detections = schema.conform(pq.read_table(file), schema.DETECTIONS_WRITTEN)
+        except (pa.ArrowException, OSError) as exc:
+            raise RecordingError(f"{file}: unreadable ({str(exc).splitlines()[0]})") from None
+        detections = detections.set_column(
+            detections.schema.get_field_index("raw_score"),
+            schema.DETECTIONS_WRITTEN.field("raw_score"),
+            pa.array(raw_scores(detections), pa.float64()),
+        )
+        if calibration is not None:
+            detections = calibration.rescore(detections)
+        recording = open_recording(path)
+        report.results.append(
+            RecordingResult(
+                name=path.name,
+                path=path,
+                detections=detections,
+                score=score(detections, recording.labels),
+                elapsed_s=0.0,
+                rows=0,
+                actions=schema.empty(schema.ACTIONS),
+            )
+        )
     return report

@@ -207,6 +207,86 @@ def backtest(
         sys.exit(1)
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "out_file",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The calibration file to write ([pipeline] calibration = this path).",
+)
+@click.option(
+    "--detections",
+    "detections_dir",
+    type=click.Path(path_type=Path),
+    help="A medic backtest --out directory: read each recording's detections.parquet there "
+    "instead of replaying.",
+)
+@click.option(
+    "--holdout",
+    multiple=True,
+    metavar="GLOB",
+    help="Recordings (by directory name) left out of a first fit and used to measure its "
+    "reliability (repeatable), e.g. '*-p1[1-9]'.",
+)
+@click.option(
+    "--method",
+    type=click.Choice(["isotonic", "sigmoid"]),
+    default="isotonic",
+    show_default=True,
+    help="isotonic regression, or Platt's sigmoid for few detections.",
+)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="As for medic backtest.")
+@click.option("--delay", "delays", multiple=True, metavar="STREAM=MIN:MAX", help="As for backtest.")
+@user_errors
+def calibrate(
+    paths: tuple[Path, ...],
+    out_file: Path,
+    detections_dir: Path | None,
+    holdout: tuple[str, ...],
+    method: str,
+    config_file: Path | None,
+    jobs: int | None,
+    delays: tuple[str, ...],
+) -> None:
+    """Fit what detection scores mean: per kind, the probability that a detection with a given
+    raw score is real, from labelled recordings' outcomes (a backtest replayed here, or read
+    from --detections). Prints the held-out check, writes the calibration file."""
+    from medic.backtest import default_jobs, read_backtest, run_backtest
+    from medic.calibrate import calibrate_backtest, require_labels
+    from medic.ingest.replay import with_delays
+    from medic.render import print_calibration
+
+    recordings = expand_recordings(paths)
+    require_labels(recordings)
+    if detections_dir is not None:
+        report = read_backtest(recordings, detections_dir)
+        source = str(detections_dir)
+    else:
+        settings = load_settings(config_file)
+        if delays:
+            settings = with_delays(settings, delays)
+        with backtest_progress(len(recordings)) as progress:
+            report = run_backtest(
+                recordings,
+                settings,
+                on_result=progress,
+                jobs=default_jobs() if jobs is None else jobs,
+            )
+        if report.failures:
+            fail(f"{report.failures[0].error} (calibration needs every recording)")
+        source = "replayed"
+    try:
+        run = calibrate_backtest(report, recordings, holdout, method, source)
+    except ValueError as exc:
+        fail(str(exc))
+    print_calibration(run.calibration, run.check, wide_console())
+    run.calibration.write(out_file)
+    click.echo(f"calibration written to {out_file}")
+
+
 @contextlib.contextmanager
 def backtest_progress(total: int) -> Iterator[Callable[[Any], None]]:
     """Progress on stderr, whatever stdout is: a bar on a terminal, else one line per recording

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from medic.actions.config import RulesConfig, load_rules
+from medic.calibration import calibration_of
 from medic.config import ConfigError, from_dict, to_dict
 from medic.detectors.base import (
     DETECTORS,
@@ -55,6 +56,8 @@ def effective_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Every table of a loaded config checked and filled in with its defaults: what medic runs
     with. Raises ConfigError on the first problem."""
     detectors = detector_configs(settings.get("detectors"))
+    pipeline = from_dict(PipelineConfig, _table(settings, "pipeline"), "pipeline")
+    calibration_of(pipeline.calibrate, pipeline.calibration)
     build_parsers([], settings.get("parsers"))
     effective: dict[str, Any] = {}
     for name, cls in config_tables().items():

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
+from medic.calibration import Calibration, calibration_of
 from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection, build_detectors, build_parsers
 from medic.detectors.incidents import share_liveness
@@ -39,6 +40,12 @@ class PipelineConfig:
     Incidents)."""
     max_symptoms: PositiveCount = 64
     """Symptoms kept per incident for the history; the count keeps growing past it."""
+    calibrate: bool = True
+    """Replace each detection's score by the probability that a detection of its kind with
+    that score is a real incident (the calibration's map, docs/scores.md); the detector's own
+    score is kept as ``raw_score``. False: scores stay as the detectors give them."""
+    calibration: str = ""
+    """A calibration file written by ``medic calibrate``; empty: the one shipped with medic."""
 
 
 def pipeline_config(settings: Mapping[str, Any]) -> PipelineConfig:
@@ -201,8 +208,12 @@ class Pipeline:
         responders: Iterable[Responder] = (),
         parsers: list[Any] | None = None,
         observers: Iterable[Observer] = (),
+        calibration: Calibration | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
+        self.calibration = calibration
+        """Maps each detection's score to a probability (``from_settings`` loads the configured
+        one); None: detections keep their detectors' scores."""
         self.detectors = list(detectors)
         share_liveness(self.detectors)
         share_watched_jobs(self.detectors)
@@ -230,16 +241,18 @@ class Pipeline:
     ) -> Pipeline:
         """Build from a config mapping with ``[pipeline]``, ``[parsers.<name>]`` and
         ``[detectors.<name>]`` tables. One signature catalogue (the built-in one plus the site
-        files of ``[parsers.signatures] extra``) goes to the parser and the detectors alike."""
+        files of ``[parsers.signatures] extra``) goes to the parser and the detectors alike; the
+        calibration is ``[pipeline] calibration`` (the shipped one unless ``calibrate = false``)."""
         settings = settings or {}
         config = pipeline_config(settings)
+        calibration = calibration_of(config.calibrate, config.calibration)
         catalogue = catalogue_from_settings(settings.get("parsers", {}))
         detectors = build_detectors(settings.get("detectors", {}), catalogue=catalogue)
         observers = list(observers)
         parsers = build_parsers(
             [*detectors, *observers], settings.get("parsers", {}), catalogue=catalogue
         )
-        return cls(detectors, config, responders, parsers, observers)
+        return cls(detectors, config, responders, parsers, observers, calibration)
 
     def process(self, event: Event) -> list[Detection]:
         """Consume one batch or watermark; return the detections that opened incidents or
@@ -320,10 +333,21 @@ class Pipeline:
         self.correlator.expire(self.now)
         return self._emit(found)
 
+    def _stamped(self, detection: Detection) -> Detection:
+        """``detection`` at the event time reached, its score calibrated (raw kept)."""
+        if self.calibration is None:
+            return dataclasses.replace(detection, detected_at=self.now)
+        return dataclasses.replace(
+            detection,
+            detected_at=self.now,
+            score=self.calibration.calibrated(detection.kind, detection.score),
+            raw_score=detection.score,
+        )
+
     def _emit(self, found: list[Detection]) -> list[Detection]:
         if not found:
             return []
-        stamped = [dataclasses.replace(d, detected_at=self.now) for d in found]
+        stamped = [self._stamped(d) for d in found]
         emitted = [e for d in stamped if (e := self.correlator.admit(d)) is not None]
         if emitted:
             for responder in self.responders:

@@ -1,11 +1,14 @@
-"""Terminal tables for backtest results (rich)."""
+"""Terminal tables for backtest and calibration results (rich)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import polars as pl
 from rich.console import Console
 from rich.table import Table
+
+from medic.calibration import Calibration
 
 COLUMNS = (
     ("labels", "labels"),
@@ -60,3 +63,35 @@ def print_backtest(report: dict[str, Any], console: Console) -> None:
         for guard, count in sorted(actions["suppressed_by_guard"].items()):
             table.add_row("(suppressed)", f"guard {guard}", str(count))
         console.print(table)
+
+
+def print_calibration(
+    calibration: Calibration, check: pl.DataFrame | None, console: Console
+) -> None:
+    """A fitted calibration's maps (the detections each was fitted on and the probabilities it
+    gives) and, when there was one, its held-out check."""
+    table = Table(title="Calibration (fitted on every recording)", title_justify="left")
+    for column in ("kind", "method", "real", "false", "lowest", "highest"):
+        table.add_column(column, justify="left" if column in ("kind", "method") else "right")
+    for kind, score_map in sorted(calibration.maps.items()):
+        table.add_row(
+            kind,
+            score_map.method,
+            str(score_map.true),
+            str(score_map.false),
+            f"{score_map.probability[0]:.3f}",
+            f"{score_map.probability[-1]:.3f}",
+        )
+    console.print(table)
+    if check is None:
+        return
+    title = "Held-out check (Brier score and expected calibration error; lower is better)"
+    held = Table(title=title, title_justify="left")
+    columns = ("kind", "detections", "real", "brier", "brier_raw", "ece", "ece_raw")
+    for column in columns:
+        held.add_column(column, justify="left" if column == "kind" else "right")
+    for row in check.iter_rows(named=True):
+        held.add_row(
+            *(f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in columns)
+        )
+    console.print(held)

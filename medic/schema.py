@@ -96,6 +96,11 @@ DETECTIONS = pa.schema(
     ]
 )
 
+DETECTIONS_WRITTEN = DETECTIONS.append(_field("raw_score", pa.float64()))
+"""What medic writes to ``detections.parquet``: the spec's columns, then ``raw_score``, the
+detector's evidence score before calibration (``medic.calibration``; ``score`` is then the
+calibrated one). Readers ignore columns they do not know, as the spec says."""
+
 ACTIONS = pa.schema(
     [
         _field("time", TIME, False),

@@ -48,6 +48,7 @@ def log_detections(detections: Iterable[Detection]) -> None:
                 "culprits": ",".join(d.culprits) or None,
                 "ranks": ",".join(map(str, d.ranks)) or None,
                 "score": round(d.score, 3),
+                "raw_score": None if d.raw_score is None else round(d.raw_score, 3),
                 "detector": d.detector,
                 "detected_at": iso(d.detected_at),
                 "onset": None if d.onset is None else iso(d.onset),

@@ -5,13 +5,17 @@ A sweep replays every recording once per point of a parameter grid through the s
 scores, overall and for the detection kind being tuned. The chosen point is written back as a
 ``medic.toml`` fragment (``[detectors.<name>]``) that ``--config`` accepts.
 
-``fit_min_score`` is the offline fit of the other knob an operator turns: the ``min_score`` of
-a rules route, from the scores of a backtest's true and false detections (scikit-learn's
-precision-recall curve). ``rethreshold`` scores a backtest's cached detections again at other
-score bars, without replaying: every detector's score is in [0, 1] and computed apart from its
-alarm (a hang's is 0.5 when the silence alone reaches its threshold, 0.8 when the GPUs
-corroborate), so a bar above the alarm's keeps only the surer detections. A bar below it needs
-the alarm's own parameters swept (``sweep``), which replays.
+``fit_calibration`` fits what a score means (``medic.calibration``): per detection kind, the
+probability that a detection with a given raw (evidence) score is real, from a backtest's
+outcomes (``calibration_outcomes``: each de-duplicated detection, true when it fell in a label's
+window by the scoring rules); ``reliability`` measures a calibration on other outcomes (Brier
+score, expected calibration error) and ``held_out_check`` fits on some recordings and measures
+on the others. ``fit_min_score`` is the offline fit of the other knob an operator turns: the
+``min_score`` of a rules route, from the scores of a backtest's true and false detections
+(scikit-learn's precision-recall curve). ``rethreshold`` scores a backtest's cached detections
+again at other score bars, without replaying: every score is in [0, 1] and computed apart from
+the detector's alarm, so a bar above the lowest keeps only the surer detections. A bar below
+the alarm needs the alarm's own parameters swept (``sweep``), which replays.
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 import tomli_w
-from sklearn.metrics import precision_recall_curve
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import brier_score_loss, precision_recall_curve
 
 from medic.backtest import BacktestReport, backtest_recording
+from medic.calibration import METHODS, Calibration, ScoreMap
 from medic.recording import Recording, find_recordings, read_recording
 from medic.scoring import score
 
@@ -101,17 +108,22 @@ def write_detector_config(path: Path | str, detector: str, values: Mapping[str, 
 
 
 def rethreshold(
-    report: BacktestReport, recordings: Sequence[Recording], min_score: Mapping[str, float]
+    report: BacktestReport,
+    recordings: Sequence[Recording],
+    min_score: Mapping[str, float],
+    column: str = "score",
 ) -> BacktestReport:
     """``report`` scored again as if every detection of kind ``k`` below ``min_score[k]`` had not
-    been emitted (kinds not named keep theirs); ``recordings`` give the labels, by name."""
+    been emitted (kinds not named keep theirs); ``recordings`` give the labels, by name.
+    ``column`` is the score the bars apply to: ``score`` (calibrated, what the rules read) or
+    ``raw_score`` (the detector's evidence score)."""
     labels = {r.path.name if r.path else r.name: r.labels for r in recordings}
     results = []
     for result in report.results:
         detections = pl.from_arrow(result.detections)
         assert isinstance(detections, pl.DataFrame)
         bar = pl.col("kind").replace_strict(dict(min_score), default=0.0, return_dtype=pl.Float64)
-        kept = detections.filter(pl.col("score") >= bar).to_arrow()
+        kept = detections.filter(pl.col(column) >= bar).to_arrow()
         kept = kept.cast(result.detections.schema)
         rescored = score(kept, labels.get(result.name))
         results.append(dataclasses.replace(result, detections=kept, score=rescored))
@@ -154,3 +166,146 @@ def fit_min_score(report: BacktestReport, kind: str, min_precision: float = 0.97
         float(recall[best_at]),
         len(rows),
     )
+
+
+def calibration_outcomes(report: BacktestReport) -> pl.DataFrame:
+    """One row per de-duplicated detection of a backtest: ``recording``, ``kind``, ``raw``
+    (its evidence score: ``raw_score``, or ``score`` in detections written before calibration)
+    and ``real`` (it fell in a label's window of its job, by the scoring rules)."""
+    rows = [
+        (result.name, det["kind"], _raw(det), real)
+        for result in report.results
+        for real, dets in (
+            (True, result.score.matched_rows),
+            (False, result.score.false_positive_rows),
+        )
+        for det in dets
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={"recording": pl.String, "kind": pl.String, "raw": pl.Float64, "real": pl.Boolean},
+        orient="row",
+    )
+
+
+def _raw(detection: Mapping[str, Any]) -> float:
+    raw = detection.get("raw_score")
+    return float(detection["score"] if raw is None else raw)
+
+
+SIGMOID_KNOTS = 101
+"""Points a fitted sigmoid is sampled at for the file (between 0 and 1, the scores' range)."""
+
+
+def smoothed_targets(real: np.ndarray) -> np.ndarray:
+    """Platt's targets: (N+ + 1) / (N+ + 2) for a real detection and 1 / (N- + 2) for a false
+    one, the outcomes seen through a uniform prior (Platt, "Probabilistic outputs for support
+    vector machines", 1999): a kind with no false positive in the backtest is not certain to
+    be right, and one with few gets no probability of exactly 0 or 1."""
+    positives = int(real.sum())
+    negatives = real.size - positives
+    return np.where(real, (positives + 1) / (positives + 2), 1 / (negatives + 2))
+
+
+def fit_score_map(raw: np.ndarray, real: np.ndarray, method: str = "isotonic") -> ScoreMap:
+    """One kind's map from its detections' raw scores and outcomes. ``isotonic``: scikit-learn's
+    isotonic regression (non-decreasing by construction; flat where the raw score tells the
+    outcomes apart no better than chance). ``sigmoid``: Platt's logistic fit, for few
+    detections; one that would fall as the raw score rises is replaced by its flat form, the
+    kind's smoothed share of real detections (a calibration never ranks surer evidence lower)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown calibration method {method!r} (known: {', '.join(METHODS)})")
+    if raw.size == 0:
+        raise ValueError("no detections to fit a calibration on")
+    targets = smoothed_targets(real)
+    positives = int(real.sum())
+    negatives = int(real.size - positives)
+    if method == "isotonic":
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(raw, targets)
+        knots = tuple(map(float, iso.X_thresholds_))
+        return ScoreMap(method, knots, tuple(map(float, iso.y_thresholds_)), positives, negatives)
+    grid = np.linspace(min(0.0, raw.min()), max(1.0, raw.max()), SIGMOID_KNOTS)
+    # Each detection once as real with weight t and once as false with weight 1 - t: the
+    # logistic fit to Platt's soft targets.
+    features = np.concatenate([raw, raw]).reshape(-1, 1)
+    labels = np.concatenate([np.ones(raw.size), np.zeros(raw.size)])
+    weights = np.concatenate([targets, 1 - targets])
+    model = LogisticRegression(C=1e6).fit(features, labels, sample_weight=weights)
+    if model.coef_[0][0] > 0:
+        probability = model.predict_proba(grid.reshape(-1, 1))[:, 1]
+    else:
+        probability = np.full(grid.size, targets.mean())
+    return ScoreMap(
+        method, tuple(map(float, grid)), tuple(map(float, probability)), positives, negatives
+    )
+
+
+def fit_calibration(
+    outcomes: pl.DataFrame,
+    method: str = "isotonic",
+    provenance: Mapping[str, Any] | None = None,
+) -> Calibration:
+    """A calibration fitted on ``outcomes`` (``calibration_outcomes``): a map per kind that has
+    detections; the kinds with none keep their raw scores."""
+    maps = {}
+    for (kind,), part in outcomes.group_by("kind"):
+        raw = part.get_column("raw").to_numpy()
+        real = part.get_column("real").to_numpy()
+        maps[str(kind)] = fit_score_map(raw, real, method)
+    return Calibration(dict(sorted(maps.items())), dict(provenance or {}))
+
+
+RELIABILITY_BINS = 10
+
+
+def expected_calibration_error(
+    probability: np.ndarray, real: np.ndarray, bins: int = RELIABILITY_BINS
+) -> float:
+    """The detections binned by probability (``bins`` equal widths): the mean over detections
+    of |mean probability - share real| of their bin."""
+    which = np.minimum((probability * bins).astype(int), bins - 1)
+    said = np.bincount(which, weights=probability, minlength=bins)
+    seen = np.bincount(which, weights=real.astype(float), minlength=bins)
+    return float(np.abs(said - seen).sum() / probability.size)
+
+
+def reliability(calibration: Calibration, outcomes: pl.DataFrame) -> pl.DataFrame:
+    """How well ``calibration`` predicts ``outcomes``, per kind and over ``all``: detections,
+    real ones, Brier score and expected calibration error of the calibrated score, and of the
+    raw score read as a probability (``*_raw``) for comparison. Lower is better."""
+    probability = calibration.probabilities(
+        outcomes.get_column("kind").to_numpy(), outcomes.get_column("raw").to_numpy()
+    )
+    scored = outcomes.with_columns(pl.Series("probability", probability, dtype=pl.Float64))
+    kinds = sorted(scored.get_column("kind").unique())
+    parts = [(kind, scored.filter(pl.col("kind") == kind)) for kind in kinds]
+    rows = []
+    for kind, part in [*parts, ("all", scored)]:
+        real = part.get_column("real").to_numpy()
+        raw = part.get_column("raw").to_numpy()
+        calibrated = part.get_column("probability").to_numpy()
+        rows.append(
+            {
+                "kind": kind,
+                "detections": part.height,
+                "real": int(real.sum()),
+                "brier": brier_score_loss(real, calibrated, pos_label=True),
+                "brier_raw": brier_score_loss(real, raw, pos_label=True),
+                "ece": expected_calibration_error(calibrated, real),
+                "ece_raw": expected_calibration_error(raw, real),
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def held_out_check(
+    outcomes: pl.DataFrame, held_out: Iterable[str], method: str = "isotonic"
+) -> pl.DataFrame:
+    """Fit on the recordings not in ``held_out`` and measure ``reliability`` on those in it
+    (names of recordings); ValueError when either side has no detection."""
+    names = list(held_out)
+    checked = outcomes.filter(pl.col("recording").is_in(names))
+    fitted_on = outcomes.filter(~pl.col("recording").is_in(names))
+    if checked.is_empty() or fitted_on.is_empty():
+        raise ValueError("the held-out check needs detections on both sides of the split")
+    return reliability(fit_calibration(fitted_on, method), checked)

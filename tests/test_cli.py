@@ -47,6 +47,7 @@ def test_backtest_writes_spec_detections_and_prints_json(tmp_path: Path) -> None
         "score",
         "detector",
         "summary",
+        "raw_score",
     ]
 
 

@@ -9,6 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from medic.calibration import read_calibration
 from medic.recording import write_recording
 from medic.simulate import simulate
 
@@ -60,6 +61,8 @@ def test_tune_detectors_sweeps_and_writes_a_config(
     text = outputs(book)
     assert "2 recordings; tuning the 'hang' detector" in text
     assert "min_score = " in text and "of the true hang detections at precision" in text
+    assert "hang" in read_calibration(tmp_path / "calibration.toml").maps
+    assert "brier_raw" in text
 
 
 def test_reports_queries_a_history_built_from_a_replay(small_recordings: list[Path]) -> None:

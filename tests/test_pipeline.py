@@ -1,13 +1,15 @@
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import polars as pl
 import pytest
 
+from medic.calibration import Calibration, ScoreMap, default_calibration
 from medic.config import ConfigError
 from medic.detectors import base
-from medic.detectors.base import Detection
+from medic.detectors.base import Detection, detections_table
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.replay import ReplaySource
 from medic.pipeline import Pipeline, PipelineConfig
@@ -158,3 +160,31 @@ def test_rows_behind_the_watermark_are_still_detected() -> None:
     pipeline = Pipeline(build_detectors(enabled=EVIDENCE_DETECTORS))
     found = pipeline.run(events)
     assert [(d.kind, d.culprits, d.job_id) for d in found] == [("gpu_fault", ("n2",), "100")]
+
+
+CRASH_MAP = Calibration({"crash": ScoreMap("isotonic", (0.0, 1.0), (0.1, 0.7))})
+
+
+def test_the_pipeline_calibrates_scores_and_keeps_the_raw_one(echo: None) -> None:
+    pipeline = Pipeline([EchoDetector(EchoConfig())], calibration=CRASH_MAP)
+    (found,) = pipeline.process(batch("logs", [log(1, "boom")]))
+    assert (found.score, found.raw_score) == (pytest.approx(0.7), 1.0)
+    written = detections_table([found])
+    assert written.column("score").to_pylist() == [pytest.approx(0.7)]
+    assert written.column("raw_score").to_pylist() == [1.0]
+    (plain,) = Pipeline([EchoDetector(EchoConfig())]).process(batch("logs", [log(1, "boom")]))
+    assert (plain.score, plain.raw_score) == (1.0, None)
+    assert detections_table([plain]).column("raw_score").to_pylist() == [1.0]
+
+
+def test_the_config_names_the_calibration_file_or_turns_it_off(echo: None, tmp_path: Path) -> None:
+    assert Pipeline.from_settings({}).calibration == default_calibration()
+    assert Pipeline.from_settings({"pipeline": {"calibrate": False}}).calibration is None
+    file = CRASH_MAP.write(tmp_path / "site.toml")
+    settings = {"pipeline": {"calibration": str(file)}, "detectors": {"echo": {}}}
+    pipeline = Pipeline.from_settings(settings)
+    (found,) = pipeline.process(batch("logs", [log(1, "boom")]))
+    assert found.score == pytest.approx(0.7)
+    (tmp_path / "bad.toml").write_text("format = 1\n")
+    with pytest.raises(ConfigError, match=r"bad.toml: not a calibration file \(format 1"):
+        Pipeline.from_settings({"pipeline": {"calibration": str(tmp_path / "bad.toml")}})

@@ -1,13 +1,26 @@
-"""Fitting a rules route's min_score on a backtest's true and false detections."""
+"""Fitting a rules route's min_score and a calibration on a backtest's true and false
+detections; re-thresholding cached detections."""
 
 from __future__ import annotations
 
+import numpy as np
+import polars as pl
+import pyarrow as pa
 import pytest
 
 from medic import schema, scoring
 from medic.backtest import BacktestReport, RecordingResult
+from medic.calibration import Calibration
 from medic.scoring import Score
-from medic.tuning import fit_min_score, rethreshold
+from medic.tuning import (
+    calibration_outcomes,
+    expected_calibration_error,
+    fit_calibration,
+    fit_min_score,
+    held_out_check,
+    reliability,
+    rethreshold,
+)
 from tests.builders import detection, label, recording, table
 
 
@@ -64,3 +77,89 @@ def test_cached_detections_are_scored_again_at_a_higher_bar_without_replaying() 
     assert surer.overall.detections_by_kind["crash"] == 1  # other kinds keep theirs
     too_high = rethreshold(before, [rec], {"hang": 0.9})
     assert too_high.by_kind()["hang"]["recall"] == 0.0
+
+
+def outcomes(kind: str, raw: list[float], real: list[bool], name: str = "r") -> pl.DataFrame:
+    return pl.DataFrame(
+        {"recording": [name] * len(raw), "kind": [kind] * len(raw), "raw": raw, "real": real}
+    )
+
+
+def test_a_calibration_fitted_on_outcomes_reads_as_the_share_that_was_real() -> None:
+    # Low raw scores were real one time in four, high ones always: isotonic regression on
+    # Platt's smoothed targets gives about those shares, never exactly 0 or 1.
+    low = [0.5 + 0.01 * i for i in range(40)]
+    high = [0.9 + 0.002 * i for i in range(40)]
+    real = [i % 4 == 0 for i in range(40)] + [True] * 40
+    fitted = fit_calibration(outcomes("hang", low + high, real))
+    hang = fitted.maps["hang"]
+    assert (hang.true, hang.false) == (50, 30)
+    assert fitted.calibrated("hang", 0.6) == pytest.approx(0.25, abs=0.1)
+    assert 0.95 < fitted.calibrated("hang", 0.95) < 1.0
+    grid = hang(np.linspace(0, 1, 101))
+    assert np.all(np.diff(grid) >= 0)  # monotone: surer evidence never reads as less likely
+    assert "crash" not in fitted.maps  # no crash detections: crash keeps its raw score
+
+
+def test_a_kind_never_wrong_in_the_backtest_is_likely_not_certain() -> None:
+    fitted = fit_calibration(outcomes("crash", [0.3, 0.8, 1.0], [True, True, True]))
+    assert fitted.calibrated("crash", 0.3) == pytest.approx(4 / 5)  # (N+ + 1) / (N+ + 2)
+    assert fitted.calibrated("crash", 1.0) == pytest.approx(4 / 5)
+
+
+def test_a_sigmoid_rises_with_the_raw_score_and_never_falls() -> None:
+    raw = [0.1 * i for i in range(11)] * 3
+    real = [r > 0.45 for r in raw]
+    rising = fit_calibration(outcomes("straggler", raw, real), method="sigmoid")
+    assert rising.calibrated("straggler", 0.2) < 0.2 < 0.8 < rising.calibrated("straggler", 0.8)
+    inverted = fit_calibration(outcomes("straggler", raw, [not r for r in real]), "sigmoid")
+    flat = inverted.maps["straggler"].probability
+    assert max(flat) == pytest.approx(min(flat))  # a falling fit is replaced by its flat form
+    with pytest.raises(ValueError, match="unknown calibration method 'magic'"):
+        fit_calibration(outcomes("hang", [0.5], [True]), "magic")
+
+
+def test_reliability_is_better_for_a_calibrated_score_than_for_the_raw_one() -> None:
+    raw = [0.9] * 20 + [0.5] * 20
+    real = [i % 2 == 0 for i in range(20)] + [True] * 20  # the raw score is backwards
+    seen = outcomes("node_failure", raw, real)
+    figures = reliability(fit_calibration(seen), seen).row(0, named=True)
+    assert figures["kind"] == "node_failure" and figures["detections"] == 40
+    assert figures["brier"] < figures["brier_raw"] and figures["ece"] < figures["ece_raw"]
+    assert expected_calibration_error(np.array([0.9, 0.9]), np.array([True, False])) == (
+        pytest.approx(0.4)
+    )
+
+
+def test_the_held_out_check_measures_on_recordings_it_did_not_fit() -> None:
+    seen = pl.concat(
+        [
+            outcomes("hang", [0.6, 0.9, 0.9], [False, True, True], "a-p1"),
+            outcomes("hang", [0.6, 0.9], [False, True], "a-p2"),
+        ]
+    )
+    check = held_out_check(seen, ["a-p2"])
+    assert check.filter(pl.col("kind") == "all")["detections"].item() == 2
+    with pytest.raises(ValueError, match="both sides"):
+        held_out_check(seen, ["a-p1", "a-p2"])
+
+
+def test_outcomes_of_a_backtest_use_the_raw_score_when_detections_carry_one() -> None:
+    backtest = report([0.9], [0.6])
+    backtest.results[0].score.matched_rows[0]["raw_score"] = 0.7
+    found = calibration_outcomes(backtest)
+    assert found.select("raw", "real").rows() == [(0.7, True), (0.6, False)]
+
+
+def test_rethreshold_can_bar_the_raw_score_instead() -> None:
+    labels = [label("h1", "hang", 100.0)]
+    rec = recording(3600, labels=labels, name="r")
+    rows = [detection(150, "hang") | {"score": 0.9}, detection(2000, "hang") | {"score": 0.9}]
+    cached = Calibration({}).rescore(table("detections", rows))
+    cached = cached.set_column(8, "raw_score", pa.array([0.8, 0.55]))
+    actions = schema.empty(schema.ACTIONS)
+    result = RecordingResult("r", None, cached, scoring.score(cached, rec.labels), 0.0, 0, actions)
+    raw_bar = rethreshold(BacktestReport([result]), [rec], {"hang": 0.6}, column="raw_score")
+    assert raw_bar.by_kind()["hang"]["precision"] == 1.0
+    calibrated_bar = rethreshold(BacktestReport([result]), [rec], {"hang": 0.6})
+    assert calibrated_bar.by_kind()["hang"]["precision"] == 0.5

@@ -38,6 +38,9 @@ class Detection:
     incident: str | None = field(default=None, compare=False, hash=False)
     """Id of the incident the pipeline grouped it into (its first detection's id); None
     outside a pipeline."""
+    raw_score: float | None = None
+    """The detector's own (evidence) score, once a calibration replaced ``score`` by the
+    probability that the detection is real (``medic.calibration``); None: ``score`` is it."""
 
     def __post_init__(self) -> None:
         if self.kind not in schema.DETECTION_KINDS:
@@ -58,6 +61,7 @@ class Detection:
             "score": float(self.score),
             "detector": self.detector,
             "summary": self.summary,
+            "raw_score": float(self.score if self.raw_score is None else self.raw_score),
         }
 
 
@@ -67,12 +71,13 @@ def detection_id(detected_at: int, job_id: str | None, kind: str, detector: str)
 
 
 def detections_table(detections: Iterable[Detection]) -> pa.Table:
-    """Detections in the spec's ``detections.parquet`` schema, in emission order."""
+    """Detections as ``detections.parquet`` holds them (the spec's columns and ``raw_score``:
+    ``schema.DETECTIONS_WRITTEN``), in emission order."""
     rows = [d.row() for d in detections]
     if not rows:
-        return schema.empty(schema.DETECTIONS)
-    columns = {name: [r[name] for r in rows] for name in schema.DETECTIONS.names}
-    return pa.Table.from_pydict(columns, schema=schema.DETECTIONS)
+        return schema.empty(schema.DETECTIONS_WRITTEN)
+    columns = {name: [r[name] for r in rows] for name in schema.DETECTIONS_WRITTEN.names}
+    return pa.Table.from_pydict(columns, schema=schema.DETECTIONS_WRITTEN)
 
 
 @runtime_checkable

@@ -60,13 +60,14 @@ INCIDENT_ROWS = pa.schema(
 
 def detection_rows(detections: Sequence[Detection], wall: int | None = None) -> pa.Table:
     """Detections as rows of the ``detections`` table: the spec's columns plus ``onset``, the
-    wall clock ``wall`` they were recorded at (live only) and their incident."""
+    wall clock ``wall`` they were recorded at (live only) and their incident. The history keeps
+    ``score`` as the rules read it (calibrated), not the raw evidence score."""
     extra = {
         "onset": [d.onset for d in detections],
         "detected_wall": [wall] * len(detections),
         "incident_id": [d.incident for d in detections],
     }
-    table = detections_table(detections)
+    table = detections_table(detections).select(schema.DETECTIONS.names)
     for name, values in extra.items():
         field = DETECTION_ROWS.field(name)
         table = table.append_column(field, pa.array(values, field.type))

@@ -1,0 +1,219 @@
+"""Calibrated scores: what a detection's score means as a probability that it is real.
+
+Detectors score their evidence (``medic.detectors.attribution``, ``medic.detectors.online``):
+graded and monotone, but "0.8" is a statement about signs, not about outcomes. A calibration
+holds, per detection kind, a map from that raw score to the share of detections of the kind
+which turned out to be real incidents in a labelled backtest (matched a label's window, by the
+scoring rules), fitted by ``medic.tuning.fit_calibration`` (``medic calibrate``). The pipeline
+replaces each detection's ``score`` by its kind's map of it and keeps the raw value as
+``raw_score``, so the rules' ``min_score`` reads "at least this likely to be real".
+
+A map is a non-decreasing piecewise-linear table, ``raw`` knots to ``probability``, applied
+with ``numpy.interp`` and held flat beyond its end knots: reading one needs nothing of how it
+was fitted (isotonic regression, or a Platt sigmoid sampled at knots). A kind the calibration
+does not name keeps its raw score. The file is TOML::
+
+    format = "medic-calibration/1"
+    [provenance]          # what it was fitted on: recordings, seeds, date, commit, check
+    [kinds.hang]
+    method = "isotonic"
+    raw = [0.5, 0.62, 0.66, 1.0]
+    probability = [0.43, 0.43, 0.91, 0.99]
+    true = 122            # the detections it was fitted on
+    false = 14
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import tomli_w
+
+from medic.config import ConfigError
+from medic.schema import DETECTION_KINDS, DETECTIONS_WRITTEN
+
+FORMAT = "medic-calibration/1"
+DEFAULT_FILE = "default_calibration.toml"
+"""The calibration shipped with medic (in this package), used unless the config names one."""
+METHODS = ("isotonic", "sigmoid")
+
+
+class CalibrationError(ConfigError):
+    """A calibration file cannot be read or is malformed; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class ScoreMap:
+    """One kind's map from raw score to the probability that a detection is real."""
+
+    method: str
+    raw: tuple[float, ...]
+    probability: tuple[float, ...]
+    true: int = 0
+    false: int = 0
+    """How many of the detections it was fitted on were real, and how many false positives."""
+
+    def __call__(self, scores: np.ndarray) -> np.ndarray:
+        return np.asarray(np.interp(scores, self.raw, self.probability), dtype=float)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per-kind score maps and where they came from."""
+
+    maps: Mapping[str, ScoreMap]
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    def calibrated(self, kind: str, score: float) -> float:
+        """``score`` of a detection of ``kind`` as a probability (unchanged without a map)."""
+        found = self.maps.get(kind)
+        return score if found is None else float(found(np.asarray([score]))[0])
+
+    def probabilities(self, kinds: np.ndarray, raw: np.ndarray) -> np.ndarray:
+        """The calibrated scores of detections of ``kinds`` with ``raw`` scores (arrays)."""
+        scores = np.asarray(raw, dtype=float).copy()
+        for kind, score_map in self.maps.items():
+            chosen = kinds == kind
+            scores[chosen] = score_map(scores[chosen])
+        return scores
+
+    def rescore(self, detections: pa.Table) -> pa.Table:
+        """Cached detections (``detections.parquet``) with ``score`` recomputed by this
+        calibration from their raw scores, without a replay: ``raw_score`` where the table
+        has it, else ``score`` (a table written before calibration holds the raw value
+        there), which is then kept as ``raw_score``."""
+        raw = raw_scores(detections)
+        scores = self.probabilities(detections.column("kind").to_numpy(zero_copy_only=False), raw)
+        where = detections.schema.get_field_index("score")
+        table = detections.set_column(
+            where, detections.schema.field(where), pa.array(scores, pa.float64())
+        )
+        if "raw_score" in table.column_names:
+            table = table.drop_columns(["raw_score"])
+        return table.append_column(DETECTIONS_WRITTEN.field("raw_score"), pa.array(raw))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "provenance": dict(self.provenance),
+            "kinds": {
+                kind: {
+                    "method": m.method,
+                    "raw": list(m.raw),
+                    "probability": list(m.probability),
+                    "true": m.true,
+                    "false": m.false,
+                }
+                for kind, m in sorted(self.maps.items())
+            },
+        }
+
+    def write(self, path: Path | str) -> Path:
+        target = Path(path)
+        target.write_text(tomli_w.dumps(self.to_dict()))
+        return target
+
+
+def raw_scores(detections: pa.Table) -> np.ndarray:
+    """Each detection's raw (evidence) score: ``raw_score``, or ``score`` where it is null or
+    the table has no such column (written before calibration)."""
+    score = np.asarray(detections.column("score").to_numpy(zero_copy_only=False), dtype=float)
+    if "raw_score" not in detections.column_names:
+        return score
+    raw = np.asarray(detections.column("raw_score").to_numpy(zero_copy_only=False), dtype=float)
+    return np.asarray(np.where(np.isnan(raw), score, raw), dtype=float)
+
+
+def read_calibration(path: Path | str) -> Calibration:
+    """The calibration in a file ``medic calibrate`` wrote; CalibrationError (one line) when it
+    cannot be read or is not one."""
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text())
+    except OSError as exc:
+        raise CalibrationError(f"{file}: cannot read calibration ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise CalibrationError(f"{file}: not a calibration file (not UTF-8 text)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CalibrationError(f"{file}: not a calibration file (invalid TOML: {exc})") from None
+    return parse_calibration(data, str(file))
+
+
+def default_calibration() -> Calibration:
+    """The calibration shipped with medic (``medic/default_calibration.toml``)."""
+    shipped = resources.files("medic").joinpath(DEFAULT_FILE)
+    return parse_calibration(tomllib.loads(shipped.read_text()), DEFAULT_FILE)
+
+
+def calibration_of(calibrate: bool, file: str) -> Calibration | None:
+    """What ``[pipeline] calibrate`` and ``calibration`` ask for: None (raw scores), the file
+    named, or the shipped default when the name is empty."""
+    if not calibrate:
+        return None
+    return read_calibration(file) if file else default_calibration()
+
+
+def parse_calibration(data: Mapping[str, Any], where: str) -> Calibration:
+    """A calibration from a parsed file; CalibrationError names the first problem."""
+    if data.get("format") != FORMAT:
+        raise CalibrationError(
+            f"{where}: not a calibration file (format {data.get('format')!r}, expected {FORMAT!r})"
+        )
+    kinds = data.get("kinds")
+    if not isinstance(kinds, Mapping) or not kinds:
+        raise CalibrationError(f"{where}: no [kinds.<kind>] table")
+    provenance = data.get("provenance", {})
+    if not isinstance(provenance, Mapping):
+        raise CalibrationError(f"{where}: 'provenance' must be a table")
+    maps = {kind: _score_map(table, f"{where}: kinds.{kind}") for kind, table in kinds.items()}
+    unknown = sorted(set(maps) - set(DETECTION_KINDS))
+    if unknown:
+        known = ", ".join(DETECTION_KINDS)
+        raise CalibrationError(f"{where}: unknown kind '{unknown[0]}' (known: {known})")
+    return Calibration(maps, dict(provenance))
+
+
+def _score_map(table: Any, where: str) -> ScoreMap:
+    if not isinstance(table, Mapping):
+        raise CalibrationError(f"{where} must be a table")
+    method = table.get("method")
+    if method not in METHODS:
+        raise CalibrationError(f"{where}.method must be one of {', '.join(METHODS)}: {method!r}")
+    raw = _numbers(table.get("raw"), f"{where}.raw")
+    probability = _numbers(table.get("probability"), f"{where}.probability")
+    if len(raw) != len(probability):
+        raise CalibrationError(
+            f"{where}: raw has {len(raw)} knots but probability {len(probability)}"
+        )
+    if any(b <= a for a, b in itertools.pairwise(raw)):
+        raise CalibrationError(f"{where}.raw must increase from knot to knot")
+    if any(not 0.0 <= p <= 1.0 for p in probability):
+        raise CalibrationError(f"{where}.probability must lie in [0, 1]")
+    if any(b < a for a, b in itertools.pairwise(probability)):
+        raise CalibrationError(
+            f"{where}.probability must not decrease: a surer raw score never means less"
+        )
+    counts = [table.get(name, 0) for name in ("true", "false")]
+    if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts):
+        raise CalibrationError(f"{where}: true and false must be counts (whole numbers >= 0)")
+    return ScoreMap(str(method), raw, probability, counts[0], counts[1])
+
+
+def _numbers(value: Any, where: str) -> tuple[float, ...]:
+    if not isinstance(value, list) or not value:
+        raise CalibrationError(f"{where} must be a non-empty list of numbers")
+    if any(isinstance(v, bool) or not isinstance(v, int | float) for v in value):
+        raise CalibrationError(f"{where} must be a non-empty list of numbers")
+    numbers = tuple(float(v) for v in value)
+    if not all(math.isfinite(v) for v in numbers):
+        raise CalibrationError(f"{where} must hold finite numbers")
+    return numbers

@@ -1,0 +1,109 @@
+"""Calibration files: what a map gives, the file's round trip, and one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from medic import schema
+from medic.calibration import (
+    FORMAT,
+    Calibration,
+    CalibrationError,
+    ScoreMap,
+    calibration_of,
+    default_calibration,
+    read_calibration,
+)
+from tests.builders import detection, table
+
+HANG = ScoreMap("isotonic", (0.5, 0.6, 0.7, 1.0), (0.4, 0.4, 0.9, 0.95), true=12, false=3)
+CALIBRATION = Calibration({"hang": HANG}, {"recordings": 4, "seeds": [1, 2]})
+
+
+def test_a_map_interpolates_between_its_knots_and_holds_flat_beyond_them() -> None:
+    assert CALIBRATION.calibrated("hang", 0.55) == pytest.approx(0.4)
+    assert CALIBRATION.calibrated("hang", 0.65) == pytest.approx(0.65)
+    assert CALIBRATION.calibrated("hang", 0.1) == pytest.approx(0.4)
+    assert CALIBRATION.calibrated("hang", 1.0) == pytest.approx(0.95)
+    assert CALIBRATION.calibrated("crash", 0.3) == 0.3  # a kind without a map keeps its score
+
+
+def test_the_file_round_trips(tmp_path: Path) -> None:
+    again = read_calibration(CALIBRATION.write(tmp_path / "c.toml"))
+    assert again == CALIBRATION
+    assert (tmp_path / "c.toml").read_text().startswith(f'format = "{FORMAT}"')
+
+
+def test_cached_detections_are_rescored_from_their_raw_scores() -> None:
+    old = table("detections", [detection(1, "hang") | {"score": 0.65}, detection(2, "crash")])
+    rescored = CALIBRATION.rescore(old)
+    assert rescored.column("score").to_pylist() == pytest.approx([0.65, 1.0])
+    assert rescored.column("raw_score").to_pylist() == [0.65, 1.0]
+    # Written with a calibration already: the raw column is what is mapped, again.
+    stale = rescored.set_column(5, rescored.schema.field(5), pa.array([0.2, 0.2]))
+    twice = CALIBRATION.rescore(stale)
+    assert twice.column("score").to_pylist() == pytest.approx([0.65, 1.0])
+    assert twice.schema == schema.DETECTIONS_WRITTEN
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    return path
+
+
+MAP = 'method = "isotonic"\nraw = [0.5, 1.0]\nprobability = [0.4, 0.9]\n'
+HANG_TABLE = f'format = "{FORMAT}"\n[kinds.hang]\n'
+
+
+BROKEN_MAPS = [
+    # (in the hang map, this, replaced by this, gives this problem)
+    ("0.4, 0.9", "0.9, 0.4", "kinds.hang.probability must not decrease"),
+    ("[0.5, 1.0]", "[1.0, 0.5]", "kinds.hang.raw must increase"),
+    ("0.4, 0.9", "0.4", "raw has 2 knots but probability 1"),
+    ("0.9]", "1.5]", "kinds.hang.probability must lie in [0, 1]"),
+    ("isotonic", "magic", "kinds.hang.method must be one of isotonic, sigmoid"),
+    ("[0.5, 1.0]", "['a', 1.0]", "kinds.hang.raw must be a non-empty list of numbers"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("format = 'nope'\n", "not a calibration file (format 'nope'"),
+        ("[[x]\n", "not a calibration file (invalid TOML"),
+        (f'format = "{FORMAT}"\n', "no [kinds.<kind>] table"),
+        (f'format = "{FORMAT}"\n[kinds.hnag]\n{MAP}', "unknown kind 'hnag'"),
+        *((HANG_TABLE + MAP.replace(old, new), problem) for old, new, problem in BROKEN_MAPS),
+    ],
+)
+def test_a_malformed_file_is_a_one_line_error_naming_it(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(CalibrationError) as error:
+        read_calibration(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}: ") and problem in message and "\n" not in message
+
+
+def test_a_missing_file_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(CalibrationError, match=r"nope.toml: cannot read calibration"):
+        calibration_of(True, str(tmp_path / "nope.toml"))
+
+
+def test_the_shipped_calibration_maps_every_kind_monotonically_with_its_provenance() -> None:
+    shipped = default_calibration()
+    assert set(shipped.maps) == set(schema.DETECTION_KINDS)
+    for score_map in shipped.maps.values():
+        probability = score_map(np.linspace(0.0, 1.0, 201))
+        assert np.all(np.diff(probability) >= 0) and 0 < probability.min() <= 1
+        assert score_map.true > 0
+    for key in ("fitted_at", "commit", "seeds", "suites", "check"):
+        assert key in shipped.provenance
+    assert calibration_of(False, "") is None
+    assert calibration_of(True, "") == shipped
