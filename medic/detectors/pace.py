@@ -81,7 +81,10 @@ class PaceModel:
 
     @property
     def slowed(self) -> bool:
-        return self.ratio is not None and self.votes.active
+        """``slow_k`` of the last ``slow_n`` votes were slow, and so is the latest: a job back
+        at its baseline pace is not slowed now, whatever its recent votes said."""
+        ratio = self.ratio
+        return ratio is not None and ratio >= self.config.slowdown_ratio and self.votes.active
 
     def _steps_since_previous(self, step: Step) -> int | None:
         """Training steps the line stands for: since the previous step line, or since the

@@ -10,9 +10,13 @@ Two signals must agree:
    other, vectorised over all jobs at once: robust z-scores (median / MAD) of what slows a GPU
    by itself (``SLOWING``): SM clock (low), PCIe replay and NVLink error rises. Each GPU's
    usual offset from its peers (a chronically different clock) is learned while the job is
-   healthy and subtracted, so only a *change* counts. A node whose worst GPU deviates by
-   ``z_threshold`` or more in ``peer_k`` of the last ``peer_n`` windows is a suspect. Power
-   and clocks-event reasons alone never flag a GPU (they explain a low clock below).
+   healthy and subtracted, so only a *change* counts. A GPU that deviates by ``z_threshold``
+   or more in ``peer_k`` of its last ``peer_n`` windows makes its node a suspect; the same
+   GPU must deviate each time (GPUs at their power limit each dip now and then, so a node's
+   worst GPU of the moment is a different one each window). The windows judged must also hold
+   ``min_samples`` samples of the GPU: with sparse telemetry the span grows to more windows,
+   of which the same share must deviate. Power and clocks-event reasons alone never flag a
+   GPU (they explain a low clock below).
 
 The detector fires once both hold and the suspects are a minority of the job; the culprits are
 the suspect nodes. A job that is uniformly slow everywhere has no suspect and is not a
@@ -24,8 +28,10 @@ baseline (it is in the baseline), and its offset from its peers would be learned
 GPU always looked. So the raw peer comparison also looks for a *cause* of slowness: a busy GPU
 whose SM clock sits ``z_threshold`` below its peers' and at most ``cause_clock_ratio`` of their
 median while it has slowdown clocks-event reasons set (power cap, thermal, HW slowdown) that its
-peers have not, or draws markedly less power (capped). A node caused-flagged in ``peer_k`` of
-``peer_n`` windows, first within the ``grace_windows`` of its GPUs being watched (before the
+peers have not, or draws markedly less power (capped); or whose PCIe replay or NVLink error
+counters rise ``z_threshold`` above its peers' (link retries cost bandwidth at any clock: DCGM's
+PCIe health watch counts a rising replay rate as a fault). A GPU caused-flagged as persistently
+(the same rule), first within the ``grace_windows`` of its GPUs being watched (before the
 job's baseline could be trusted), is a straggler without the pace vote; one that turns up later
 still needs the job to slow.
 
@@ -76,19 +82,21 @@ FEATURE_NAMES = {
     "pcie_replay_delta": "PCIe replays",
     "nvlink_errors_delta": "NVLink errors",
 }
-_NODES = pl.Schema(
+_GPUS = pl.Schema(
     [
         ("job_id", pl.String()),
         ("node", pl.String()),
+        ("gpu", pl.Int16()),
         ("history", pl.Int64()),
         ("cause_history", pl.Int64()),
         ("cause_seen", pl.Int64()),
+        ("counts", pl.List(pl.Int64())),
         ("clock_ratios", pl.List(pl.Float64())),
     ]
 )
-"""Per job and node: the k-of-n bit histories of its flags and causes, how many windows its
-GPUs had been watched when the current run of causes began, and its slowest GPU's clock ratio
-(the job's median SM clock over that GPU's) in each of the last ``peer_n`` windows."""
+"""Per job and GPU, over its latest windows (newest last): the bit histories of its flags and
+causes (newest in bit 0), how many windows it had been watched when its current run of causes
+began, its samples and its clock ratio (the job's median SM clock over its own) per window."""
 CLOCK_FEATURES = frozenset({"sm_clock_mhz", "cause"})
 """Suspect features that slow a GPU through its SM clock (the rest: link retries)."""
 LINK_DOWN = ("mlx5_link_down", "ib_port_error")
@@ -134,7 +142,15 @@ class StragglerConfig:
     """A job whose median GPU utilisation is below this in a window is not compared then."""
     peer_k: PositiveCount = 3
     peer_n: Annotated[int, Range(ge=1, le=62)] = 4
-    """Deviating windows out of the last ones that make a node a straggler."""
+    """Deviating windows out of the last ones that make a GPU (and its node) a straggler."""
+    min_samples: Annotated[int, Range(ge=1, le=62)] = 8
+    """Telemetry samples of a GPU that the windows judged must hold: fewer, and the span grows
+    to more windows (``peer_k`` of each ``peer_n`` of them must deviate). An SM clock reading
+    (NVML, DCGM) is instantaneous, and under a power cap the firmware moves the clock many
+    times a second; dcgm-exporter behind Prometheus samples every 15-30 s, so ``peer_n``
+    windows may hold one reading each. A GPU whose readings fall low a fifth of the time (at
+    its power limit, keeping pace on average) then shows low in 3 of 4 windows by chance about
+    one time in 37; in 6 of 8 about one time in 800."""
     min_gpus: Annotated[int, Range(ge=2)] = 4
     """Fewer GPUs in a window make no peer group."""
     max_culprit_fraction: Fraction = 0.25
@@ -152,8 +168,8 @@ class StragglerConfig:
     differences look huge."""
     explained_share: Fraction = 0.5
     """A GPU suspected for its SM clock is blamed for a slowed job only if it runs at least
-    ``slowdown_ratio`` times slower than its peers' median clock (averaged over its last
-    ``peer_n`` windows) and that accounts for this share of the job's slowdown. In synchronous
+    ``slowdown_ratio`` times slower than its peers' median clock (the median over the windows
+    judged) and that accounts for this share of the job's slowdown. In synchronous
     training every rank waits for the slowest in each collective, so a rank computing x%
     slower makes the step at most x% slower (less: communication and input do not scale with
     its clock); a job far slower than its odd GPU's clock allows slowed for another reason
@@ -206,7 +222,7 @@ class Suspect:
     early: bool = False
     """... and it showed within the GPU's first windows: there from the job's first step."""
     clock_ratio: float | None = None
-    """The job's median SM clock over the node's slowest GPU's, averaged over recent windows."""
+    """The job's median SM clock over the suspect GPU's, the median over the windows judged."""
 
     def explains(self, slowdown: float | None, config: StragglerConfig) -> bool:
         """Whether this suspect's own slowness can account for the job's ``slowdown``: always
@@ -243,11 +259,16 @@ class StragglerDetector(WatchesJobs):
             schema={"job_id": pl.String, "node": pl.String, "gpu": pl.Int16, "seen": pl.Int64}
             | {f"offset_{f}": pl.Float64 for f in SLOWING}
         )
-        self._nodes = pl.DataFrame(schema=_NODES)
+        self._gpus = pl.DataFrame(schema=_GPUS)
         self.odd_jobs: set[str] = set()
-        """Jobs with a GPU flagged (or caused) in any of the last ``peer_n`` windows."""
+        """Jobs with a GPU one deviating window short of a suspect: their paces are not
+        learned."""
         self.link_drops: dict[str, deque[int]] = {}
         """node -> times of its latest link drops (at most ``flap_count``)."""
+        self._watched = pl.DataFrame(schema={"node": pl.String, "job_id": pl.String})
+        """node -> job of the GPUs in the latest window that had any: a job running since before
+        medic started has no Slurm row telling its nodes, but dcgm-exporter's job mapping (or
+        the NVML agent's) labels its GPUs' samples with it."""
 
     def state_size(self) -> int:
         held = len(self.jobs) + len(self.paces) + self._offsets.height + len(self.link_drops)
@@ -310,7 +331,12 @@ class StragglerDetector(WatchesJobs):
         ``flap_window_s``: suspects sure enough to fire alone (one drop is no flapping)."""
         c = self.config
         placement = self.jobs.placement
-        if not self.link_drops or placement is None or placement.is_empty():
+        if placement is not None:
+            placement = pl.concat([placement, self._watched]).unique()
+            placement = placement.filter(pl.len().over("node") == 1)
+        else:
+            placement = self._watched
+        if not self.link_drops or placement.is_empty():
             return {}
         since = now - round(c.flap_window_s * US)
         counts = {n: sum(t >= since for t in times) for n, times in self.link_drops.items()}
@@ -368,6 +394,8 @@ class StragglerDetector(WatchesJobs):
         jobs training in the window take part: none in a checkpoint or evaluation, and most
         of their GPUs busy (a pause printing nothing makes every GPU odd in its own way)."""
         c = self.config
+        if not window.gpus.is_empty():
+            self._watched = window.gpus.select("node", "job_id").unique()
         pausing = [j for j, p in self.jobs.progress.jobs.items() if p.phase is not None]
         gpus = window.gpus.filter(
             (pl.len().over("job_id") >= c.min_gpus)
@@ -386,6 +414,18 @@ class StragglerDetector(WatchesJobs):
         ).with_columns(pl.max_horizontal(f"d_{f}" for f in SLOWING).alias("z"))
         reason = pl.max_horizontal(pl.col("z_throttled"), -pl.col("z_power_w"))
         held_low = pl.min_horizontal(-pl.col("z_sm_clock_mhz"), reason)
+        busy = pl.col("util") >= c.busy_util
+        clock_cause = (
+            (held_low >= c.z_threshold)
+            & busy
+            & (
+                pl.col("sm_clock_mhz")
+                <= c.cause_clock_ratio * pl.col("sm_clock_mhz").median().over("job_id")
+            )
+        )
+        links = [pl.col(f"z_{f}") for f in SLOWING[1:]]
+        link_z = pl.max_horizontal(links)
+        by_link = (link_z >= c.z_threshold) & busy & ~(clock_cause & (held_low > link_z))
         scored = scored.with_columns(
             (pl.col("sm_clock_mhz").median().over("job_id") / pl.col("sm_clock_mhz")).alias(
                 "clock_ratio"
@@ -399,93 +439,114 @@ class StragglerDetector(WatchesJobs):
                 & (pl.col("seen").fill_null(0) >= c.grace_windows)
                 & (pl.col("util") >= c.busy_util)
             ).alias("flagged"),
-            held_low.alias("cause_z"),
-            (
-                (held_low >= c.z_threshold)
-                & (pl.col("util") >= c.busy_util)
-                & (
-                    pl.col("sm_clock_mhz")
-                    <= c.cause_clock_ratio * pl.col("sm_clock_mhz").median().over("job_id")
-                )
-            ).alias("caused"),
+            pl.when(by_link).then(link_z).otherwise(held_low).alias("cause_z"),
+            pl.when(by_link)
+            .then(pl.when(links[0] >= links[1]).then(pl.lit(1)).otherwise(pl.lit(2)))
+            .otherwise(pl.lit(-1))
+            .alias("cause_feature"),
+            (clock_cause | by_link).alias("caused"),
         )
-        self._track_nodes(scored)
+        self._track_gpus(scored)
         self._learn_offsets(scored)
 
-    def _track_nodes(self, scored: pl.DataFrame) -> None:
-        """Push each node's flag and cause (its worst GPU's) into their k-of-n histories;
-        persistent, still flagged (or caused) nodes that are a minority of their job become its
-        suspects."""
+    def _track_gpus(self, scored: pl.DataFrame) -> None:
+        """Push each GPU's flag, cause, samples and clock ratio into its history; GPUs
+        persistently flagged (or caused) and still so make their nodes suspects, when they are
+        a minority of their job."""
         c = self.config
-        keys = ["job_id", "node"]
-        worst = scored.group_by(keys).agg(
-            pl.col("z", "gpu", "feature", "flagged").sort_by("z").last(),
-            pl.col("cause_z").max(),
-            pl.col("gpu").sort_by("cause_z").last().alias("cause_gpu"),
-            pl.col("caused").any(),
-            pl.col("seen").fill_null(0).max(),
-            pl.col("clock_ratio").max(),
+        keys = ["job_id", "node", "gpu"]
+        kept = max(c.peer_n, c.min_samples)
+        current = scored.select(
+            *keys,
+            *("z", "feature", "flagged", "cause_z", "cause_feature", "caused"),
+            *("seen", "samples", "clock_ratio"),
+        ).with_columns(pl.col("seen").fill_null(0))
+        gpus = current.join(self._gpus, on=keys, how="left").with_columns(
+            push_flags(pl.col("history"), pl.col("flagged"), kept).alias("history"),
+            push_flags(pl.col("cause_history"), pl.col("caused"), kept).alias("cause_history"),
+            *(
+                pl.concat_list(pl.col(many).fill_null([]), pl.col(one)).list.tail(kept).alias(many)
+                for many, one in (("counts", "samples"), ("clock_ratios", "clock_ratio"))
+            ),
         )
-        nodes = worst.join(self._nodes, on=keys, how="left").with_columns(
-            push_flags(pl.col("history"), pl.col("flagged"), c.peer_n).alias("history"),
-            push_flags(pl.col("cause_history"), pl.col("caused"), c.peer_n).alias("cause_history"),
-            pl.concat_list(pl.col("clock_ratios").fill_null([]), pl.col("clock_ratio"))
-            .list.tail(c.peer_n)
-            .alias("clock_ratios"),
-        )
-        nodes = nodes.with_columns(
-            pl.when(flag_count(pl.col("cause_history")) == 0)
+        span = judged_span(pl.col("counts"), c.min_samples, c.peer_n)
+        recent = pl.lit(2, pl.Int64).pow(span).cast(pl.Int64) - 1
+        needed = (span * c.peer_k / c.peer_n).ceil().cast(pl.Int64)
+        gpus = gpus.with_columns(
+            flag_count(pl.col("history") & recent).alias("flags"),
+            flag_count(pl.col("cause_history") & recent).alias("causes"),
+            needed.alias("needed"),
+            (span <= pl.col("counts").list.len()).alias("ready"),
+            pl.col("clock_ratios").list.reverse().list.head(span).list.median().alias("ratio"),
+        ).with_columns(
+            pl.when(pl.col("causes") == 0)
             .then(None)
             .otherwise(pl.col("cause_seen").fill_null(pl.col("seen")))
-            .alias("cause_seen")
+            .alias("cause_seen"),
+            (pl.col("ready") & pl.col("flagged") & (pl.col("flags") >= pl.col("needed"))).alias(
+                "persistent"
+            ),
+            (pl.col("ready") & pl.col("caused") & (pl.col("causes") >= pl.col("needed"))).alias(
+                "persistent_cause"
+            ),
         )
-        self._nodes = pl.concat(
-            [self._nodes.join(nodes, on=keys, how="anti"), nodes.select(list(_NODES))]
+        self._gpus = pl.concat(
+            [self._gpus.join(gpus, on=keys, how="anti"), gpus.select(list(_GPUS))]
         )
-        odd = (pl.col("history") != 0) | (pl.col("cause_history") != 0)
-        self.odd_jobs = set(self._nodes.filter(odd).get_column("job_id").to_list())
-        caused = (flag_count(pl.col("cause_history")) >= c.peer_k) & pl.col("caused")
-        persistent = nodes.filter(
-            ((flag_count(pl.col("history")) >= c.peer_k) & pl.col("flagged")) | caused
-        ).with_columns(
-            caused.alias("caused"),
-            (caused & (pl.col("cause_seen") < c.grace_windows)).alias("early"),
-            pl.col("clock_ratios").list.median().alias("clock_ratio"),
-        )
+        short = pl.max_horizontal(pl.col("needed") - 1, pl.lit(1))
+        odd = (pl.col("flags") >= short) | (pl.col("causes") >= short)
+        self.odd_jobs = set(gpus.filter(odd).get_column("job_id").to_list())
+        self.suspects = self._suspects(gpus, scored)
+
+    def _suspects(self, gpus: pl.DataFrame, scored: pl.DataFrame) -> dict[str, list[Suspect]]:
+        """The nodes of persistent GPUs, each by its GPU deviating most, per job whose
+        suspects are a minority of it."""
+        c = self.config
+        persistent = gpus.filter(pl.col("persistent") | pl.col("persistent_cause"))
         if persistent.is_empty():
-            self.suspects = {}
-            return
+            return {}
+        by_cause = pl.col("persistent_cause") & ~pl.col("persistent")
+        persistent = persistent.with_columns(
+            pl.when(by_cause).then(pl.col("cause_z")).otherwise(pl.col("z")).alias("z"),
+            pl.when(by_cause)
+            .then(pl.col("cause_feature"))
+            .otherwise(pl.col("feature"))
+            .alias("feature"),
+            (pl.col("persistent_cause") & (pl.col("cause_seen") < c.grace_windows)).alias("early"),
+        )
+        nodes = persistent.group_by("job_id", "node").agg(
+            pl.col("gpu", "z", "feature").sort_by("z").last(),
+            pl.col("persistent_cause").any().alias("caused"),
+            pl.col("early").any(),
+            pl.col("ratio").max(),
+            pl.len().alias("suspect_gpus"),
+        )
         sizes = (
-            scored.filter(
-                pl.col("job_id").is_in(persistent.get_column("job_id").unique().to_list())
-            )
+            scored.filter(pl.col("job_id").is_in(nodes.get_column("job_id").unique().implode()))
             .group_by("job_id")
-            .agg(
-                pl.col("node").n_unique().alias("job_nodes"),
-                pl.len().alias("job_gpus"),
-                (pl.col("flagged") | pl.col("caused")).sum().alias("flagged_gpus"),
+            .agg(pl.col("node").n_unique().alias("job_nodes"), pl.len().alias("job_gpus"))
+            .join(
+                nodes.group_by("job_id").agg(pl.col("suspect_gpus").sum().alias("flagged_gpus")),
+                on="job_id",
             )
         )
         suspects: dict[str, list[Suspect]] = {}
-        for row in persistent.join(sizes, on="job_id").sort(keys).iter_rows(named=True):
-            by_cause = row["caused"] and not row["flagged"]
+        for row in nodes.join(sizes, on="job_id").sort("job_id", "node").iter_rows(named=True):
             suspects.setdefault(row["job_id"], []).append(
                 Suspect(
                     node=row["node"],
-                    gpu=row["cause_gpu"] if by_cause else row["gpu"],
-                    z=row["cause_z"] if by_cause else row["z"],
-                    feature=CAUSE if by_cause else SLOWING[row["feature"]],
+                    gpu=row["gpu"],
+                    z=row["z"],
+                    feature=CAUSE if row["feature"] < 0 else SLOWING[row["feature"]],
                     job_gpus=row["job_gpus"],
                     job_nodes=row["job_nodes"],
                     flagged_gpus=row["flagged_gpus"],
                     caused=row["caused"],
                     early=row["early"],
-                    clock_ratio=row["clock_ratio"],
+                    clock_ratio=row["ratio"],
                 )
             )
-        self.suspects = {
-            job_id: found for job_id, found in suspects.items() if self._minority(found)
-        }
+        return {job_id: found for job_id, found in suspects.items() if self._minority(found)}
 
     def _minority(self, suspects: list[Suspect]) -> bool:
         share = self.config.max_culprit_fraction
@@ -497,16 +558,18 @@ class StragglerDetector(WatchesJobs):
     def _learn_offsets(self, scored: pl.DataFrame) -> None:
         """Move each GPU's offset toward its current z (clipped at ``z_threshold``, so one odd
         window cannot make a large offset): the mean over its grace windows, then an
-        exponential average of healthy windows only: never while the job is slowed or its
-        node was flagged in any of the last ``peer_n`` windows, so a straggler (even one that
+        exponential average of healthy windows only: never while the job is slowed or the
+        GPU was flagged in any of its last ``peer_n`` windows, so a straggler (even one that
         hovers around the threshold) never becomes its own baseline."""
         c = self.config
         slowed = [job_id for job_id, pace in self.paces.items() if pace.votes.active]
         seen = pl.col("seen").fill_null(0)
-        history = self._nodes.select("job_id", "node", "history")
-        learning = scored.join(history, on=["job_id", "node"], how="left").filter(
+        keys = ["job_id", "node", "gpu"]
+        recent = (1 << c.peer_n) - 1
+        history = self._gpus.select(*keys, (pl.col("history") & recent).alias("recent"))
+        learning = scored.join(history, on=keys, how="left").filter(
             (seen < c.grace_windows)
-            | (~pl.col("job_id").is_in(slowed) & (pl.col("history").fill_null(0) == 0))
+            | (~pl.col("job_id").is_in(slowed) & (pl.col("recent").fill_null(0) == 0))
         )
         weight = pl.max_horizontal(pl.lit(c.offset_weight), 1.0 / (seen + 1))
         limit = c.z_threshold
@@ -524,7 +587,6 @@ class StragglerDetector(WatchesJobs):
                 for f in SLOWING
             ),
         )
-        keys = ["job_id", "node", "gpu"]
         self._offsets = pl.concat([self._offsets.join(learned, on=keys, how="anti"), learned])
 
     def _forget(self, job_ids: list[str]) -> None:
@@ -537,7 +599,16 @@ class StragglerDetector(WatchesJobs):
             self.alarmed.discard(job_id)
         self.telemetry.forget(job_ids)
         self._offsets = self._offsets.filter(~pl.col("job_id").is_in(job_ids))
-        self._nodes = self._nodes.filter(~pl.col("job_id").is_in(job_ids))
+        self._gpus = self._gpus.filter(~pl.col("job_id").is_in(job_ids))
+        self._watched = self._watched.filter(~pl.col("job_id").is_in(job_ids))
+
+
+def judged_span(counts: pl.Expr, min_samples: int, windows: int) -> pl.Expr:
+    """How many of the latest windows are judged, given each window's sample count (``counts``,
+    newest last): at least ``windows``, and as many as hold ``min_samples`` samples; more than
+    the list holds while it does not hold that many yet."""
+    short = counts.list.reverse().list.eval(pl.element().cum_sum() < min_samples).list.sum()
+    return pl.max_horizontal(short.cast(pl.Int64) + 1, pl.lit(windows, pl.Int64))
 
 
 def score_of(strength: float, slowed: bool, caused: bool) -> float:

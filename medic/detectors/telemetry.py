@@ -38,10 +38,10 @@ class Window:
     start: int
     end: int
     gpus: pl.DataFrame
-    """Columns: job_id, node, gpu, the mean of every requested metric, ``throttled`` (share of
-    samples with a slowdown reason set) and ``xid`` (samples carrying an Xid, other than the
-    ``benign_xids`` given) when requested,
-    and ``<counter>_delta`` (rise since the GPU's previous window, never negative)."""
+    """Columns: job_id, node, gpu, ``samples`` (how many), the mean of every requested metric,
+    ``throttled`` (share of samples with a slowdown reason set) and ``xid`` (samples carrying
+    an Xid, other than the ``benign_xids`` given) when requested, and ``<counter>_delta`` (rise
+    since the GPU's previous window, never negative)."""
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,8 @@ class GpuWindows:
     def _aggregate(self, rows: pl.DataFrame | None) -> pl.DataFrame:
         if rows is None or rows.is_empty():
             return self._empty()
-        aggregations = [pl.col(c).mean() for c in self.means]
+        aggregations = [pl.len().cast(pl.Int64).alias("samples")]
+        aggregations += [pl.col(c).mean() for c in self.means]
         if self.throttle_mask is not None:
             aggregations.append(pl.col("throttled").mean())
         if self.xid:
@@ -248,7 +249,7 @@ class GpuWindows:
         return gpus.sort(KEYS)
 
     def _empty(self) -> pl.DataFrame:
-        schema = {"job_id": pl.String, "node": pl.String, "gpu": pl.Int16}
+        schema = {"job_id": pl.String, "node": pl.String, "gpu": pl.Int16, "samples": pl.Int64}
         schema |= {c: pl.Float64 for c in self.means}
         if self.throttle_mask is not None:
             schema["throttled"] = pl.Float64

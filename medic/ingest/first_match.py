@@ -17,6 +17,10 @@ doubles the cost of capturing, and most lines hold one bar.
 A regex that reads fewer than ``ALONE`` lines of a batch reads them inside one tagged regex of
 every pattern and shortcut (``medic.ingest.tagged_regex``), compiled once, instead of alone
 (compiled again each batch once polars' cache of 32 regexes has let it go).
+
+A pattern that is only literal text (``Traceback \\(most recent call last\\)``), gated by literals
+that each hold one of its alternatives, matches every line it is tried on and captures nothing:
+its lines are read without running it (``_sure``).
 """
 
 from __future__ import annotations
@@ -77,9 +81,22 @@ class FirstMatch:
             [[i for i, lits in enumerate(literals) if lit in lits] for lit in self._literals],
             dtype=pl.List(pl.UInt64),
         )
+        self._shortcut_gates = [
+            _members(literals, self._literals) for _, literals in self._shortcuts
+        ]
+        """Per shortcut: which gate literals are its literals (None: not all of them gate)."""
         self._everywhere = np.array(
             [i for i, lits in enumerate(literals) if not lits], dtype=np.uint64
         )
+        self._sure = np.array(
+            [_sure(p, lits) for p, lits in zip(patterns, literals, strict=True)]
+            + [False] * len(cuts),
+            dtype=bool,
+        )
+        """Per regex: whether it matches every line holding one of its literals (``_sure``)."""
+        self._sure_run = len(self._regexes) + 1
+        """The run of the tries of sure regexes, read without running them (one past the
+        tagged run)."""
         self._held = "|".join(map(_escaped, _innermost(self._literals)))
         self._ungated = "|".join(f"(?:{_unnamed(patterns[i])})" for i in self._everywhere.tolist())
 
@@ -96,46 +113,55 @@ class FirstMatch:
         ``lines``), ``_pattern`` (the first pattern that matches it) and every field (a string;
         null where that pattern has no such group). Literals are looked for in ``lines`` and the
         patterns run on ``text`` (``lines`` itself by default)."""
-        tries = self._tries(lines)
+        tries, held = self._tries(lines)
         if not tries.size:
             return self._empty()
+        if text is not None and text is not lines:
+            # the literals found in a line are those its text holds where the two are alike
+            held.alike = (text == lines).fill_null(True).to_numpy()
         text = lines if text is None else text
         rows = tries // self._count
         first = _run_starts(rows)
-        read = [self._attempt(tries[first], text)]
+        read = [self._attempt(tries[first], text, held)]
         rest = ~first & ~np.isin(rows, read[0].get_column(ROW).to_numpy())
         if rest.any():
-            read.append(self._attempt(tries[rest], text))
+            read.append(self._attempt(tries[rest], text, held))
         values = pl.concat(read, how="diagonal_relaxed")
         absent = [pl.lit(None, pl.String).alias(f) for f in self.fields if f not in values.columns]
         return values.with_columns(absent).select(ROW, PATTERN, *self.fields).sort(ROW)
 
-    def _tries(self, lines: pl.Series) -> np.ndarray:
+    def _tries(self, lines: pl.Series) -> tuple[np.ndarray, Held]:
         """The (line, pattern) pairs worth trying, as ``line * patterns + pattern``, sorted (by
-        line, then by priority)."""
+        line, then by priority), and the literals found in the lines."""
         starts = np.arange(len(lines), dtype=np.uint64) * self._count
         tries = [np.add.outer(starts, self._everywhere).ravel()]
+        held = Held(len(lines), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
         if self._literals:
-            tries.append(self._gated(lines, starts))
-        return _sorted_unique(np.concatenate(tries))
+            gated, held = self._gated(lines, starts)
+            tries.append(gated)
+        return _sorted_unique(np.concatenate(tries)), held
 
-    def _gated(self, lines: pl.Series, starts: np.ndarray) -> np.ndarray:
-        """The tries of the patterns whose literals each line holds."""
+    def _gated(self, lines: pl.Series, starts: np.ndarray) -> tuple[np.ndarray, Held]:
+        """The tries of the patterns whose literals each line holds, and those literals."""
         found = lines.str.extract_many(self._literals, overlapping=True)
         literals = found.explode(empty_as_null=False, keep_nulls=False).replace_strict(
             self._literals, range(len(self._literals)), return_dtype=pl.UInt32
         )
         patterns = self._patterns_of.gather(literals)
-        gated = np.repeat(starts, found.list.len().fill_null(0).to_numpy())
+        counts = found.list.len().fill_null(0).to_numpy()
+        gated = np.repeat(starts, counts)
         gated = np.repeat(gated, patterns.list.len().to_numpy())
         tries: np.ndarray = gated + patterns.explode().to_numpy()
-        return tries
+        held = Held(len(lines), np.repeat(np.arange(len(lines)), counts), literals.to_numpy())
+        return tries, held
 
-    def _attempt(self, tries: np.ndarray, text: pl.Series) -> pl.DataFrame:
+    def _attempt(self, tries: np.ndarray, text: pl.Series, held: Held) -> pl.DataFrame:
         """Each line's first try (of ``tries``, sorted) whose pattern matches it, with the groups
-        it read; each regex runs once, on the lines it is tried on (or they are read tagged)."""
-        rows, regexes = tries // self._count, self._regex_of(tries, text)
-        runs = self._runs(regexes, rows, text)
+        it read; each regex runs once, on the lines it is tried on (or they are read tagged, or
+        not at all: a sure regex on a line whose text is the line)."""
+        rows, regexes = tries // self._count, self._regex_of(tries, text, held)
+        sure = self._sure[regexes] & held.alike[rows]
+        runs = np.where(sure, self._sure_run, self._runs(regexes, rows, text))
         order = np.argsort(runs, kind="stable")
         texts = text.gather(rows[order])
         starts = np.flatnonzero(_run_starts(runs[order])).tolist()
@@ -157,16 +183,25 @@ class FirstMatch:
             cs.by_name(*self.fields, require_all=False).gather(pl.Series(at[best])),
         )
 
-    def _regex_of(self, tries: np.ndarray, text: pl.Series) -> np.ndarray:
-        """The regex that reads each try: its pattern's, or its shortcut's where the line holds
-        the shortcut's literals at most once."""
+    def _regex_of(self, tries: np.ndarray, text: pl.Series, held: Held) -> np.ndarray:
+        """The regex that reads each try: its pattern's, or its shortcut's where the line's text
+        holds the shortcut's literals at most once (counted among the literals ``held`` where
+        the gates hold them all and the text is the line; else looked for in the text)."""
         rows, regexes = tries // self._count, tries % self._count
-        for pattern, literals in self._shortcuts:
+        for k, (pattern, literals) in enumerate(self._shortcuts):
             tried = np.flatnonzero(regexes == pattern)
             if not tried.size:
                 continue
-            held = text.gather(rows[tried]).str.find_many(literals, overlapping=True)
-            once = (held.list.len().fill_null(0) <= 1).to_numpy()
+            gates = self._shortcut_gates[k]
+            counted = np.zeros(tried.size, dtype=bool)
+            once = np.zeros(tried.size, dtype=bool)
+            if gates is not None:
+                counted = held.alike[rows[tried]]
+                once[counted] = held.count(k, gates)[rows[tried[counted]]] <= 1
+            if not counted.all():
+                rest = ~counted
+                found = text.gather(rows[tried[rest]]).str.find_many(literals, overlapping=True)
+                once[rest] = (found.list.len().fill_null(0) <= 1).to_numpy()
             regexes[tried[once]] = self._count + pattern
         return regexes
 
@@ -183,6 +218,8 @@ class FirstMatch:
 
     def _read_run(self, run: int, regexes: np.ndarray, texts: pl.Series) -> pl.DataFrame:
         """The groups ``texts`` read with ``regexes`` (one run: one regex alone, or tagged)."""
+        if run == self._sure_run:
+            return pl.DataFrame({MATCHED: pl.repeat("", len(texts), eager=True)})
         if run == len(self._regexes):
             return self._tagged.read(regexes, texts)
         regex = self._regexes[run]
@@ -198,6 +235,65 @@ def _innermost(literals: Sequence[str]) -> list[str]:
     """The ``literals`` that hold no other one: a line holding any of them holds one of these,
     and the scan for them is faster with fewer alternatives (``candidates``)."""
     return [lit for lit in literals if not any(o != lit and o in lit for o in literals)]
+
+
+class Held:
+    """The gate literals found in a batch's lines: each occurrence (overlapping ones counted)
+    as its line and its literal (an index into the sorted literals); and per line whether the
+    text the patterns read is the line itself (``alike``), where the same literals hold."""
+
+    def __init__(self, lines: int, line: np.ndarray, literal: np.ndarray) -> None:
+        self.line, self.literal = line, literal
+        self.alike = np.ones(lines, dtype=bool)
+        self._counts: dict[int, np.ndarray] = {}
+
+    def count(self, key: int, members: np.ndarray) -> np.ndarray:
+        """Per line, how many occurrences it holds of the literals marked in ``members`` (kept
+        under ``key`` for the next attempt)."""
+        if key not in self._counts:
+            chosen = self.line[members[self.literal]]
+            self._counts[key] = np.bincount(chosen, minlength=self.alike.size)
+        return self._counts[key]
+
+
+def _members(literals: Sequence[str], gates: Sequence[str]) -> np.ndarray | None:
+    """A mask over ``gates`` marking ``literals``; None when one of them is not a gate."""
+    if not set(literals) <= set(gates):
+        return None
+    return np.isin(np.array(gates, dtype=object), list(literals))
+
+
+def _sure(pattern: str, literals: Sequence[str]) -> bool:
+    """Whether ``pattern`` matches every line holding one of ``literals``: it is literal text
+    (alternatives of escaped characters), and each literal holds one of its alternatives."""
+    alternatives = _literal_alternatives(pattern)
+    if not alternatives or not literals:
+        return False
+    return all(any(alt in lit for alt in alternatives) for lit in literals)
+
+
+def _literal_alternatives(pattern: str) -> list[str] | None:
+    """The texts of a pattern that is only literal text and ``|``; None for any other."""
+    alternatives, current, at = [], [], 0
+    while at < len(pattern):
+        char = pattern[at]
+        if char == "\\":
+            escaped = pattern[at + 1 : at + 2]
+            if escaped not in REGEX_META:
+                return None
+            current.append(escaped)
+            at += 2
+            continue
+        if char == "|":
+            alternatives.append("".join(current))
+            current = []
+        elif char in REGEX_META:
+            return None
+        else:
+            current.append(char)
+        at += 1
+    alternatives.append("".join(current))
+    return None if "" in alternatives else alternatives
 
 
 def _escaped(text: str) -> str:

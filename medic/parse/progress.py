@@ -74,6 +74,8 @@ LINE = "_line"
 """A line's place in the batch (of the lines with a job), for the readers to refer to it."""
 READ = ("time", "job_id", "node", "rank", "prefix_rank", "message")
 """The columns of a stripped logs frame that the readers use (fewer to filter and gather)."""
+RANK = "_rank"
+"""A read line's rank (``_rank()``), computed once for the loops' keys and the output."""
 PART_WINDOW = 64
 """Lines after a record's step line in which its parts are looked for."""
 MAGNITUDES = {"K": "e3", "M": "e6", "G": "e9"}
@@ -235,6 +237,7 @@ class ProgressParser:
             text = message.clone().scatter(coloured, uncoloured)
         read = self._first.read(message, text)
         rows = candidates[read.get_column(ROW)].hstack(_plain_numbers(read.drop(ROW)))
+        rows = rows.with_columns(self._rank().alias(RANK))
         matched = rows.get_column(LINE)
         if self._bars:
             lookalike = pl.col(PATTERN).is_in(self._bars) & pl.col(DESC).str.contains(LOOKALIKE)
@@ -252,9 +255,9 @@ class ProgressParser:
     def _without_other_loops(self, rows: pl.DataFrame) -> pl.DataFrame:
         """``rows`` without the bars of a job's other loops: under one description, from one
         process, a bar with a smaller total than the largest yet (``TOTAL``)."""
-        keys = ["job_id", "node", "_rank", PATTERN, DESC]
+        keys = ["job_id", "node", RANK, PATTERN, DESC]
         bars = rows.filter(pl.col(TOTAL).is_not_null()).select(
-            LINE, *keys[:2], self._rank().alias("_rank"), *keys[3:], pl.col(TOTAL).cast(pl.Int64)
+            LINE, *keys, pl.col(TOTAL).cast(pl.Int64)
         )
         if bars.is_empty():
             return rows
@@ -380,12 +383,11 @@ class ProgressParser:
         ]
         pick = self._pick
         step_time, throughput = pl.col("_step_time"), pl.col("_throughput")
-        rank = self._rank()
         output = [
             pl.col("time"),
             pl.col("job_id"),
             pl.col("node"),
-            rank.alias("rank"),
+            pl.col(RANK).alias("rank"),
             pick("framework").alias("framework"),
             pick("event").alias("event"),
             pl.col("_step").alias("step"),

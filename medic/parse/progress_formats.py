@@ -479,12 +479,14 @@ FORMATS: tuple[ProgressFormat, ...] = (
         once=("Epoch ",),  # a match starts with it
     ),
     # PyTorch Lightning TQDMProgressBar: "Epoch 0:  12%|█▏   | 120/1000 [02:00<14:40,
-    # 1.00it/s, v_num=0, train_loss=2.340]"; the counter restarts every epoch.
+    # 1.00it/s, v_num=0, train_loss=2.340]", or "Epoch 0: : 120it [02:00, 1.00it/s, v_num=0]"
+    # for a loader of unknown length; the counter restarts every epoch. The text before the
+    # counter is matched lazily, so a bar-less line's counter is read whole (not its last digit).
     ProgressFormat(
         "lightning",
         "step",
         ("Epoch ",),
-        _TQDM_LAST + r"Epoch \d+:[^|\[]*(?:\|[^|]*\|)?\s*(?P<step>\d+)(?:/\d+| ?it) "
+        _TQDM_LAST + r"Epoch \d+:[^|\[]*?(?:\|[^|]*\|)?\s*(?P<step>\d+)(?:/\d+| ?it) "
         r"\[[^,\]]*(?:,\s*" + _TQDM_RATE + r")?",
         "Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/progress/tqdm_progress.py",
         once=("Epoch ",),  # a match starts with it

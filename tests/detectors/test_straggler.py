@@ -9,7 +9,16 @@ from medic.detectors.straggler import StragglerConfig, StragglerDetector
 from medic.timeutil import US
 from tests.builders import at, log
 from tests.detectors.scenarios import kernel
-from tests.detectors.training import COMPUTE, GpuState, Job, constant, megatron_line, run
+from tests.detectors.training import (
+    COMPUTE,
+    GPUS_PER_NODE,
+    NODES,
+    GpuState,
+    Job,
+    constant,
+    megatron_line,
+    run,
+)
 
 ONSET = 600.0
 HOT = {"sm_clock_mhz": 1350.0, "temp_c": 89.0, "power_w": 480.0, "throttle_reasons": 0x40}
@@ -146,6 +155,17 @@ def test_a_gpu_power_capped_from_the_first_step_is_found() -> None:
     assert 0.5 < found.score < 1.0
 
 
+def test_pcie_replays_from_the_first_step_are_found() -> None:
+    # One GPU's PCIe link replays from the job's start: the slowness is in the job's baseline,
+    # yet the retries themselves stand out from its peers.
+    def replaying(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return COMPUTE | {"pcie_replay": int(40 * t) if (node, gpu) == ("n4", 0) else 0}
+
+    (found,) = run(StragglerDetector(), [slow_from_the_start(replaying)], 900)
+    assert found.culprits == ("n4",) and found.detected_at <= at(300)
+    assert "since its first steps" in found.summary and "PCIe" in found.summary
+
+
 def test_a_node_throttled_from_the_first_step_is_found() -> None:
     slowdown = {"sm_clock_mhz": 1410.0, "power_w": 520.0, "throttle_reasons": 0x8}
 
@@ -183,6 +203,18 @@ def test_a_node_whose_infiniband_port_flaps_is_named() -> None:
     assert found.culprits == ("n2",)
     assert at(420) <= found.detected_at <= at(460)
     assert "network link drops" in found.summary
+
+
+def test_a_flapping_node_of_a_job_started_before_medic_is_named() -> None:
+    # The job ran before medic started: Slurm never said where, but its GPUs' samples carry
+    # its id (dcgm-exporter's job mapping), and so does every line its ranks print.
+    job = slow_from_the_start(constant(COMPUTE))
+    job.scheduler.clear()
+    link_down(job, 200, "n2")
+    link_down(job, 420, "n2")
+    job.logs.sort(key=lambda r: r["time"])
+    (found,) = run(StragglerDetector(), [job], 900)
+    assert found.culprits == ("n2",) and "network link drops" in found.summary
 
 
 def test_one_link_drop_without_a_slowdown_is_no_straggler() -> None:
@@ -252,3 +284,93 @@ def test_nvlink_errors_on_one_gpu_name_its_node() -> None:
     (found,) = run(StragglerDetector(), [job_slowing(1.25, retrying)], 1000)
     assert found.culprits == ("n3",)
     assert "NVLink" in found.summary
+
+
+AT_LIMIT = {"sm_clock_mhz": 1830.0, "power_w": 700.0, "throttle_reasons": 0x4}
+"""A GPU at its power limit for the instant of a reading: NVML's SW power cap reason set, the
+clock a few bins down (healthy: the firmware moves it back and forth many times a second)."""
+
+
+def test_gpus_of_one_node_dipping_in_turn_are_no_straggler() -> None:
+    # Each GPU of n2 reads low for a minute in turn while the job slows 10% everywhere (its
+    # data mix): the node's worst GPU is a different one each window, none of them is slow.
+    def in_turn(t: float, node: str, gpu: int) -> dict[str, Any]:
+        dipping = node == "n2" and t >= ONSET and gpu == int(t // 60) % 4
+        return COMPUTE | (AT_LIMIT if dipping else {})
+
+    assert run(StragglerDetector(), [job_slowing(1.10, in_turn)], 1200) == []
+
+
+SPARSE_DIPS = (True, True, False, True, False, False, False, False)
+"""Which of each eight 30 s readings of one GPU fall on a power-cap dip: three of four in a
+row now and then, three of eight over four minutes."""
+
+
+def test_a_few_low_readings_at_a_sparse_cadence_are_no_straggler() -> None:
+    def now_and_then(t: float, node: str, gpu: int) -> dict[str, Any]:
+        low = (node, gpu) == ("n2", 3) and t >= ONSET and SPARSE_DIPS[int(t // 30) % 8]
+        return COMPUTE | (AT_LIMIT if low else {})
+
+    job = (
+        Job()
+        .start()
+        .steps(10, ONSET)
+        .steps(ONSET, 1500, slowdown=1.10)
+        .telemetry(0, 1500, now_and_then, every=30)
+    )
+    assert run(StragglerDetector(), [job], 1500) == []
+
+
+def test_a_throttled_gpu_is_found_at_a_sparse_cadence() -> None:
+    job = (
+        Job()
+        .start()
+        .steps(10, ONSET)
+        .steps(ONSET, 1500, slowdown=1.4)
+        .telemetry(0, 1500, one_gpu("n2", 3, HOT), every=30)
+    )
+    (found,) = run(StragglerDetector(), [job], 1500)
+    assert found.culprits == ("n2",)
+    assert (found.detected_at - at(ONSET)) / US <= 360
+
+
+def test_a_job_back_at_its_pace_is_not_slowed() -> None:
+    # One GPU runs 8% below its peers' clock from the onset, while the job does not slow;
+    # a job-wide stall of three minutes (a shared file system) slows every rank alike and
+    # passes: once the job is back at its baseline pace, nothing is slowed to explain.
+    job = (
+        Job()
+        .start()
+        .steps(10, ONSET)
+        .steps(ONSET, ONSET + 180, slowdown=1.5)
+        .steps(ONSET + 180, 1500)
+        .telemetry(0, 1500, one_gpu("n2", 3, AT_LIMIT))
+    )
+    assert run(StragglerDetector(), [job], 1500) == []
+
+
+def test_scattered_low_readings_do_not_keep_a_rare_printers_baseline_from_being_learned() -> None:
+    # A job logs every 180 iterations (Megatron-LM's --log-interval: one line every six
+    # minutes, with the interval's mean step time; the first, after a checkpoint, is no fair
+    # sample) and is scraped every 30 s: some GPU reads a
+    # power-cap dip in every window (each GPU in one of sixteen), none persistently, so the
+    # job's pace is learned, and PCIe replays that start later on one GPU, slowing the job,
+    # are found.
+    onset = 1200.0
+
+    def scattered(t: float, node: str, gpu: int) -> dict[str, Any]:
+        index = NODES.index(node) * GPUS_PER_NODE + gpu
+        low = index == int(t // 30) % 16
+        rising = (node, gpu) == ("n4", 0) and t >= onset
+        replays = {"pcie_replay": int(40 * (t - onset)) if rising else 0}
+        return COMPUTE | (AT_LIMIT if low else {}) | replays
+
+    job = Job().start().telemetry(0, 2100, scattered, every=30)
+    job.say(300, "saving checkpoint at iteration     150 to /ckpt in torch_dist format")
+    job.say(330, "  successfully saved checkpoint from iteration     150 to /ckpt")
+    for line in range(5):
+        t = 450.0 + 360.0 * line
+        step_ms = 2000.0 * (1.3 if t > onset else 1.0) * (1 + 0.02 * (-1) ** line)
+        job.say(t, megatron_line((line + 2) * 180, step_ms))
+    (found,) = run(StragglerDetector(), [job], 2100)
+    assert found.culprits == ("n4",) and "PCIe" in found.summary

@@ -88,9 +88,10 @@ class Job:
         self.logs.append(log(t, message, node=node, job_id=self.job_id, rank=rank, source=source))
         return self
 
-    def telemetry(self, t0: float, t1: float, state: GpuState) -> Job:
-        """One sample per second per GPU from ``t0`` to ``t1``, shaped by ``state``."""
-        for second in range(int(t0), int(t1)):
+    def telemetry(self, t0: float, t1: float, state: GpuState, every: int = 1) -> Job:
+        """One sample per GPU every ``every`` seconds (1 Hz: the NVML agent; 15 or 30 s:
+        dcgm-exporter scraped by Prometheus) from ``t0`` to ``t1``, shaped by ``state``."""
+        for second in range(int(t0), int(t1), every):
             for node in self.nodes:
                 for gpu in range(GPUS_PER_NODE):
                     values = {

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
+from medic.ingest import first_match
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch, Shortcut
 
 PATTERNS = [
@@ -129,3 +131,51 @@ def test_a_literal_holding_another_finds_no_other_candidates_and_is_not_scanned_
     found = lines.select(first.candidates(pl.col("line"))).to_series().to_list()
     assert found == [True, True, False, True]
     assert first.read(lines.get_column("line")).get_column(PATTERN).to_list() == [0, 1]
+
+
+def test_a_shortcut_counts_its_literals_in_the_text_when_the_text_is_not_the_lines() -> None:
+    # The lines hold one "x" each (as gated), the text two: the text's count picks the pattern.
+    reader = FirstMatch(
+        [r"^.*x(?P<a>\d)"], [["x"]], ("a", "b"), [Shortcut(r"x(?P<a>\d)(?P<b>)", ("x",))]
+    )
+    lines, text = pl.Series(["x1", "x3"]), pl.Series(["x1 x2", "x3"])
+    assert reader.read(lines, text).rows() == [(0, 0, "2", None), (1, 0, "3", "")]
+
+
+def test_a_shortcut_whose_literals_do_not_gate_counts_them_in_the_text() -> None:
+    reader = FirstMatch(
+        [r"^.*x(?P<a>\d)"], [["#"]], ("a", "b"), [Shortcut(r"x(?P<a>\d)(?P<b>)", ("x",))]
+    )
+    assert reader.read(pl.Series(["# x1 x2", "# x3"])).rows() == [
+        (0, 0, "2", None),
+        (1, 0, "3", ""),
+    ]
+
+
+def test_a_literal_pattern_reads_the_lines_holding_its_literals_without_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run: list[str] = []
+    real = first_match._groups
+    monkeypatch.setattr(first_match, "ALONE", 0)  # every regex that runs runs alone
+    monkeypatch.setattr(
+        first_match, "_groups", lambda texts, regex: run.append(regex) or real(texts, regex)
+    )
+    reader = FirstMatch(
+        [r"Traceback \(most recent call last\)|SIGABRT", r"Aborted(?P<a>\d)", r"SIG\w+"],
+        [["Traceback (most recent call last)", "SIGABRT"], ["Aborted"], ["SIG"]],
+        ("a",),
+    )
+    lines = pl.Series(["Traceback (most recent call last):", "SIGABRT here", "Aborted7", "SIGX"])
+    assert reader.read(lines).rows() == [(0, 0, None), (1, 0, None), (2, 1, "7"), (3, 2, None)]
+    assert not any("Traceback" in regex for regex in run)
+    # a literal does not hold any alternative of the pattern: it is run
+    assert not FirstMatch([r"SIGSEGV"], [["SIG"]], ())._sure.any()
+    assert not FirstMatch([r"a.c"], [["abc"]], ())._sure.any()
+
+
+def test_a_literal_pattern_runs_on_a_text_other_than_the_lines() -> None:
+    # The literal is in the line, not in the text the patterns read (colour escapes cut).
+    reader = FirstMatch([r"Traceback"], [["Traceback"]], ())
+    lines, text = pl.Series(["Traceback", "Traceback"]), pl.Series(["Trace", "Traceback"])
+    assert reader.read(lines, text).rows() == [(1, 0)]
