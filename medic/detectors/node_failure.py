@@ -14,7 +14,11 @@ Evidence, from the fastest to the slowest:
   a checkpoint or a data stall leaves them idle), or the silence outlasts ``long_silence_s``.
   All this long before Slurm's SlurmdTimeout. The job's own output going quiet is no such
   sign: a hang stops it too (a rank stuck in host code or on a dead NFS server), and so do a
-  job's start-up, checkpoints and evaluations, while a node's exporter restarts;
+  job's start-up, checkpoints and evaluations, while a node's exporter restarts. Nor is a node's
+  own output going quiet before its job printed a training step: start-up output comes in
+  bursts (imports, configuration dumps, NCCL's bootstrap lines from every rank) followed by
+  minutes of model building, compilation and data loading that print nothing, so a spacing
+  learned from it is no cadence;
 * srun/salloc print ``error: Node failure on <node>`` (slurmctld: ``Nodes <node> not
   responding``); the fabric says a node's HCA or port failed (``medic.detectors.fabric``):
   NCCL's ``Got async event : local catastrophic error`` blames the host that printed it and an
@@ -182,7 +186,7 @@ class NodeFailureDetector(WatchesLiveness):
     """Silent nodes, Slurm node failures and NODE_FAIL job ends, blamed on the failed node."""
 
     name = "node_failure"
-    streams = frozenset({"scheduler", "gpu_latest", "logs", "signatures"})
+    streams = frozenset({"scheduler", "gpu_latest", "logs", "signatures", "progress"})
     Config = NodeFailureConfig
 
     def __init__(self, config: NodeFailureConfig | None = None) -> None:
@@ -198,6 +202,9 @@ class NodeFailureDetector(WatchesLiveness):
         """Job -> newest complaint of a rank about a peer (an NCCL timeout or abort)."""
         self.job_root_errors: dict[str, int] = {}
         """Job -> newest error of a rank's own (a traceback, out of memory, a CUDA error)."""
+        self.training: dict[str, tuple[int, int]] = {}
+        """Job -> (its first training step, its newest one): its log cadence means something
+        only once it trains."""
         self.job_power = JobPower(POWER_BASELINE_US + round(self.config.long_silence_s * US))
         self.fabric = FabricEvidence(
             round(self.config.fabric_hold_s * US),
@@ -215,6 +222,7 @@ class NodeFailureDetector(WatchesLiveness):
             + len(self.job_collateral)
             + len(self.job_root_errors)
             + len(self.job_power)
+            + len(self.training)
         )
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -230,6 +238,8 @@ class NodeFailureDetector(WatchesLiveness):
             return self._scheduler(batch)
         elif batch.stream == "signatures":
             return self._signatures(batch.frame)
+        elif batch.stream == "progress":
+            self._training(batch.frame)
         return []
 
     def advance(self, watermark: int) -> list[Detection]:
@@ -261,6 +271,8 @@ class NodeFailureDetector(WatchesLiveness):
         for state in (self.job_collateral, self.job_root_errors):
             for job_id in [j for j, t in state.items() if t < stale]:
                 del state[job_id]
+        for job_id in [j for j, (_, newest) in self.training.items() if newest < stale]:
+            del self.training[job_id]
         return found
 
     def _log_lag(self, job_id: str | None) -> int:
@@ -282,7 +294,8 @@ class NodeFailureDetector(WatchesLiveness):
         longest = round(cfg.long_silence_s * US / 3)
         if gap.length >= cfg.long_silence_s * US:
             return "the silence lasts"
-        if self.liveness.logs.went_quiet(gap.node, gap.since, now, slack, longest):
+        trained = self.training.get(job_id, (gap.since, gap.since))[0] < gap.since
+        if trained and self.liveness.logs.went_quiet(gap.node, gap.since, now, slack, longest):
             return "it stopped logging"
         own_error = self.job_root_errors.get(job_id, gap.since - slack - 1) >= gap.since - slack
         peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
@@ -291,6 +304,19 @@ class NodeFailureDetector(WatchesLiveness):
         if self.job_power.stalled(job_id, gap.since, now, slack, cfg.stall_ratio, cfg.spin_util):
             return f"the other GPUs of job {job_id} stalled with it"
         return None
+
+    def _training(self, progress: pl.DataFrame) -> None:
+        """Fold each job's first and newest training step in."""
+        steps = progress.filter(pl.col("event") == "step")
+        spans = steps.group_by("job_id").agg(
+            pl.col("time").dt.epoch("us").min().alias("first"),
+            pl.col("time").dt.epoch("us").max().alias("newest"),
+        )
+        for job_id, first, newest in spans.iter_rows():
+            known = self.training.get(job_id)
+            if known is not None:
+                first, newest = min(first, known[0]), max(newest, known[1])
+            self.training[job_id] = (first, newest)
 
     def _job_activity(self, logs: pl.DataFrame) -> None:
         if "job_id" not in logs.columns:

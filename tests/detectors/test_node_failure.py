@@ -36,6 +36,7 @@ def test_a_node_silent_in_telemetry_and_logs_is_detected_well_before_slurm() -> 
     job = Job(stopped={("n3", None): 60})
     logs, gpu, sched = scenario(job)
     logs = [r for r in logs if not (r["node"] == "n3" and r["time"] >= at(60))]
+    logs += chatty(job, 0, 60, every=10.0)  # rank 0's training steps, until its peer died
     sched += [node_row(360, "n3", "DOWN+NOT_RESPONDING", "Not responding")]
     found = detect(400, logs, gpu + job.telemetry(200, 400), sched)
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
@@ -303,6 +304,7 @@ def test_nodes_scraped_every_30_s_with_logs_shipped_late_are_alive() -> None:
 def test_a_dead_node_is_still_found_when_its_logs_arrived_late() -> None:
     job = Job(stopped={("n3", None): 100})
     logs = [r for r in every_node_logs(job, 0, 300) if r["node"] != "n3" or r["time"] < at(100)]
+    logs += chatty(job, 0, 100, every=3.0)
     late = ReplayConfig(delays=(Delay("logs", 1.0, 30.0),))
     found = detect(300, logs, job.telemetry(0, 300, ["idle1"]), [job.start()], replay=late)
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
@@ -333,6 +335,25 @@ def test_an_exporter_restart_as_a_job_ends_its_start_up_chatter_is_not_a_failure
         if not (r["node"] == "n3" and at(20) <= r["time"] < at(70))
     ]
     assert detect(200, chatter, gpu, [job.start()]) == []
+
+
+def test_an_exporter_restart_right_after_a_nodes_start_up_lines_is_not_a_failure() -> None:
+    # Every rank prints start-up lines each second for 40 s; n3's exporter restarts for 90 s
+    # a second after its last one, while the job builds its model and prints nothing for
+    # minutes. The job has printed no training step: its start-up bursts are no cadence.
+    job = Job()
+    chatter = [
+        line
+        for t in range(0, 40)
+        for line in job.rank_logs(t, "n{rank}:2041:2041 [0] NCCL INFO Using network IB")
+    ]
+    gpu = [
+        r
+        for r in job.telemetry(0, 300, ["idle1"])
+        if not (r["node"] == "n3" and at(40) <= r["time"] < at(130))
+    ]
+    steps = [r | {"time": r["time"] + at(240) - at(0)} for r in chatty(job, 0, 60)]
+    assert detect(300, chatter + steps, gpu, [job.start()]) == []
 
 
 def test_an_exporter_restart_while_the_job_saves_a_checkpoint_is_not_a_failure() -> None:
