@@ -27,8 +27,13 @@ points at a minority of the job: a GPU pegged at 100% while drawing idle power (
 stuck: a waiting kernel draws far more), a GPU that stopped working but does not report itself
 idle (NVML's GPU-idle clocks-event reason unset: something holds it that is not running), a node
 whose telemetry stopped, hardware counters (PCIe replay, NVLink, uncorrectable ECC, Xid) that
-rose during the silence, or a hardware error line in the node's kernel log. A GPU that went
-idle and says so while its peers wait, or ranks a step behind the others, is what a rank stuck
+rose during the silence, or a hardware error line in the node's kernel log. A node whose
+telemetry stopped counts only while no GPU still reporting was left without work: a dead node
+leaves its peers all blocked in the collective it never joins, whereas a rank whose GPU went
+idle, saying so, on a node still reporting is what the job waits on, and a node falling silent
+then (its exporter restarting) is no cause (``node_failure`` reads a silent node the same way:
+only the job's other GPUs all stalled in the wait corroborate it). A GPU that went idle and
+says so while its peers wait, or ranks a step behind the others, is what a rank stuck
 in host code (a dead NFS mount, a Python deadlock) looks like: those name the stuck ranks and no
 node, so the job is restarted without draining a healthy node. A software deadlock, where every
 GPU looks alike, blames nothing.
@@ -211,6 +216,12 @@ class JobTelemetry:
     def apart_nodes(self) -> set[str]:
         """Nodes of the GPUs the open run of corroborating windows has shown out of the wait."""
         return set() if self.apart is None else set(self.apart.get_column("node").to_list())
+
+    def all_waiting(self) -> bool:
+        """Whether the open run of corroborating windows has shown every GPU in the wait all
+        along (spinning, none out of it): no rank busy on its host, so none writing a save."""
+        apart = self.apart
+        return self.spell_states == {"spinning"} and (apart is None or apart.is_empty())
 
     def saving(self, writer: tuple[str, int] | None) -> bool:
         """Whether the only GPUs the open run of corroborating windows has shown out of the
@@ -410,7 +421,8 @@ def culprits(
     for node in sorted(set(stopped.filter("stuck").get_column("node").to_list())):
         reasons.setdefault(node, "its GPU looks stuck (stopped as the others wait, yet not idle)")
     heard, known = telemetry.heard(), telemetry.known()
-    if heard and telemetry.covered(config) and known - heard:
+    left_idle = stopped.filter(~pl.col("stuck"))
+    if heard and telemetry.covered(config) and known - heard and left_idle.is_empty():
         for node in sorted(known - heard):
             reasons.setdefault(node, SILENT_NODE)
     if telemetry.since is not None:
