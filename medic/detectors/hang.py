@@ -530,7 +530,7 @@ class HangDetector(WatchesJobs):
                 return None  # a quiet spell (a save) right after one of another kind
             if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
                 return None
-            if silence < self._allowance_us(job, watch, held, gpus, self._writer(job_id)):
+            if silence < self._allowance_us(job, watch, now, held, gpus, self._writer(job_id)):
                 return None
             threshold = self._threshold_us(watch, gpus, corroborated)
             if silence < threshold and held < c.spin_hold_s * US:
@@ -593,6 +593,7 @@ class HangDetector(WatchesJobs):
         self,
         job: JobProgress,
         watch: JobWatch,
+        now: int,
         held: int,
         gpus: str,
         writer: tuple[str, int] | None,
@@ -619,18 +620,16 @@ class HangDetector(WatchesJobs):
         ``strategy.barrier``, Megatron-LM's legacy format writes from one rank per
         model-parallel group before ``torch.distributed.barrier``, and
         torch.distributed.checkpoint has every rank write its shards (host I/O, the GPU idle)
-        before the closing gather, where the ranks done first wait for the slowest writer. So
-        an announced checkpoint in which every GPU has sat in the wait (pegged at low power, no
+        before the closing gather, where the ranks done first wait for the slowest writer; once
+        the last writer joins the wait, the collective completes and training resumes. So an
+        announced checkpoint in which every GPU has sat in the wait (pegged at low power, no
         rank apart) for ``spin_hold_s`` is no longer writing anything: its allowance lapses."""
         c = self.config
         if held and self._blocked_apart(watch):
             return 0  # a rank apart is blocked on I/O: neither a save nor a stall ending soon
         if job.phase is not None:
-            if (
-                job.phase.kind == "checkpoint"
-                and held >= c.spin_hold_s * US
-                and watch.telemetry.all_waiting()
-            ):
+            everyone = min(held, watch.telemetry.all_waiting_us(now))
+            if job.phase.kind == "checkpoint" and everyone >= c.spin_hold_s * US:
                 return 0  # no one is writing: not a save any more
             cold, floor = round(c.phase_allowance_s * US), round(c.phase_floor_s * US)
             return job.phase_allowance_us(job.phase.kind, cold, floor, c.phase_factor)

@@ -134,6 +134,9 @@ class JobTelemetry:
     """The latest run of corroborating windows that ended (the GPUs back at work, or in a
     state that does not corroborate): a step line, delivered after the telemetry showed the
     end, still learns it."""
+    all_waiting_since: int | None = None
+    """Start of the run of windows in which every GPU waited (spinning, none with less than
+    ``busy_util``), None outside one."""
     quiet: dict[str, int] = field(default_factory=dict)
     """Per quiet state (``working``, ``idle``, ``writers``): end of the latest window in which
     the GPUs were in it while the job printed nothing (a spell of evaluation or checkpointing)."""
@@ -187,12 +190,16 @@ class JobTelemetry:
         if state == "mixed" and self.state in HOLDING:
             state = self.state  # a window half-way out of an idle or working spell
         self.state = state
+        window = round(config.window_s * US)
+        if state != "spinning" or not gpus.filter(pl.col("util") < config.busy_util).is_empty():
+            self.all_waiting_since = None
+        elif self.all_waiting_since is None:
+            self.all_waiting_since = end - window
         if state in HOLDING:
             self.quiet[state] = end
         if state == "writers":
             writing = self.stopped(gpus, config).select(list(_GPU))
             self.writing = _union(self.writing, writing)
-        window = round(config.window_s * US)
         if self.state not in CORROBORATING:
             self._close_spell(end - window)
             return
@@ -217,11 +224,12 @@ class JobTelemetry:
         """Nodes of the GPUs the open run of corroborating windows has shown out of the wait."""
         return set() if self.apart is None else set(self.apart.get_column("node").to_list())
 
-    def all_waiting(self) -> bool:
-        """Whether the open run of corroborating windows has shown every GPU in the wait all
-        along (spinning, none out of it): no rank busy on its host, so none writing a save."""
-        apart = self.apart
-        return self.spell_states == {"spinning"} and (apart is None or apart.is_empty())
+    def all_waiting_us(self, now: int) -> int:
+        """How long the windows have shown every GPU in the wait without a break (spinning,
+        none out of it: no rank busy on its host, so none writing a save); 0 when they do not
+        now."""
+        since = self.all_waiting_since
+        return 0 if since is None else now - since
 
     def saving(self, writer: tuple[str, int] | None) -> bool:
         """Whether the only GPUs the open run of corroborating windows has shown out of the
@@ -257,6 +265,7 @@ class JobTelemetry:
         """Progress came back: forget what the silence showed."""
         self.latest, self.since, self.state = None, None, "no telemetry"
         self.corroborated_since = self.waited = self.apart = self.ended = self.writing = None
+        self.all_waiting_since = None
         self.spell_states, self.quiet = set(), {}
         self.recent_nodes.clear()
 

@@ -554,15 +554,18 @@ def test_a_node_whose_exporter_restarts_while_a_rank_elsewhere_is_stuck_is_not_b
 
 
 def test_a_deadlock_inside_a_checkpoint_with_no_rank_writing_fires_before_the_allowance() -> None:
-    # Every rank, writers included, spins in the wait right after the save line: nobody is
-    # writing (a save always has writers out of the wait), so the save's cold allowance no
-    # longer holds once the GPUs have shown it for spin_hold_s.
-    job = healthy_until(400)
-    job.say(401, "saving checkpoint at iteration     200 to /ckpt in torch_dist format")
-    job.telemetry(400, 1200, constant(SPIN))
-    (found,) = run(HangDetector(), [job], 1200)
-    assert found.culprits == ()
-    assert at(401 + 120) <= found.detected_at <= at(401 + 150)
+    # Every rank, writers included, spins in the wait during the save: nobody is writing (a
+    # save always has writers out of the wait, and once the last joins, the collective
+    # completes), so the save's cold allowance no longer holds once the GPUs have shown it for
+    # spin_hold_s: from the save line on, or from when the writer (rank 0) joined the wait.
+    for writer_until in (400, 450):
+        job = healthy_until(400)
+        job.say(401, "saving checkpoint at iteration     200 to /ckpt in torch_dist format")
+        job.telemetry(400, writer_until, writer_saves).telemetry(writer_until, 1200, constant(SPIN))
+        (found,) = run(HangDetector(), [job], 1200)
+        assert found.culprits == ()
+        began = max(401, writer_until)
+        assert at(began + 120) <= found.detected_at <= at(began + 150)
 
 
 def test_an_announced_save_whose_writer_is_blocked_on_a_dead_nfs_server_is_a_hang() -> None:
