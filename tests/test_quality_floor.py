@@ -40,8 +40,8 @@ PERTURBED = (
     ("healthy_slow", 3),
     ("healthy_noisy", 3),
 )
-# Replaying datasets/ and the perturbed set takes about two minutes on two idle cores; far longer on a
-# loaded machine, hence a timeout of its own.
+# Replaying datasets/ and the perturbed set takes about two minutes on two idle cores; far longer
+# on a loaded machine, hence a timeout of its own.
 SLOW = pytest.mark.timeout(1200)
 
 MARGIN = 0.05
