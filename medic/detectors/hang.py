@@ -360,7 +360,9 @@ class HangDetector(WatchesJobs):
     def _learn(self, rows: pl.DataFrame) -> None:
         for step in self.jobs.observe_progress(rows):
             watch = self._watch(step.job_id)
-            self._learn_spell(watch, step, self._writer(step.job_id))
+            telemetry = watch.telemetry
+            if telemetry.corroborated_since is not None or telemetry.ended is not None:
+                self._learn_spell(watch, step, self._writer(step.job_id))  # else: no spell
             watch.alarmed = False
             self.stuck.pop(step.job_id, None)
             if not step.clean or step.gap_us is None:
