@@ -186,7 +186,8 @@ class ProgressTracker:
             if number == last or number > last // 2:
                 return None  # the same step again, or a late print of a recent one
             restarted = True  # the counter started over (a new epoch's bar, a resumed run)
-        self._close_phase(job, time)
+        if phase is not None:
+            self._close_phase(job, time)
         job.finished_at = None  # a training loop that starts again (a second stage) is watched
         gap = None if job.last_step_at is None else time - job.last_step_at
         fresh = not job.phase_touched and not restarted
