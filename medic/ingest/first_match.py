@@ -258,10 +258,12 @@ def _scanned(literals: tuple[str, ...]) -> list[str]:
             for end in range(start + SHORTEST_SCANNED, len(literal) + 1):
                 holders.setdefault(literal[start:end], set()).add(literal)
     shared = sorted((t for t, held in holders.items() if len(held) > 1), key=lambda t: (-len(t), t))
+    added: set[str] = set()
     for text in shared:
-        held = {literal for literal in current if text in literal}
+        held = (holders[text] | {t for t in added if text in t}) & current
         if len(held) > 1:
             current = (current - held) | {text}
+            added.add(text)
             if len(current) <= SCANNED:
                 break
     return sorted(current)
