@@ -20,7 +20,7 @@ Reads the ``rank_timing`` stream (``medic.parse.rank_timings``), one figure per 
 * ``verdict`` (NVRx's ``STRAGGLER DETECTION WARNING`` naming the rank): always flagged.
 
 Every figure is one sample of its rank, per source, metric and kind: a rank flagged in
-``peer_k`` of its last ``peer_n`` samples, and in its latest one within ``stale_s``, is a
+``peer_k`` of its last ``peer_n`` samples (the latest within ``stale_s``) is a
 suspect (no single report flags anyone: healthy ranks' compute times jitter by a few percent
 from one report to the next). Suspects are a minority of the job or nobody (at most
 ``max_culprit_fraction`` of its ranks and of its nodes, at least one). Each suspect rank is
@@ -223,8 +223,8 @@ class RankShares:
         nodes: Mapping[str, tuple[str, ...]],
         rank_nodes: Mapping[str, Mapping[int, str]],
     ) -> dict[str, list[RankSuspect]]:
-        """Per job, its ranks flagged in ``peer_k`` of their last ``peer_n`` samples and in
-        their latest (within ``stale_s``), each by its strongest figure, when they are a
+        """Per job, its ranks flagged in ``peer_k`` of their last ``peer_n`` samples, the latest
+        within ``stale_s``, each by its strongest figure, when they are a
         minority of the job. ``nodes``: each job's nodes as Slurm lists them; ``rank_nodes``:
         the node each rank's own lines come from, where known."""
         c = self.config
@@ -232,9 +232,7 @@ class RankShares:
             return {}
         recent = now - round(c.stale_s * US)
         flagged = self._ranks.with_columns(flag_count(pl.col("history")).alias("flags")).filter(
-            (pl.col("flags") >= c.peer_k)
-            & ((pl.col("history") % 2) == 1)
-            & (pl.col("last") >= recent)
+            (pl.col("flags") >= c.peer_k) & (pl.col("last") >= recent)
         )
         if flagged.is_empty():
             return {}

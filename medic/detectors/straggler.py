@@ -388,8 +388,12 @@ class StragglerDetector(WatchesJobs):
 
     def _rank_suspects(self, now: int) -> dict[str, list[Suspect]]:
         """Ranks whose printed share of a step exceeds their peers' persistently, as suspects
-        sure enough to fire alone (``medic.detectors.rank_share``)."""
-        placement = {
+        sure enough to fire alone (``medic.detectors.rank_share``). A job's nodes are Slurm's
+        list, or for a job running since before medic started the nodes its GPUs' samples are
+        labelled with, in name order (Slurm's hostlists are sorted)."""
+        labelled = self._watched.group_by("job_id").agg(pl.col("node").sort())
+        placement = {job_id: tuple(nodes) for job_id, nodes in labelled.iter_rows()}
+        placement |= {
             job_id: info.nodes for job_id, info in self.jobs.scheduler.jobs.items() if info.nodes
         }
         printing = {

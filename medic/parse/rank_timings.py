@@ -155,6 +155,9 @@ class RankTimingParser:
     name: ClassVar[str] = "rank_timing"
     input_stream: ClassVar[str] = "logs"
     output_stream: ClassVar[str] = "rank_timing"
+    row_wise: ClassVar[bool] = True
+    """Each output row comes from one input row (a record's header is carried across batches):
+    batches may be parsed together."""
     Config: ClassVar[type] = RankTimingConfig
     strips_prefixes: ClassVar[bool] = True
 
