@@ -63,6 +63,7 @@ import pyarrow as pa
 from medic.detectors.base import register_parser
 from medic.ingest.base import Batch
 from medic.parse.prefixes import PrefixStripper
+from medic.parse.progress import named_groups
 from medic.schema import TIME
 
 RANK_TIMING = pa.schema(
@@ -123,12 +124,7 @@ class RankTimingPattern:
     """The ``metric`` column of its rows (ranks are compared per metric)."""
 
     def __post_init__(self) -> None:
-        try:
-            extracted = pl.Series([""], dtype=pl.String).str.extract_groups(self.pattern)
-        except pl.exceptions.ComputeError as exc:
-            why = str(exc).splitlines()[-1].strip()
-            raise ValueError(f"pattern {self.pattern!r} is not a valid regex ({why})") from None
-        names = {f.name for f in extracted.dtype.fields if not f.name.isdigit()}  # type: ignore[attr-defined]
+        names = named_groups(self.pattern)
         unknown = sorted(names - set(GROUPS))
         if unknown:
             raise ValueError(f"pattern group '{unknown[0]}' is not one of {', '.join(GROUPS)}")
@@ -230,30 +226,8 @@ class RankTimingParser:
                 ),
             ]
         )
-        nvrx = lines.filter(message.str.contains(NVRX_SCORE)).select(
-            LINE,
-            "time",
-            *keys[:3],
-            "_printer",
-            pl.lit(NVRX).alias("_family"),
-            message.str.extract(NVRX_SCORE, 1).cast(pl.Int32).alias("rank"),
-            message.str.extract(NVRX_SCORE, 2).alias("rank_node"),
-            pl.lit("score").alias("kind"),
-            message.str.extract(NVRX_SCORE, 3).cast(pl.Float64, strict=False).alias("value"),
-        )
-        timers = lines.filter(message.str.contains(TIMER_RANK)).select(
-            LINE,
-            "time",
-            *keys[:3],
-            "_printer",
-            pl.lit(MEGATRON_TIMERS).alias("_family"),
-            message.str.extract(TIMER_RANK, 1).cast(pl.Int32).alias("rank"),
-            pl.lit(None, pl.String).alias("rank_node"),
-            pl.lit("time").alias("kind"),
-            (message.str.extract(TIMER_RANK, 2).cast(pl.Float64, strict=False) / 1000.0).alias(
-                "value"
-            ),
-        )
+        nvrx = _entries(lines, NVRX_SCORE, NVRX, "score", message.str.extract(NVRX_SCORE, 2))
+        timers = _entries(lines, TIMER_RANK, MEGATRON_TIMERS, "time", pl.lit(None, pl.String))
         entries = pl.concat([nvrx, timers])
         carried = self._carried_headers(entries)
         self._remember(headers)
@@ -398,6 +372,28 @@ class RankTimingParser:
             pl.lit("time" if group.startswith("time") else group).alias("kind"),
             value.alias("value"),
         ).filter(pl.col("rank").is_not_null() & pl.col("value").is_not_null())
+
+
+def _entries(
+    lines: pl.DataFrame, pattern: str, family: str, kind: str, rank_node: pl.Expr
+) -> pl.DataFrame:
+    """The per-rank lines of a record format: its rank (group 1), value (the last group, a
+    time in milliseconds as seconds) and the node it names."""
+    message = pl.col("message")
+    value = message.str.extract(pattern, 3 if kind == "score" else 2).cast(pl.Float64, strict=False)
+    return lines.filter(message.str.contains(pattern)).select(
+        LINE,
+        "time",
+        "job_id",
+        "node",
+        WHO,
+        "_printer",
+        pl.lit(family).alias("_family"),
+        message.str.extract(pattern, 1).cast(pl.Int32).alias("rank"),
+        rank_node.alias("rank_node"),
+        pl.lit(kind).alias("kind"),
+        (value if kind == "score" else value / 1000.0).alias("value"),
+    )
 
 
 def _empty() -> pl.DataFrame:
