@@ -118,7 +118,7 @@ class CustomPattern:
     def __post_init__(self) -> None:
         if self.event not in EVENTS:
             raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {self.event!r}")
-        groups = _named_groups(self.pattern)
+        groups = named_groups(self.pattern)
         unknown = sorted(groups - {*FIELDS, DESC, TOTAL})
         if unknown:
             raise ValueError(f"pattern group '{unknown[0]}' is not one of {', '.join(FIELDS)}")
@@ -132,7 +132,7 @@ class ProgressConfig:
     """The site's own progress formats."""
 
 
-def _named_groups(pattern: str) -> set[str]:
+def named_groups(pattern: str) -> set[str]:
     """The named groups of a Rust regex; ValueError naming the problem when it does not compile."""
     try:
         extracted = pl.Series([""], dtype=pl.String).str.extract_groups(pattern)
