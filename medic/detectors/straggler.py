@@ -304,11 +304,12 @@ class StragglerDetector(WatchesJobs):
         if batch.stream == "scheduler":
             self._forget(self.jobs.observe_scheduler(batch))
         elif batch.stream == "progress":
+            paces, odd = self.paces, self.odd_jobs
             for step in self.jobs.observe_progress(batch.frame):
-                pace = self.paces.get(step.job_id)
+                pace = paces.get(step.job_id)
                 if pace is None:
-                    pace = self.paces[step.job_id] = PaceModel(self.config)
-                pace.observe(step, suspect=step.job_id in self.odd_jobs)
+                    pace = paces[step.job_id] = PaceModel(self.config)
+                pace.observe(step, suspect=step.job_id in odd)
         elif batch.stream == "gpu":
             self.telemetry.add(batch.frame, self.jobs.placement, self.paces.keys())
         elif batch.stream == "signatures":
