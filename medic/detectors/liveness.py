@@ -241,6 +241,8 @@ class Gap:
 
 ABSENT = -1
 SPACINGS = 8
+NEVER_US = float(1 << 60)
+"""A spacing no silence reaches: the cadence of nodes while no node's is known."""
 """Recent spacings between a node's telemetry samples that its usual cadence is the median of."""
 _is_set = np.vectorize(lambda value: value is not None, otypes=[bool])
 
@@ -339,10 +341,21 @@ class Liveness:
         self._node_seen[ids] = np.maximum(before, newest)
 
     def cadence_us(self, node_ids: np.ndarray) -> np.ndarray:
-        """Each node's usual spacing between telemetry samples (0 before it has one)."""
+        """Each node's usual spacing between telemetry samples. A node with no spacing yet (one
+        sample) takes the cluster's: the median of the nodes' that have one, as exporters are
+        scraped on one schedule (Prometheus' ``scrape_interval``, dcgm-exporter's
+        ``--collect-interval``, 1 to 30 s by site). While no node has one (the first samples of
+        a replay or of a service just started) nothing says how often nodes report, and no
+        node is overdue (``NEVER_US``)."""
         spacing = self._node_spacing[node_ids]
         known = ~np.isnan(spacing).all(axis=1)
-        usual = np.zeros(len(node_ids))
+        everywhere = ~np.isnan(self._node_spacing).all(axis=1)
+        cluster = (
+            float(np.median(np.nanmedian(self._node_spacing[everywhere], axis=1)))
+            if everywhere.any()
+            else NEVER_US
+        )
+        usual = np.full(len(node_ids), cluster)
         if known.any():
             usual[known] = np.nanmedian(spacing[known], axis=1)
         return usual.astype(np.int64)

@@ -400,3 +400,35 @@ def test_torchruns_traceback_after_a_peers_abort_does_not_explain_that_abort() -
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
     assert seconds(found[0].detected_at) <= 81
     assert "losing a peer" in found[0].summary
+
+
+def scraped_every_30_s(job: Job, start: int, end: int) -> list[dict]:
+    """dcgm-exporter scraped every 30 s (NVIDIA's Prometheus guide), each node at its own phase."""
+    phase = {node: 7 * i for i, node in enumerate([*job.nodes, "idle1"])}
+    return [
+        r
+        for r in job.telemetry(start, end, extra_nodes=["idle1"])
+        if (r["time"] // US - phase[r["node"]]) % 30 == 0
+    ]
+
+
+def test_nodes_with_one_sample_each_are_not_overdue_before_any_scrape_interval_is_known() -> None:
+    # The first scrape of each node lands 0-28 s into the replay; 21 s after n2's only sample
+    # nothing yet says how often nodes report, whatever the job's GPUs draw.
+    job = Job()
+    job.gpu_fields = {**power(job, 600.0, 0, 8), **power(job, 230.0, 8, 120)}
+    found = detect(
+        120, chatty(job, 0, 120, every=5.0), scraped_every_30_s(job, 0, 120), [job.start()]
+    )
+    assert found == []
+
+
+def test_a_node_dead_after_its_first_scrape_is_found_once_the_others_show_the_interval() -> None:
+    # Every rank prints; n3 dies right after its first scrape (at 14 s). It is overdue once the
+    # other nodes' second scrapes show the 30 s interval: 30 s after its sample, then 20 s.
+    job = Job(stopped={("n3", None): 15})
+    logs = [r for r in every_node_logs(job, 0, 200) if r["node"] != "n3" or r["time"] < at(15)]
+    logs += chatty(job, 0, 200, every=3.0)
+    found = detect(200, logs, scraped_every_30_s(job, 0, 200), [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert 14 + 30 + 20 <= seconds(found[0].detected_at) <= 14 + 30 + 20 + 7
