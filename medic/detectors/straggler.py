@@ -333,13 +333,21 @@ class StragglerDetector(WatchesJobs):
 
     def _count_drops(self, window: Window) -> None:
         """Link drops by the nodes' ``ib_link_downed`` counters: each rise in a window is that
-        many drops at the window's end."""
+        many drops at the window's end. Drops on more than a minority of a job's nodes in one
+        window are the fabric's (a switch retraining all its links), no node's."""
         if window.gpus.is_empty():
             return
+        share = self.config.max_culprit_fraction
         rises = (
-            window.gpus.group_by("node")
-            .agg(pl.col("ib_link_downed_delta").max())
-            .filter(pl.col("ib_link_downed_delta") > 0)
+            window.gpus.group_by("job_id", "node")
+            .agg(pl.col("ib_link_downed_delta").max().alias("rise"))
+            .filter(
+                (pl.col("rise") > 0).sum().over("job_id")
+                <= pl.max_horizontal(pl.lit(1.0), share * pl.len().over("job_id"))
+            )
+            .filter(pl.col("rise") > 0)
+            .group_by("node")
+            .agg(pl.col("rise").max())
         )
         for node, rise in rises.iter_rows():
             times = self.counted_drops.setdefault(node, deque(maxlen=self.config.flap_count))

@@ -97,6 +97,14 @@ def test_link_drops_counted_by_the_port_name_the_node_without_log_lines() -> Non
     assert at(420) <= found.detected_at <= at(480)
 
 
+def test_a_switch_retraining_every_link_twice_is_no_nodes_flapping() -> None:
+    def twice(t: float) -> float:
+        return (t >= 200) + (t >= 420)
+
+    everywhere = dict.fromkeys(("n1", "n2", "n3", "n4"), twice)
+    assert run(StragglerDetector(), [slow_from_the_start(ports(downed=everywhere))], 900) == []
+
+
 def test_a_drop_both_logged_and_counted_counts_once() -> None:
     def once(t: float) -> float:
         return 1 if t >= 200 else 0
