@@ -196,8 +196,9 @@ class StragglerConfig:
     """NVML clocks-event reason bits that count as throttling (SW power cap, HW slowdown, SW
     thermal, HW thermal, HW power brake by default)."""
     flap_count: PositiveCount = 2
-    """Link drops in the kernel log of one node, within ``flap_window_s``, that make it a
-    network straggler without the pace vote."""
+    """Link drops of one node (its kernel's or NCCL's lines, or rises of its ports'
+    ``link_downed`` counters), within ``flap_window_s``, that make it a network straggler
+    without the pace vote."""
     flap_window_s: Positive = 900.0
     """The span over which a node's link drops are counted."""
     forget_after_s: Positive = 7200.0
