@@ -40,7 +40,7 @@ from medic.timeutil import US
 log = logging.getLogger(__name__)
 
 DETECTION_ROWS = (
-    schema.DETECTIONS.append(pa.field("onset", schema.TIME))
+    schema.DETECTIONS_WRITTEN.append(pa.field("onset", schema.TIME))
     .append(pa.field("detected_wall", schema.TIME))
     .append(pa.field("incident_id", pa.string()))
 )
@@ -60,14 +60,15 @@ INCIDENT_ROWS = pa.schema(
 
 def detection_rows(detections: Sequence[Detection], wall: int | None = None) -> pa.Table:
     """Detections as rows of the ``detections`` table: the spec's columns plus ``onset``, the
-    wall clock ``wall`` they were recorded at (live only) and their incident. The history keeps
-    ``score`` as the rules read it (calibrated), not the raw evidence score."""
+    wall clock ``wall`` they were recorded at (live only) and their incident. ``score`` is kept as
+    the rules read it (calibrated), ``raw_score`` beside it (the evidence score the calibration
+    mapped), as ``detections.parquet`` has them."""
     extra = {
         "onset": [d.onset for d in detections],
         "detected_wall": [wall] * len(detections),
         "incident_id": [d.incident for d in detections],
     }
-    table = detections_table(detections).select(schema.DETECTIONS.names)
+    table = detections_table(detections).select(schema.DETECTIONS_WRITTEN.names)
     for name, values in extra.items():
         field = DETECTION_ROWS.field(name)
         table = table.append_column(field, pa.array(values, field.type))

@@ -121,3 +121,15 @@ def test_import_command_needs_something_to_import(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["history", "import", "--db", str(tmp_path / "h.duckdb")])
     assert result.exit_code == 2
     assert "nothing to import" in result.output
+
+
+def test_results_written_before_raw_scores_import_with_none(tmp_path: Path) -> None:
+    out = results(tmp_path / "out")
+    path = out / "rec-a" / "detections.parquet"
+    pq.write_table(pq.read_table(path).drop_columns(["raw_score"]), path)
+    with DuckDBStore() as store:
+        import_backtest(store, [out])
+        rows = store.sql("SELECT job_id, raw_score FROM detections ORDER BY detected_at")
+
+    assert rows.column("job_id").to_pylist() == ["100", "200"]
+    assert rows.column("raw_score").to_pylist() == [None, 1.0]

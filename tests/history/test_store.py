@@ -1,5 +1,7 @@
 """The history store contract, run against both backends (memory and file)."""
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 
@@ -117,3 +119,13 @@ def test_every_history_table_has_its_key_and_time_columns(store: DuckDBStore) ->
         columns = store.sql(f"SELECT * FROM {spec.name} LIMIT 0").schema.names
         assert spec.time_column in spec.key_columns
         assert set(spec.key_columns) <= set(columns), spec.name
+
+
+def test_a_detection_keeps_its_calibrated_and_its_raw_score(store: DuckDBStore) -> None:
+    calibrated = dataclasses.replace(detection(5, "hang"), score=0.97, raw_score=0.62)
+    store.append("detections", detection_rows([calibrated, detection(6)]))
+
+    back = store.sql("SELECT score, raw_score FROM detections ORDER BY detected_at")
+
+    assert back.column("score").to_pylist() == [0.97, 1.0]
+    assert back.column("raw_score").to_pylist() == [0.62, 1.0]
