@@ -7,4 +7,5 @@ import medic.detectors.liveness
 import medic.detectors.node_failure
 import medic.detectors.signatures
 import medic.detectors.straggler
-import medic.parse.progress  # noqa: F401
+import medic.parse.progress
+import medic.parse.rank_timings  # noqa: F401

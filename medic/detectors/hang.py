@@ -358,18 +358,24 @@ class HangDetector(WatchesJobs):
     # -- learning -------------------------------------------------------------------------
 
     def _learn(self, rows: pl.DataFrame) -> None:
+        config, stuck = self.config, self.stuck
         for step in self.jobs.observe_progress(rows):
-            watch = self._watch(step.job_id)
-            self._learn_spell(watch, step, self._writer(step.job_id))
+            job_id = step.job_id
+            watch = self.watch.get(job_id)
+            if watch is None:
+                watch = self._watch(job_id)
+            telemetry = watch.telemetry
+            if telemetry.corroborated_since is not None or telemetry.ended is not None:
+                self._learn_spell(watch, step, self._writer(job_id))  # else: no spell
             watch.alarmed = False
-            self.stuck.pop(step.job_id, None)
+            stuck.pop(job_id, None)
             if not step.clean or step.gap_us is None:
                 continue
             gap_s = step.gap_us / US
             ratio = watch.gaps.score(gap_s)
-            if ratio is None or ratio < self.config.gap_factor:
+            if ratio is None or ratio < config.gap_factor:
                 watch.gaps.learn(gap_s)
-                watch.telemetry.progressed(step.time, self.config)
+                telemetry.progressed(step.time, config)
 
     @staticmethod
     def _learn_spell(watch: JobWatch, step: Step, writer: tuple[str, int] | None) -> None:

@@ -423,10 +423,10 @@ class Liveness:
         self.logs.observe(*newest_by(frame, "node"), arrived=self.watermark)
         if "job_id" not in frame.columns:
             return
-        placed = (
-            frame.filter(pl.col("job_id").is_not_null() & pl.col("node").is_not_null())
-            .group_by("node", "job_id")
+        placed = (  # grouped before the lines without a node or job are left out: cheaper
+            frame.group_by("node", "job_id")
             .agg(pl.col("time").max().dt.epoch("us"))
+            .filter(pl.col("job_id").is_not_null() & pl.col("node").is_not_null())
         )
         for node, job_id, time in placed.iter_rows():
             jobs = self.log_jobs.setdefault(node, {})

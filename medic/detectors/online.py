@@ -49,19 +49,22 @@ class QuantileScorer:
         return None if value is None else max(float(value), self.floor)
 
     def score(self, value: float) -> float | None:
-        if not self.ready:
+        if self.learned < self.grace:  # not ready (read once per training step: inlined)
             return None
-        reference = self.reference
-        if reference is None or reference <= 0:
+        learned = self._quantile.get()
+        if learned is None:
             return None
-        return value / reference
+        reference = max(float(learned), self.floor)
+        return value / reference if reference > 0 else None
 
     def learn(self, value: float, weight: int = 1) -> None:
         """Learn ``value``; ``weight`` is how many observations it stands for (an average
         printed over many steps counts as many) toward the grace period."""
         self._quantile.update(value)
         self.learned += weight
-        self.longest = value if self.longest is None else max(self.longest, value)
+        longest = self.longest
+        if longest is None or value > longest:
+            self.longest = value
 
 
 class KOfN:

@@ -124,30 +124,34 @@ class ProgressTracker:
             else frame.get_column(name).to_list()
             for name in Row._fields
         ]
+        jobs, step_of, phase_event = self.jobs, self._step, self._phase_event
         for row in map(Row._make, zip(*columns, strict=True)):
-            job = self.jobs.get(row.job_id)
+            job = jobs.get(row.job_id)
             if job is None:
-                job = self.jobs[row.job_id] = JobProgress()
-            step = self._apply(job, row)
-            if step is not None:
-                steps.append(step)
+                job = jobs[row.job_id] = JobProgress()
+            time, last = row.time, job.last_event_at
+            if last is None or time > last:
+                job.last_event_at = time
+            if row.event == "step":
+                step = step_of(job, row)
+                if step is not None:
+                    steps.append(step)
+            else:
+                phase_event(job, row)
         return steps
 
-    def _apply(self, job: JobProgress, row: Row) -> Step | None:
+    def _phase_event(self, job: JobProgress, row: Row) -> None:
+        """Fold a row that is no training step in: a phase begins or ends, or training does."""
         time, event = row.time, row.event
-        if job.last_event_at is None or time > job.last_event_at:
-            job.last_event_at = time
-        if event == "step":
-            return self._step(job, row)
         if event in FINAL_EVENTS:
             job.finished_at = time
-            return None
+            return
         if event in PHASE_END:
             self._close_phase(job, time)
             over = PHASE_END[event]
             job.phase_ended[over] = max(time, job.phase_ended.get(over, time))
             job.phase_touched = True
-            return None
+            return
         kind = PHASE_OF.get(event)
         if kind is not None and (job.phase is None or job.phase.kind != kind):
             ended = job.phase_ended.get(kind)
@@ -160,7 +164,6 @@ class ProgressTracker:
                 self._close_phase(job, time)
                 job.phase = Phase(kind, time, row.framework)
         job.phase_touched = True
-        return None
 
     def _step(self, job: JobProgress, row: Row) -> Step | None:
         time, number = row.time, row.step
@@ -183,7 +186,8 @@ class ProgressTracker:
             if number == last or number > last // 2:
                 return None  # the same step again, or a late print of a recent one
             restarted = True  # the counter started over (a new epoch's bar, a resumed run)
-        self._close_phase(job, time)
+        if phase is not None:
+            self._close_phase(job, time)
         job.finished_at = None  # a training loop that starts again (a second stage) is watched
         gap = None if job.last_step_at is None else time - job.last_step_at
         fresh = not job.phase_touched and not restarted

@@ -46,6 +46,12 @@ symbol errors, link recoveries, bad packets): a node whose errors rise against i
 nodes persistently (``medic.detectors.port_errors``) is a suspect with a cause of slowness,
 like a GPU whose PCIe or NVLink retries rise, named even when no log line says anything.
 
+Where ranks print their own share of a step (NVRx's relative GPU scores and warnings,
+Megatron's per-rank timers, a site's own lines: ``medic.parse.rank_timings``), a rank whose
+share exceeds its peers' persistently is a straggler on its own, attributed to its node
+(``medic.detectors.rank_share``): the one sign of a slowdown on the host side (CPU contention,
+a slow data loader) that GPU telemetry does not show.
+
 Scores (``score_of``) are in [0, 1]: the doubt ``2^(-strength)`` (strength: the robust z over
 ``z_threshold``, or the link drops over ``flap_count``), cut by 60% for each corroboration (the
 job slowed against its own baseline; a cause of slowness on the GPU).
@@ -66,6 +72,7 @@ from medic.detectors.pace import PaceModel
 from medic.detectors.port_errors import FEATURE as IB_ERRORS
 from medic.detectors.port_errors import PortErrorPeers
 from medic.detectors.progress_state import WatchedJobs, WatchesJobs
+from medic.detectors.rank_share import RankShares, RankSuspect
 from medic.detectors.telemetry import DEFAULT_THROTTLE_MASK, GpuWindows, Window
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -118,6 +125,8 @@ NETWORK = "network"
 LINK_DOWNED = "ib_link_downed_delta"
 FLAPS = frozenset({NETWORK, LINK_DOWNED})
 """Suspect features of a flapping link (strength: drops over ``flap_count``)."""
+RANK_SHARE = "rank_share"
+FEATURE_NAMES[RANK_SHARE] = "its share of a step (as its job prints it) above its peers'"
 FEATURE_NAMES[CAUSE] = "SM clock held low (clocks-event reasons or a power cap)"
 FEATURE_NAMES[NETWORK] = "network link drops"
 FEATURE_NAMES[LINK_DOWNED] = "InfiniBand link drops"
@@ -195,6 +204,18 @@ class StragglerConfig:
     throttle_mask: Count = DEFAULT_THROTTLE_MASK
     """NVML clocks-event reason bits that count as throttling (SW power cap, HW slowdown, SW
     thermal, HW thermal, HW power brake by default)."""
+    share_ratio: Annotated[float, Range(gt=1)] = 1.1
+    """A rank whose own work (compute, data loading) takes this many times its peers' median
+    in a report (or whose slowest-over-fastest ratio reaches it) is flagged in that report (with
+    ``z_threshold``); ``peer_k`` of its last ``peer_n`` reports make it a straggler."""
+    score_threshold: Fraction = 0.75
+    """A relative performance score (NVRx's, 1.0 the best rank) at or below this flags a rank:
+    NVRx's own default ``gpu_rel_threshold``."""
+    share_floor: Positive = 0.01
+    """Least spread assumed among ranks' shares (1%), so identical peers do not make a tiny
+    difference look huge."""
+    min_ranks: Annotated[int, Range(ge=2)] = 4
+    """Fewer ranks in a report of per-rank times make no peer group."""
     flap_count: PositiveCount = 2
     """Link drops of one node (its kernel's or NCCL's lines, or rises of its ports'
     ``link_downed`` counters), within ``flap_window_s``, that make it a network straggler
@@ -237,6 +258,8 @@ class Suspect:
     """... and it showed within the GPU's first windows: there from the job's first step."""
     clock_ratio: float | None = None
     """The job's median SM clock over the suspect GPU's, the median over the windows judged."""
+    rank: RankSuspect | None = None
+    """For a rank-share suspect: the rank and what it printed."""
 
     def explains(self, slowdown: float | None, config: StragglerConfig) -> bool:
         """Whether this suspect's own slowness can account for the job's ``slowdown``: always
@@ -253,7 +276,9 @@ class StragglerDetector(WatchesJobs):
     """Fires when a job slowed against itself *and* a minority of its GPUs stands out."""
 
     name: ClassVar[str] = "straggler"
-    streams: ClassVar[frozenset[str]] = frozenset({"progress", "gpu", "scheduler", "signatures"})
+    streams: ClassVar[frozenset[str]] = frozenset(
+        {"progress", "gpu", "scheduler", "signatures", "rank_timing"}
+    )
     Config: ClassVar[type] = StragglerConfig
 
     def __init__(self, config: StragglerConfig | None = None) -> None:
@@ -267,6 +292,7 @@ class StragglerDetector(WatchesJobs):
             sample_s=self.config.sample_s,
         )
         self.paces: dict[str, PaceModel] = {}
+        self.rank_shares = RankShares(self.config)
         self.alarmed: set[str] = set()
         self.suspects: dict[str, list[Suspect]] = {}
         self._offsets = pl.DataFrame(
@@ -295,21 +321,24 @@ class StragglerDetector(WatchesJobs):
     def state_size(self) -> int:
         held = len(self.jobs) + len(self.paces) + self._offsets.height + len(self.link_drops)
         held += len(self.counted_drops) + len(self.port_errors)
-        return held + self.telemetry.state_size()
+        return held + self.telemetry.state_size() + self.rank_shares.state_size()
 
     def update(self, batch: Batch) -> list[Detection]:
         if batch.stream == "scheduler":
             self._forget(self.jobs.observe_scheduler(batch))
         elif batch.stream == "progress":
+            paces, odd = self.paces, self.odd_jobs
             for step in self.jobs.observe_progress(batch.frame):
-                pace = self.paces.get(step.job_id)
+                pace = paces.get(step.job_id)
                 if pace is None:
-                    pace = self.paces[step.job_id] = PaceModel(self.config)
-                pace.observe(step, suspect=step.job_id in self.odd_jobs)
+                    pace = paces[step.job_id] = PaceModel(self.config)
+                pace.observe(step, suspect=step.job_id in odd)
         elif batch.stream == "gpu":
             self.telemetry.add(batch.frame, self.jobs.placement, self.paces.keys())
         elif batch.stream == "signatures":
             self._link_drops(batch.frame)
+        elif batch.stream == "rank_timing":
+            self.rank_shares.observe(batch.frame)
         return []
 
     def _link_drops(self, hits: pl.DataFrame) -> None:
@@ -321,6 +350,7 @@ class StragglerDetector(WatchesJobs):
 
     def advance(self, watermark: int) -> list[Detection]:
         found = []
+        self.rank_shares.advance(watermark)
         for window in self.telemetry.close(watermark):
             self._count_drops(window)
             self._compare_peers(window)
@@ -359,9 +389,11 @@ class StragglerDetector(WatchesJobs):
         An alarmed job is judged afresh only once it is neither slowed nor suspect."""
         found = []
         flapping = self._flapping(now)
+        ranked = self._rank_suspects(now)
         for job_id, pace in self.paces.items():
             pace.vote(now)
             suspects = self.suspects.get(job_id, []) + flapping.get(job_id, [])
+            suspects += ranked.get(job_id, [])
             if job_id in self.alarmed:
                 if not pace.slowed and not suspects:
                     self.alarmed.discard(job_id)
@@ -405,19 +437,48 @@ class StragglerDetector(WatchesJobs):
             if len(nodes) <= max(1.0, share * nodes[0].job_nodes)
         }
 
+    def _rank_suspects(self, now: int) -> dict[str, list[Suspect]]:
+        """Ranks whose printed share of a step exceeds their peers' persistently, as suspects
+        sure enough to fire alone (``medic.detectors.rank_share``). A job's nodes are Slurm's
+        list, or for a job running since before medic started the nodes its GPUs' samples are
+        labelled with, in name order (Slurm's hostlists are sorted)."""
+        labelled = self._watched.group_by("job_id").agg(pl.col("node").sort())
+        placement = {job_id: tuple(nodes) for job_id, nodes in labelled.iter_rows()}
+        placement |= {
+            job_id: info.nodes for job_id, info in self.jobs.scheduler.jobs.items() if info.nodes
+        }
+        printing = {
+            job_id: {rank: node for rank, (_, node) in progress.rank_steps.items()}
+            for job_id, progress in self.jobs.progress.jobs.items()
+            if progress.rank_steps
+        }
+        found: dict[str, list[Suspect]] = {}
+        for job_id, ranks in self.rank_shares.suspects(now, placement, printing).items():
+            nodes = len(placement.get(job_id, ())) or 1
+            found[job_id] = [
+                Suspect(r.node or "", -1, r.strength, RANK_SHARE, 0, nodes, 0, True, True, rank=r)
+                for r in ranks
+            ]
+        return found
+
     def _detection(self, job_id: str, pace: PaceModel, suspects: list[Suspect]) -> Detection:
-        culprits = sorted({s.node for s in suspects})
+        culprits = sorted({s.node for s in suspects if s.node})
         top = max(suspects, key=lambda s: (s.feature not in FLAPS, s.z))
         progress = self.jobs.progress.jobs.get(job_id)
         ranks = sorted(
-            rank
-            for rank, (_, node) in (progress.rank_steps.items() if progress else ())
-            if node in culprits
+            {s.rank.rank for s in suspects if s.rank is not None}
+            or {
+                rank
+                for rank, (_, node) in (progress.rank_steps.items() if progress else ())
+                if node in culprits
+            }
         )
         ratio = pace.ratio
         pace_says = (
             f"runs {ratio:.2f}x slower than its own baseline ({pace.source} pace)"
             if pace.slowed and ratio is not None
+            else "waits on a slow rank"
+            if top.rank is not None
             else "has been slow since its first steps (no baseline free of it)"
         )
         if top.feature == NETWORK:
@@ -429,12 +490,21 @@ class StragglerDetector(WatchesJobs):
                 f"{top.node}: {FEATURE_NAMES[IB_ERRORS]} rising against the job's other nodes "
                 f"(robust z {top.z:.1f})"
             )
+        elif top.rank is not None:
+            r = top.rank
+            why = (
+                f"rank {r.rank} on {r.node or 'an unknown node'}: {FEATURE_NAMES[RANK_SHARE]} "
+                f"({r.source} {r.metric} {r.share:.2f}x, flagged in {r.flags} of its last "
+                f"{min(r.samples, self.config.peer_n)} reports)"
+            )
         else:
             why = (
                 f"{', '.join(culprits)} stand out from the job's {top.job_gpus} GPUs: "
                 f"{top.node} GPU {top.gpu} {FEATURE_NAMES[top.feature]} (robust z {top.z:.1f})"
             )
-        strength = top.z if top.feature in FLAPS else top.z / self.config.z_threshold
+        strength = top.z
+        if top.feature not in (*FLAPS, RANK_SHARE):
+            strength = top.z / self.config.z_threshold
         return Detection(
             job_id=job_id,
             kind="straggler",
@@ -690,6 +760,7 @@ class StragglerDetector(WatchesJobs):
             self.alarmed.discard(job_id)
         self.telemetry.forget(job_ids)
         self.port_errors.forget(job_ids)
+        self.rank_shares.forget(job_ids)
         self._offsets = self._offsets.filter(~pl.col("job_id").is_in(job_ids))
         self._gpus = self._gpus.filter(~pl.col("job_id").is_in(job_ids))
         self._watched = self._watched.filter(~pl.col("job_id").is_in(job_ids))

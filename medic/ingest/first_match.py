@@ -8,15 +8,15 @@ them. A line is tried only with the patterns whose literals it holds: first with
 them, and a line that one does not read then with all the others at once (the best that
 matches reads it). So each pattern's regex runs at most twice per batch, each time on its own
 lines only, and a line is rarely tried with more than one pattern. ``candidates`` is the
-one-scan filter a parser runs first: the lines holding any literal.
+one-scan filter a parser runs first: the lines holding any literal (and a few more, ``_scanned``).
 
 A pattern may come with a cheaper regex that reads alike the lines holding some literals at most
 once (``Shortcut``): a progress bar's ``^.*`` that picks the last of several bars on a line
 doubles the cost of capturing, and most lines hold one bar.
 
 A regex that reads fewer than ``ALONE`` lines of a batch reads them inside one tagged regex of
-every pattern and shortcut (``medic.ingest.tagged_regex``), compiled once, instead of alone
-(compiled again each batch once polars' cache of 32 regexes has let it go).
+the patterns and shortcuts those lines need (``medic.ingest.tagged_regex``), one compile per
+batch, instead of alone (polars compiles the regex of every ``extract_groups`` call).
 
 A pattern that is only literal text (``Traceback \\(most recent call last\\)``), gated by literals
 that each hold one of its alternatives, matches every line it is tried on and captures nothing:
@@ -25,6 +25,7 @@ its lines are read without running it (``_sure``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,6 +42,12 @@ REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
 """Characters a Rust regex reads as syntax, escaped in a literal."""
 ALONE = 256
 """Lines of a batch from which a regex reads them alone; fewer are read tagged."""
+SCANNED = 64
+"""Most texts looked for in the candidates scan. Measured on the parsers' literals, a regex of
+more alternative literals scans lines at half the speed (the regex crate's SIMD search for many
+literals, Teddy, takes at most 64 of them)."""
+SHORTEST_SCANNED = 4
+"""Shortest text the scan looks for in place of several literals holding it."""
 
 
 @dataclass(frozen=True)
@@ -97,12 +104,13 @@ class FirstMatch:
         self._sure_run = len(self._regexes) + 1
         """The run of the tries of sure regexes, read without running them (one past the
         tagged run)."""
-        self._held = "|".join(map(_escaped, _innermost(self._literals)))
+        self._held = "|".join(map(_escaped, _scanned(tuple(self._literals))))
         self._ungated = "|".join(f"(?:{_unnamed(patterns[i])})" for i in self._everywhere.tolist())
 
     def candidates(self, lines: pl.Expr) -> pl.Expr:
-        """True on the lines a pattern may match: those holding one of the literals, and those
-        that a pattern without literals matches."""
+        """True on every line a pattern may match: those holding one of the literals (and a few
+        holding a text that several literals share, ``_scanned``), and those that a pattern
+        without literals matches."""
         found = lines.str.contains(self._held) if self._held else pl.lit(False)
         if self._ungated:
             found = found | lines.str.contains(self._ungated)
@@ -128,7 +136,10 @@ class FirstMatch:
             read.append(self._attempt(tries[rest], text, held))
         values = pl.concat(read, how="diagonal_relaxed")
         absent = [pl.lit(None, pl.String).alias(f) for f in self.fields if f not in values.columns]
-        return values.with_columns(absent).select(ROW, PATTERN, *self.fields).sort(ROW)
+        values = values.with_columns(absent).select(ROW, PATTERN, *self.fields)
+        if len(read) == 1:  # one attempt reads its lines in order
+            return values
+        return values.sort(ROW)
 
     def _tries(self, lines: pl.Series) -> tuple[np.ndarray, Held]:
         """The (line, pattern) pairs worth trying, as ``line * patterns + pattern``, sorted (by
@@ -229,6 +240,33 @@ class FirstMatch:
     def _empty(self) -> pl.DataFrame:
         columns: dict[str, pl.DataType] = {ROW: pl.UInt32(), PATTERN: pl.UInt32()}
         return pl.DataFrame(schema=columns | dict.fromkeys(self.fields, pl.String()))
+
+
+@functools.cache
+def _scanned(literals: tuple[str, ...]) -> list[str]:
+    """What the candidates scan looks for: the ``_innermost`` literals, or when there are more
+    than ``SCANNED`` of them, texts that several of them hold in their place (the longest shared
+    one first, the most telling), until there are few enough. Every literal holds one of these,
+    so a line holding a literal is found; the gates (``_gated``) then leave out the few lines
+    that hold a shared text but no literal."""
+    current = set(_innermost(literals))
+    if len(current) <= SCANNED:
+        return sorted(current)
+    holders: dict[str, set[str]] = {}
+    for literal in current:
+        for start in range(len(literal)):
+            for end in range(start + SHORTEST_SCANNED, len(literal) + 1):
+                holders.setdefault(literal[start:end], set()).add(literal)
+    shared = sorted((t for t, held in holders.items() if len(held) > 1), key=lambda t: (-len(t), t))
+    added: set[str] = set()
+    for text in shared:
+        held = (holders[text] | {t for t in added if text in t}) & current
+        if len(held) > 1:
+            current = (current - held) | {text}
+            added.add(text)
+            if len(current) <= SCANNED:
+                break
+    return sorted(current)
 
 
 def _innermost(literals: Sequence[str]) -> list[str]:

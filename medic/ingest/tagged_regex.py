@@ -1,16 +1,17 @@
 """Several regexes read as one: each line led by a tag naming the regex meant for it.
 
-polars compiles a regex whenever its per-thread cache (32 regexes) no longer holds it, and a
-regex with Unicode classes (``\\w`` above all) takes 0.1-1 ms to compile. A parser whose
-patterns each read a few lines of a batch, more patterns than that cache holds, pays a compile
-per pattern per batch, more than reading those lines costs. ``TaggedRegex`` joins the patterns
-into one regex, the same string every batch (compiled once): a line is read as ``<i>\\n<line>``,
-and alternative ``i`` reads its tag, then pattern ``i`` anywhere after it. The lazy skip in
-front of the pattern keeps the match an unanchored search finds (the leftmost start, then the
-pattern's own preference), and the pattern's ``^`` becomes a multi-line one, true right after
-the tag: the same match, the same groups, as long as the line holds no newline of its own
-(those lines are read by the pattern alone). Reading a line this way costs about twice what the
-pattern alone costs, so only the patterns with few lines in a batch are read tagged.
+polars compiles the regex of ``str.extract_groups`` on every call (it keeps no compiled copy),
+and a regex with Unicode classes (``\\w`` above all) takes 0.1-1 ms to compile and to warm up.
+A parser whose patterns each read a few lines of a batch pays that per pattern per batch, more
+than reading those lines costs. ``TaggedRegex`` joins the patterns a batch needs into one regex:
+a line is read as ``<i>\\n<line>``, and alternative ``i`` reads its tag, then pattern ``i``
+anywhere after it. The lazy skip in front of the pattern keeps the match an unanchored search
+finds (the leftmost start, then the pattern's own preference), and the pattern's ``^`` becomes a
+multi-line one, true right after the tag: the same match, the same groups, as long as the line
+holds no newline of its own (those lines are read by the pattern alone). Only the patterns of
+the lines being read join (a regex of every pattern costs milliseconds to compile and yields a
+column per group of every pattern, each batch). Reading a line this way costs about twice what
+the pattern alone costs, so only the patterns with few lines in a batch are read tagged.
 """
 
 from __future__ import annotations
@@ -89,32 +90,48 @@ class TaggedRegex:
     def __init__(self, patterns: Sequence[str | None]) -> None:
         self.members = np.array([p is not None and taggable(p) for p in patterns], dtype=bool)
         """Whether each pattern is read tagged at all."""
-        alternatives = [
-            rf"{i}\n(?s:.)*?(?:{retagged(p, i)})"
+        self._alternatives = {
+            i: rf"{i}\n(?s:.)*?(?:{retagged(p, i)})"
             for i, p in enumerate(patterns)
             if p is not None and self.members[i]
-        ]
-        self.pattern = f"^(?:{'|'.join(alternatives)})(?P<{MATCHED}>)" if alternatives else ""
+        }
+        """Each member's alternative in a tagged regex."""
         self._tags = pl.Series([f"{i}\n" for i in range(len(patterns))], dtype=pl.String)
-        self._groups: dict[str, list[str]] = {}
-        """Each named group's columns in the tagged regex (one per pattern naming it)."""
-        if not self.pattern:
+        self._groups: dict[str, list[tuple[int, str]]] = {}
+        """Each named group's columns in a tagged regex: (pattern, column), one per pattern
+        naming it."""
+        if not self._alternatives:
             return
         try:
-            probe = pl.Series([""], dtype=pl.String).str.extract_groups(self.pattern)
+            probe = pl.Series([""], dtype=pl.String).str.extract_groups(
+                self._pattern(list(self._alternatives))
+            )
         except pl.exceptions.ComputeError:  # over the regex size limit: each read alone
             self.members[:] = False
-            self.pattern = ""
+            self._alternatives = {}
             return
         for field in probe.dtype.fields:  # type: ignore[attr-defined]
             name, _, index = field.name.rpartition(SEPARATOR)
             if name and index.isdigit():
-                self._groups.setdefault(name, []).append(field.name)
+                self._groups.setdefault(name, []).append((int(index), field.name))
 
     def read(self, indices: np.ndarray, lines: pl.Series) -> pl.DataFrame:
-        """``lines[k]`` read with pattern ``indices[k]`` (a member), one row per line."""
+        """``lines[k]`` read with pattern ``indices[k]`` (a member), one row per line: ``MATCHED``
+        and the named groups of those patterns."""
+        present = np.unique(indices).tolist()
         tagged = self._tags.gather(pl.Series(indices, dtype=pl.UInt32)) + lines
-        found = tagged.str.extract_groups(self.pattern).struct.unnest()
+        found = tagged.str.extract_groups(self._pattern(present)).struct.unnest()
+        wanted = set(present)
+        columns = {
+            name: [column for index, column in held if index in wanted]
+            for name, held in self._groups.items()
+        }
         return found.select(
-            MATCHED, *(pl.coalesce(columns).alias(name) for name, columns in self._groups.items())
+            MATCHED,
+            *(pl.coalesce(held).alias(name) for name, held in columns.items() if held),
         )
+
+    def _pattern(self, members: list[int]) -> str:
+        """The tagged regex of ``members`` (indices of member patterns)."""
+        alternatives = "|".join(self._alternatives[i] for i in members)
+        return f"^(?:{alternatives})(?P<{MATCHED}>)"

@@ -50,6 +50,11 @@ class AnnouncedEvaluations:
             .then(pl.lit(False))
             .alias("_mark"),
         )
+        if not (any(self.evaluating.values()) or marks.get_column("_mark").any()):
+            # no job is in an announced evaluation, nor announces one here: every row keeps its
+            # event (the window queries below cost more than this look)
+            self._remember(marks)
+            return marks.get_column("_event")
         carried = pl.DataFrame(
             {"job_id": list(self.evaluating), "_carried": list(self.evaluating.values())},
             schema={"job_id": pl.String, "_carried": pl.Boolean},

@@ -118,7 +118,7 @@ class CustomPattern:
     def __post_init__(self) -> None:
         if self.event not in EVENTS:
             raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {self.event!r}")
-        groups = _named_groups(self.pattern)
+        groups = named_groups(self.pattern)
         unknown = sorted(groups - {*FIELDS, DESC, TOTAL})
         if unknown:
             raise ValueError(f"pattern group '{unknown[0]}' is not one of {', '.join(FIELDS)}")
@@ -132,7 +132,7 @@ class ProgressConfig:
     """The site's own progress formats."""
 
 
-def _named_groups(pattern: str) -> set[str]:
+def named_groups(pattern: str) -> set[str]:
     """The named groups of a Rust regex; ValueError naming the problem when it does not compile."""
     try:
         extracted = pl.Series([""], dtype=pl.String).str.extract_groups(pattern)
@@ -206,7 +206,7 @@ class ProgressParser:
         found = [rows for rows in (known, learned) if rows is not None]
         if not found:
             return None
-        rows = pl.concat(found).sort(LINE).drop(LINE).sort("time", maintain_order=True)
+        rows = _sorted_by(_sorted_by(pl.concat(found), LINE).drop(LINE), "time")
         for job in rows.filter(pl.col("event") == "job_end").get_column("job_id").unique():
             self.learned.forget(job)
             self._formatted.discard(job)
@@ -396,6 +396,14 @@ class ProgressParser:
             pl.when(throughput.is_not_null()).then(pick("unit")).alias("throughput_unit"),
         ]
         return measures, output
+
+
+def _sorted_by(rows: pl.DataFrame, column: str) -> pl.DataFrame:
+    """``rows`` sorted by ``column``, ties in their order; not sorted again when already in order
+    (the usual case: the lines came sorted, and sorting every column costs more than looking)."""
+    if rows.get_column(column).is_sorted():
+        return rows
+    return rows.sort(column, maintain_order=True)
 
 
 def _plain_numbers(values: pl.DataFrame) -> pl.DataFrame:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from medic.simulate import texts
+from medic.simulate import rank_timings, texts
 from medic.simulate.cluster import GPUS_PER_NODE
 from medic.simulate.frameworks import framework
 from medic.simulate.plan import Run
@@ -106,6 +106,9 @@ def _training(world: World, run: Run) -> None:
         if pause.kind == "eval":
             job.traps.append("evaluation")
     world.emit_rank(run, printer, [x for x in lines if 0 <= x[0] < horizon])
+    if run.rank_timings is not None:
+        who, timings = rank_timings.lines(world, run)
+        world.emit_rank(run, who, [x for x in timings if 0 <= x[0] < horizon])
     lo, hi = max(0.0, run.train_start), min(horizon, float(world.seconds))
     if job.nccl_debug and hi > lo and world.rng.random() < 0.2:
         node_i = int(world.rng.integers(len(run.nodes)))

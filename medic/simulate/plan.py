@@ -10,10 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from medic.simulate.cluster import GPUS_PER_NODE
+
+if TYPE_CHECKING:
+    from medic.simulate.rank_timings import RankTimings
 
 
 class Mode(IntEnum):
@@ -199,6 +203,8 @@ class Run:
     ``medic.simulate.phases``) or ``async`` (a short staging copy, then training goes on)."""
     holdups: list[Holdup] = field(default_factory=list)
     agent_pids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rank_timings: RankTimings | None = None
+    """What the run prints of its ranks' own timings (``medic.simulate.rank_timings``)."""
 
     @property
     def train_start(self) -> float:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from medic.simulate import faults, quiet_faults
+from medic.simulate import faults, quiet_faults, rank_timings
 from medic.simulate.frameworks import FRAMEWORK_NAMES
 from medic.simulate.plan import Run
 from medic.simulate.world import World
@@ -147,6 +147,19 @@ class Straggler(Fault):
 class EarlyStraggler(Common):
     slowdown: float | None = None
     """Step-time factor of the whole job from its first step (1.1-1.5)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_slowdown(self.slowdown)
+
+
+@dataclass(frozen=True)
+class HostStraggler(Fault):
+    slowdown: float | None = None
+    """Step-time factor of the whole job once the culprit ranks slow (1.1-1.4)."""
+    framework: str | None = "megatron"
+    """Megatron-LM prints each rank's own time (its timers); NVRx's kernel-time scores do not
+    show a host-side slowdown."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -360,6 +373,23 @@ QUIET_FAULTS: dict[str, Scenario] = {
             _inject(quiet_faults.power_cap_straggler, "slowdown"),
         ),
         Scenario(
+            "host_straggler",
+            "One or two ranks of a node slowed on the host (CPU contention, a slow data "
+            "loader), mid-job or from the first step: every GPU waits alike, only the ranks' "
+            "own times in the job's per-rank timers (Megatron-LM) show them.",
+            "straggler",
+            HostStraggler,
+            _inject(rank_timings.host_straggler, "slowdown"),
+        ),
+        Scenario(
+            "rank_timing_straggler",
+            "One GPU throttles in a job that prints per-rank timings (Megatron-LM's timers or "
+            "NVRx's relative GPU scores): the rank's own time stands out from its peers'.",
+            "straggler",
+            Straggler,
+            _inject(rank_timings.gpu_straggler, "slowdown"),
+        ),
+        Scenario(
             "ib_flap_straggler",
             "A node's InfiniBand port flaps throughout the job (mlx5 link down/up, NCCL async "
             "events): the whole job is slower from its first step.",
@@ -403,6 +433,15 @@ HEALTHY: dict[str, Scenario] = {
             None,
             Common,
             default_traps=("slow_job", "power_cap"),
+        ),
+        Scenario(
+            "healthy_rank_timings",
+            "A healthy job printing per-rank timings: equal wall times on every rank "
+            "(forward-backward holds the all-reduce), own compute times and NVRx relative "
+            "scores within their normal spread.",
+            None,
+            Fault,
+            _inject(rank_timings.healthy),
         ),
         Scenario(
             "healthy_noisy",

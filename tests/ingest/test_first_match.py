@@ -179,3 +179,19 @@ def test_a_literal_pattern_runs_on_a_text_other_than_the_lines() -> None:
     reader = FirstMatch([r"Traceback"], [["Traceback"]], ())
     lines, text = pl.Series(["Traceback", "Traceback"]), pl.Series(["Trace", "Traceback"])
     assert reader.read(lines, text).rows() == [(1, 0)]
+
+
+def test_many_literals_are_scanned_for_as_fewer_shared_texts_and_every_holder_is_found() -> None:
+    # 80 literals, more than one scan takes at full speed: texts that several of them hold
+    # stand in for them; every line holding a literal is still a candidate, and the gates keep
+    # the lines holding only a shared text from being read.
+    literals = [f"event {name} fault" for name in range(40)] + [f"code{n:02d}x" for n in range(40)]
+    scanned = first_match._scanned(tuple(literals))
+    assert len(scanned) <= first_match.SCANNED
+    assert all(any(text in literal for text in scanned) for literal in literals)
+    patterns = [rf"{literal} (?P<a>\d+)" for literal in literals]
+    reader = FirstMatch(patterns, [[literal] for literal in literals], ("a",))
+    lines = pl.Series([f"x {literal} 7" for literal in literals] + ["event  fault", "nothing"])
+    found = pl.DataFrame({"line": lines}).select(reader.candidates(pl.col("line"))).to_series()
+    assert found.head(len(literals)).all() and not found[-1]
+    assert reader.read(lines).get_column(ROW).to_list() == list(range(len(literals)))

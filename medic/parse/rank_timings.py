@@ -1,0 +1,402 @@
+"""Per-rank timings: what a job prints of each rank's own share of a step, for the straggler
+detector's peer comparison (``medic.detectors.rank_share``).
+
+The ``rank_timing`` stream has one row per rank per report: the rank measured (not the one that
+printed: a framework gathers every rank's figure and prints them from one rank), the node the
+line names for it (if any), and a value of one of four kinds:
+
+* ``time``: seconds of the rank's own work in the report's interval (compared with its peers');
+* ``score``: a relative performance score, 1.0 the best rank, 0.5 twice as slow as it;
+* ``ratio``: the rank's time over the fastest rank's;
+* ``verdict``: the framework itself names the rank a straggler (no value).
+
+Built-in formats, from the frameworks' own logging code:
+
+* NVIDIA Resiliency Extension's straggler detection (nvidia-resiliency-ext,
+  ``src/nvidia_resiliency_ext/ptl_resiliency/straggler_det_callback.py``, the PTL callback
+  NeMo 2 uses): rank 0 logs ``\\nGPU relative performance:\\n`` then, per rank (all, or the
+  worst and best few under `` Worst performing 3/64 ranks:`` / `` Best performing ...``),
+  ``  Rank=17 Node=gpu-a07 Score=0.62`` (``_format_gpu_scores``); the same lines follow
+  ``GPU individual performance:`` (a rank against its own past, not its peers: not read).
+  The relative score is the best rank's median CUDA kernel time over this rank's, NCCL kernels
+  left out (``attribution/straggler/reporting.py``, ``_compute_gpu_perf_score``,
+  ``_filter_out_nccl_kernels``): a compute-only share. Its verdicts:
+  ``STRAGGLER DETECTION WARNING: Some GPUs have worse relative performance. Affected ranks:
+  {StragglerId(rank=17, node='gpu-a07')}`` (a set of ``StragglerId`` dataclasses; ``Some GPUs
+  performance dropped.`` for the individual scores; older releases printed a list of ranks).
+* Megatron-LM's timers with ``--timing-log-option all`` (``megatron/core/timers.py``,
+  ``_get_all_ranks_time_string``), printed by the last rank every log interval:
+  ``times across ranks (ms):``, then per timer ``  forward-compute:`` and per rank
+  ``     rank  3: 812.40`` (milliseconds per iteration). Only the timers that measure a rank's
+  own work are read (``OWN_WORK_TIMERS``): ``forward-backward`` also holds the gradient
+  all-reduce (``finalize_model_grads`` runs inside it in
+  ``megatron/core/pipeline_parallel/schedules.py``), where every rank waits for the slowest,
+  so it is the same on every rank and says nothing of which one is slow.
+* Megatron-LM's ``StragglerDetector`` (``--log-straggler``, ``megatron/core/utils.py``
+  ``report()``): rank 0 logs ``| MnRtt/Rnk: 3453.08ms/8 | MxRtt/Rnk: 3468.20ms/0 | ...``, the
+  fastest and slowest rank's time in the traced forward ops: the slowest rank gets the ratio
+  of the two. (``MnDRtt``/``MxDRtt``, the data-loading latency, is left out: prefetching makes
+  it spread widely among healthy ranks, 14 to 35 ms in the README_STRAGGLER.md example.)
+
+Lines that each rank prints of its own wall-clock step time carry no per-rank information in
+synchronous data-parallel training (each step ends with an all-reduce that waits for the
+slowest rank, so the wall time per step is the same on every rank): they are progress lines,
+not read here.
+
+Sites add their own per-rank lines in medic.toml (one line per rank and report; the rank is the
+``rank`` group, else the printing rank)::
+
+    [[parsers.rank_timing.patterns]]
+    pattern = 'rank (?P<rank>\\d+) compute (?P<time_ms>[0-9.]+) ms'
+    metric = "compute"               # optional, default "custom"
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import ClassVar
+
+import polars as pl
+import pyarrow as pa
+
+from medic.detectors.base import register_parser
+from medic.ingest.base import Batch
+from medic.parse.prefixes import PrefixStripper
+from medic.parse.progress import named_groups
+from medic.schema import TIME
+
+RANK_TIMING = pa.schema(
+    [
+        pa.field("time", TIME, nullable=False),
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("node", pa.string(), nullable=False),
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("rank_node", pa.string()),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("value", pa.float64()),
+    ]
+)
+KINDS = ("time", "score", "ratio", "verdict")
+VALUE_GROUPS = {"time_s": 1.0, "time_ms": 1e-3, "score": 1.0, "ratio": 1.0}
+"""A custom pattern's value group and its factor to the row's value (seconds for times)."""
+GROUPS = ("rank", "node", *VALUE_GROUPS)
+OWN_WORK_TIMERS = ("forward-compute", "backward-compute", "batch-generator")
+"""Megatron timers that time one rank's own work (``--timing-log-level 2``): its forward and
+backward compute and its data loading, not the collectives it waits in."""
+NVRX = "nvrx"
+MEGATRON_TIMERS = "megatron_timers"
+MEGATRON_STRAGGLER = "megatron_straggler"
+ANCHORS = ("Rank=", "performance:", "rank ", "STRAGGLER DETECTION WARNING", "MxRtt/Rnk")
+"""Literals one of which every built-in line holds (a Megatron timer's name line is found by
+its shape: a lone word and a colon)."""
+NVRX_HEADER = r"GPU (?P<block>relative|individual) performance:"
+NVRX_SCORE = r"^\s*Rank=(?P<rank>\d+) Node=(?P<node>\S+) Score=(?P<score>[0-9.]+)\s*$"
+NVRX_WARNING = (
+    r"STRAGGLER DETECTION WARNING: Some GPUs (?P<scores>have worse relative|performance dropped)"
+    r".*? Affected ranks: (?P<ranks>.*)$"
+)
+NVRX_ID = r"StragglerId\(rank=(\d+), node='([^']*)'\)"
+TIMER_NAME = r"^\s*(?P<block>[a-z][a-z0-9-]*):\s*$"
+TIMER_RANK = r"^\s*rank\s+(?P<rank>\d+): (?P<time_ms>[0-9.]+)\s*$"
+STIMER = (
+    r"MnRtt/Rnk: (?P<low>[0-9.]+)ms/(?P<low_rank>\d+) \| "
+    r"MxRtt/Rnk: (?P<high>[0-9.]+)ms/(?P<rank>\d+)"
+)
+CARRIED = 4096
+"""Most (job, printer, family) headers remembered across batches (a bound)."""
+LINE = "_line"
+WHO = "_who"
+
+
+@dataclass(frozen=True)
+class RankTimingPattern:
+    """A site's own per-rank line: a regex with one value group (time_s, time_ms, score or
+    ratio) and optionally rank and node groups."""
+
+    pattern: str
+    """A regular expression (Rust syntax) whose named groups are from rank, node, time_s,
+    time_ms (a rank's own work in the interval), score (1.0 = the best rank) or ratio (over
+    the fastest rank)."""
+    metric: str = "custom"
+    """The ``metric`` column of its rows (ranks are compared per metric)."""
+
+    def __post_init__(self) -> None:
+        names = named_groups(self.pattern)
+        unknown = sorted(names - set(GROUPS))
+        if unknown:
+            raise ValueError(f"pattern group '{unknown[0]}' is not one of {', '.join(GROUPS)}")
+        if len(names & set(VALUE_GROUPS)) != 1:
+            raise ValueError(f"pattern {self.pattern!r} needs one of {', '.join(VALUE_GROUPS)}")
+
+    @property
+    def value_group(self) -> str:
+        return next(g for g in VALUE_GROUPS if f"(?P<{g}>" in self.pattern)
+
+
+@dataclass(frozen=True)
+class RankTimingConfig:
+    """``[parsers.rank_timing]``: the site's own per-rank timing lines."""
+
+    patterns: tuple[RankTimingPattern, ...] = ()
+    """Extra formats, each line one rank's figure."""
+
+
+@register_parser
+class RankTimingParser:
+    """logs -> rank_timing: one row per rank figure of a known (or configured) format."""
+
+    name: ClassVar[str] = "rank_timing"
+    input_stream: ClassVar[str] = "logs"
+    output_stream: ClassVar[str] = "rank_timing"
+    row_wise: ClassVar[bool] = True
+    """Each output row comes from one input row (a record's header is carried across batches):
+    batches may be parsed together."""
+    Config: ClassVar[type] = RankTimingConfig
+    strips_prefixes: ClassVar[bool] = True
+
+    def __init__(
+        self, config: RankTimingConfig | None = None, prefixes: PrefixStripper | None = None
+    ) -> None:
+        self.config = config or RankTimingConfig()
+        self.prefixes = prefixes or PrefixStripper()
+        self._headers: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
+        """(job, node, printer, family) -> the block the latest header there opened: the
+        lines of one record may come in two batches."""
+        anchor = pl.col("message").str.contains_any(list(ANCHORS))
+        lone_word = pl.col("message").str.strip_chars_end().str.ends_with(":")
+        custom = [pl.col("message").str.contains(p.pattern) for p in self.config.patterns]
+        self._candidates = pl.any_horizontal(anchor, lone_word, *custom)
+
+    def parse(self, batch: Batch) -> Batch | None:
+        frame = batch.frame
+        if frame.is_empty() or "message" not in frame.columns:
+            return None
+        lines = (
+            self.prefixes.strip(frame)
+            .with_row_index(LINE)
+            .filter(pl.col("job_id").is_not_null() & self._candidates.fill_null(False))
+            .select(
+                LINE,
+                "time",
+                "job_id",
+                "node",
+                pl.coalesce("rank", "prefix_rank").cast(pl.Int32).alias("_printer"),
+                "message",
+            )
+            .with_columns(pl.col("_printer").cast(pl.String).fill_null("").alias(WHO))
+        )
+        if lines.is_empty():
+            return None
+        found = [
+            rows
+            for rows in (
+                self._blocks(lines),
+                self._nvrx_warnings(lines),
+                self._stimer(lines),
+                *(self._custom(lines, p) for p in self.config.patterns),
+            )
+            if not rows.is_empty()
+        ]
+        if not found:
+            return None
+        rows = pl.concat(found).sort("time", maintain_order=True)
+        return Batch.from_frame(self.output_stream, rows, RANK_TIMING)
+
+    def _blocks(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """The per-rank lines of multi-line records (NVRx's scores, Megatron's timers), each
+        read under the header before it from the same printer."""
+        message = pl.col("message")
+        keys = ["job_id", "node", WHO, "_family"]
+        headers = pl.concat(
+            [
+                lines.filter(message.str.contains(NVRX_HEADER)).select(
+                    LINE,
+                    *keys[:3],
+                    pl.lit(NVRX).alias("_family"),
+                    message.str.extract(NVRX_HEADER, 1).alias("_block"),
+                ),
+                lines.filter(message.str.contains(TIMER_NAME)).select(
+                    LINE,
+                    *keys[:3],
+                    pl.lit(MEGATRON_TIMERS).alias("_family"),
+                    message.str.extract(TIMER_NAME, 1).alias("_block"),
+                ),
+            ]
+        )
+        nvrx = _entries(lines, NVRX_SCORE, NVRX, "score", message.str.extract(NVRX_SCORE, 2))
+        timers = _entries(lines, TIMER_RANK, MEGATRON_TIMERS, "time", pl.lit(None, pl.String))
+        entries = pl.concat([nvrx, timers])
+        carried = self._carried_headers(entries)
+        self._remember(headers)
+        if entries.is_empty():
+            return _empty()
+        headers = pl.concat([carried, headers.with_columns(pl.col(LINE).cast(pl.Int64))])
+        read = (
+            entries.with_columns(pl.col(LINE).cast(pl.Int64))
+            .sort(LINE)
+            .join_asof(
+                headers.sort(LINE), on=LINE, by=keys, strategy="backward", check_sortedness=False
+            )
+        )
+        wanted = (
+            pl.when(pl.col("_family") == NVRX)
+            .then(pl.col("_block") == "relative")
+            .otherwise(pl.col("_block").is_in(OWN_WORK_TIMERS))
+        )
+        return read.filter(wanted.fill_null(False)).select(
+            "time",
+            "job_id",
+            "node",
+            "rank",
+            "rank_node",
+            pl.col("_family").alias("source"),
+            pl.when(pl.col("_family") == NVRX)
+            .then(pl.lit("gpu_relative"))
+            .otherwise(pl.col("_block"))
+            .alias("metric"),
+            "kind",
+            "value",
+        )
+
+    def _carried_headers(self, entries: pl.DataFrame) -> pl.DataFrame:
+        """The headers earlier batches left open, for the entries of this one (before line 0)."""
+        schema = {
+            LINE: pl.Int64,
+            "job_id": pl.String,
+            "node": pl.String,
+            WHO: pl.String,
+            "_family": pl.String,
+            "_block": pl.String,
+        }
+        if entries.is_empty() or not self._headers:
+            return pl.DataFrame(schema=schema)
+        rows = [(-1, *key, block) for key, block in self._headers.items()]
+        return pl.DataFrame(rows, schema=schema, orient="row")
+
+    def _remember(self, headers: pl.DataFrame) -> None:
+        keys = ["job_id", "node", WHO, "_family"]
+        latest = headers.sort(LINE).group_by(keys, maintain_order=True).agg(pl.col("_block").last())
+        for job_id, node, who, family, block in latest.iter_rows():
+            key = (job_id, node, who, family)
+            self._headers.pop(key, None)
+            self._headers[key] = block
+        while len(self._headers) > CARRIED:
+            self._headers.popitem(last=False)
+
+    @staticmethod
+    def _nvrx_warnings(lines: pl.DataFrame) -> pl.DataFrame:
+        """NVRx's verdicts: one row per rank a warning names (with its node when named)."""
+        warned = lines.filter(pl.col("message").str.contains(NVRX_WARNING)).with_columns(
+            pl.col("message").str.extract(NVRX_WARNING, 2).alias("_ranks"),
+            pl.when(pl.col("message").str.extract(NVRX_WARNING, 1).str.starts_with("have"))
+            .then(pl.lit("gpu_relative"))
+            .otherwise(pl.lit("gpu_individual"))
+            .alias("metric"),
+        )
+        if warned.is_empty():
+            return _empty()
+        ids = (
+            warned.with_columns(pl.col("_ranks").str.extract_all(NVRX_ID).alias("_id"))
+            .with_columns(
+                pl.when(pl.col("_id").list.len() > 0)
+                .then(pl.col("_id"))
+                .otherwise(pl.col("_ranks").str.extract_all(r"\d+"))
+            )
+            .explode("_id")
+        )
+        return ids.filter(pl.col("_id").is_not_null()).select(
+            "time",
+            "job_id",
+            "node",
+            pl.col("_id").str.extract(r"(\d+)", 1).cast(pl.Int32).alias("rank"),
+            pl.col("_id").str.extract(r"node='([^']*)'", 1).alias("rank_node"),
+            pl.lit(NVRX).alias("source"),
+            "metric",
+            pl.lit("verdict").alias("kind"),
+            pl.lit(None, pl.Float64).alias("value"),
+        )
+
+    @staticmethod
+    def _stimer(lines: pl.DataFrame) -> pl.DataFrame:
+        """Megatron's StragglerDetector: the slowest rank, its time over the fastest's."""
+        read = lines.filter(pl.col("message").str.contains(STIMER))
+        if read.is_empty():
+            return _empty()
+        groups = read.get_column("message").str.extract_groups(STIMER).struct.unnest()
+        return (
+            read.hstack(groups)
+            .select(
+                "time",
+                "job_id",
+                "node",
+                pl.col("rank").cast(pl.Int32),
+                pl.lit(None, pl.String).alias("rank_node"),
+                pl.lit(MEGATRON_STRAGGLER).alias("source"),
+                pl.lit("rtt").alias("metric"),
+                pl.lit("ratio").alias("kind"),
+                (pl.col("high").cast(pl.Float64) / pl.col("low").cast(pl.Float64)).alias("value"),
+            )
+            .filter(pl.col("value").is_finite())
+        )
+
+    @staticmethod
+    def _custom(lines: pl.DataFrame, pattern: RankTimingPattern) -> pl.DataFrame:
+        """A site's lines: one rank's figure each (the printing rank's own, on the printing
+        node, unless the line names a rank)."""
+        read = lines.filter(pl.col("message").str.contains(pattern.pattern))
+        if read.is_empty():
+            return _empty()
+        groups = read.get_column("message").str.extract_groups(pattern.pattern).struct.unnest()
+        present = set(groups.columns)
+        read = read.hstack(groups.select(pl.all().name.prefix("_g_")))
+        named = (
+            pl.col("_g_rank").cast(pl.Int32, strict=False)
+            if "rank" in present
+            else pl.lit(None, pl.Int32)
+        )
+        own_node = pl.when(named.is_null()).then(pl.col("node"))
+        rank_node = pl.coalesce(pl.col("_g_node"), own_node) if "node" in present else own_node
+        group = pattern.value_group
+        value = pl.col(f"_g_{group}").cast(pl.Float64, strict=False) * VALUE_GROUPS[group]
+        return read.select(
+            "time",
+            "job_id",
+            "node",
+            pl.coalesce(named, pl.col("_printer")).alias("rank"),
+            rank_node.alias("rank_node"),
+            pl.lit("custom").alias("source"),
+            pl.lit(pattern.metric).alias("metric"),
+            pl.lit("time" if group.startswith("time") else group).alias("kind"),
+            value.alias("value"),
+        ).filter(pl.col("rank").is_not_null() & pl.col("value").is_not_null())
+
+
+def _entries(
+    lines: pl.DataFrame, pattern: str, family: str, kind: str, rank_node: pl.Expr
+) -> pl.DataFrame:
+    """The per-rank lines of a record format: its rank (group 1), value (the last group, a
+    time in milliseconds as seconds) and the node it names."""
+    message = pl.col("message")
+    value = message.str.extract(pattern, 3 if kind == "score" else 2).cast(pl.Float64, strict=False)
+    return lines.filter(message.str.contains(pattern)).select(
+        LINE,
+        "time",
+        "job_id",
+        "node",
+        WHO,
+        "_printer",
+        pl.lit(family).alias("_family"),
+        message.str.extract(pattern, 1).cast(pl.Int32).alias("rank"),
+        rank_node.alias("rank_node"),
+        pl.lit(kind).alias("kind"),
+        (value if kind == "score" else value / 1000.0).alias("value"),
+    )
+
+
+def _empty() -> pl.DataFrame:
+    empty = pl.from_arrow(RANK_TIMING.empty_table())
+    assert isinstance(empty, pl.DataFrame)
+    return empty

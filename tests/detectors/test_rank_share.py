@@ -1,0 +1,132 @@
+"""The straggler detector's rank-share vote: ranks' printed shares of a step against their
+peers' (NVRx scores and warnings, Megatron-LM's per-rank timers)."""
+
+from __future__ import annotations
+
+import math
+
+from medic.detectors.straggler import StragglerDetector
+from medic.timeutil import US
+from tests.builders import at
+from tests.detectors.training import COMPUTE, GPUS_PER_NODE, NODES, Job, constant, run
+
+ONSET = 600.0
+RANKS = len(NODES) * GPUS_PER_NODE
+REPORT_S = 20.0
+
+
+def megatron_timers(job: Job, t: float, compute_ms: dict[int, float], wall_ms: float) -> None:
+    """One ``--timing-log-option all`` record (megatron/core/timers.py), from the last rank:
+    forward-backward (the same on every rank: it holds the all-reduce) then forward-compute."""
+    job.say(t, "times across ranks (ms):")
+    job.say(t, "  forward-backward:")
+    for rank in range(RANKS):
+        job.say(t, f"     rank {rank:2d}: {wall_ms:.2f}")
+    job.say(t, "  forward-compute:")
+    for rank in range(RANKS):
+        job.say(t, f"     rank {rank:2d}: {compute_ms[rank]:.2f}")
+
+
+def jitter(rank: int, report: int) -> float:
+    """A healthy rank's compute time from report to report: within about 2%."""
+    return 1.0 + 0.02 * math.sin(1.7 * rank + 2.3 * report)
+
+
+def timed_job(slow_rank: int | None, factor: float, wall_factor: float = 1.0) -> Job:
+    job = Job().start().steps(10, ONSET).steps(ONSET, 1000, slowdown=wall_factor)
+    job.telemetry(0, 1000, constant(COMPUTE))
+    t, report = 30.0, 0
+    while t < 1000:
+        compute = {r: 600.0 * jitter(r, report) for r in range(RANKS)}
+        if slow_rank is not None and t >= ONSET:
+            compute[slow_rank] *= factor
+        megatron_timers(job, t, compute, 2000.0 * (wall_factor if t >= ONSET else 1.0))
+        t, report = t + REPORT_S, report + 1
+    return job
+
+
+def test_a_rank_whose_own_compute_time_exceeds_its_peers_is_named_with_its_node() -> None:
+    """A host-side slowdown (CPU contention on n2): no GPU telemetry sign, the job's wall time
+    per step equal on every rank, only rank 6's printed compute time stands out."""
+    (found,) = run(StragglerDetector(), [timed_job(6, 1.3, wall_factor=1.2)], 1000)
+    assert found.kind == "straggler"
+    assert found.culprits == ("n2",) and found.ranks == (6,)
+    assert found.evidence["feature"] == "rank_share"
+    assert "rank 6" in found.summary and "forward-compute 1.3" in found.summary
+    assert (found.detected_at - at(ONSET)) / US <= 120
+
+
+def test_a_rank_slow_from_the_first_step_is_found_without_the_job_slowing() -> None:
+    job = Job().start().steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    for report, t in enumerate(range(30, 1000, 20)):
+        compute = {r: 600.0 * jitter(r, report) * (1.25 if r == 13 else 1.0) for r in range(16)}
+        megatron_timers(job, float(t), compute, 2000.0)
+    (found,) = run(StragglerDetector(), [job], 1000)
+    assert found.culprits == ("n4",) and found.ranks == (13,)
+
+
+def test_equal_wall_times_and_compute_jitter_give_no_vote() -> None:
+    assert run(StragglerDetector(), [timed_job(None, 1.0)], 1000) == []
+
+
+def test_one_odd_report_is_not_a_straggler() -> None:
+    job = Job().start().steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    for report, t in enumerate(range(30, 1000, 20)):
+        compute = {r: 600.0 * jitter(r, report) for r in range(RANKS)}
+        if report == 20:
+            compute[3] *= 1.8
+        megatron_timers(job, float(t), compute, 2000.0)
+    assert run(StragglerDetector(), [job], 1000) == []
+
+
+def nvrx_report(job: Job, t: float, scores: dict[int, float]) -> None:
+    """The NVRx PTL callback's relative and individual score blocks, from rank 0
+    (nvidia-resiliency-ext ptl_resiliency/straggler_det_callback.py, _format_gpu_scores)."""
+    for block in ("relative", "individual"):
+        job.say(t, f"GPU {block} performance:", node=NODES[0])
+        for rank, score in sorted(scores.items(), key=lambda item: item[1]):
+            node = NODES[rank // GPUS_PER_NODE]
+            shown = score if block == "relative" else 0.99
+            job.say(t, f"  Rank={rank} Node={node} Score={shown:.2f}", node=NODES[0])
+
+
+def nvrx_job(slow_rank: int | None, score: float) -> Job:
+    job = Job().start().steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    for report, t in enumerate(range(60, 1000, 60)):
+        scores = {r: 1.0 - 0.04 * abs(math.sin(r + 1.3 * report)) for r in range(RANKS)}
+        if slow_rank is not None and t >= ONSET:
+            scores[slow_rank] = score
+        nvrx_report(job, float(t), scores)
+    return job
+
+
+def test_a_low_relative_score_names_the_rank_and_the_node_nvrx_prints() -> None:
+    (found,) = run(StragglerDetector(), [nvrx_job(9, 0.62)], 1000)
+    assert found.culprits == ("n3",) and found.ranks == (9,)
+    assert "nvrx gpu_relative 1.61x" in found.summary
+
+
+def test_relative_scores_jittering_within_their_normal_spread_are_not_a_straggler() -> None:
+    assert run(StragglerDetector(), [nvrx_job(None, 1.0)], 1000) == []
+
+
+def test_nvrx_warnings_repeated_name_the_rank_and_its_node() -> None:
+    job = Job().start().steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    for t in range(ONSET_WARN := 400, 1000, 100):
+        job.say(
+            float(t),
+            "STRAGGLER DETECTION WARNING: Some GPUs have worse relative performance. "
+            "Affected ranks: {StragglerId(rank=2, node='n1')}",
+            node=NODES[0],
+        )
+    (found,) = run(StragglerDetector(), [job], 1000)
+    assert found.culprits == ("n1",) and found.ranks == (2,)
+    assert (found.detected_at - at(ONSET_WARN)) / US >= 200
+
+
+def test_many_ranks_standing_out_blame_nobody() -> None:
+    job = Job().start().steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    for report, t in enumerate(range(30, 1000, 20)):
+        compute = {r: 600.0 * jitter(r, report) * (1.3 if r < 6 else 1.0) for r in range(16)}
+        megatron_timers(job, float(t), compute, 2000.0)
+    assert run(StragglerDetector(), [job], 1000) == []
