@@ -25,7 +25,9 @@ Healthy jobs spin too: in a synchronous checkpoint the ranks that do not write w
 barrier, GPUs pegged at low power, as NCCL kernels busy-wait; an evaluation on some ranks or a
 data-loader stall does the same. So an open checkpoint or evaluation phase is never a hang before
 its own allowance runs out, learned per job: ``phase_factor`` times the longest such phase the
-job has had (at least ``phase_floor_s``), ``phase_allowance_s`` before it finished one. A spell of
+job has had (at least ``phase_floor_s``), ``phase_allowance_s`` before it finished one, unless
+the GPUs show no one writing (every rank of a checkpoint in the wait for ``spin_hold_s``: a
+save always has writers out of it). A spell of
 GPUs corroborating the same way (spinning, a rank's GPU stopped) that ended by itself with no
 phase printed (a checkpoint or stall the job does not announce) teaches the job's spell
 allowance for that state the same way: the next one fires only past ``phase_factor`` times the
@@ -34,7 +36,7 @@ save leaves it: the Hugging Face Trainer's process zero, Lightning's global rank
 of one writer per node) is a save whether or not it was announced: held like a checkpoint
 phase, learned from the job's earlier such spells. Any other rank apart is held only
 ``stall_silence_s``, and a rank apart on a node whose kernel reports a process blocked on I/O
-(a dead NFS server) gets no allowance at all.
+(a dead NFS server) gets no allowance at all, nor the stall's hold.
 
 A job whose own ranks logged a crash (a traceback, a CUDA error, an out-of-memory kill) since
 its last step is crashing, not hung: the crash detector reports it, and the crashed rank's GPU,
@@ -103,7 +105,9 @@ class HangConfig:
     """While the only sign is a rank left without work (its GPU idle, and reporting itself idle)
     as the others wait, the GPUs must have shown it this long (telemetry time): a data-loader
     stall or a rank's own host work looks like that for up to a minute. (A save written by rank 0
-    alone, or by the last of one writer per node, is held as a checkpoint phase instead.)"""
+    alone, or by the last of one writer per node, is held as a checkpoint phase instead.) Not
+    when that rank's node reports a process blocked on I/O (a dead NFS server): no stall that
+    ends by itself."""
     corroborated_hold_s: NonNegative = 20.0
     """The GPUs must have corroborated this long (two windows) before a silence counts as
     corroborated."""
@@ -134,8 +138,9 @@ class HangConfig:
     checkpoint or data stall printing nothing)."""
     spin_hold_s: Positive = 120.0
     """GPUs corroborating a hang this long fire even if the step model would wait longer (never
-    inside an open phase or a learned spell allowance); it is also all that fires for a job
-    printing no progress."""
+    inside an open phase or a learned spell allowance, except a checkpoint in which every GPU
+    sat in the wait this long: no rank writing); it is also all that fires for a job printing
+    no progress."""
     watch_after_s: NonNegative = 15.0
     """Silence after which the job's telemetry is kept in full ``window_s`` windows."""
     window_s: Positive = 10.0
@@ -513,6 +518,11 @@ class HangDetector(WatchesJobs):
         if crashed is not None and crashed > began - round(c.window_s * US):
             return None
         gpus = verdict(watch.telemetry, now, c, self.feed_at)
+        if job is not None and job.last_step_at is not None:
+            # A line of the job (a phase's end, delivered late) is a sign of life: what the GPUs
+            # showed before it was the job at work (the save that line closed), so they
+            # corroborate the silence only from then on.
+            held = min(held, _silence(job, now))
         corroborated = gpus in CORROBORATING and held >= c.corroborated_hold_s * US
         if job is not None and job.last_step_at is not None:
             silence = _silence(job, now)
@@ -526,12 +536,16 @@ class HangDetector(WatchesJobs):
                 return None  # a quiet spell (a save) right after one of another kind
             if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
                 return None
-            if silence < self._allowance_us(job, watch, held, gpus, self._writer(job_id)):
+            if silence < self._allowance_us(job, watch, now, held, gpus, self._writer(job_id)):
                 return None
             threshold = self._threshold_us(watch, gpus, corroborated)
             if silence < threshold and held < c.spin_hold_s * US:
                 return None
-            if self._stalled(watch, gpus) and held < c.stall_silence_s * US:
+            if (
+                self._stalled(watch, gpus)
+                and held < c.stall_silence_s * US
+                and not self._blocked_apart(watch)
+            ):
                 return None
             reference = watch.gaps.reference if watch.gaps.ready else None
             step = job.last_step if job.last_step is not None else "?"
@@ -585,6 +599,7 @@ class HangDetector(WatchesJobs):
         self,
         job: JobProgress,
         watch: JobWatch,
+        now: int,
         held: int,
         gpus: str,
         writer: tuple[str, int] | None,
@@ -604,17 +619,29 @@ class HangDetector(WatchesJobs):
         rank apart is not a save (a data-loader stall, a rank stuck in host code), held
         ``stall_silence_s`` only. Nor is a spell whose ranks apart are on a node whose kernel
         reported a process blocked on I/O since it began (``BLOCKED_IO``: a save to a dead NFS
-        server never ends)."""
+        server does not end before the server answers again), announced or not.
+
+        A save always has writers out of the wait: the Hugging Face Trainer's process zero and
+        Lightning's global rank 0 write while the others wait in the next collective or
+        ``strategy.barrier``, Megatron-LM's legacy format writes from one rank per
+        model-parallel group before ``torch.distributed.barrier``, and
+        torch.distributed.checkpoint has every rank write its shards (host I/O, the GPU idle)
+        before the closing gather, where the ranks done first wait for the slowest writer; once
+        the last writer joins the wait, the collective completes and training resumes. So an
+        announced checkpoint in which every GPU has sat in the wait (pegged at low power, no
+        rank apart) for ``spin_hold_s`` is no longer writing anything: its allowance lapses."""
         c = self.config
+        if held and self._blocked_apart(watch):
+            return 0  # a rank apart is blocked on I/O: neither a save nor a stall ending soon
         if job.phase is not None:
+            everyone = min(held, watch.telemetry.all_waiting_us(now))
+            if job.phase.kind == "checkpoint" and everyone >= c.spin_hold_s * US:
+                return 0  # no one is writing: not a save any more
             cold, floor = round(c.phase_allowance_s * US), round(c.phase_floor_s * US)
             return job.phase_allowance_us(job.phase.kind, cold, floor, c.phase_factor)
         since = watch.telemetry.corroborated_since
         if not held or since is None:
             return 0
-        blocked = {node for node, time in self.blocked.items() if time >= since}
-        if blocked & watch.telemetry.apart_nodes():
-            return 0  # a rank apart is blocked on I/O: neither a save nor a stall ending soon
         if watch.telemetry.saving(writer):
             learned = watch.longest_save_us
             save = (
@@ -627,6 +654,17 @@ class HangDetector(WatchesJobs):
         if longest is None:
             return 0
         return _silence(job, since) + round(c.phase_factor * longest)
+
+    def _blocked_apart(self, watch: JobWatch) -> bool:
+        """Whether a GPU the open spell has shown out of the wait is on a node whose kernel
+        reported a process blocked on I/O since the spell began (``BLOCKED_IO``: the NFS
+        client's "server not responding" comes once the mount's RPC retries ran out, nfs(5)
+        ``timeo``/``retrans``; a hard mount then retries for as long as the server is down)."""
+        since = watch.telemetry.corroborated_since
+        if since is None:
+            return False
+        blocked = {node for node, time in self.blocked.items() if time >= since}
+        return bool(blocked & watch.telemetry.apart_nodes())
 
     def _writer(self, job_id: str) -> tuple[str, int] | None:
         """The GPU of the job's global rank 0, which writes a single-writer save: local rank 0

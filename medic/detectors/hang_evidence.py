@@ -27,8 +27,13 @@ points at a minority of the job: a GPU pegged at 100% while drawing idle power (
 stuck: a waiting kernel draws far more), a GPU that stopped working but does not report itself
 idle (NVML's GPU-idle clocks-event reason unset: something holds it that is not running), a node
 whose telemetry stopped, hardware counters (PCIe replay, NVLink, uncorrectable ECC, Xid) that
-rose during the silence, or a hardware error line in the node's kernel log. A GPU that went
-idle and says so while its peers wait, or ranks a step behind the others, is what a rank stuck
+rose during the silence, or a hardware error line in the node's kernel log. A node whose
+telemetry stopped counts only while no GPU still reporting was left without work: a dead node
+leaves its peers all blocked in the collective it never joins, whereas a rank whose GPU went
+idle, saying so, on a node still reporting is what the job waits on, and a node falling silent
+then (its exporter restarting) is no cause (``node_failure`` reads a silent node the same way:
+only the job's other GPUs all stalled in the wait corroborate it). A GPU that went idle and
+says so while its peers wait, or ranks a step behind the others, is what a rank stuck
 in host code (a dead NFS mount, a Python deadlock) looks like: those name the stuck ranks and no
 node, so the job is restarted without draining a healthy node. A software deadlock, where every
 GPU looks alike, blames nothing.
@@ -129,6 +134,9 @@ class JobTelemetry:
     """The latest run of corroborating windows that ended (the GPUs back at work, or in a
     state that does not corroborate): a step line, delivered after the telemetry showed the
     end, still learns it."""
+    all_waiting_since: int | None = None
+    """Start of the run of windows in which every GPU waited (spinning, none with less than
+    ``busy_util``), None outside one."""
     quiet: dict[str, int] = field(default_factory=dict)
     """Per quiet state (``working``, ``idle``, ``writers``): end of the latest window in which
     the GPUs were in it while the job printed nothing (a spell of evaluation or checkpointing)."""
@@ -182,12 +190,16 @@ class JobTelemetry:
         if state == "mixed" and self.state in HOLDING:
             state = self.state  # a window half-way out of an idle or working spell
         self.state = state
+        window = round(config.window_s * US)
+        if state != "spinning" or not gpus.filter(pl.col("util") < config.busy_util).is_empty():
+            self.all_waiting_since = None
+        elif self.all_waiting_since is None:
+            self.all_waiting_since = end - window
         if state in HOLDING:
             self.quiet[state] = end
         if state == "writers":
             writing = self.stopped(gpus, config).select(list(_GPU))
             self.writing = _union(self.writing, writing)
-        window = round(config.window_s * US)
         if self.state not in CORROBORATING:
             self._close_spell(end - window)
             return
@@ -211,6 +223,13 @@ class JobTelemetry:
     def apart_nodes(self) -> set[str]:
         """Nodes of the GPUs the open run of corroborating windows has shown out of the wait."""
         return set() if self.apart is None else set(self.apart.get_column("node").to_list())
+
+    def all_waiting_us(self, now: int) -> int:
+        """How long the windows have shown every GPU in the wait without a break (spinning,
+        none out of it: no rank busy on its host, so none writing a save); 0 when they do not
+        now."""
+        since = self.all_waiting_since
+        return 0 if since is None else now - since
 
     def saving(self, writer: tuple[str, int] | None) -> bool:
         """Whether the only GPUs the open run of corroborating windows has shown out of the
@@ -246,6 +265,7 @@ class JobTelemetry:
         """Progress came back: forget what the silence showed."""
         self.latest, self.since, self.state = None, None, "no telemetry"
         self.corroborated_since = self.waited = self.apart = self.ended = self.writing = None
+        self.all_waiting_since = None
         self.spell_states, self.quiet = set(), {}
         self.recent_nodes.clear()
 
@@ -410,7 +430,8 @@ def culprits(
     for node in sorted(set(stopped.filter("stuck").get_column("node").to_list())):
         reasons.setdefault(node, "its GPU looks stuck (stopped as the others wait, yet not idle)")
     heard, known = telemetry.heard(), telemetry.known()
-    if heard and telemetry.covered(config) and known - heard:
+    left_idle = stopped.filter(~pl.col("stuck"))
+    if heard and telemetry.covered(config) and known - heard and left_idle.is_empty():
         for node in sorted(known - heard):
             reasons.setdefault(node, SILENT_NODE)
     if telemetry.since is not None:

@@ -8,7 +8,13 @@ Reads the ``rank_timing`` stream (``medic.parse.rank_timings``), one figure per 
   peers' in the same report, and its robust z-score (median / MAD of the shares, at least
   ``share_floor`` of spread) against them. A rank ``share_ratio`` times slower than the median
   *and* ``z_threshold`` above its peers' spread is flagged; a report of fewer than ``min_ranks``
-  ranks flags nobody. Wall-clock step times are never compared: in synchronous data-parallel
+  ranks flags nobody. A Megatron-LM rank is compared only with the ranks of its own pipeline
+  stage, and only once the job's arguments said how many stages there are: the stages do
+  different work by design (the last one also computes the output layer and the loss, only the
+  first and the last load batches), so across stages a healthy last stage reads as a node of
+  stragglers. Megatron numbers ranks with the pipeline outermost (``order="tp-cp-ep-dp-pp"`` in
+  ``megatron/core/parallel_state.py``): stage = rank // (world size / pipeline size).
+  Wall-clock step times are never compared: in synchronous data-parallel
   training every step ends in an all-reduce that waits for the slowest rank, so the wall time
   per step is the same on every rank (Megatron-LM's ``forward-backward`` timer, which holds
   the gradient all-reduce, likewise); only a rank's own compute or data time singles it out;
@@ -39,6 +45,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from medic.detectors.online import flag_count, peer_z
+from medic.parse.rank_timings import MEGATRON_TIMERS
 from medic.timeutil import US
 
 if TYPE_CHECKING:
@@ -101,9 +108,11 @@ class RankShares:
         self._ranks = pl.DataFrame(schema=_RANKS)
         self.world: dict[str, int] = {}
         """job -> ranks its reports covered (the highest rank named, plus one)."""
+        self.layout: dict[str, dict[str, int]] = {}
+        """job -> the layout figures its arguments printed (pipeline size, world size)."""
 
     def state_size(self) -> int:
-        return self._ranks.height + self._pending.height + len(self.world)
+        return self._ranks.height + self._pending.height + len(self.world) + len(self.layout)
 
     def observe(self, frame: pl.DataFrame) -> None:
         """Fold ``rank_timing`` rows in: times wait for their report's window to close; the
@@ -113,10 +122,13 @@ class RankShares:
         rows = frame.with_columns(pl.col("time").dt.epoch("us"))
         for job_id, top in rows.group_by("job_id").agg(pl.col("rank").max()).iter_rows():
             self.world[job_id] = max(self.world.get(job_id, 0), int(top) + 1)
+        layout = rows.filter((pl.col("kind") == "layout") & (pl.col("value") >= 1))
+        for job_id, metric, value in layout.select("job_id", "metric", "value").iter_rows():
+            self.layout.setdefault(job_id, {})[metric] = int(value)
         times = rows.filter(pl.col("kind") == "time")
         if not times.is_empty():
             self._pending = pl.concat([self._pending, times.select(_PENDING.names())])
-        alone = rows.filter(pl.col("kind") != "time")
+        alone = rows.filter(~pl.col("kind").is_in(["time", "layout"]))
         if not alone.is_empty():
             self._push(self._judged_alone(alone))
 
@@ -130,7 +142,37 @@ class RankShares:
         if ready.is_empty():
             return
         self._pending = self._pending.filter(~closed)
-        self._push(self._compared(ready.with_columns((pl.col("time") // window).alias("_report"))))
+        staged = self._staged(ready.with_columns((pl.col("time") // window).alias("_report")))
+        self._push(self._compared(staged))
+
+    def _staged(self, ready: pl.DataFrame) -> pl.DataFrame:
+        """Each time its pipeline stage (``_stage``): Megatron's ranks by the job's layout,
+        dropped while the job has not printed it; a site's own figures all one stage."""
+        sizes = pl.DataFrame(
+            [
+                (
+                    job_id,
+                    self.layout.get(job_id, {}).get("pipeline_model_parallel_size"),
+                    self.layout.get(job_id, {}).get("world_size", self.world.get(job_id, 0)),
+                )
+                for job_id in ready.get_column("job_id").unique()
+            ],
+            schema={"job_id": pl.String, "_pp": pl.Int64, "_world": pl.Int64},
+            orient="row",
+        )
+        per_stage = pl.col("_world") // pl.col("_pp")
+        stage = (
+            pl.when(pl.col("source") != MEGATRON_TIMERS)
+            .then(pl.lit(0, pl.Int64))
+            .when(per_stage >= 1)
+            .then(pl.col("rank").cast(pl.Int64) // per_stage)
+        )
+        return (
+            ready.join(sizes, on="job_id", how="left")
+            .with_columns(stage.alias("_stage"))
+            .filter(pl.col("_stage").is_not_null())
+            .drop("_pp", "_world")
+        )
 
     def _judged_alone(self, rows: pl.DataFrame) -> pl.DataFrame:
         """Scores, ratios and verdicts: each row already compares its rank with the others."""
@@ -156,7 +198,7 @@ class RankShares:
     def _compared(self, ready: pl.DataFrame) -> pl.DataFrame:
         """Each rank's median time per report against its peers': share and robust z."""
         c = self.config
-        report = ["job_id", "source", "metric", "_report"]
+        report = ["job_id", "source", "metric", "_report", "_stage"]
         per_rank = ready.group_by(*report, "kind", "rank").agg(
             pl.col("value").median(),
             pl.col("rank_node").drop_nulls().last(),
@@ -275,6 +317,7 @@ class RankShares:
         self._pending = self._pending.filter(~pl.col("job_id").is_in(job_ids))
         for job_id in job_ids:
             self.world.pop(job_id, None)
+            self.layout.pop(job_id, None)
 
 
 _PENDING = pl.Schema(

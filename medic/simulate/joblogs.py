@@ -109,6 +109,8 @@ def _training(world: World, run: Run) -> None:
     if run.rank_timings is not None:
         who, timings = rank_timings.lines(world, run)
         world.emit_rank(run, who, [x for x in timings if 0 <= x[0] < horizon])
+        if run.rank_timings.style == "megatron_timers":
+            world.emit_rank(run, 0, [x for x in rank_timings.arguments(run) if x[0] < horizon])
     lo, hi = max(0.0, run.train_start), min(horizon, float(world.seconds))
     if job.nccl_debug and hi > lo and world.rng.random() < 0.2:
         node_i = int(world.rng.integers(len(run.nodes)))

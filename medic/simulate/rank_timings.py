@@ -16,6 +16,15 @@ Two printers, each in its framework's real format:
   more than six ranks) and, for a relative score under 0.75 (``gpu_rel_threshold``), a
   ``STRAGGLER DETECTION WARNING`` naming the ranks as ``StragglerId(rank=.., node='..')``.
 
+A Megatron-LM job splits its ranks into pipeline stages (``pipeline_model_parallel_size``, which
+rank 0 prints with its other arguments at start-up, ``_print_args``): stage = rank // (world
+size / stages), the pipeline outermost in Megatron's rank order. The stages do different work by
+design: the last one also computes the output layer and the loss (the imbalance Megatron's
+``--account-for-loss-in-pipeline-split`` exists to even out), and only the first and last load
+batches (``get_batch`` in ``pretrain_gpt.py`` returns at once on the others), so a healthy last
+stage's compute timers read 8-25% above the others' and the middle stages' ``batch-generator``
+near zero.
+
 Healthy ranks' own times differ by about a percent (a fixed offset per rank: the parts and
 their slots) and jitter by 1-2% from one report to the next; Megatron-LM's StragglerDetector
 README example shows 0.4% between its fastest and slowest rank's compute over 32 ranks.
@@ -59,6 +68,10 @@ class RankTimings:
     since: float = 0.0
     report_s: float = 120.0
     """NVRx's report interval."""
+    stages: int = 1
+    """Megatron's pipeline stages."""
+    last_stage_extra: float = 0.0
+    """How much longer the last stage's forward and backward compute take (output layer, loss)."""
 
 
 def printing(world: World, run: Run) -> RankTimings:
@@ -71,6 +84,11 @@ def printing(world: World, run: Run) -> RankTimings:
         int(world.rng.integers(1 << 31)),
         report_s=float(world.rng.choice([60.0, 120.0, 300.0])),
     )
+    if style == "megatron_timers":
+        layout = np.random.default_rng(timings.seed + 3)
+        stages = [p for p in (1, 2, 4) if run.world_size % p == 0 and run.world_size // p >= 8]
+        timings.stages = int(layout.choice(stages))
+        timings.last_stage_extra = float(layout.uniform(0.08, 0.25))
     run.rank_timings = timings
     run.job.traps.append("rank_timings")
     return timings
@@ -116,6 +134,28 @@ def gpu_straggler(world: World, run: Run, slowdown: float | None, at_min: float 
     timings.since = since
 
 
+def arguments(run: Run) -> Lines:
+    """Megatron's arguments as rank 0 prints them before training (a few of them, sorted,
+    dots padding each name to 48 characters)."""
+    timings = run.rank_timings
+    assert timings is not None
+    values = {
+        "micro_batch_size": 1,
+        "pipeline_model_parallel_size": timings.stages,
+        "tensor_model_parallel_size": 1,
+        "timing_log_option": "all",
+        "world_size": run.world_size,
+    }
+    at = max(0.0, run.train_start - 30.0)
+    body = [(at, f"  {name} {'.' * (48 - len(name))} {value}") for name, value in values.items()]
+    rule = "-" * 24
+    return [
+        (at, f"{rule} arguments {rule}"),
+        *body,
+        (at, f"{'-' * 20} end of arguments {'-' * 21}"),
+    ]
+
+
 def lines(world: World, run: Run) -> tuple[int, Lines]:
     """The printing rank and what it prints of the run's ranks' timings."""
     timings = run.rank_timings
@@ -141,6 +181,17 @@ def _megatron(run: Run, timings: RankTimings, rng: np.random.Generator) -> Lines
     _, ends, mean = logged(run)
     step_s = run.job.spec.step_s
     own = _own_factors(run, timings, ends)
+    per_stage = run.world_size // timings.stages
+    stage = np.arange(run.world_size) // per_stage
+    design = {
+        "forward-compute": np.where(
+            stage == timings.stages - 1, 1.0 + timings.last_stage_extra, 1.0
+        ),
+        "backward-compute": np.where(
+            stage == timings.stages - 1, 1.0 + timings.last_stage_extra, 1.0
+        ),
+        "batch-generator": np.where((stage == 0) | (stage == timings.stages - 1), 1.0, 0.02),
+    }
     out: Lines = []
     for i, end in enumerate(ends):
         at = float(end) + 0.002
@@ -151,7 +202,7 @@ def _megatron(run: Run, timings: RankTimings, rng: np.random.Generator) -> Lines
                 wall = mean[i] * part * 1000.0
                 values = wall * (1.0 + rng.normal(0.0, 0.0005, run.world_size))
             else:
-                values = step_s * part * 1000.0 * own[i]
+                values = step_s * part * 1000.0 * own[i] * design[name]
             out.extend((at, f"     rank {r:2d}: {v:.2f}") for r, v in enumerate(values))
     return out
 

@@ -27,13 +27,24 @@ def megatron_timers(job: Job, t: float, compute_ms: dict[int, float], wall_ms: f
         job.say(t, f"     rank {rank:2d}: {compute_ms[rank]:.2f}")
 
 
+def megatron_arguments(job: Job, t: float, stages: int = 1) -> Job:
+    """Rank 0's arguments dump at start-up (megatron/training/arguments.py ``_print_args``): the
+    name, dots padding it to 48 characters, the value."""
+    job.say(t, f"{'-' * 24} arguments {'-' * 24}")
+    for name, value in (("pipeline_model_parallel_size", stages), ("world_size", RANKS)):
+        job.say(t, f"  {name} {'.' * (48 - len(name))} {value}")
+    job.say(t, f"{'-' * 20} end of arguments {'-' * 21}")
+    return job
+
+
 def jitter(rank: int, report: int) -> float:
     """A healthy rank's compute time from report to report: within about 2%."""
     return 1.0 + 0.02 * math.sin(1.7 * rank + 2.3 * report)
 
 
 def timed_job(slow_rank: int | None, factor: float, wall_factor: float = 1.0) -> Job:
-    job = Job().start().steps(10, ONSET).steps(ONSET, 1000, slowdown=wall_factor)
+    job = megatron_arguments(Job().start(), 5.0)
+    job.steps(10, ONSET).steps(ONSET, 1000, slowdown=wall_factor)
     job.telemetry(0, 1000, constant(COMPUTE))
     t, report = 30.0, 0
     while t < 1000:
@@ -57,7 +68,8 @@ def test_a_rank_whose_own_compute_time_exceeds_its_peers_is_named_with_its_node(
 
 
 def test_a_rank_slow_from_the_first_step_is_found_without_the_job_slowing() -> None:
-    job = Job().start().steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    job = megatron_arguments(Job().start(), 5.0).steps(10, 1000)
+    job.telemetry(0, 1000, constant(COMPUTE))
     for report, t in enumerate(range(30, 1000, 20)):
         compute = {r: 600.0 * jitter(r, report) * (1.25 if r == 13 else 1.0) for r in range(16)}
         megatron_timers(job, float(t), compute, 2000.0)
@@ -70,7 +82,8 @@ def test_equal_wall_times_and_compute_jitter_give_no_vote() -> None:
 
 
 def test_one_odd_report_is_not_a_straggler() -> None:
-    job = Job().start().steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    job = megatron_arguments(Job().start(), 5.0).steps(10, 1000)
+    job.telemetry(0, 1000, constant(COMPUTE))
     for report, t in enumerate(range(30, 1000, 20)):
         compute = {r: 600.0 * jitter(r, report) for r in range(RANKS)}
         if report == 20:
@@ -125,8 +138,42 @@ def test_nvrx_warnings_repeated_name_the_rank_and_its_node() -> None:
 
 
 def test_many_ranks_standing_out_blame_nobody() -> None:
-    job = Job().start().steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    job = megatron_arguments(Job().start(), 5.0).steps(10, 1000)
+    job.telemetry(0, 1000, constant(COMPUTE))
     for report, t in enumerate(range(30, 1000, 20)):
         compute = {r: 600.0 * jitter(r, report) * (1.3 if r < 6 else 1.0) for r in range(16)}
         megatron_timers(job, float(t), compute, 2000.0)
     assert run(StragglerDetector(), [job], 1000) == []
+
+
+def staged_job(stages: int | None, slow_rank: int | None) -> Job:
+    """Megatron timers of a job in ``stages`` pipeline stages (None: its arguments were not
+    seen), whose last stage computes 20% longer by design (output layer and loss)."""
+    job = Job().start()
+    if stages is not None:
+        megatron_arguments(job, 5.0, stages)
+    job.steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    last_stage = RANKS - RANKS // (stages or 4)
+    for report, t in enumerate(range(30, 1000, 20)):
+        compute = {
+            r: 600.0
+            * jitter(r, report)
+            * (1.2 if r >= last_stage else 1.0)
+            * (1.3 if r == slow_rank else 1.0)
+            for r in range(RANKS)
+        }
+        megatron_timers(job, float(t), compute, 2000.0)
+    return job
+
+
+def test_a_last_pipeline_stage_slower_by_design_is_not_a_straggler() -> None:
+    assert run(StragglerDetector(), [staged_job(4, None)], 1000) == []
+
+
+def test_a_slow_rank_is_found_among_the_ranks_of_its_own_stage() -> None:
+    (found,) = run(StragglerDetector(), [staged_job(4, 5)], 1000)
+    assert found.culprits == ("n2",) and found.ranks == (5,)
+
+
+def test_megatron_timers_are_not_compared_before_the_jobs_layout_is_known() -> None:
+    assert run(StragglerDetector(), [staged_job(None, 5)], 1000) == []

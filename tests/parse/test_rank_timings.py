@@ -142,3 +142,28 @@ def test_a_wrong_custom_pattern_is_a_clear_error(pattern: str, why: str) -> None
         build_parsers([StragglerDetector()], {"rank_timing": {"patterns": [{"pattern": pattern}]}})
     with pytest.raises(ValueError, match=why):
         RankTimingConfig((RankTimingPattern(pattern),))
+
+
+def test_megatron_arguments_give_the_jobs_pipeline_layout() -> None:
+    """megatron/training/arguments.py _print_args on rank 0: the name, dots padding it to 48
+    characters, the value; only the pipeline size and the world size are read."""
+    rows = parse(
+        "------------------------ arguments ------------------------",
+        "  micro_batch_size ................................ 2",
+        "  pipeline_model_parallel_size .................... 4",
+        "  tensor_model_parallel_size ...................... 8",
+        "  world_size ...................................... 128",
+        "-------------------- end of arguments ---------------------",
+        rank=0,
+    )
+    assert rows == [
+        {
+            "rank": 0,
+            "rank_node": None,
+            "source": "megatron_args",
+            "metric": metric,
+            "kind": "layout",
+            "value": value,
+        }
+        for metric, value in (("pipeline_model_parallel_size", 4.0), ("world_size", 128.0))
+    ]

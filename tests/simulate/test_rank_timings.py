@@ -20,10 +20,16 @@ def rank_rows(recording: Recording, job_id: str) -> pl.DataFrame:
 
 
 def shares(rows: pl.DataFrame) -> pl.DataFrame:
-    """Each rank's time over the median of its peers' in the same report and timer."""
-    report = ["time", "metric"]
-    return rows.filter(pl.col("kind") == "time").with_columns(
-        (pl.col("value") / pl.col("value").median().over(report)).alias("share")
+    """Each rank's time over the median of its peers' in the same report, timer and pipeline
+    stage (as the job's printed arguments split its ranks)."""
+    layout = dict(rows.filter(pl.col("kind") == "layout").select("metric", "value").iter_rows())
+    stages = int(layout.get("pipeline_model_parallel_size", 1))
+    per_stage = int(layout.get("world_size", rows.get_column("rank").max() + 1)) // stages
+    report = ["time", "metric", "stage"]
+    return (
+        rows.filter(pl.col("kind") == "time")
+        .with_columns((pl.col("rank") // per_stage).alias("stage"))
+        .with_columns((pl.col("value") / pl.col("value").median().over(report)).alias("share"))
     )
 
 
@@ -67,6 +73,7 @@ def test_a_healthy_job_prints_its_ranks_within_their_normal_spread(simulated: Si
         rows = rank_rows(recording, printed.get_column("job_id")[0])
         assert rows.height >= 12
         if framework == "megatron":
+            assert not rows.filter(pl.col("kind") == "layout").is_empty()
             assert shares(rows).get_column("share").max() < 1.08
         else:
             assert rows.filter(pl.col("kind") == "verdict").is_empty()
