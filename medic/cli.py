@@ -629,9 +629,21 @@ def simulate_suite(name: str, out_dir: Path, seeds: int | None) -> None:
     type=click.Path(),
     help="dcgm-exporter style job mapping: a file per GPU index holding the job id.",
 )
+@click.option(
+    "--infiniband-root",
+    default="/sys/class/infiniband",
+    show_default=True,
+    help="Where the kernel exposes InfiniBand port counters (empty: read none).",
+)
 @click.option("--once", is_flag=True, help="Sample once, print the exposition and exit.")
 def agent(
-    address: str, port: int, interval_s: float, hostname: str, job_map_dir: str, once: bool
+    address: str,
+    port: int,
+    interval_s: float,
+    hostname: str,
+    job_map_dir: str,
+    infiniband_root: str,
+    once: bool,
 ) -> None:
     """Sample this node's GPUs through NVML and serve them as Prometheus text under
     dcgm-exporter's metric names (GET /metrics)."""
@@ -642,7 +654,7 @@ def agent(
 
     from medic.ingest.nvml import Agent, AgentConfig, exposition
 
-    config = AgentConfig(address, port, interval_s, hostname, job_map_dir)
+    config = AgentConfig(address, port, interval_s, hostname, job_map_dir, infiniband_root)
     try:
         running = Agent(config, pynvml)
     except pynvml.NVMLError as exc:

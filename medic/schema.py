@@ -55,6 +55,8 @@ GPU = pa.schema(
         _field("xid", pa.int32()),
         _field("pcie_replay", pa.int64()),
         _field("nvlink_errors", pa.int64()),
+        _field("ib_errors", pa.int64()),
+        _field("ib_link_downed", pa.int64()),
     ]
 )
 

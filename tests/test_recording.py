@@ -204,3 +204,21 @@ def test_validation_in_small_batches_names_what_a_whole_read_names(
     (problem,) = validate_recording(path, batch_rows=2)
     assert expected in problem
     assert validate_recording(path) == [problem]
+
+
+def test_infiniband_columns_round_trip_and_older_recordings_read_them_as_null(
+    tmp_path: Path,
+) -> None:
+    row = {"time": at(1), "node": "n1", "gpu": 0, "ib_errors": 70_000, "ib_link_downed": 3}
+    path = write_recording(tmp_path / "new", recording(logs=[log(1, "a")], gpu=[row]))
+    for rec in (read_recording(path), open_recording(path)):
+        gpu = rec.stream("gpu")
+        assert (gpu["ib_errors"].to_pylist(), gpu["ib_link_downed"].to_pylist()) == ([70_000], [3])
+    older = table("gpu", [row]).drop_columns(["ib_errors", "ib_link_downed"])
+    older = older.append_column("fan_rpm", pa.array([2400], pa.int32()))  # unknown: ignored
+    rewrite(path, "gpu", older)
+    assert validate_recording(path) == []
+    for rec in (read_recording(path), open_recording(path)):
+        gpu = rec.stream("gpu")
+        assert gpu.schema == schema.GPU
+        assert gpu["ib_errors"].to_pylist() == gpu["ib_link_downed"].to_pylist() == [None]

@@ -35,10 +35,16 @@ PCIe health watch counts a rising replay rate as a fault). A GPU caused-flagged 
 job's baseline could be trusted), is a straggler without the pace vote; one that turns up later
 still needs the job to slow.
 
-A node whose network degrades is named from its logs: ``flap_count`` InfiniBand/RoCE link drops
-(the kernel's mlx5 ``Link down``, NCCL's ``port error`` async event) within ``flap_window_s``
-make it a straggler on their own; one drop is not flapping. NCCL then routes around the port or
-retries, so the job runs slower with no GPU standing out.
+A node whose network degrades is named from its logs or its port counters: ``flap_count``
+InfiniBand/RoCE link drops (the kernel's mlx5 ``Link down``, NCCL's ``port error`` async
+event, or rises of the node's ``ib_link_downed`` counter: the port failed to recover and went
+down) within ``flap_window_s`` make it a straggler on their own; one drop is not flapping. The
+two sources see the same drops, so a node's drops are the larger of the two counts, not their
+sum. NCCL then routes around the port or retries, so the job runs slower with no GPU standing
+out. A degraded link that has not gone down yet shows in its error counters (``ib_errors``:
+symbol errors, link recoveries, bad packets): a node whose errors rise against its job's other
+nodes persistently (``medic.detectors.port_errors``) is a suspect with a cause of slowness,
+like a GPU whose PCIe or NVLink retries rise, named even when no log line says anything.
 
 Where ranks print their own share of a step (NVRx's relative GPU scores and warnings,
 Megatron's per-rank timers, a site's own lines: ``medic.parse.rank_timings``), a rank whose
@@ -63,6 +69,8 @@ from medic.config import Count, Fraction, NonNegative, Percent, Positive, Positi
 from medic.detectors.base import Detection, register
 from medic.detectors.online import flag_count, peer_z, push_flags
 from medic.detectors.pace import PaceModel
+from medic.detectors.port_errors import FEATURE as IB_ERRORS
+from medic.detectors.port_errors import PortErrorPeers
 from medic.detectors.progress_state import WatchedJobs, WatchesJobs
 from medic.detectors.rank_share import RankShares, RankSuspect
 from medic.detectors.telemetry import DEFAULT_THROTTLE_MASK, GpuWindows, Window
@@ -114,10 +122,15 @@ ONE_DROP_US = 30 * US
 come within seconds of each other: within this span they count once."""
 CAUSE = "cause"
 NETWORK = "network"
+LINK_DOWNED = "ib_link_downed_delta"
+FLAPS = frozenset({NETWORK, LINK_DOWNED})
+"""Suspect features of a flapping link (strength: drops over ``flap_count``)."""
 RANK_SHARE = "rank_share"
 FEATURE_NAMES[RANK_SHARE] = "its share of a step (as its job prints it) above its peers'"
 FEATURE_NAMES[CAUSE] = "SM clock held low (clocks-event reasons or a power cap)"
 FEATURE_NAMES[NETWORK] = "network link drops"
+FEATURE_NAMES[LINK_DOWNED] = "InfiniBand link drops"
+FEATURE_NAMES[IB_ERRORS] = "InfiniBand port errors"
 
 
 @dataclass(frozen=True)
@@ -204,8 +217,9 @@ class StragglerConfig:
     min_ranks: Annotated[int, Range(ge=2)] = 4
     """Fewer ranks in a report of per-rank times make no peer group."""
     flap_count: PositiveCount = 2
-    """Link drops in the kernel log of one node, within ``flap_window_s``, that make it a
-    network straggler without the pace vote."""
+    """Link drops of one node (its kernel's or NCCL's lines, or rises of its ports'
+    ``link_downed`` counters), within ``flap_window_s``, that make it a network straggler
+    without the pace vote."""
     flap_window_s: Positive = 900.0
     """The span over which a node's link drops are counted."""
     forget_after_s: Positive = 7200.0
@@ -273,7 +287,7 @@ class StragglerDetector(WatchesJobs):
         self.telemetry = GpuWindows(
             self.config.window_s,
             means=("util", "sm_clock_mhz", "power_w"),
-            counters=("pcie_replay", "nvlink_errors"),
+            counters=("pcie_replay", "nvlink_errors", "ib_errors", "ib_link_downed"),
             throttle_mask=self.config.throttle_mask,
             sample_s=self.config.sample_s,
         )
@@ -290,7 +304,15 @@ class StragglerDetector(WatchesJobs):
         """Jobs with a GPU one deviating window short of a suspect: their paces are not
         learned."""
         self.link_drops: dict[str, deque[int]] = {}
-        """node -> times of its latest link drops (at most ``flap_count``)."""
+        """node -> times of its latest link drops in its logs (at most ``flap_count``)."""
+        self.counted_drops: dict[str, deque[int]] = {}
+        """node -> times of its latest link drops by its ``ib_link_downed`` counter."""
+        self.port_errors = PortErrorPeers(
+            self.config.z_threshold,
+            self.config.counter_floor,
+            self.config.peer_k,
+            self.config.peer_n,
+        )
         self._watched = pl.DataFrame(schema={"node": pl.String, "job_id": pl.String})
         """node -> job of the GPUs in the latest window that had any: a job running since before
         medic started has no Slurm row telling its nodes, but dcgm-exporter's job mapping (or
@@ -298,6 +320,7 @@ class StragglerDetector(WatchesJobs):
 
     def state_size(self) -> int:
         held = len(self.jobs) + len(self.paces) + self._offsets.height + len(self.link_drops)
+        held += len(self.counted_drops) + len(self.port_errors)
         return held + self.telemetry.state_size() + self.rank_shares.state_size()
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -329,13 +352,37 @@ class StragglerDetector(WatchesJobs):
         found = []
         self.rank_shares.advance(watermark)
         for window in self.telemetry.close(watermark):
+            self._count_drops(window)
             self._compare_peers(window)
             found.extend(self._judge(window.end))
         self._forget(self.jobs.release(watermark))
         self._forget([job_id for job_id in self.paces if self.jobs.done(job_id)])
         horizon = watermark - round(self.config.flap_window_s * US)
         self.link_drops = {n: t for n, t in self.link_drops.items() if t[-1] >= horizon}
+        self.counted_drops = {n: t for n, t in self.counted_drops.items() if t[-1] >= horizon}
         return found
+
+    def _count_drops(self, window: Window) -> None:
+        """Link drops by the nodes' ``ib_link_downed`` counters: each rise in a window is that
+        many drops at the window's end. Drops on more than a minority of a job's nodes in one
+        window are the fabric's (a switch retraining all its links), no node's."""
+        if window.gpus.is_empty():
+            return
+        share = self.config.max_culprit_fraction
+        rises = (
+            window.gpus.group_by("job_id", "node")
+            .agg(pl.col("ib_link_downed_delta").max().alias("rise"))
+            .filter(
+                (pl.col("rise") > 0).sum().over("job_id")
+                <= pl.max_horizontal(pl.lit(1.0), share * pl.len().over("job_id"))
+            )
+            .filter(pl.col("rise") > 0)
+            .group_by("node")
+            .agg(pl.col("rise").max())
+        )
+        for node, rise in rises.iter_rows():
+            times = self.counted_drops.setdefault(node, deque(maxlen=self.config.flap_count))
+            times.extend([window.end] * min(rise, self.config.flap_count))
 
     def _judge(self, now: int) -> list[Detection]:
         """Once per window: every job's pace votes; a slowed job with suspects is a straggler.
@@ -368,17 +415,20 @@ class StragglerDetector(WatchesJobs):
             placement = placement.filter(pl.len().over("node") == 1)
         else:
             placement = self._watched
-        if not self.link_drops or placement.is_empty():
+        if not (self.link_drops or self.counted_drops) or placement.is_empty():
             return {}
         since = now - round(c.flap_window_s * US)
-        counts = {n: sum(t >= since for t in times) for n, times in self.link_drops.items()}
+        logged = {n: sum(t >= since for t in times) for n, times in self.link_drops.items()}
+        counted = {n: sum(t >= since for t in times) for n, times in self.counted_drops.items()}
+        counts = {n: max(logged.get(n, 0), counted.get(n, 0)) for n in {*logged, *counted}}
         sizes = placement.group_by("job_id").agg(pl.len().alias("nodes"))
         flapping = [n for n, k in counts.items() if k >= c.flap_count]
         rows = placement.filter(pl.col("node").is_in(flapping))
         found: dict[str, list[Suspect]] = {}
         for node, job_id, nodes in rows.join(sizes, on="job_id").sort("node").iter_rows():
             drops = counts[node]
-            suspect = Suspect(node, -1, drops / c.flap_count, NETWORK, 0, nodes, 0, True, True)
+            feature = NETWORK if logged.get(node, 0) >= drops else LINK_DOWNED
+            suspect = Suspect(node, -1, drops / c.flap_count, feature, 0, nodes, 0, True, True)
             found.setdefault(job_id, []).append(suspect)
         share = c.max_culprit_fraction
         return {
@@ -413,7 +463,7 @@ class StragglerDetector(WatchesJobs):
 
     def _detection(self, job_id: str, pace: PaceModel, suspects: list[Suspect]) -> Detection:
         culprits = sorted({s.node for s in suspects if s.node})
-        top = max(suspects, key=lambda s: (s.feature != NETWORK, s.z))
+        top = max(suspects, key=lambda s: (s.feature not in FLAPS, s.z))
         progress = self.jobs.progress.jobs.get(job_id)
         ranks = sorted(
             {s.rank.rank for s in suspects if s.rank is not None}
@@ -433,6 +483,13 @@ class StragglerDetector(WatchesJobs):
         )
         if top.feature == NETWORK:
             why = f"{top.node}: {FEATURE_NAMES[NETWORK]} (its kernel or NCCL logged them)"
+        elif top.feature == LINK_DOWNED:
+            why = f"{top.node}: {FEATURE_NAMES[LINK_DOWNED]} (its ports' link_downed counters)"
+        elif top.feature == IB_ERRORS:
+            why = (
+                f"{top.node}: {FEATURE_NAMES[IB_ERRORS]} rising against the job's other nodes "
+                f"(robust z {top.z:.1f})"
+            )
         elif top.rank is not None:
             r = top.rank
             why = (
@@ -446,7 +503,7 @@ class StragglerDetector(WatchesJobs):
                 f"{top.node} GPU {top.gpu} {FEATURE_NAMES[top.feature]} (robust z {top.z:.1f})"
             )
         strength = top.z
-        if top.feature not in (NETWORK, RANK_SHARE):
+        if top.feature not in (*FLAPS, RANK_SHARE):
             strength = top.z / self.config.z_threshold
         return Detection(
             job_id=job_id,
@@ -475,6 +532,7 @@ class StragglerDetector(WatchesJobs):
         if gpus.is_empty():
             self.suspects = {}
             return
+        nodes = self.port_errors.compare(gpus)
         scored = peer_z(gpus.with_columns(pl.col(FEATURES).cast(pl.Float64)), "job_id", c.floors())
         scored = scored.join(self._offsets, on=["job_id", "node", "gpu"], how="left")
         shift = {f: pl.col(f"z_{f}") - pl.col(f"offset_{f}").fill_null(0.0) for f in SLOWING}
@@ -517,7 +575,40 @@ class StragglerDetector(WatchesJobs):
             (clock_cause | by_link).alias("caused"),
         )
         self._track_gpus(scored)
+        self._add_port_suspects(nodes)
         self._learn_offsets(scored)
+
+    def _add_port_suspects(self, nodes: pl.DataFrame) -> None:
+        """Nodes whose InfiniBand errors rise persistently against their job's other nodes
+        become suspects with a cause of slowness (early when their run of flags began within
+        the grace windows), when they are a minority of their job's nodes; a node one
+        flagged window short makes its job odd."""
+        c = self.config
+        short = max(c.peer_k - 1, 1)
+        self.odd_jobs |= set(nodes.filter(pl.col("flags") >= short).get_column("job_id"))
+        sized = nodes.with_columns(
+            pl.len().over("job_id").alias("job_nodes"),
+            pl.col("persistent").sum().over("job_id").alias("suspect_nodes"),
+        ).filter(
+            pl.col("persistent")
+            & (
+                pl.col("suspect_nodes")
+                <= pl.max_horizontal(1.0, c.max_culprit_fraction * pl.col("job_nodes"))
+            )
+        )
+        for row in sized.iter_rows(named=True):
+            suspect = Suspect(
+                node=row["node"],
+                gpu=-1,
+                z=row["z"],
+                feature=IB_ERRORS,
+                job_gpus=0,
+                job_nodes=row["job_nodes"],
+                flagged_gpus=0,
+                caused=True,
+                early=row["run_seen"] < c.grace_windows,
+            )
+            self.suspects.setdefault(row["job_id"], []).append(suspect)
 
     def _track_gpus(self, scored: pl.DataFrame) -> None:
         """Push each GPU's flag, cause, samples and clock ratio into its history; GPUs
@@ -668,6 +759,7 @@ class StragglerDetector(WatchesJobs):
             self.suspects.pop(job_id, None)
             self.alarmed.discard(job_id)
         self.telemetry.forget(job_ids)
+        self.port_errors.forget(job_ids)
         self.rank_shares.forget(job_ids)
         self._offsets = self._offsets.filter(~pl.col("job_id").is_in(job_ids))
         self._gpus = self._gpus.filter(~pl.col("job_id").is_in(job_ids))

@@ -16,6 +16,12 @@ the GPU: dcgm-exporter's convention, a file per GPU index holding the job id). C
 exposed untyped: prometheus-client would append ``_total`` to a counter family's name, which
 would no longer be dcgm-exporter's. ``DCGM_EXP_XID_ERRORS_TOTAL{xid=...}`` counts Xid events
 since the agent started, so a scraper misses none between scrapes.
+
+InfiniBand: each sample also reads every HCA port's counters from sysfs
+(``medic.ingest.infiniband``; the root is configurable) and puts the node's sums on every GPU
+row (``ib_errors``, ``ib_link_downed``); the endpoint serves them per port under
+node_exporter's ``node_infiniband_*`` names and labels (``device``, ``port``), so the
+scraper reads the agent's counters exactly like a node_exporter's.
 """
 
 from __future__ import annotations
@@ -38,6 +44,13 @@ from prometheus_client.core import Metric
 
 from medic import schema
 from medic.ingest.dcgm import DCGM_METRICS, NVLINK_ERRORS, XID_LAST, XID_TOTAL
+from medic.ingest.infiniband import (
+    NODE_EXPORTER,
+    SYSFS_ROOT,
+    PortCounters,
+    SysfsCounters,
+    port_totals,
+)
 from medic.ingest.live import SourceStats, wall_us
 
 log = logging.getLogger(__name__)
@@ -81,11 +94,15 @@ class NvmlSampler:
         nvml: ModuleType,
         hostname: str | None = None,
         job_map_dir: Path | None = None,
+        infiniband: Path | None = None,
     ) -> None:
         self.nvml = nvml
         self.hostname = hostname or socket.gethostname()
         self.job_map_dir = job_map_dir
         self.stats = SourceStats()
+        self.infiniband = SysfsCounters(infiniband, self.stats) if infiniband else None
+        self.ib_ports: list[PortCounters] = []
+        """The InfiniBand ports' counters of the latest sample."""
         self.xid_totals: dict[int, Counter[int]] = {}
         self.last_xid: dict[int, int] = {}
         nvml.nvmlInit()
@@ -175,9 +192,11 @@ class NvmlSampler:
     def sample(self, now_us: int) -> list[Reading]:
         """One reading per GPU, stamped ``now_us``."""
         xids = self._xid_events()
-        return [self._read(gpu, now_us, xids.get(gpu.index)) for gpu in self.gpus]
+        self.ib_ports = self.infiniband.read() if self.infiniband else []
+        ib = port_totals(self.ib_ports)
+        return [self._read(gpu, now_us, xids.get(gpu.index), ib) for gpu in self.gpus]
 
-    def _read(self, gpu: Gpu, now_us: int, xid: int | None) -> Reading:
+    def _read(self, gpu: Gpu, now_us: int, xid: int | None, ib: dict[str, int | None]) -> Reading:
         nvml, h, i = self.nvml, gpu.handle, gpu.index
 
         def get(metric: str, read: Callable[[], Any]) -> Any:
@@ -216,6 +235,7 @@ class NvmlSampler:
             **{m.column: metrics[m.name] for m in DCGM_METRICS if m.column},
             "xid": xid,
             "nvlink_errors": int(sum(nvlink)) if nvlink else None,
+            **ib,
         }
         labels = {
             "gpu": str(i),
@@ -289,13 +309,14 @@ class DcgmCollector:
     """prometheus-client collector serving the latest readings under dcgm-exporter's names."""
 
     def __init__(self) -> None:
-        self._readings: list[Reading] = []
+        self._sample: tuple[list[Reading], list[PortCounters]] = ([], [])
 
-    def update(self, readings: list[Reading]) -> None:
-        self._readings = readings  # one reference swap: scrapes see a whole sample
+    def update(self, readings: list[Reading], ports: list[PortCounters] | None = None) -> None:
+        self._sample = (readings, ports or [])  # one reference swap: scrapes see a whole sample
 
     def collect(self) -> Iterator[Metric]:
-        readings = self._readings
+        readings, ports = self._sample
+        yield from _infiniband(ports)
         for spec in DCGM_METRICS:
             if spec.name == XID_TOTAL:
                 continue
@@ -314,6 +335,19 @@ class DcgmCollector:
             yield metric
 
 
+def _infiniband(ports: list[PortCounters]) -> Iterator[Metric]:
+    """The ports' counters as node_exporter's infiniband collector serves them."""
+    for counter, name in NODE_EXPORTER.items():
+        family = name.removesuffix("_total")
+        metric = Metric(family, f"InfiniBand port counter {counter}.", "counter")
+        for port in ports:
+            if counter in port.values:
+                labels = {"device": port.device, "port": port.port}
+                metric.add_sample(name, labels, port.values[counter])
+        if metric.samples:
+            yield metric
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """Options of ``medic agent``."""
@@ -324,6 +358,8 @@ class AgentConfig:
     interval_s: float = 1.0
     hostname: str = ""
     job_map_dir: str = ""
+    infiniband_root: str = str(SYSFS_ROOT)
+    """Where the kernel exposes InfiniBand ports (empty: read none)."""
 
 
 def registry_for(collector: DcgmCollector) -> CollectorRegistry:
@@ -343,7 +379,8 @@ class Agent:
     def __init__(self, config: AgentConfig, nvml: ModuleType) -> None:
         self.config = config
         job_map = Path(config.job_map_dir) if config.job_map_dir else None
-        self.sampler = NvmlSampler(nvml, config.hostname or None, job_map)
+        ib_root = Path(config.infiniband_root) if config.infiniband_root else None
+        self.sampler = NvmlSampler(nvml, config.hostname or None, job_map, ib_root)
         self.collector = DcgmCollector()
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -362,7 +399,7 @@ class Agent:
     def step(self) -> list[Reading]:
         """Take one sample and publish it."""
         readings = self.sampler.sample(wall_us())
-        self.collector.update(readings)
+        self.collector.update(readings, self.sampler.ib_ports)
         return readings
 
     def run(self, stop: threading.Event, on_sample: Callable[[list[Reading]], None]) -> None:

@@ -14,6 +14,15 @@ carries the code whose count grew since the previous scrape; otherwise the code 
 changed to. The previous values are kept in the cursor, so a restart neither repeats an old
 Xid nor misses one that happened meanwhile (as far as the endpoint still shows it).
 
+InfiniBand: node_exporter's ``node_infiniband_*`` counters (labels ``device``, ``port``; see
+``medic.ingest.infiniband``) may come from the same endpoint (``medic agent``) or from a
+node_exporter target of their own, listed among ``targets``. They are summed per node into
+``ib_errors`` and ``ib_link_downed`` and put on every GPU row of that node in the round. Their
+node is the one the endpoint's GPU samples name, else the target's host name (node_exporter
+labels no host): list node_exporter by the same host names dcgm-exporter's ``Hostname`` label
+gives. Counters of a node with no GPU row in the round are counted (``ib_unmatched``) and
+dropped.
+
 Time and watermark (this source reads the wall clock): every sample of a scrape round is
 stamped with the round's start; after the round the watermark is that time. An endpoint
 that fails (down, an HTTP error, text that is not Prometheus exposition) is logged and
@@ -39,6 +48,7 @@ from medic import schema
 from medic.config import Positive, PositiveCount
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.dcgm import ALIASES, COLUMNS, NVLINK_ERRORS, XID_LAST, XID_TOTAL
+from medic.ingest.infiniband import BY_METRIC, node_totals
 from medic.ingest.live import SourceStats, first_line, wall_us
 
 log = logging.getLogger(__name__)
@@ -67,6 +77,10 @@ class PrometheusConfig:
         for target in self.targets:
             if not target.startswith(("http://", "https://")):
                 raise ValueError(f"target {target!r} must start with http:// or https://")
+
+
+Scraped = tuple[list[dict[str, Any]], dict[str, list[tuple[str, float]]]]
+"""An endpoint's GPU rows and its InfiniBand samples per node."""
 
 
 @dataclass
@@ -123,12 +137,13 @@ class PrometheusSource:
             now = max(now, self.watermark)
         limit = asyncio.Semaphore(self.config.max_concurrency)
 
-        async def bounded(target: str) -> list[dict[str, Any]]:
+        async def bounded(target: str) -> Scraped:
             async with limit:
                 return await self._scrape(target, now)
 
         results = await asyncio.gather(*(bounded(t) for t in self.config.targets))
-        rows = [row for rows in results for row in rows]
+        rows = [row for rows, _ in results for row in rows]
+        self._add_infiniband(rows, [ib for _, ib in results])
         events: list[Event] = []
         if rows:
             frame = pl.DataFrame(rows, schema=_ROW_SCHEMA).with_columns(
@@ -141,7 +156,23 @@ class PrometheusSource:
         events.append(Watermark(now))
         return events
 
-    async def _scrape(self, target: str, now: int) -> list[dict[str, Any]]:
+    def _add_infiniband(
+        self, rows: list[dict[str, Any]], scraped: list[dict[str, list[tuple[str, float]]]]
+    ) -> None:
+        """Put each node's InfiniBand sums on its GPU rows."""
+        per_node: dict[str, list[tuple[str, float]]] = {}
+        for ib in scraped:
+            for node, samples in ib.items():
+                per_node.setdefault(node, []).extend(samples)
+        if not per_node:
+            return
+        totals = {node: node_totals(samples) for node, samples in per_node.items()}
+        for row in rows:
+            row.update(totals.get(row["node"], {}))
+        matched = {row["node"] for row in rows}
+        self.stats.add("ib_unmatched", sum(node not in matched for node in totals))
+
+    async def _scrape(self, target: str, now: int) -> Scraped:
         try:
             response = await self.client.get(target, timeout=self.config.timeout_s)
         except httpx.HTTPError as exc:
@@ -154,17 +185,23 @@ class PrometheusSource:
         except ValueError as exc:
             return self._failed(target, f"sent text that is not Prometheus exposition ({exc})")
 
-    def _failed(self, target: str, why: str) -> list[dict[str, Any]]:
+    def _failed(self, target: str, why: str) -> Scraped:
         self.stats.add("scrape_errors")
         log.warning("prometheus: %s %s", target, why)
-        return []
+        return [], {}
 
-    def _rows(self, text: str, target: str, now: int) -> list[dict[str, Any]]:
+    def _rows(self, text: str, target: str, now: int) -> Scraped:
+        """The endpoint's GPU rows, and its InfiniBand samples per node (kernel counter name,
+        value)."""
         host = urllib.parse.urlsplit(target).hostname or target
         per_gpu: dict[tuple[str, int], dict[str, Any]] = {}
         xid_totals: dict[tuple[str, int], dict[str, float]] = {}
+        ib: list[tuple[str, float]] = []
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
+                if sample.name in BY_METRIC:
+                    ib.append((BY_METRIC[sample.name], sample.value))
+                    continue
                 # the parser names a counter's samples <family>_total: undo it for dcgm names
                 name = family.name if sample.name == f"{family.name}_total" else sample.name
                 name = ALIASES.get(name, name)
@@ -191,7 +228,9 @@ class PrometheusSource:
                 (node, gpu), row.pop("xid_last", None), xid_totals.get((node, gpu))
             )
             rows.append({"time": now, "node": node, "gpu": gpu, **row})
-        return rows
+        nodes = {node for node, _ in per_gpu}
+        ib_node = next(iter(nodes)) if len(nodes) == 1 else host
+        return rows, ({ib_node: ib} if ib else {})
 
     def _new_xid(
         self, key: tuple[str, int], last: int | None, totals: dict[str, float] | None
@@ -225,4 +264,6 @@ _ROW_SCHEMA: dict[str, Any] = {
     "xid": pl.Int32,
     "pcie_replay": pl.Int64,
     "nvlink_errors": pl.Int64,
+    "ib_errors": pl.Int64,
+    "ib_link_downed": pl.Int64,
 }

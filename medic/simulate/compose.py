@@ -277,6 +277,7 @@ def _gpu_plan(world: World, runs: list[Run]) -> GpuPlan:
         holdings=holdings,
         effects=effects,
         counters=world.counters,
+        ports=world.ports,
         drop=world.drops,
         protect=world.protect,
         miss_rate=world.miss_rate,

@@ -90,6 +90,20 @@ class CounterEvent:
 
 
 @dataclass(frozen=True)
+class PortCount:
+    """Counts of one InfiniBand port counter of a node (a kernel counter name of
+    ``medic.ingest.infiniband.COUNTER_BITS``, on ``port`` of the node's adapters): ``amount`` at
+    ``time``, or, with ``end``, a Poisson stream of ``amount`` a second until ``end``."""
+
+    node: int
+    port: int
+    counter: str
+    time: float
+    amount: float
+    end: float | None = None
+
+
+@dataclass(frozen=True)
 class Holdup:
     """A step that waits ``seconds`` on one rank's host (a data-loader stall): that rank's GPU
     sits idle while every other rank spins in the next collective."""

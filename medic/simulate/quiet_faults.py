@@ -15,8 +15,12 @@ job's first step.
 - ``ib_flap_straggler``: one InfiniBand port of a node flaps throughout the job (the mlx5
   driver's ``Link down`` / ``Link up`` kernel lines, NCCL's ``Got async event : port error`` /
   ``port active`` on the node's ranks): NCCL retransmits, every rank waits, the job is slower
-  from its first step. The interface's error counters have no column in medic-recording/1, so
-  the kernel and NCCL lines are the node's only evidence besides the job's pace.
+  from its first step. The port's counters say the same (``medic.simulate.ports``): each flap
+  is a link-down (the link error recovery failed), and the bad cable or transceiver behind
+  it counts symbol errors, bad packets and link recoveries between flaps. In the perturbed
+  suite the kernel's and NCCL's lines are sometimes not shipped at all (a site that collects
+  only the job's output, a job without ``NCCL_DEBUG``): the counters are then the node's only
+  evidence besides the job's pace.
 """
 
 from __future__ import annotations
@@ -35,10 +39,17 @@ from medic.simulate.faults import (
     slow_down,
 )
 from medic.simulate.phases import BLOCKED
-from medic.simulate.plan import GpuEffect, Run
+from medic.simulate.plan import GpuEffect, PortCount, Run
 from medic.simulate.world import World
 
 NFS_SERVERS = ("nfs01", "fs-home.cluster.local", "10.10.0.21", "netapp-a")
+LINK_BITS_PER_S = 200e9
+"""An HDR InfiniBand port's signalling rate."""
+BAD_LINK_BER = (1e-11, 1e-9)
+"""Effective bit error rates of a degraded link: 10 to 1000 times the 1e-12 a qualified HDR
+link must keep (NVIDIA's LinkX cable specifications); each error counts as a symbol error."""
+UNSHIPPED_SHARE = 0.3
+"""Perturbed recordings whose flapping node's kernel and NCCL lines are not collected."""
 HUNG_TASK_TIMEOUT_S = 120
 
 
@@ -139,22 +150,49 @@ def ib_flap_straggler(world: World, run: Run, slowdown: float | None, at_min: fl
     gap = float(rng.uniform(60.0, 300.0))
     t = max(run.start, -gap) + float(rng.exponential(gap / 4))
     end = min(run.exit_at, float(world.seconds))
+    logged = world.variation is None or world.fabric_rng.random() >= UNSHIPPED_SHARE
+    bad_cable(world, node, port, max(0.0, t), end)
     while t < end:
         down = float(rng.uniform(1.0, 10.0))
-        ib_flap(world, node, port, t, down)
-        if run.job.nccl_debug:
+        ib_flap(world, node, port, t, down, logged)
+        if run.job.nccl_debug and logged:
             for at, event in ((t, "port error"), (t + down, "port active")):
                 when = at + float(rng.uniform(0.05, 1.0)) + world.jitter(ranks.size, 0.01)
                 world.emit_ranks(run, ranks, when, [texts.IB_ASYNC_EVENT], hca=port, event=event)
         t += down + float(rng.exponential(gap))
     onset = world.first_sample([node], max(0.0, run.train_start))
     note = f"InfiniBand port {port} flapping every ~{gap:.0f}s, job {factor:.2f}x slower"
+    if not logged:
+        note += " (its kernel and NCCL lines not collected)"
     world.label(run.job, "straggler", onset, [node], list(ranks), note)
 
 
-def ib_flap(world: World, node: int, port: int, at: float, down_s: float) -> None:
-    """One InfiniBand port of ``node`` goes down at ``at`` and comes back ``down_s`` later,
-    as the kernel logs it."""
+def bad_cable(world: World, node: int, port: int, start: float, end: float) -> None:
+    """A degraded link from ``start`` to ``end``: symbol errors at its bit error rate, most
+    of them corrupting a packet the port then receives bad, and now and then a link error
+    recovery (the link retrains and comes back)."""
+    rng = world.fabric_rng
+    ber = float(np.exp(rng.uniform(*np.log(BAD_LINK_BER))))
+    symbols = ber * LINK_BITS_PER_S
+    for counter, per_s in (
+        ("symbol_error", symbols),
+        ("port_rcv_errors", symbols * float(rng.uniform(0.3, 1.0))),
+        ("link_error_recovery", 1.0 / float(rng.uniform(20.0, 120.0))),
+    ):
+        world.ports.append(PortCount(node, port, counter, start, per_s, end))
+
+
+def ib_flap(
+    world: World, node: int, port: int, at: float, down_s: float, logged: bool = True
+) -> None:
+    """One InfiniBand port of ``node`` goes down at ``at`` and comes back ``down_s`` later:
+    its link-downed counter counts one, training the link back up leaves symbol errors, and
+    the kernel logs it (when ``logged``)."""
+    training = int(world.fabric_rng.integers(5, 400))
+    world.ports.append(PortCount(node, port, "link_downed", at, 1))
+    world.ports.append(PortCount(node, port, "symbol_error", at + down_s, training))
+    if not logged:
+        return
     nic = texts.IB_NIC_BUS[port]
     lines = [
         (at, texts.fill(texts.IB_LINK, nic=nic, port=port, state="down")),

@@ -14,7 +14,7 @@ next kept sample.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +22,8 @@ from scipy.signal import lfilter
 
 from medic import schema
 from medic.simulate.cluster import GPUS_PER_NODE, MEMORY_MIB, Cluster
-from medic.simulate.plan import CounterEvent, GpuEffect, Mode
+from medic.simulate.plan import CounterEvent, GpuEffect, Mode, PortCount
+from medic.simulate.ports import port_counters
 from medic.timeutil import US
 
 CHUNK_S = 120
@@ -68,6 +69,8 @@ class GpuPlan:
     """Seconds between two samples of a node (dcgm-exporter's collection interval)."""
     cadence_offset: np.ndarray | None = None
     """Per node, which second of each ``cadence`` it is sampled at (0 when None)."""
+    ports: list[PortCount] = field(default_factory=list)
+    """InfiniBand port counts of the nodes (``medic.simulate.ports``)."""
 
     def sampled(self, ks: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """Whether second ``ks`` of each of ``nodes`` is a sample (broadcasting)."""
@@ -96,6 +99,8 @@ def render_gpu(plan: GpuPlan, rng: np.random.Generator) -> pa.Table:
     miss = _random_misses(plan, rng, plan.cluster.size)
     events = _counter_events(plan, layout.col_of)
     carry = {name: layout.base[name].copy() for name in COUNTERS}
+    phase_s = plan.cluster.phase_us[: plan.cluster.size] / US
+    ports = port_counters(plan.ports, plan.seconds, phase_s, rng.spawn(1)[0])
     temp_state: np.ndarray | None = None
     batches = []
     for k0 in range(0, plan.seconds, CHUNK_S):
@@ -108,6 +113,8 @@ def render_gpu(plan: GpuPlan, rng: np.random.Generator) -> pa.Table:
                 EFFECTS[effect.kind](chunk, slice(lo, hi), cols, effect, layout)
         temp, temp_state = _temperature(chunk, layout, temp_state)
         counts = {name: _cumulative(events.get(name, []), carry, name, chunk) for name in COUNTERS}
+        for name, values in ports.items():
+            counts[name] = values[k0 : k0 + chunk.n][:, layout.col_node]
         batches.append(_batch(plan, layout, jobs, chunk, temp, counts, events.get("xid", [])))
     if not batches:
         return schema.empty(schema.GPU)
@@ -435,6 +442,8 @@ def _batch(
             _xids(xid.ravel()[flat]),
             _metric(counts["pcie_replay"], flat, null, pa.int64()),
             _metric(counts["nvlink_errors"], flat, null, pa.int64()),
+            _metric(counts["ib_errors"], flat, null, pa.int64()),
+            _metric(counts["ib_link_downed"], flat, null, pa.int64()),
         ],
         schema=schema.GPU,
     )

@@ -29,7 +29,9 @@ plain simulator draws exactly what it drew before. What varies, and where it com
   1-30 s: Fluent Bit's ``Flush``, Vector's ``batch.timeout_secs``, Promtail's ``batchwait``)
   are not the recording's but the replay's: measure with ``medic backtest --delay
   logs=1:30``;
-- a lone InfiniBand link flap on a healthy node (a healthy trap).
+- a lone InfiniBand link flap on a healthy node, and a leaf switch retraining every link at
+  once (a firmware update, a reboot): each node's port counts one link-down and the symbol
+  errors of training at the same moment (healthy traps).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from medic.simulate.plan import Holdup, Run, TrainSpec
+from medic.simulate.plan import Holdup, PortCount, Run, TrainSpec
 from medic.simulate.quiet_faults import ib_flap
 from medic.simulate.workload import log_uniform
 from medic.simulate.world import World
@@ -164,6 +166,8 @@ class Variation:
             at = float(rng.uniform(30.0, world.seconds - 60.0))
             ib_flap(world, node, int(rng.integers(8)), at, float(rng.uniform(1.0, 8.0)))
             world.traps.append("ib_link_flap")
+        if world.fabric_rng.random() < 0.2:
+            switch_retrain(world)
 
     def deliver(self, world: World) -> Callable[[pl.DataFrame], pl.DataFrame]:
         """The log lines as the collector receives them (see ``medic.simulate.delivery``)."""
@@ -189,3 +193,18 @@ def _multiple(steps: float, every: int) -> int:
 def _culprits(world: World) -> set[int]:
     hosts = {h for label in world.labels for h in label["culprit_nodes"]}
     return {n for n in range(world.cluster.size) if world.host(n) in hosts}
+
+
+def switch_retrain(world: World) -> None:
+    """A leaf switch retrains all its links within a second or two: the port of every node on
+    it (the same rail) counts a link-down and the symbol errors of training."""
+    rng = world.fabric_rng
+    port = int(rng.integers(8))
+    at = float(rng.uniform(30.0, world.seconds - 60.0))
+    for node in range(world.cluster.size):
+        when = at + float(rng.uniform(0.0, 2.0))
+        world.ports.append(PortCount(node, port, "link_downed", when, 1))
+        world.ports.append(
+            PortCount(node, port, "symbol_error", when + 3.0, int(rng.integers(5, 400)))
+        )
+    world.traps.append("ib_switch_retrain")

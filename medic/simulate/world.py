@@ -12,7 +12,7 @@ import polars as pl
 from medic.simulate import texts
 from medic.simulate.clock import Clock
 from medic.simulate.cluster import GPUS_PER_NODE, PCI_BUS_IDS, Cluster, NodePool
-from medic.simulate.plan import CounterEvent, GpuEffect, Job, Run
+from medic.simulate.plan import CounterEvent, GpuEffect, Job, PortCount, Run
 from medic.simulate.scheduler import SlurmLog
 from medic.simulate.sink import LogSink, fill_templates, render
 from medic.simulate.workload import (
@@ -46,6 +46,11 @@ class World:
         self.slurm = SlurmLog()
         self.effects: list[GpuEffect] = []
         self.counters: list[CounterEvent] = []
+        self.ports: list[PortCount] = []
+        """InfiniBand port counts (flaps, a bad cable's errors, link retraining)."""
+        self.fabric_rng = rng.spawn(1)[0]
+        """Draws of the InfiniBand counters: a generator of their own, so adding them left
+        every other draw of a seed as it was."""
         self.drops: list[tuple[int, float, float]] = []
         self.protect: set[tuple[int, int]] = set()
         self.silent: dict[int, float] = {}

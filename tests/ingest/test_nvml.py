@@ -24,6 +24,7 @@ from medic.ingest.nvml import (
 from medic.ingest.prometheus import PrometheusConfig, PrometheusSource
 from tests.builders import T0
 from tests.ingest.fake_nvml import FakeGpu, FakeNvml
+from tests.ingest.test_infiniband import port as ib_port
 
 FLIT, DATA = pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT, pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA
 REPLAY, RECOVERY = pynvml.NVML_NVLINK_ERROR_DL_REPLAY, pynvml.NVML_NVLINK_ERROR_DL_RECOVERY
@@ -114,7 +115,15 @@ def test_exposition_uses_dcgm_exporter_names_and_labels(nvml: FakeNvml, tmp_path
 @pytest.fixture
 def agent(nvml: FakeNvml, tmp_path: Path) -> Iterator[tuple[Agent, int]]:
     (tmp_path / "1").write_text("77\n")
-    config = AgentConfig(address="127.0.0.1", port=0, hostname="gpu001", job_map_dir=str(tmp_path))
+    ib_port(tmp_path / "ib", "mlx5_0", 1, symbol_error="40", link_downed="1")
+    ib_port(tmp_path / "ib", "mlx5_2", 1, link_error_recovery="2", link_downed="0")
+    config = AgentConfig(
+        address="127.0.0.1",
+        port=0,
+        hostname="gpu001",
+        job_map_dir=str(tmp_path),
+        infiniband_root=str(tmp_path / "ib"),
+    )
     running = Agent(config, nvml)
     port = running.start()
     yield running, port
@@ -142,3 +151,23 @@ async def test_the_scraper_reads_back_what_the_agent_sampled(
         row.pop("xid")
     assert scraped == sampled
     assert [r["job_id"] for r in scraped] == [None, "77"]
+    assert [(r["ib_errors"], r["ib_link_downed"]) for r in scraped] == [(42, 1), (42, 1)]
+
+
+def test_infiniband_ports_are_served_as_node_exporter_serves_them(
+    nvml: FakeNvml, tmp_path: Path
+) -> None:
+    ib_port(tmp_path, "mlx5_0", 1, symbol_error="9", link_downed="3")
+    sampler = NvmlSampler(nvml, hostname="gpu001", infiniband=tmp_path)
+    collector = DcgmCollector()
+    collector.update(sampler.sample(T0), sampler.ib_ports)
+    text = exposition(collector)
+    assert "# TYPE node_infiniband_link_downed_total counter" in text
+    assert 'node_infiniband_link_downed_total{device="mlx5_0",port="1"} 3.0' in text
+    assert 'node_infiniband_symbol_error_total{device="mlx5_0",port="1"} 9.0' in text
+    assert "port_recv_errors" not in text and "xmit" not in text
+
+
+def test_without_infiniband_the_columns_stay_null(nvml: FakeNvml) -> None:
+    table = readings_table(NvmlSampler(nvml, hostname="gpu001").sample(T0))
+    assert table.column("ib_errors").null_count == table.num_rows

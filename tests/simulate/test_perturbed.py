@@ -5,7 +5,7 @@ from pathlib import Path
 
 import polars as pl
 
-from medic.recording import validate_recording, write_recording
+from medic.recording import Recording, validate_recording, write_recording
 from medic.simulate import simulate
 from medic.simulate.scenarios import FAULTS, HEALTHY, QUIET_FAULTS
 from medic.simulate.suites import suite_entries
@@ -157,6 +157,54 @@ def test_an_ib_flap_straggler_flaps_its_node_from_the_first_step(simulated: Simu
     flaps = data["logs"].filter(pl.col("message").str.contains(r"mlx5_core \S+ ib\d: Link down"))
     assert flaps.height >= 2 and set(flaps["node"]) == {node}
     assert flaps["time"].min() < label["onset"] + 600_000_000
+
+
+def port_counts(recording: Recording) -> pl.DataFrame:
+    """Per node: how much ``ib_errors`` and ``ib_link_downed`` rose over the recording."""
+    return (
+        frames(recording)["gpu"]
+        .group_by("node")
+        .agg((pl.col(c).max() - pl.col(c).min()).alias(c) for c in ("ib_errors", "ib_link_downed"))
+        .sort("node")
+    )
+
+
+def test_an_ib_flap_straggler_counts_its_flaps_and_errors_on_its_node_only(
+    simulated: Simulated,
+) -> None:
+    recording = simulated("ib_flap_straggler", 1, **SMALL)
+    data = frames(recording)
+    [node] = data["labels"].row(0, named=True)["culprit_nodes"]
+    downs = data["logs"].filter(pl.col("message").str.contains(r"mlx5_core \S+ ib\d: Link down"))
+    rose = port_counts(recording)
+    culprit = rose.filter(pl.col("node") == node).row(0, named=True)
+    assert culprit["ib_link_downed"] == downs.height  # one link-down per flap
+    assert culprit["ib_errors"] > 100 * downs.height  # a bad link errs between its flaps
+    assert rose.filter(pl.col("node") != node).select("ib_errors", "ib_link_downed").sum().row(
+        0
+    ) == (0, 0)
+    boot = data["gpu"].group_by("node").agg(pl.col("ib_link_downed").min())
+    assert boot["ib_link_downed"].max() > 0  # link training at boot left counts behind
+
+
+def test_some_ib_flap_stragglers_ship_no_log_lines_only_counters(simulated: Simulated) -> None:
+    recording = simulated("ib_flap_straggler", 2, perturbed=True, **SMALL)
+    data = frames(recording)
+    label = data["labels"].row(0, named=True)
+    assert "not collected" in label["note"]
+    [node] = label["culprit_nodes"]
+    link = pl.col("message").str.contains("Link down|async event")
+    assert data["logs"].filter(link & (pl.col("node") == node)).is_empty()
+    culprit = port_counts(recording).filter(pl.col("node") == node).row(0, named=True)
+    assert culprit["ib_link_downed"] >= 2 and culprit["ib_errors"] > 0
+
+
+def test_a_switch_retrain_counts_one_link_down_on_every_node(simulated: Simulated) -> None:
+    recording = simulated("healthy", 1, perturbed=True, **SMALL)
+    assert "ib_switch_retrain" in recording.meta["traps"]
+    assert recording.labels is None or recording.labels.num_rows == 0
+    rose = port_counts(recording)
+    assert set(rose["ib_link_downed"]) == {1} and (rose["ib_errors"] > 0).all()
 
 
 def test_a_power_capped_gpu_shows_its_cap_from_the_first_sample(simulated: Simulated) -> None:
