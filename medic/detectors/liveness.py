@@ -437,9 +437,12 @@ class Liveness:
         if "job_id" not in frame.columns:
             return
         placed = (  # grouped before the lines without a node or job are left out: cheaper
-            frame.group_by("node", "job_id")
+            frame.lazy()
+            .select("node", "job_id", "time")  # the messages stay out of the grouping
+            .group_by("node", "job_id")
             .agg(pl.col("time").max().dt.epoch("us"))
             .filter(pl.col("job_id").is_not_null() & pl.col("node").is_not_null())
+            .collect()
         )
         for node, job_id, time in placed.iter_rows():
             jobs = self.log_jobs.setdefault(node, {})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 import polars as pl
@@ -66,6 +67,12 @@ class Step(NamedTuple):
     step_time_s: float | None
     throughput: float | None
     framework: str
+
+
+_as_row = partial(tuple.__new__, Row)
+_as_step = partial(tuple.__new__, Step)
+"""A ``Row`` or ``Step`` of a tuple of its fields, made with no Python frame (a NamedTuple's own
+constructor runs one): the fold makes one per progress row and one per training step."""
 
 
 @dataclass(slots=True)
@@ -125,19 +132,21 @@ class ProgressTracker:
             for name in Row._fields
         ]
         jobs, step_of, phase_event = self.jobs, self._step, self._phase_event
-        for row in map(Row._make, zip(*columns, strict=True)):
+        for row in map(_as_row, zip(*columns, strict=True)):
             job = jobs.get(row.job_id)
             if job is None:
                 job = jobs[row.job_id] = JobProgress()
-            time, last = row.time, job.last_event_at
-            if last is None or time > last:
-                job.last_event_at = time
             if row.event == "step":
                 step = step_of(job, row)
                 if step is not None:
                     steps.append(step)
             else:
                 phase_event(job, row)
+        newest = frame.group_by("job_id").agg(pl.col("time").to_physical().max())
+        for job_id, time in newest.iter_rows():  # the last sign of life: one grouping, not a row
+            job = jobs[job_id]
+            if job.last_event_at is None or time > job.last_event_at:
+                job.last_event_at = time
         return steps
 
     def _phase_event(self, job: JobProgress, row: Row) -> None:
@@ -197,16 +206,18 @@ class ProgressTracker:
         job.last_step_at = time
         job.last_step = number if number is not None else job.last_step
         job.phase_touched = False
-        return Step(
-            row.job_id,
-            time,
-            number,
-            gap,
-            fresh,
-            clean,
-            row.step_time_s,
-            row.throughput,
-            row.framework,
+        return _as_step(
+            (
+                row.job_id,
+                time,
+                number,
+                gap,
+                fresh,
+                clean,
+                row.step_time_s,
+                row.throughput,
+                row.framework,
+            )
         )
 
     @staticmethod
