@@ -25,6 +25,11 @@ import polars as pl
 from medic.detectors.online import MAD_TO_SIGMA, flag_count, push_flags
 
 FEATURE = "ib_errors_delta"
+EARLY_ERRORS_PER_S = 4.0
+"""Errors a second a node's ports must count for its errors alone to make it a straggler from
+the job's first step, before the job's pace has a baseline to slow from: ten times what the
+specification's bit error rate target (10^-12) allows at 400 Gb/s (NDR). A link counting near
+that target is within spec and slows no one; named later only if the job slows."""
 KEYS = ["job_id", "node"]
 _STATE = pl.Schema(
     [

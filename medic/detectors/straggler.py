@@ -69,8 +69,8 @@ from medic.config import Count, Fraction, NonNegative, Percent, Positive, Positi
 from medic.detectors.base import Detection, register
 from medic.detectors.online import flag_count, peer_z, push_flags
 from medic.detectors.pace import PaceModel
+from medic.detectors.port_errors import EARLY_ERRORS_PER_S, PortErrorPeers
 from medic.detectors.port_errors import FEATURE as IB_ERRORS
-from medic.detectors.port_errors import PortErrorPeers
 from medic.detectors.progress_state import WatchedJobs, WatchesJobs
 from medic.detectors.rank_share import RankShares, RankSuspect
 from medic.detectors.telemetry import DEFAULT_THROTTLE_MASK, GpuWindows, Window
@@ -581,7 +581,8 @@ class StragglerDetector(WatchesJobs):
     def _add_port_suspects(self, nodes: pl.DataFrame) -> None:
         """Nodes whose InfiniBand errors rise persistently against their job's other nodes
         become suspects with a cause of slowness (early when their run of flags began within
-        the grace windows), when they are a minority of their job's nodes; a node one
+        the grace windows and they count errors far beyond spec, ``EARLY_ERRORS_PER_S``), when
+        they are a minority of their job's nodes; a node one
         flagged window short makes its job odd."""
         c = self.config
         short = max(c.peer_k - 1, 1)
@@ -606,7 +607,8 @@ class StragglerDetector(WatchesJobs):
                 job_nodes=row["job_nodes"],
                 flagged_gpus=0,
                 caused=True,
-                early=row["run_seen"] < c.grace_windows,
+                early=row["run_seen"] < c.grace_windows
+                and row["errors"] >= EARLY_ERRORS_PER_S * c.window_s,
             )
             self.suspects.setdefault(row["job_id"], []).append(suspect)
 

@@ -46,6 +46,14 @@ def test_a_node_whose_link_errors_climb_from_the_first_step_is_found_from_counte
     assert found.detected_at <= at(300)
 
 
+def test_a_link_counting_errors_within_spec_from_the_first_step_is_no_straggler() -> None:
+    # One symbol error a second: a bit error rate of about 5e-12 at 200 Gb/s, near the
+    # specification's 1e-12 target, on one node of a job that runs at its usual pace.
+    job = Job().start().steps(10, 900, every=2.6)
+    job.telemetry(0, 900, ports({"n2": lambda t: t}))
+    assert run(StragglerDetector(), [job], 900) == []
+
+
 def test_a_job_of_two_nodes_still_has_a_peer() -> None:
     job = Job(nodes=("n1", "n2")).start().steps(10, 900, every=2.6)
     job.telemetry(0, 900, ports({"n2": bad_cable}))
