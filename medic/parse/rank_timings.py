@@ -345,34 +345,28 @@ class RankTimingParser:
     @staticmethod
     def _stimer(lines: pl.DataFrame) -> pl.DataFrame:
         """Megatron's StragglerDetector: the slowest rank, its time over the fastest's."""
-        read = lines.filter(pl.col("message").str.contains(STIMER))
-        if read.is_empty():
+        read = _matching(lines, STIMER)
+        if read is None:
             return _empty()
-        groups = read.get_column("message").str.extract_groups(STIMER).struct.unnest()
-        return (
-            read.hstack(groups)
-            .select(
-                "time",
-                "job_id",
-                "node",
-                pl.col("rank").cast(pl.Int32),
-                pl.lit(None, pl.String).alias("rank_node"),
-                pl.lit(MEGATRON_STRAGGLER).alias("source"),
-                pl.lit("rtt").alias("metric"),
-                pl.lit("ratio").alias("kind"),
-                (pl.col("high").cast(pl.Float64) / pl.col("low").cast(pl.Float64)).alias("value"),
-            )
-            .filter(pl.col("value").is_finite())
-        )
+        return read.select(
+            "time",
+            "job_id",
+            "node",
+            pl.col("rank").cast(pl.Int32),
+            pl.lit(None, pl.String).alias("rank_node"),
+            pl.lit(MEGATRON_STRAGGLER).alias("source"),
+            pl.lit("rtt").alias("metric"),
+            pl.lit("ratio").alias("kind"),
+            (pl.col("high").cast(pl.Float64) / pl.col("low").cast(pl.Float64)).alias("value"),
+        ).filter(pl.col("value").is_finite())
 
     @staticmethod
     def _layout(lines: pl.DataFrame) -> pl.DataFrame:
         """Megatron's pipeline size and world size, as its arguments dump prints them."""
-        read = lines.filter(pl.col("message").str.contains(ARGUMENT))
-        if read.is_empty():
+        read = _matching(lines, ARGUMENT)
+        if read is None:
             return _empty()
-        groups = read.get_column("message").str.extract_groups(ARGUMENT).struct.unnest()
-        return read.hstack(groups).select(
+        return read.select(
             "time",
             "job_id",
             "node",
@@ -388,12 +382,10 @@ class RankTimingParser:
     def _custom(lines: pl.DataFrame, pattern: RankTimingPattern) -> pl.DataFrame:
         """A site's lines: one rank's figure each (the printing rank's own, on the printing
         node, unless the line names a rank)."""
-        read = lines.filter(pl.col("message").str.contains(pattern.pattern))
-        if read.is_empty():
+        read = _matching(lines, pattern.pattern, "_g_")
+        if read is None:
             return _empty()
-        groups = read.get_column("message").str.extract_groups(pattern.pattern).struct.unnest()
-        present = set(groups.columns)
-        read = read.hstack(groups.select(pl.all().name.prefix("_g_")))
+        present = {c.removeprefix("_g_") for c in read.columns if c.startswith("_g_")}
         named = (
             pl.col("_g_rank").cast(pl.Int32, strict=False)
             if "rank" in present
@@ -436,6 +428,16 @@ def _entries(
         pl.lit(kind).alias("kind"),
         (value if kind == "score" else value / 1000.0).alias("value"),
     )
+
+
+def _matching(lines: pl.DataFrame, pattern: str, prefix: str = "") -> pl.DataFrame | None:
+    """The lines holding ``pattern``, with its named groups as columns (named ``prefix`` and
+    the group's name); None when no line holds it."""
+    read = lines.filter(pl.col("message").str.contains(pattern))
+    if read.is_empty():
+        return None
+    groups = read.get_column("message").str.extract_groups(pattern).struct.unnest()
+    return read.hstack(groups.select(pl.all().name.prefix(prefix)))
 
 
 def _empty() -> pl.DataFrame:
