@@ -291,12 +291,7 @@ def test_nodes_scraped_every_30_s_with_logs_shipped_late_are_alive() -> None:
     # and Fluent Bit / Vector / Promtail ship each node's lines 1-30 s after they were written:
     # a node 25 s past its last sample, whose newest line that arrived is 25 s old, is alive.
     job = Job()
-    phase = {node: 7 * i for i, node in enumerate([*job.nodes, "idle1"])}
-    gpu = [
-        r
-        for r in job.telemetry(0, 400, extra_nodes=["idle1"])
-        if (r["time"] // US - phase[r["node"]]) % 30 == 0
-    ]
+    gpu = scraped_every_30_s(job, 0, 400)
     late = ReplayConfig(delays=(Delay("logs", 1.0, 30.0),))
     assert detect(400, every_node_logs(job, 0, 400), gpu, [job.start()], replay=late) == []
 
