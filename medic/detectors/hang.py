@@ -258,8 +258,7 @@ class HangDetector(WatchesJobs):
 
     def update(self, batch: Batch) -> list[Detection]:
         if batch.stream == "scheduler":
-            for job_id in self.jobs.observe_scheduler(batch):
-                self._forget(job_id)
+            self._forget(self.jobs.observe_scheduler(batch))
         elif batch.stream == "progress":
             self._learn(batch.frame)
         elif batch.stream == "signatures":
@@ -322,8 +321,7 @@ class HangDetector(WatchesJobs):
             self._fold_baseline(window)
         for window in self.silent.close(watermark):
             self._fold_silent(window)
-        for job_id in self.jobs.release(watermark):
-            self._forget(job_id)
+        self._forget(self.jobs.release(watermark))
         horizon = watermark - round(self.config.forget_after_s * US)
         self.kernel = {node: hit for node, hit in self.kernel.items() if hit[0] >= horizon}
         self.blocked = {node: time for node, time in self.blocked.items() if time >= horizon}
@@ -332,10 +330,11 @@ class HangDetector(WatchesJobs):
                 del state[job_id]
         found = []
         watched = set()
-        for job_id, watch in list(self.watch.items()):
+        gone = []
+        for job_id, watch in self.watch.items():
             job = self.jobs.progress.jobs.get(job_id)
             if self.jobs.done(job_id) or (job is None and watch.telemetry.last_seen < horizon):
-                self._forget(job_id)
+                gone.append(job_id)
                 continue
             if self._needs_windows(job, watch, watermark):
                 watched.add(job_id)  # alarmed too: how long the spell lasts is learned
@@ -345,6 +344,7 @@ class HangDetector(WatchesJobs):
             if detection is not None:
                 watch.alarmed = True
                 found.append(detection)
+        self._forget(gone)
         resumed = self._silent_jobs - watched
         for job_id in resumed:
             if job_id in self.watch:
@@ -716,13 +716,18 @@ class HangDetector(WatchesJobs):
 
     # -- forgetting -----------------------------------------------------------------------
 
-    def _forget(self, job_id: str) -> None:
-        self.watch.pop(job_id, None)
-        self.stuck.pop(job_id, None)
-        self.crashed.pop(job_id, None)
-        self._silent_jobs.discard(job_id)
-        self.baseline.forget([job_id])
-        self.silent.forget([job_id])
+    def _forget(self, job_ids: list[str]) -> None:
+        """Drop the jobs' state; their telemetry windows are cut once for all of them (a
+        filter per job per window was most of what a burst of ended jobs cost)."""
+        if not job_ids:
+            return
+        for job_id in job_ids:
+            self.watch.pop(job_id, None)
+            self.stuck.pop(job_id, None)
+            self.crashed.pop(job_id, None)
+            self._silent_jobs.discard(job_id)
+        self.baseline.forget(job_ids)
+        self.silent.forget(job_ids)
 
 
 def score_of(silence: int, threshold: int, corroborated: bool) -> float:

@@ -408,16 +408,21 @@ def _sorted_by(rows: pl.DataFrame, column: str) -> pl.DataFrame:
 
 def _plain_numbers(values: pl.DataFrame) -> pl.DataFrame:
     """The fields as plain numbers: thousands separators dropped ("tps: 12,345") and a
-    magnitude suffix written as an exponent ("1.23K": nanotron's human_format). Few batches
-    hold either: looking for them costs a fraction of rewriting every field."""
-    found = values.select(pl.col(FIELDS).str.contains("[,KMG]").any()).row(0)
-    held = [name for name, odd in zip(FIELDS, found, strict=True) if odd]
-    if not held:
-        return values
-    plain = pl.col(held).str.replace_all(",", "", literal=True)
+    magnitude suffix written as an exponent ("1.23K": nanotron's human_format). Few values
+    hold either: only those are rewritten."""
+    odd = values.select(pl.col(FIELDS).str.contains("[,KMG]"))
+    held = [(name, odd.get_column(name).arg_true()) for name in FIELDS]
+    plain = [_plain(values.get_column(name), at) for name, at in held if len(at)]
+    return values.with_columns(plain) if plain else values
+
+
+def _plain(field: pl.Series, odd: pl.Series) -> pl.Series:
+    """``field`` with the values at ``odd`` (those holding a separator or a suffix) rewritten
+    (the others, most of them, are left as they are)."""
+    plain = field.gather(odd).str.replace_all(",", "", literal=True)
     for suffix, exponent in MAGNITUDES.items():
         plain = plain.str.replace(f"{suffix}$", exponent)
-    return values.with_columns(plain)
+    return field.clone().scatter(odd, plain)
 
 
 def _clock_seconds(clock: pl.Expr) -> pl.Expr:
