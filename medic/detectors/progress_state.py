@@ -37,18 +37,19 @@ MAX_RANKS = 4096
 """Most printing ranks remembered per job (a bound; ranks beyond it are not tracked)."""
 
 
-class Row(NamedTuple):
-    """One ``progress`` row, as the fold reads it (time in integer microseconds)."""
-
-    time: int
-    job_id: str
-    node: str
-    rank: int | None
-    framework: str
-    event: str
-    step: int | None
-    step_time_s: float | None
-    throughput: float | None
+COLUMNS = (
+    "time",
+    "job_id",
+    "node",
+    "rank",
+    "framework",
+    "event",
+    "step",
+    "step_time_s",
+    "throughput",
+)
+"""The ``progress`` columns the fold reads, in the order it unpacks them (time in integer
+microseconds)."""
 
 
 class Step(NamedTuple):
@@ -69,10 +70,9 @@ class Step(NamedTuple):
     framework: str
 
 
-_as_row = partial(tuple.__new__, Row)
 _as_step = partial(tuple.__new__, Step)
-"""A ``Row`` or ``Step`` of a tuple of its fields, made with no Python frame (a NamedTuple's own
-constructor runs one): the fold makes one per progress row and one per training step."""
+"""A ``Step`` of a tuple of its fields, made with no Python frame (a NamedTuple's own
+constructor runs one): the fold makes one per training step."""
 
 
 @dataclass(slots=True)
@@ -121,7 +121,10 @@ class ProgressTracker:
     def observe(self, frame: pl.DataFrame) -> list[Step]:
         """Fold progress rows (time-sorted) in; return the new training steps, in time order.
         A step printed by several ranks counts once; a late print of an earlier step is
-        ignored."""
+        ignored.
+
+        A training step is folded inline, the phase events apart (``_phase_event``): steps are
+        nearly every row, and a call per row costs as much as the rest of the fold."""
         if frame.is_empty():
             return []
         steps: list[Step] = []
@@ -129,19 +132,64 @@ class ProgressTracker:
             frame.get_column(name).to_physical().to_list()
             if name == "time"
             else frame.get_column(name).to_list()
-            for name in Row._fields
+            for name in COLUMNS
         ]
-        jobs, step_of, phase_event = self.jobs, self._step, self._phase_event
-        for row in map(_as_row, zip(*columns, strict=True)):
-            job = jobs.get(row.job_id)
+        jobs, phase_event, close_phase = self.jobs, self._phase_event, self._close_phase
+        for time, job_id, node, rank, framework, event, number, step_time_s, throughput in zip(
+            *columns, strict=True
+        ):
+            job = jobs.get(job_id)
             if job is None:
-                job = jobs[row.job_id] = JobProgress()
-            if row.event == "step":
-                step = step_of(job, row)
-                if step is not None:
-                    steps.append(step)
-            else:
-                phase_event(job, row)
+                job = jobs[job_id] = JobProgress()
+            if event != "step":
+                phase_event(job, time, event, framework)
+                continue
+            phase, last = job.phase, job.last_step
+            if phase is not None:
+                if phase.kind == "eval" and not _ends_eval(phase, framework, number, last):
+                    continue  # an evaluation bar counting its own batches
+                if number is None and last is not None:
+                    # A line with no step number (Hugging Face Trainer's log dict) in a phase
+                    # of a job whose other lines number its steps: it says nothing of training
+                    # being back (its stdout, flushed after the save's first lines on stderr,
+                    # often follows them); the next numbered step does.
+                    continue
+            if rank is not None and number is not None:
+                ranks = job.rank_steps
+                if rank in ranks or len(ranks) < MAX_RANKS:
+                    ranks[rank] = (number, node)
+            restarted = False
+            if number is not None and last is not None and number <= last:
+                if number == last or number > last // 2:
+                    continue  # the same step again, or a late print of a recent one
+                restarted = True  # the counter started over (a new epoch's bar, a resumed run)
+            if phase is not None:
+                close_phase(job, time)
+            job.finished_at = None  # a training loop that starts again (a second stage) is watched
+            previous = job.last_step_at
+            gap = None if previous is None else time - previous
+            fresh = not job.phase_touched and not restarted
+            if job.first_step_at is None:
+                job.first_step_at = time
+            job.last_step_at = time
+            if number is not None:
+                job.last_step = number
+            job.phase_touched = False
+            steps.append(
+                _as_step(
+                    (
+                        job_id,
+                        time,
+                        number,
+                        gap,
+                        fresh,
+                        fresh and gap is not None and gap > 0,
+                        step_time_s,
+                        throughput,
+                        framework,
+                    )
+                )
+            )
         newest = frame.group_by("job_id").agg(pl.col("time").to_physical().max())
         for job_id, time in newest.iter_rows():  # the last sign of life: one grouping, not a row
             job = jobs[job_id]
@@ -149,9 +197,8 @@ class ProgressTracker:
                 job.last_event_at = time
         return steps
 
-    def _phase_event(self, job: JobProgress, row: Row) -> None:
+    def _phase_event(self, job: JobProgress, time: int, event: str, framework: str) -> None:
         """Fold a row that is no training step in: a phase begins or ends, or training does."""
-        time, event = row.time, row.event
         if event in FINAL_EVENTS:
             job.finished_at = time
             return
@@ -171,54 +218,8 @@ class ProgressTracker:
                 job.longest_phase_us[kind] = max(job.longest_phase_us.get(kind, 0), ended - time)
             else:
                 self._close_phase(job, time)
-                job.phase = Phase(kind, time, row.framework)
+                job.phase = Phase(kind, time, framework)
         job.phase_touched = True
-
-    def _step(self, job: JobProgress, row: Row) -> Step | None:
-        time, number = row.time, row.step
-        phase = job.phase
-        if phase is not None and phase.kind == "eval" and not _ends_eval(job, phase, row):
-            return None  # an evaluation bar counting its own batches
-        if phase is not None and number is None and job.last_step is not None:
-            # A line with no step number (Hugging Face Trainer's log dict) in a phase of a job
-            # whose other lines number its steps: it says nothing of training being back (its
-            # stdout, flushed after the save's first lines on stderr, often follows them);
-            # the next numbered step does.
-            return None
-        rank, last = row.rank, job.last_step
-        if rank is not None and number is not None:
-            ranks = job.rank_steps
-            if rank in ranks or len(ranks) < MAX_RANKS:
-                ranks[rank] = (number, row.node)
-        restarted = False
-        if number is not None and last is not None and number <= last:
-            if number == last or number > last // 2:
-                return None  # the same step again, or a late print of a recent one
-            restarted = True  # the counter started over (a new epoch's bar, a resumed run)
-        if phase is not None:
-            self._close_phase(job, time)
-        job.finished_at = None  # a training loop that starts again (a second stage) is watched
-        gap = None if job.last_step_at is None else time - job.last_step_at
-        fresh = not job.phase_touched and not restarted
-        clean = fresh and gap is not None and gap > 0
-        if job.first_step_at is None:
-            job.first_step_at = time
-        job.last_step_at = time
-        job.last_step = number if number is not None else job.last_step
-        job.phase_touched = False
-        return _as_step(
-            (
-                row.job_id,
-                time,
-                number,
-                gap,
-                fresh,
-                clean,
-                row.step_time_s,
-                row.throughput,
-                row.framework,
-            )
-        )
 
     @staticmethod
     def _close_phase(job: JobProgress, time: int) -> None:
@@ -230,11 +231,12 @@ class ProgressTracker:
         job.phase = None
 
 
-def _ends_eval(job: JobProgress, phase: Phase, row: Row) -> bool:
-    """Whether a step row is training again (not an evaluation bar inside the eval phase)."""
-    if row.framework == phase.framework or row.step is None or job.last_step is None:
+def _ends_eval(phase: Phase, framework: str, number: int | None, last: int | None) -> bool:
+    """Whether a step row (of ``framework``, numbered ``number``; the job's last step was
+    ``last``) is training again, not an evaluation bar inside the eval phase."""
+    if framework == phase.framework or number is None or last is None:
         return True
-    return row.step > job.last_step
+    return number > last
 
 
 class WatchedJobs:
