@@ -50,8 +50,19 @@ class PaceModel:
         self._previous: tuple[int, int] | None = None
 
     def observe(self, step: Step, suspect: bool) -> None:
-        """A new step; ``suspect`` says some GPU of the job looked unlike its peers lately."""
-        steps = self._steps_since_previous(step)
+        """A new step; ``suspect`` says some GPU of the job looked unlike its peers lately.
+        Remembers the line, to count the steps the next one stands for (the steps since this
+        one; for a job's first line, since the start; None when unknown). Runs once per
+        training step: that count is inlined."""
+        number, previous, steps = step.step, self._previous, None
+        if number is not None:
+            self._previous = (step.time, number)
+            if previous is None:
+                steps = number if number > 0 else None
+            elif number > previous[1]:
+                steps = number - previous[1]
+        if not step.fresh:
+            return  # a line after a phase or a restart is not a fair sample
         pace = self._pace(step, steps)
         if pace is None:
             return
@@ -86,20 +97,9 @@ class PaceModel:
         ratio = self.ratio
         return ratio is not None and ratio >= self.config.slowdown_ratio and self.votes.active
 
-    def _steps_since_previous(self, step: Step) -> int | None:
-        """Training steps the line stands for: since the previous step line, or since the
-        start for a job's first line (None when unknown). Remembers this line."""
-        previous = self._previous
-        if step.step is None:
-            return None
-        self._previous = (step.time, step.step)
-        if previous is None:
-            return step.step if step.step > 0 else None
-        return step.step - previous[1] if step.step > previous[1] else None
-
     def _pace(self, step: Step, steps: int | None) -> float | None:
-        if not step.fresh:
-            return None  # a line after a phase or a restart is not a fair sample
+        """The pace of a fresh step line (``steps`` since the previous one) from the job's
+        source, chosen at its first line that gives one."""
         measured = None
         if steps is not None and step.clean and step.gap_us is not None:
             measured = step.gap_us / US / steps

@@ -48,6 +48,8 @@ more alternative literals scans lines at half the speed (the regex crate's SIMD 
 literals, Teddy, takes at most 64 of them)."""
 SHORTEST_SCANNED = 4
 """Shortest text the scan looks for in place of several literals holding it."""
+SLOTTED = 32
+"""Most lines a second attempt reads that are slotted in among the first's (``_merged``)."""
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,9 @@ class FirstMatch:
             _members(literals, self._literals) for _, literals in self._shortcuts
         ]
         """Per shortcut: which gate literals are its literals (None: not all of them gate)."""
-        self._everywhere = np.array(
-            [i for i, lits in enumerate(literals) if not lits], dtype=np.uint64
-        )
+        self._everywhere = [(i, _unnamed(p)) for i, p in enumerate(patterns) if not literals[i]]
+        """The patterns without literals, with their regexes capturing nothing: each is tried on
+        the lines its regex finds (a scan), not on every line."""
         self._sure = np.array(
             [_sure(p, lits) for p, lits in zip(patterns, literals, strict=True)]
             + [False] * len(cuts),
@@ -105,7 +107,7 @@ class FirstMatch:
         """The run of the tries of sure regexes, read without running them (one past the
         tagged run)."""
         self._held = "|".join(map(_escaped, _scanned(tuple(self._literals))))
-        self._ungated = "|".join(f"(?:{_unnamed(patterns[i])})" for i in self._everywhere.tolist())
+        self._ungated = "|".join(f"(?:{regex})" for _, regex in self._everywhere)
 
     def candidates(self, lines: pl.Expr) -> pl.Expr:
         """True on every line a pattern may match: those holding one of the literals (and a few
@@ -121,13 +123,13 @@ class FirstMatch:
         ``lines``), ``_pattern`` (the first pattern that matches it) and every field (a string;
         null where that pattern has no such group). Literals are looked for in ``lines`` and the
         patterns run on ``text`` (``lines`` itself by default)."""
-        tries, held = self._tries(lines)
+        text = lines if text is None else text
+        tries, held = self._tries(lines, text)
         if not tries.size:
             return self._empty()
-        if text is not None and text is not lines:
+        if text is not lines:
             # the literals found in a line are those its text holds where the two are alike
             held.alike = (text == lines).fill_null(True).to_numpy()
-        text = lines if text is None else text
         rows = tries // self._count
         first = _run_starts(rows)
         read = [self._attempt(tries[first], text, held)]
@@ -139,15 +141,18 @@ class FirstMatch:
         values = values.with_columns(absent).select(ROW, PATTERN, *self.fields)
         if len(read) == 1:  # one attempt reads its lines in order
             return values
-        # each attempt reads its lines in order: merging the two runs costs less than a sort
-        first_read = read[0].height
-        return values.head(first_read).merge_sorted(values.slice(first_read), ROW)
+        return _merged(values, read[0].height)
 
-    def _tries(self, lines: pl.Series) -> tuple[np.ndarray, Held]:
+    def _tries(self, lines: pl.Series, text: pl.Series) -> tuple[np.ndarray, Held]:
         """The (line, pattern) pairs worth trying, as ``line * patterns + pattern``, sorted (by
-        line, then by priority), and the literals found in the lines."""
+        line, then by priority), and the literals found in the lines. A pattern without
+        literals is tried on the lines whose text its regex finds: tried on every line, it came
+        first on lines that a later pattern reads, and they took a second attempt."""
         starts = np.arange(len(lines), dtype=np.uint64) * self._count
-        tries = [np.add.outer(starts, self._everywhere).ravel()]
+        tries = [np.empty(0, dtype=np.uint64)]
+        for pattern, regex in self._everywhere:
+            found = text.str.contains(regex).fill_null(False).to_numpy()
+            tries.append(starts[found] + np.uint64(pattern))
         held = Held(len(lines), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
         if self._literals:
             gated, held = self._gated(lines, starts)
@@ -354,6 +359,22 @@ def _marked(pattern: str) -> str:
 
 def _groups(texts: pl.Series, regex: str) -> pl.DataFrame:
     return texts.str.extract_groups(regex).struct.unnest()
+
+
+def _merged(values: pl.DataFrame, first: int) -> pl.DataFrame:
+    """``values`` in ``ROW`` order, from two runs each in that order: its first ``first`` rows,
+    then the rest. A second run of at most ``SLOTTED`` rows (the usual: the first attempt reads
+    nearly every line) is slotted in between slices of the first, and the columns are copied
+    once; sorting gathers every row of every column, row by row, several times slower."""
+    if values.height - first > SLOTTED:
+        return values.sort(ROW)
+    rows = values.get_column(ROW).to_numpy()
+    pieces, start = [], 0
+    for j, at in enumerate(np.searchsorted(rows[:first], rows[first:]).tolist()):
+        pieces += [values.slice(start, at - start), values.slice(first + j, 1)]
+        start = at
+    pieces.append(values.slice(start, first - start))
+    return pl.concat(pieces, rechunk=True)
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:

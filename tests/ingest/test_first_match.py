@@ -195,3 +195,30 @@ def test_many_literals_are_scanned_for_as_fewer_shared_texts_and_every_holder_is
     found = pl.DataFrame({"line": lines}).select(reader.candidates(pl.col("line"))).to_series()
     assert found.head(len(literals)).all() and not found[-1]
     assert reader.read(lines).get_column(ROW).to_list() == list(range(len(literals)))
+
+
+@pytest.mark.parametrize("slotted", [0, first_match.SLOTTED])
+def test_lines_the_second_attempt_reads_come_back_in_line_order(
+    monkeypatch: pytest.MonkeyPatch, slotted: int
+) -> None:
+    # Lines 1 and 4 fail their best pattern (0) and are read in the second attempt, among the
+    # lines the first attempt reads: slotted in between them, or sorted when there are many.
+    monkeypatch.setattr(first_match, "SLOTTED", slotted)
+    lines = ["alpha 1 beta", "alpha x beta", "alpha 3", "gamma ray", "beta alpha 5", "alpha 6"]
+    assert read(lines) == [
+        (0, 0, "1", None),
+        (1, 3, None, None),
+        (2, 1, "3", None),
+        (3, 2, None, "ray"),
+        (4, 1, "5", None),
+        (5, 1, "6", None),
+    ]
+
+
+def test_a_pattern_without_literals_is_tried_only_where_its_regex_finds_a_match() -> None:
+    # The ungated pattern (0) comes first by priority; a line it does not match is read by the
+    # gated one in the first attempt, and the text (not the line) is what it is looked for in.
+    reader = FirstMatch([r"^(?P<n>\d+)$", r"step (?P<n>\d+)"], [[], ["step "]], ("n",))
+    lines = pl.Series(["12", "step 3", "\x1b[1m7", "step 4"])
+    text = pl.Series(["12", "step 3", "7", "step 4"])
+    assert reader.read(lines, text).rows() == [(0, 0, "12"), (1, 1, "3"), (2, 0, "7"), (3, 1, "4")]
