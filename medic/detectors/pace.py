@@ -100,13 +100,17 @@ class PaceModel:
     def _pace(self, step: Step, steps: int | None) -> float | None:
         """The pace of a fresh step line (``steps`` since the previous one) from the job's
         source, chosen at its first line that gives one."""
+        source = self.source
+        if source == "step_time":  # the usual source: looked at first
+            return step.step_time_s
         measured = None
         if steps is not None and step.clean and step.gap_us is not None:
             measured = step.gap_us / US / steps
-        inverse = 1.0 / step.throughput if step.throughput and step.throughput > 0 else None
+        throughput = step.throughput
+        inverse = 1.0 / throughput if throughput and throughput > 0 else None
         paces = (step.step_time_s, inverse, measured)
-        if self.source is None:
-            self.source = next(
+        if source is None:
+            source = self.source = next(
                 (s for s, p in zip(PACE_SOURCES, paces, strict=True) if p is not None), None
             )
-        return paces[PACE_SOURCES.index(self.source)] if self.source is not None else None
+        return paces[PACE_SOURCES.index(source)] if source is not None else None
