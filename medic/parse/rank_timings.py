@@ -103,13 +103,15 @@ LAYOUT_ARGS = ("pipeline_model_parallel_size", "world_size")
 ANCHORS = (
     "Rank=",
     "performance:",
-    "rank ",
     "STRAGGLER DETECTION WARNING",
     "MxRtt/Rnk",
     *LAYOUT_ARGS,
 )
-"""Literals one of which every built-in line holds (a Megatron timer's name line is found by
-its shape: a lone word and a colon)."""
+"""Literals one of which every built-in line holds, but Megatron's timer lines, found by their
+shape: a timer's name line is a lone word and a colon (``LONE_WORD``), a rank's line begins with
+``rank `` (``RANK_LINE``; NCCL's lines hold "rank " too, tens of thousands of them)."""
+LONE_WORD = r":\s*$"
+RANK_LINE = r"^\s*rank "
 NVRX_HEADER = r"GPU (?P<block>relative|individual) performance:"
 NVRX_SCORE = r"^\s*Rank=(?P<rank>\d+) Node=(?P<node>\S+) Score=(?P<score>[0-9.]+)\s*$"
 NVRX_WARNING = (
@@ -185,12 +187,14 @@ class RankTimingParser:
         """(job, node, printer, family) -> the block the latest header there opened: the
         lines of one record may come in two batches."""
         # one regex of the anchors (a SIMD search for a few literals: 8x faster than
-        # contains_any's Aho-Corasick on a batch), and a colon ending the line (searched from the
-        # line's end, with no stripped copy of every line)
-        anchor = pl.col("message").str.contains("|".join(map(pl.escape_regex, ANCHORS)))
-        lone_word = pl.col("message").str.contains(r":\s*$")
-        custom = [pl.col("message").str.contains(p.pattern) for p in self.config.patterns]
-        self._candidates = pl.any_horizontal(anchor, lone_word, *custom)
+        # contains_any's Aho-Corasick on a batch), a colon ending the line (searched from the
+        # line's end, with no stripped copy of every line) and a rank's timer line (anchored
+        # at the line's start: a glance at each line)
+        message = pl.col("message")
+        anchor = message.str.contains("|".join(map(pl.escape_regex, ANCHORS)))
+        shapes = [message.str.contains(LONE_WORD), message.str.contains(RANK_LINE)]
+        custom = [message.str.contains(p.pattern) for p in self.config.patterns]
+        self._candidates = pl.any_horizontal(anchor, *shapes, *custom)
 
     def parse(self, batch: Batch) -> Batch | None:
         frame = batch.frame
