@@ -55,7 +55,7 @@ from medic.detectors.signatures import SignatureParser
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.replay import ReplaySource
 from medic.parse.prefixes import PrefixStripper
-from medic.parse.progress import ProgressParser
+from medic.parse.progress import PROGRESS, ProgressParser
 from medic.pipeline import Pipeline
 from medic.recording import Recording, find_recordings
 from medic.simulate import simulate
@@ -170,17 +170,7 @@ SIGNATURE_COLUMNS = (
     "host",
     "exit_code",
 )
-PROGRESS_COLUMNS = (
-    "job_id",
-    "node",
-    "rank",
-    "framework",
-    "event",
-    "step",
-    "step_time_s",
-    "throughput",
-    "throughput_unit",
-)
+PROGRESS_COLUMNS = tuple(PROGRESS.names[1:])
 """The columns compared with the naive loop's rows (after the time)."""
 
 
