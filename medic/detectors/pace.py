@@ -51,8 +51,9 @@ class PaceModel:
 
     def observe(self, step: Step, suspect: bool) -> None:
         """A new step; ``suspect`` says some GPU of the job looked unlike its peers lately."""
+        first = self._previous is None
         steps = self._steps_since_previous(step)
-        pace = self._pace(step, steps)
+        pace = self._pace(step, steps, first)
         if pace is None:
             return
         self._recent.append((step.time, pace))
@@ -97,9 +98,17 @@ class PaceModel:
             return step.step if step.step > 0 else None
         return step.step - previous[1] if step.step > previous[1] else None
 
-    def _pace(self, step: Step, steps: int | None) -> float | None:
-        if not step.fresh:
-            return None  # a line after a phase or a restart is not a fair sample
+    def _pace(self, step: Step, steps: int | None, first: bool) -> float | None:
+        """The line's pace from the job's source; None for a line that is no fair sample: one
+        after a phase or a restart, whose interval held the save or the restart. A job's first
+        line is the exception for a pace the framework printed: its interval began at start-up
+        (torchtitan's tps counts from the metrics logger's creation, Megatron-LM's interval
+        timer from the first iteration), so compilation, autotuning and cold caches can only
+        make it slower than the job's usual pace, never faster. For a job printing every few
+        minutes it is the only sample before a slowdown that starts between its lines."""
+        printed_first = first and (step.step_time_s is not None or bool(step.throughput))
+        if not step.fresh and not printed_first:
+            return None
         measured = None
         if steps is not None and step.clean and step.gap_us is not None:
             measured = step.gap_us / US / steps
