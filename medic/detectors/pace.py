@@ -53,7 +53,15 @@ class PaceModel:
         """A new step; ``suspect`` says some GPU of the job looked unlike its peers lately.
         Remembers the line, to count the steps the next one stands for (the steps since this
         one; for a job's first line, since the start; None when unknown). Runs once per
-        training step: that count is inlined."""
+        training step: that count is inlined.
+
+        A line after a phase or a restart is no fair sample: its interval held the save or
+        the restart. A job's first line is the exception for a pace the framework printed: its
+        interval began at start-up (torchtitan's tps counts from the metrics logger's creation,
+        Megatron-LM's interval timer from the first iteration), so compilation, autotuning and
+        cold caches can only make it slower than the job's usual pace, never faster. For a job
+        printing every few minutes it is the only sample before a slowdown that starts between
+        its lines."""
         number, previous, steps = step.step, self._previous, None
         if number is not None:
             self._previous = (step.time, number)
@@ -62,7 +70,9 @@ class PaceModel:
             elif number > previous[1]:
                 steps = number - previous[1]
         if not step.fresh:
-            return  # a line after a phase or a restart is not a fair sample
+            printed = step.step_time_s is not None or bool(step.throughput)
+            if previous is not None or not printed:
+                return
         pace = self._pace(step, steps)
         if pace is None:
             return
@@ -98,8 +108,8 @@ class PaceModel:
         return ratio is not None and ratio >= self.config.slowdown_ratio and self.votes.active
 
     def _pace(self, step: Step, steps: int | None) -> float | None:
-        """The pace of a fresh step line (``steps`` since the previous one) from the job's
-        source, chosen at its first line that gives one."""
+        """The pace of a step line that is a fair sample (``observe``; ``steps`` since the
+        previous one) from the job's source, chosen at its first line that gives one."""
         source = self.source
         if source == "step_time":  # the usual source: looked at first
             return step.step_time_s

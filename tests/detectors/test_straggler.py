@@ -374,3 +374,44 @@ def test_scattered_low_readings_do_not_keep_a_rare_printers_baseline_from_being_
         job.say(t, megatron_line((line + 2) * 180, step_ms))
     (found,) = run(StragglerDetector(), [job], 2100)
     assert found.culprits == ("n4",) and "PCIe" in found.summary
+
+
+def torchtitan_line(step: int, tps: int) -> str:
+    # torchtitan's metrics line (torchtitan/components/metrics.py), colour codes left out.
+    return (
+        f"[rank0]:[titan] 2026-03-18 17:40:45,482 - root - INFO - step: {step}  loss:  9.4854"
+        f"  memory: 49.79GiB(62.94%)  tps: {tps:,}  tflops: 230.81  mfu: 23.34%"
+    )
+
+
+def sparse_printer(slowdown: float, onset: float) -> Job:
+    # One line every 83 steps of ~5.8 s (eight minutes), telemetry every 5 s; PCIe replays
+    # rise on n4 GPU 0 from the onset, which falls between the job's first and second lines,
+    # late enough that the GPU is flagged only once the job's pace is watched.
+    def replaying(t: float, node: str, gpu: int) -> dict[str, Any]:
+        rising = (node, gpu) == ("n4", 0) and t >= onset
+        return COMPUTE | {"pcie_replay": int(4 * (t - onset)) if rising else 0}
+
+    job = Job().start().telemetry(0, 3000, replaying, every=5)
+    job.say(
+        15, "[rank0]:[titan] 2026-03-18 17:34:21,162 - root - INFO - Training starts at step 1."
+    )
+    t, step = 20.0, 0
+    while t < 3000:
+        slowed = slowdown if t > onset else 1.0
+        step += 83
+        t += 83 * 5.8 * slowed
+        job.say(t, torchtitan_line(step, round(19_000 / slowed)))
+    return job
+
+
+def test_a_rare_printers_first_line_is_its_baseline() -> None:
+    # The only line before the slowdown is the job's first, after the start-up lines: no fair
+    # sample of the time between lines, but torchtitan's tps counts from the start, so it is
+    # no faster than the job's usual pace and is learned.
+    (found,) = run(StragglerDetector(), [sparse_printer(1.25, 850.0)], 3000)
+    assert found.culprits == ("n4",) and "PCIe" in found.summary
+
+
+def test_a_rare_printer_that_does_not_slow_is_no_straggler() -> None:
+    assert run(StragglerDetector(), [sparse_printer(1.0, 850.0)], 3000) == []
