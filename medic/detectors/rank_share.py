@@ -9,11 +9,17 @@ Reads the ``rank_timing`` stream (``medic.parse.rank_timings``), one figure per 
   ``share_floor`` of spread) against them. A rank ``share_ratio`` times slower than the median
   *and* ``z_threshold`` above its peers' spread is flagged; a report of fewer than ``min_ranks``
   ranks flags nobody. A Megatron-LM rank is compared only with the ranks of its own pipeline
-  stage, and only once the job's arguments said how many stages there are: the stages do
-  different work by design (the last one also computes the output layer and the loss, only the
-  first and the last load batches), so across stages a healthy last stage reads as a node of
-  stragglers. Megatron numbers ranks with the pipeline outermost (``order="tp-cp-ep-dp-pp"`` in
-  ``megatron/core/parallel_state.py``): stage = rank // (world size / pipeline size).
+  stage: the stages do different work by design (the last one also computes the output layer
+  and the loss, only the first and the last load batches), so across stages a healthy last
+  stage reads as a node of stragglers. Megatron numbers ranks with the pipeline outermost
+  (``order="tp-cp-ep-dp-pp"`` in ``megatron/core/parallel_state.py``): stage = rank // (world
+  size / pipeline size), the pipeline size as the job's arguments print it at start-up. A job
+  whose arguments were not seen (it started before medic, or its start-up lines were not
+  shipped) has its ranks compared with the others of their node instead, the node as Slurm's
+  placement fills them (ranks node by node): a stage spans whole nodes in the usual layout,
+  tensor parallelism within a node and each stage's data-parallel replicas across nodes, so a
+  node's ranks are one stage's. A job on one node is not compared before its layout is known
+  (a pipeline within one node splits it).
   Wall-clock step times are never compared: in synchronous data-parallel
   training every step ends in an all-reduce that waits for the slowest rank, so the wall time
   per step is the same on every rank (Megatron-LM's ``forward-backward`` timer, which holds
@@ -38,7 +44,7 @@ node list, as ``srun`` numbers tasks and torchrun's static ``--node_rank=$SLURM_
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -132,8 +138,9 @@ class RankShares:
         if not alone.is_empty():
             self._push(self._judged_alone(alone))
 
-    def advance(self, watermark: int) -> None:
-        """Compare the per-rank times of the reports whose window closed by ``watermark``."""
+    def advance(self, watermark: int, nodes: Callable[[], Mapping[str, int]]) -> None:
+        """Compare the per-rank times of the reports whose window closed by ``watermark``;
+        ``nodes`` gives each job's node count (asked only when reports are compared)."""
         if self._pending.is_empty():
             return
         window = round(self.config.window_s * US)
@@ -142,36 +149,42 @@ class RankShares:
         if ready.is_empty():
             return
         self._pending = self._pending.filter(~closed)
-        staged = self._staged(ready.with_columns((pl.col("time") // window).alias("_report")))
-        self._push(self._compared(staged))
+        ready = ready.with_columns((pl.col("time") // window).alias("_report"))
+        self._push(self._compared(self._staged(ready, nodes())))
 
-    def _staged(self, ready: pl.DataFrame) -> pl.DataFrame:
-        """Each time its pipeline stage (``_stage``): Megatron's ranks by the job's layout,
-        dropped while the job has not printed it; a site's own figures all one stage."""
+    def _staged(self, ready: pl.DataFrame, nodes: Mapping[str, int]) -> pl.DataFrame:
+        """Each time its pipeline stage (``_stage``): Megatron's ranks by the job's layout, or
+        by their node while the job has not printed it (dropped for a job on one node); a
+        site's own figures all one stage."""
         sizes = pl.DataFrame(
             [
                 (
                     job_id,
                     self.layout.get(job_id, {}).get("pipeline_model_parallel_size"),
                     self.layout.get(job_id, {}).get("world_size", self.world.get(job_id, 0)),
+                    nodes.get(job_id, 0),
                 )
                 for job_id in ready.get_column("job_id").unique()
             ],
-            schema={"job_id": pl.String, "_pp": pl.Int64, "_world": pl.Int64},
+            schema={"job_id": pl.String, "_pp": pl.Int64, "_world": pl.Int64, "_nodes": pl.Int64},
             orient="row",
         )
         per_stage = pl.col("_world") // pl.col("_pp")
+        per_node = (pl.col("_world") + pl.col("_nodes") - 1) // pl.col("_nodes")
+        rank = pl.col("rank").cast(pl.Int64)
         stage = (
             pl.when(pl.col("source") != MEGATRON_TIMERS)
             .then(pl.lit(0, pl.Int64))
             .when(per_stage >= 1)
-            .then(pl.col("rank").cast(pl.Int64) // per_stage)
+            .then(rank // per_stage)
+            .when(pl.col("_pp").is_null() & (pl.col("_nodes") >= 2) & (per_node >= 1))
+            .then(rank // per_node)
         )
         return (
             ready.join(sizes, on="job_id", how="left")
             .with_columns(stage.alias("_stage"))
             .filter(pl.col("_stage").is_not_null())
-            .drop("_pp", "_world")
+            .drop("_pp", "_world", "_nodes")
         )
 
     def _judged_alone(self, rows: pl.DataFrame) -> pl.DataFrame:

@@ -350,7 +350,9 @@ class StragglerDetector(WatchesJobs):
 
     def advance(self, watermark: int) -> list[Detection]:
         found = []
-        self.rank_shares.advance(watermark)
+        self.rank_shares.advance(
+            watermark, lambda: {job: len(nodes) for job, nodes in self._job_nodes().items()}
+        )
         for window in self.telemetry.close(watermark):
             self._count_drops(window)
             self._compare_peers(window)
@@ -437,16 +439,20 @@ class StragglerDetector(WatchesJobs):
             if len(nodes) <= max(1.0, share * nodes[0].job_nodes)
         }
 
-    def _rank_suspects(self, now: int) -> dict[str, list[Suspect]]:
-        """Ranks whose printed share of a step exceeds their peers' persistently, as suspects
-        sure enough to fire alone (``medic.detectors.rank_share``). A job's nodes are Slurm's
-        list, or for a job running since before medic started the nodes its GPUs' samples are
-        labelled with, in name order (Slurm's hostlists are sorted)."""
+    def _job_nodes(self) -> dict[str, tuple[str, ...]]:
+        """Each job's nodes: Slurm's list, or for a job running since before medic started the
+        nodes its GPUs' samples are labelled with, in name order (Slurm's hostlists are
+        sorted)."""
         labelled = self._watched.group_by("job_id").agg(pl.col("node").sort())
         placement = {job_id: tuple(nodes) for job_id, nodes in labelled.iter_rows()}
-        placement |= {
+        return placement | {
             job_id: info.nodes for job_id, info in self.jobs.scheduler.jobs.items() if info.nodes
         }
+
+    def _rank_suspects(self, now: int) -> dict[str, list[Suspect]]:
+        """Ranks whose printed share of a step exceeds their peers' persistently, as suspects
+        sure enough to fire alone (``medic.detectors.rank_share``), on the job's nodes."""
+        placement = self._job_nodes()
         printing = {
             job_id: {rank: node for rank, (_, node) in progress.rank_steps.items()}
             for job_id, progress in self.jobs.progress.jobs.items()

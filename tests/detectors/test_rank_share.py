@@ -146,10 +146,11 @@ def test_many_ranks_standing_out_blame_nobody() -> None:
     assert run(StragglerDetector(), [job], 1000) == []
 
 
-def staged_job(stages: int | None, slow_rank: int | None) -> Job:
+def staged_job(stages: int | None, slow_rank: int | None, nodes: tuple[str, ...] = NODES) -> Job:
     """Megatron timers of a job in ``stages`` pipeline stages (None: its arguments were not
-    seen), whose last stage computes 20% longer by design (output layer and loss)."""
-    job = Job().start()
+    seen; four stages then), whose last stage computes 20% longer by design (output layer and
+    loss)."""
+    job = Job(nodes=nodes).start()
     if stages is not None:
         megatron_arguments(job, 5.0, stages)
     job.steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
@@ -175,5 +176,17 @@ def test_a_slow_rank_is_found_among_the_ranks_of_its_own_stage() -> None:
     assert found.culprits == ("n2",) and found.ranks == (5,)
 
 
-def test_megatron_timers_are_not_compared_before_the_jobs_layout_is_known() -> None:
-    assert run(StragglerDetector(), [staged_job(None, 5)], 1000) == []
+def test_without_its_layout_a_slow_rank_is_found_among_the_ranks_of_its_node() -> None:
+    # The job started before medic: its arguments were never seen. Its stages span whole
+    # nodes (four ranks each), so a node's ranks are one stage's.
+    (found,) = run(StragglerDetector(), [staged_job(None, 5)], 1000)
+    assert found.culprits == ("n2",) and found.ranks == (5,)
+
+
+def test_without_its_layout_a_last_stage_of_whole_nodes_is_not_a_straggler() -> None:
+    assert run(StragglerDetector(), [staged_job(None, None)], 1000) == []
+
+
+def test_a_one_node_job_is_not_compared_before_its_layout_is_known() -> None:
+    # Sixteen ranks on one node: its pipeline stages split the node.
+    assert run(StragglerDetector(), [staged_job(None, 5, nodes=("n1",))], 1000) == []
