@@ -273,19 +273,16 @@ class RankTimingParser:
             .then(pl.col("_block") == "relative")
             .otherwise(pl.col("_block").is_in(OWN_WORK_TIMERS))
         )
-        return read.filter(wanted.fill_null(False)).select(
-            "time",
-            "job_id",
-            "node",
-            "rank",
-            "rank_node",
-            pl.col("_family").alias("source"),
-            pl.when(pl.col("_family") == NVRX)
+        return _figures(
+            read.filter(wanted.fill_null(False)),
+            rank=pl.col("rank"),
+            rank_node=pl.col("rank_node"),
+            source=pl.col("_family"),
+            metric=pl.when(pl.col("_family") == NVRX)
             .then(pl.lit("gpu_relative"))
-            .otherwise(pl.col("_block"))
-            .alias("metric"),
-            "kind",
-            "value",
+            .otherwise(pl.col("_block")),
+            kind=pl.col("kind"),
+            value=pl.col("value"),
         )
 
     def _carried_headers(self, entries: pl.DataFrame) -> pl.DataFrame:
@@ -334,16 +331,14 @@ class RankTimingParser:
             )
             .explode("_id")
         )
-        return ids.filter(pl.col("_id").is_not_null()).select(
-            "time",
-            "job_id",
-            "node",
-            pl.col("_id").str.extract(r"(\d+)", 1).cast(pl.Int32).alias("rank"),
-            pl.col("_id").str.extract(r"node='([^']*)'", 1).alias("rank_node"),
-            pl.lit(NVRX).alias("source"),
-            "metric",
-            pl.lit("verdict").alias("kind"),
-            pl.lit(None, pl.Float64).alias("value"),
+        return _figures(
+            ids.filter(pl.col("_id").is_not_null()),
+            rank=pl.col("_id").str.extract(r"(\d+)", 1).cast(pl.Int32),
+            rank_node=pl.col("_id").str.extract(r"node='([^']*)'", 1),
+            source=pl.lit(NVRX),
+            metric=pl.col("metric"),
+            kind=pl.lit("verdict"),
+            value=pl.lit(None, pl.Float64),
         )
 
     @staticmethod
@@ -352,16 +347,14 @@ class RankTimingParser:
         read = _matching(lines, STIMER)
         if read is None:
             return _empty()
-        return read.select(
-            "time",
-            "job_id",
-            "node",
-            pl.col("rank").cast(pl.Int32),
-            pl.lit(None, pl.String).alias("rank_node"),
-            pl.lit(MEGATRON_STRAGGLER).alias("source"),
-            pl.lit("rtt").alias("metric"),
-            pl.lit("ratio").alias("kind"),
-            (pl.col("high").cast(pl.Float64) / pl.col("low").cast(pl.Float64)).alias("value"),
+        return _figures(
+            read,
+            rank=pl.col("rank").cast(pl.Int32),
+            rank_node=pl.lit(None, pl.String),
+            source=pl.lit(MEGATRON_STRAGGLER),
+            metric=pl.lit("rtt"),
+            kind=pl.lit("ratio"),
+            value=pl.col("high").cast(pl.Float64) / pl.col("low").cast(pl.Float64),
         ).filter(pl.col("value").is_finite())
 
     @staticmethod
@@ -370,16 +363,14 @@ class RankTimingParser:
         read = _matching(lines, ARGUMENT)
         if read is None:
             return _empty()
-        return read.select(
-            "time",
-            "job_id",
-            "node",
-            pl.col("_printer").fill_null(0).alias("rank"),
-            pl.lit(None, pl.String).alias("rank_node"),
-            pl.lit(MEGATRON_ARGS).alias("source"),
-            pl.col("name").alias("metric"),
-            pl.lit("layout").alias("kind"),
-            pl.col("value").cast(pl.Float64),
+        return _figures(
+            read,
+            rank=pl.col("_printer").fill_null(0),
+            rank_node=pl.lit(None, pl.String),
+            source=pl.lit(MEGATRON_ARGS),
+            metric=pl.col("name"),
+            kind=pl.lit("layout"),
+            value=pl.col("value").cast(pl.Float64),
         )
 
     @staticmethod
@@ -399,16 +390,14 @@ class RankTimingParser:
         rank_node = pl.coalesce(pl.col("_g_node"), own_node) if "node" in present else own_node
         group = pattern.value_group
         value = pl.col(f"_g_{group}").cast(pl.Float64, strict=False) * VALUE_GROUPS[group]
-        return read.select(
-            "time",
-            "job_id",
-            "node",
-            pl.coalesce(named, pl.col("_printer")).alias("rank"),
-            rank_node.alias("rank_node"),
-            pl.lit("custom").alias("source"),
-            pl.lit(pattern.metric).alias("metric"),
-            pl.lit("time" if group.startswith("time") else group).alias("kind"),
-            value.alias("value"),
+        return _figures(
+            read,
+            rank=pl.coalesce(named, pl.col("_printer")),
+            rank_node=rank_node,
+            source=pl.lit("custom"),
+            metric=pl.lit(pattern.metric),
+            kind=pl.lit("time" if group.startswith("time") else group),
+            value=value,
         ).filter(pl.col("rank").is_not_null() & pl.col("value").is_not_null())
 
 
@@ -431,6 +420,14 @@ def _entries(
         rank_node.alias("rank_node"),
         pl.lit(kind).alias("kind"),
         (value if kind == "score" else value / 1000.0).alias("value"),
+    )
+
+
+def _figures(lines: pl.DataFrame, **figure: pl.Expr) -> pl.DataFrame:
+    """Rows of the ``rank_timing`` stream from a reader's lines: each line's time, job and
+    node, then ``figure``'s expressions for the stream's other columns, in its order."""
+    return lines.select(
+        "time", "job_id", "node", *(figure[name].alias(name) for name in RANK_TIMING.names[3:])
     )
 
 
