@@ -156,35 +156,38 @@ class RankShares:
         """Each time its pipeline stage (``_stage``): Megatron's ranks by the job's layout, or
         by their node while the job has not printed it (dropped for a job on one node); a
         site's own figures all one stage."""
+        rows = []
+        for job_id in ready.get_column("job_id").unique():
+            layout = self.layout.get(job_id, {})
+            world = layout.get("world_size", self.world.get(job_id, 0))
+            spread = nodes.get(job_id, 0)
+            per_node = ranks_per_node(world, spread) if spread >= 2 else None
+            rows.append((job_id, layout.get("pipeline_model_parallel_size"), world, per_node))
         sizes = pl.DataFrame(
-            [
-                (
-                    job_id,
-                    self.layout.get(job_id, {}).get("pipeline_model_parallel_size"),
-                    self.layout.get(job_id, {}).get("world_size", self.world.get(job_id, 0)),
-                    nodes.get(job_id, 0),
-                )
-                for job_id in ready.get_column("job_id").unique()
-            ],
-            schema={"job_id": pl.String, "_pp": pl.Int64, "_world": pl.Int64, "_nodes": pl.Int64},
+            rows,
+            schema={
+                "job_id": pl.String,
+                "_pp": pl.Int64,
+                "_world": pl.Int64,
+                "_per_node": pl.Int64,
+            },
             orient="row",
         )
         per_stage = pl.col("_world") // pl.col("_pp")
-        per_node = (pl.col("_world") + pl.col("_nodes") - 1) // pl.col("_nodes")
         rank = pl.col("rank").cast(pl.Int64)
         stage = (
             pl.when(pl.col("source") != MEGATRON_TIMERS)
             .then(pl.lit(0, pl.Int64))
             .when(per_stage >= 1)
             .then(rank // per_stage)
-            .when(pl.col("_pp").is_null() & (pl.col("_nodes") >= 2) & (per_node >= 1))
-            .then(rank // per_node)
+            .when(pl.col("_pp").is_null())
+            .then(rank // pl.col("_per_node"))
         )
         return (
             ready.join(sizes, on="job_id", how="left")
             .with_columns(stage.alias("_stage"))
             .filter(pl.col("_stage").is_not_null())
-            .drop("_pp", "_world", "_nodes")
+            .drop("_pp", "_world", "_per_node")
         )
 
     def _judged_alone(self, rows: pl.DataFrame) -> pl.DataFrame:
@@ -347,10 +350,16 @@ _PENDING = pl.Schema(
 )
 
 
+def ranks_per_node(world: int, nodes: int) -> int | None:
+    """Ranks on each node as Slurm's placement fills them (node by node, in order); None when
+    the ranks are fewer than the nodes."""
+    return None if nodes < 1 or world < nodes else math.ceil(world / nodes)
+
+
 def placement_node(rank: int, nodes: tuple[str, ...], world: int) -> str | None:
-    """The node Slurm's placement puts ``rank`` on: ranks fill the job's nodes in order."""
-    if not nodes or world < len(nodes):
+    """The node Slurm's placement puts ``rank`` on."""
+    per_node = ranks_per_node(world, len(nodes))
+    if per_node is None:
         return None
-    per_node = math.ceil(world / len(nodes))
     index = rank // per_node
     return nodes[index] if index < len(nodes) else None
