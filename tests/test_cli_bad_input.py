@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -136,3 +138,21 @@ def test_bad_input_is_a_short_error_without_traceback(
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert "Traceback" not in result.output
     assert 0 < len(result.stderr.strip().splitlines()) <= 4, result.stderr
+
+
+def test_python_m_medic_without_a_dependency_answers_in_one_line() -> None:
+    # The system Python in a clone whose .venv holds the dependencies: one of them is missing.
+    run_without_rich = (
+        "import runpy, sys; sys.modules['rich'] = None; sys.argv = ['medic', '--help'];"
+        " runpy.run_module('medic', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", run_without_rich],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+        check=False,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("medic: error: ") and "lacks rich" in line
