@@ -1,9 +1,9 @@
 """Online scoring pieces shared by the hang and straggler detectors.
 
-Scorers and alarm policies are kept apart (DESIGN.md, "Detector"): a scorer says how unusual a
-value is against what it has learned, *before* learning it, and learns only what its owner
-passes back as healthy, so an incident never becomes the baseline; an alarm policy (threshold,
-k-of-n persistence) turns scores into decisions and can be retuned without retraining.
+Scorers and alarm policies are kept apart: a scorer says how unusual a value is against what
+it has learned, *before* learning it, and learns only what its owner passes back as healthy, so
+an incident never becomes the baseline; an alarm policy (threshold, k-of-n persistence) turns
+scores into decisions and can be retuned without retraining.
 
 * ``QuantileScorer``: one entity's baseline (river's rolling quantile), score = value ÷ baseline.
 * ``KOfN``: persistence for one entity's stream of flags.
