@@ -12,7 +12,12 @@ one-scan filter a parser runs first: the lines holding any literal (and a few mo
 
 A pattern may come with a cheaper regex that reads alike the lines holding some literals at most
 once (``Shortcut``): a progress bar's ``^.*`` that picks the last of several bars on a line
-doubles the cost of capturing, and most lines hold one bar.
+doubles the cost of capturing, and most lines hold one bar. A shortcut may come with a stricter
+form still (``Shortcut.strict``), anchored at the line's start and one-pass (at each character
+at most one way on): the regex crate captures its groups with its one-pass DFA, three times
+faster than the backtracking that a lazy repeat or alternatives beginning alike need. It reads
+the plain form of the lines (one bar, nothing in front); the lines of its run that it does not
+match are read with the shortcut at once (``_backed_up``), in their places.
 
 A regex that reads fewer than ``ALONE`` lines of a batch reads them inside one tagged regex of
 the patterns and shortcuts those lines need (``medic.ingest.tagged_regex``), one compile per
@@ -59,6 +64,10 @@ class Shortcut:
 
     pattern: str
     literals: tuple[str, ...]
+    strict: str | None = None
+    """An anchored one-pass regex that reads alike, where it matches, the lines the shortcut
+    reads: tried first on them (on a run of ``ALONE`` lines or more), the shortcut reading
+    those it does not match."""
 
 
 class FirstMatch:
@@ -83,8 +92,13 @@ class FirstMatch:
         """The patterns with a shortcut, and its literals; shortcut ``i`` is regex
         ``patterns + i``."""
         everyone = [*patterns, *(None if cut is None else cut.pattern for cut in cuts)]
-        self._regexes = [None if r is None else _marked(r) for r in everyone]
-        self._tagged = TaggedRegex(everyone)
+        stricts = [None if cut is None else cut.strict for cut in cuts]
+        self._regexes = [None if r is None else _marked(r) for r in [*everyone, *stricts]]
+        """The patterns, the shortcuts (``patterns + i``: pattern ``i``'s) and their strict
+        forms (``2 * patterns + i``)."""
+        self._strict = np.array([r is not None for r in stricts], dtype=bool)
+        """Per pattern: whether its shortcut has a strict form."""
+        self._tagged = TaggedRegex([*everyone, *[None] * len(stricts)])
         self._literals = sorted({lit for lits in literals for lit in lits})
         self._patterns_of = pl.Series(
             [[i for i, lits in enumerate(literals) if lit in lits] for lit in self._literals],
@@ -99,7 +113,7 @@ class FirstMatch:
         the lines its regex finds (a scan), not on every line."""
         self._sure = np.array(
             [_sure(p, lits) for p, lits in zip(patterns, literals, strict=True)]
-            + [False] * len(cuts),
+            + [False] * 2 * len(cuts),
             dtype=bool,
         )
         """Per regex: whether it matches every line holding one of its literals (``_sure``)."""
@@ -220,14 +234,21 @@ class FirstMatch:
                 rest = ~counted
                 found = text.gather(rows[tried[rest]]).str.find_many(literals, overlapping=True)
                 once[rest] = (found.list.len().fill_null(0) <= 1).to_numpy()
-            regexes[tried[once]] = self._count + pattern
+            form = 2 if self._strict[pattern] else 1
+            regexes[tried[once]] = form * self._count + pattern
         return regexes
 
     def _runs(self, regexes: np.ndarray, rows: np.ndarray, text: pl.Series) -> np.ndarray:
         """Each try's run: its regex's, or one past the last regex for the tries read tagged
-        (of a regex with fewer than ``ALONE`` of them, on lines without a newline)."""
-        everyone = len(self._regexes)
+        (of a regex with fewer than ``ALONE`` of them, on lines without a newline). A strict
+        form with fewer tries gives them back to its shortcut (in ``regexes``): one compile of
+        its own would cost more than it saves."""
+        everyone, count = len(self._regexes), self._count
         counts = np.bincount(regexes, minlength=everyone)
+        few = (regexes >= 2 * count) & (counts[regexes] < ALONE)
+        if few.any():
+            regexes[few] -= count
+            counts = np.bincount(regexes, minlength=everyone)
         tagged = self._tagged.members[regexes] & (counts[regexes] < ALONE)
         if tagged.any():
             newline = text.gather(rows[tagged]).str.contains("\n", literal=True).to_numpy()
@@ -242,7 +263,12 @@ class FirstMatch:
             return self._tagged.read(regexes, texts)
         regex = self._regexes[run]
         assert regex is not None  # a shortcut's slot is only used where there is one
-        return _groups(texts, regex)
+        found = _groups(texts, regex)
+        if run < 2 * self._count:
+            return found
+        shortcut = self._regexes[run - self._count]
+        assert shortcut is not None
+        return _backed_up(found, texts, shortcut)
 
     def _empty(self) -> pl.DataFrame:
         columns: dict[str, pl.DataType] = {ROW: pl.UInt32(), PATTERN: pl.UInt32()}
@@ -359,6 +385,29 @@ def _marked(pattern: str) -> str:
 
 def _groups(texts: pl.Series, regex: str) -> pl.DataFrame:
     return texts.str.extract_groups(regex).struct.unnest()
+
+
+def _backed_up(found: pl.DataFrame, texts: pl.Series, regex: str) -> pl.DataFrame:
+    """``found`` (what a strict form read of ``texts``) with the lines it did not match read by
+    ``regex`` (its shortcut), in their places."""
+    missed = found.get_column(MATCHED).is_null().arg_true()
+    if missed.is_empty():
+        return found
+    again = _groups(texts.gather(missed), regex)
+    nulls = pl.Series(dtype=pl.String)
+    return pl.DataFrame(
+        [
+            (
+                found.get_column(name)
+                if name in found.columns
+                else nulls.extend_constant(None, len(texts))
+            )
+            .clone()
+            .scatter(missed, again.get_column(name) if name in again.columns else None)
+            .alias(name)
+            for name in dict.fromkeys([*found.columns, *again.columns])
+        ]
+    )
 
 
 def _merged(values: pl.DataFrame, first: int) -> pl.DataFrame:

@@ -104,8 +104,9 @@ class CustomPattern:
     pattern: str
     """A regular expression whose named groups are progress fields: step, step_time_s,
     step_time_ms, step_time_us, throughput, it_per_s, s_per_it, step_time_clock (a step time
-    written as mm:ss or h:mm:ss) (and desc, a bar's description; total, its loop's length: a
-    smaller total than the largest its bar showed marks another loop, such as an evaluation)."""
+    written as mm:ss or h:mm:ss), bar_rate (a rate with its unit: 2.5it/s or 1.3s/it) (and
+    desc, a bar's description; total, its loop's length: a smaller total than the largest its
+    bar showed marks another loop, such as an evaluation)."""
     framework: str = "custom"
     """The ``framework`` column of the lines it matches."""
     event: str = "step"
@@ -378,6 +379,7 @@ class ProgressParser:
                 value("s_per_it"),
                 1.0 / value("it_per_s"),
                 _clock_seconds(pl.col("step_time_clock")),
+                _bar_seconds(pl.col("bar_rate")),
             ).alias("_step_time"),
             value("throughput").alias("_throughput"),
         ]
@@ -423,6 +425,14 @@ def _plain(field: pl.Series, odd: pl.Series) -> pl.Series:
     for suffix, exponent in MAGNITUDES.items():
         plain = plain.str.replace(f"{suffix}$", exponent)
     return field.clone().scatter(odd, plain)
+
+
+def _bar_seconds(rate: pl.Expr) -> pl.Expr:
+    """A tqdm rate with its unit (``2.5it/s``, ``1.3s/it``) as seconds per iteration."""
+    per_iteration = rate.str.strip_suffix("s/it").cast(pl.Float64, strict=False)
+    return pl.coalesce(
+        per_iteration, 1.0 / rate.str.strip_suffix("it/s").cast(pl.Float64, strict=False)
+    )
 
 
 def _clock_seconds(clock: pl.Expr) -> pl.Expr:

@@ -222,3 +222,35 @@ def test_a_pattern_without_literals_is_tried_only_where_its_regex_finds_a_match(
     lines = pl.Series(["12", "step 3", "\x1b[1m7", "step 4"])
     text = pl.Series(["12", "step 3", "7", "step 4"])
     assert reader.read(lines, text).rows() == [(0, 0, "12"), (1, 1, "3"), (2, 0, "7"), (3, 1, "4")]
+
+
+def test_a_strict_form_reads_its_run_and_the_shortcut_the_lines_it_misses_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The strict form (which marks its reading in b) reads the plain lines; the line it misses
+    # ("x 5") is read by the shortcut in its place, and a line with two x by the pattern.
+    monkeypatch.setattr(first_match, "ALONE", 2)
+    reader = FirstMatch(
+        [r"^.*x *(?P<a>\d)", r"y(?P<a>\d)"],
+        [["x"], ["y"]],
+        ("a", "b"),
+        [Shortcut(r"x *(?P<a>\d)", ("x",), strict=r"^x(?P<a>[0-9])(?P<b>)"), None],
+    )
+    lines = pl.Series(["x1", "x 5", "y4", "x2 x3", "x6", "x"])
+    assert reader.read(lines).rows() == [
+        (0, 0, "1", ""),
+        (1, 0, "5", None),
+        (2, 1, "4", None),
+        (3, 0, "3", None),
+        (4, 0, "6", ""),
+    ]
+
+
+def test_a_strict_form_with_few_lines_leaves_them_to_its_shortcut() -> None:
+    reader = FirstMatch(
+        [r"^.*x(?P<a>\d)"],
+        [["x"]],
+        ("a", "b"),
+        [Shortcut(r"x(?P<a>\d)", ("x",), strict=r"^x(?P<a>[0-9])(?P<b>)")],
+    )
+    assert reader.read(pl.Series(["x1", "x2"])).rows() == [(0, 0, "1", None), (1, 0, "2", None)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -21,7 +22,9 @@ from medic.parse.progress import (
     ProgressConfig,
     ProgressFormat,
     ProgressParser,
+    _bar_seconds,
 )
+from medic.parse.progress_corpus import load_corpus
 from medic.pipeline import Pipeline
 from tests.builders import batch, bundled_logs, log
 
@@ -537,3 +540,39 @@ def test_paxml_rate_line_takes_its_number_from_the_summary_after_it() -> None:
         ("paxml", 300, 2.0),
         ("paxml", None, 4.0),
     ]
+
+
+def test_a_strict_form_reads_what_its_pattern_reads_wherever_it_matches() -> None:
+    # Every bundled line and every corpus line holding a strict format's once-literals at most
+    # once, read by the strict form and by the pattern without its ^.* (the shortcut): where the
+    # strict form matches, the same step, total, description and pace (on thousands of lines).
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "progress"
+    corpus = [line for cases in load_corpus(real).values() for case in cases for line in case.lines]
+    lines = pl.Series([*bundled_logs().column("message").to_pylist(), *corpus])
+    lines = lines.str.replace(PrefixStripper().pattern + "+", "")
+    for fmt in (f for f in FORMATS if f.strict is not None):
+        shortcut = fmt.shortcut()
+        assert shortcut is not None and shortcut.strict is not None
+        held = lines.str.count_matches("|".join(map(re.escape, fmt.once)))
+        plain = lines.filter((held == 1) & lines.str.contains(shortcut.pattern))
+        strict = plain.str.extract_groups(shortcut.strict).struct.unnest()
+        loose = plain.str.extract_groups(shortcut.pattern).struct.unnest()
+        matched = strict.get_column("step").is_not_null()
+        assert matched.sum() > 1000, fmt.framework
+        strict, loose = strict.filter(matched), loose.filter(matched)
+        for group in ("step", "total", "desc"):
+            if group in strict.columns:
+                assert strict.get_column(group).equals(loose.get_column(group)), group
+        pace = pl.coalesce(
+            pl.col("s_per_it").cast(pl.Float64), 1 / pl.col("it_per_s").cast(pl.Float64)
+        )
+        assert (
+            strict.select(_bar_seconds(pl.col("bar_rate")))
+            .to_series()
+            .equals(loose.select(pace).to_series(), check_names=False)
+        ), fmt.framework
+
+
+def test_a_strict_form_needs_once_and_an_anchor() -> None:
+    with pytest.raises(ValueError, match="'strict' needs"):
+        ProgressFormat("x", "step", ("a",), r"a(?P<step>\d+)", "src", strict=r"^a(?P<step>\d+)")
