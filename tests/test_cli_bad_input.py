@@ -156,3 +156,24 @@ def test_python_m_medic_without_a_dependency_answers_in_one_line() -> None:
     assert done.returncode == 1 and done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith("medic: error: ") and "lacks rich" in line
+
+
+def test_python_m_medic_without_its_dependencies_runs_under_the_clones_venv() -> None:
+    # The interpreter the .venv was made from (the system Python): it lacks medic's
+    # dependencies, and python -m medic in the clone runs under the .venv instead.
+    clone = Path(__file__).parent.parent
+    if not (clone / ".venv" / "bin" / "python").exists():
+        pytest.skip("no .venv in this checkout (made by scripts/demo and scripts/test)")
+    system = Path(sys.base_prefix) / "bin" / "python3"
+    probe = [str(system), "-c", "import rich"]
+    if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+        pytest.skip("the system Python has medic's dependencies")
+    done = subprocess.run(
+        [str(system), "-m", "medic", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=clone,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "version" in done.stdout
