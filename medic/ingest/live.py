@@ -12,9 +12,12 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import httpx
 import polars as pl
+
+if TYPE_CHECKING:  # imported for its types only: httpx imports its command line's click and rich
+    import httpx
 
 
 class SourceError(RuntimeError):
