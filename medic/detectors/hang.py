@@ -81,7 +81,7 @@ from medic.detectors.hang_evidence import (
     verdict,
 )
 from medic.detectors.online import QuantileScorer
-from medic.detectors.progress_state import JobProgress, Step, WatchedJobs, WatchesJobs
+from medic.detectors.progress_state import JobProgress, WatchedJobs, WatchesJobs
 from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Window
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -364,41 +364,43 @@ class HangDetector(WatchesJobs):
 
     def _learn(self, rows: pl.DataFrame) -> None:
         config, stuck = self.config, self.stuck
-        for step in self.jobs.observe_progress(rows):
-            job_id = step.job_id
+        for job_id, time, _, gap_us, fresh, clean, _, _, _ in self.jobs.observe_progress(rows):
             watch = self.watch.get(job_id)
             if watch is None:
                 watch = self._watch(job_id)
             telemetry = watch.telemetry
             if telemetry.corroborated_since is not None or telemetry.ended is not None:
-                self._learn_spell(watch, step, self._writer(job_id))  # else: no spell
+                self._learn_spell(watch, time, fresh, self._writer(job_id))  # else: no spell
             watch.alarmed = False
             stuck.pop(job_id, None)
-            if not step.clean or step.gap_us is None:
+            if not clean or gap_us is None:
                 continue
-            gap_s = step.gap_us / US
+            gap_s = gap_us / US
             ratio = watch.gaps.score(gap_s)
             if ratio is None or ratio < config.gap_factor:
                 watch.gaps.learn(gap_s)
-                telemetry.progressed(step.time, config)
+                telemetry.progressed(time, config)
 
     @staticmethod
-    def _learn_spell(watch: JobWatch, step: Step, writer: tuple[str, int] | None) -> None:
-        """A spell of corroborating GPUs that this step ended: the job spins like this when
-        healthy. A spell in which only writers were out of the wait (``JobTelemetry.saving``) is
-        one of the job's saves, learned whether or not a phase line came with it (a save line
-        logged only at its end opens no phase during it), and also when the telemetry showed
-        its end before the step line came (a log shipper's delay): saves recur at the job's
-        cadence. The other spells are learned per GPU state while still open, outside a phase
-        (an announced phase is learned as a phase); a data-loader stall that ended is no rule
-        for how long the next rank apart may stay so. Learned even if it was alarmed: a job
-        that went on by itself was not hung, and should not alarm at every save."""
+    def _learn_spell(
+        watch: JobWatch, time: int, fresh: bool, writer: tuple[str, int] | None
+    ) -> None:
+        """A spell of corroborating GPUs that a step at ``time`` ended (``fresh``: ``Step``):
+        the job spins like this when healthy. A spell in which only writers were out of the
+        wait (``JobTelemetry.saving``) is one of the job's saves, learned whether or not a phase
+        line came with it (a save line logged only at its end opens no phase during it), and
+        also when the telemetry showed its end before the step line came (a log shipper's
+        delay): saves recur at the job's cadence. The other spells are learned per GPU state
+        while still open, outside a phase (an announced phase is learned as a phase); a
+        data-loader stall that ended is no rule for how long the next rank apart may stay so.
+        Learned even if it was alarmed: a job that went on by itself was not hung, and should
+        not alarm at every save."""
         telemetry, ended = watch.telemetry, watch.telemetry.ended
         since = telemetry.corroborated_since
-        if since is not None and since < step.time:
-            spell = step.time - since
+        if since is not None and since < time:
+            spell = time - since
             states, saving = frozenset(telemetry.spell_states), telemetry.saving(writer)
-        elif since is None and ended is not None and ended.since < step.time:
+        elif since is None and ended is not None and ended.since < time:
             telemetry.ended = None
             if not ended.saving(writer):
                 return  # only saves recur at the job's cadence; a stall that ended is no rule
@@ -408,7 +410,7 @@ class HangDetector(WatchesJobs):
         if saving:
             watch.longest_save_us = max(spell, watch.longest_save_us or spell)
             return
-        if not step.fresh:
+        if not fresh:
             return
         longest = watch.longest_spell_us
         for state in states:

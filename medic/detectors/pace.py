@@ -62,21 +62,22 @@ class PaceModel:
         cold caches can only make it slower than the job's usual pace, never faster. For a job
         printing every few minutes it is the only sample before a slowdown that starts between
         its lines."""
-        number, previous, steps = step.step, self._previous, None
+        _, time, number, gap_us, fresh, clean, step_time_s, throughput, _ = step
+        previous, steps = self._previous, None
         if number is not None:
-            self._previous = (step.time, number)
+            self._previous = (time, number)
             if previous is None:
                 steps = number if number > 0 else None
             elif number > previous[1]:
                 steps = number - previous[1]
-        if not step.fresh:
-            printed = step.step_time_s is not None or bool(step.throughput)
+        if not fresh:
+            printed = step_time_s is not None or bool(throughput)
             if previous is not None or not printed:
                 return
-        pace = self._pace(step, steps)
+        pace = self._pace(step_time_s, throughput, gap_us if clean else None, steps)
         if pace is None:
             return
-        self._recent.append((step.time, pace))
+        self._recent.append((time, pace))
         if not suspect:
             self.baseline.learn(pace, weight=steps or 1)
 
@@ -107,18 +108,24 @@ class PaceModel:
         ratio = self.ratio
         return ratio is not None and ratio >= self.config.slowdown_ratio and self.votes.active
 
-    def _pace(self, step: Step, steps: int | None) -> float | None:
-        """The pace of a step line that is a fair sample (``observe``; ``steps`` since the
-        previous one) from the job's source, chosen at its first line that gives one."""
+    def _pace(
+        self,
+        step_time_s: float | None,
+        throughput: float | None,
+        clean_gap_us: int | None,
+        steps: int | None,
+    ) -> float | None:
+        """The pace of a step line that is a fair sample (``observe``: it printed
+        ``step_time_s`` and ``throughput``, ``clean_gap_us`` after the previous line, ``steps``
+        steps since it) from the job's source, chosen at its first line that gives one."""
         source = self.source
         if source == "step_time":  # the usual source: looked at first
-            return step.step_time_s
+            return step_time_s
         measured = None
-        if steps is not None and step.clean and step.gap_us is not None:
-            measured = step.gap_us / US / steps
-        throughput = step.throughput
+        if steps is not None and clean_gap_us is not None:
+            measured = clean_gap_us / US / steps
         inverse = 1.0 / throughput if throughput and throughput > 0 else None
-        paces = (step.step_time_s, inverse, measured)
+        paces = (step_time_s, inverse, measured)
         if source is None:
             source = self.source = next(
                 (s for s, p in zip(PACE_SOURCES, paces, strict=True) if p is not None), None

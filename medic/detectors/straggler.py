@@ -329,10 +329,11 @@ class StragglerDetector(WatchesJobs):
         elif batch.stream == "progress":
             paces, odd = self.paces, self.odd_jobs
             for step in self.jobs.observe_progress(batch.frame):
-                pace = paces.get(step.job_id)
+                job_id = step[0]
+                pace = paces.get(job_id)
                 if pace is None:
-                    pace = paces[step.job_id] = PaceModel(self.config)
-                pace.observe(step, suspect=step.job_id in odd)
+                    pace = paces[job_id] = PaceModel(self.config)
+                pace.observe(step, suspect=job_id in odd)
         elif batch.stream == "gpu":
             self.telemetry.add(batch.frame, self.jobs.placement, self.paces.keys())
         elif batch.stream == "signatures":

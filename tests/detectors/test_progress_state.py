@@ -1,3 +1,4 @@
+import gc
 from typing import Any
 
 import polars as pl
@@ -9,6 +10,9 @@ from medic.detectors.straggler import StragglerConfig, StragglerDetector
 from medic.parse.progress import PROGRESS
 from medic.timeutil import US
 from tests.builders import at, batch
+
+NUMBER, GAP_US, CLEAN = 2, 3, 5
+"""Fields of a ``Step`` (a plain tuple) that the tests read."""
 
 
 def progress(*events: tuple[Any, ...]) -> pl.DataFrame:
@@ -38,7 +42,7 @@ def test_steps_report_their_gap_and_duplicates_count_once() -> None:
     steps = tracker.observe(
         progress((0, "step", 1), (2, "step", 2), (2.1, "step", 2), (4, "step", 3), (4.5, "step", 2))
     )
-    assert [(s.step, s.gap_us, s.clean) for s in steps] == [
+    assert [(s[NUMBER], s[GAP_US], s[CLEAN]) for s in steps] == [
         (1, None, False),
         (2, 2 * US, True),
         (3, 2 * US, True),
@@ -54,7 +58,7 @@ def test_a_phase_opens_on_its_start_and_closes_on_its_end_or_the_next_step() -> 
     (step,) = tracker.observe(progress((70, "checkpoint_end", 1), (72, "step", 2)))
     assert job.phase is None
     assert job.longest_phase_us["checkpoint"] == 60 * US
-    assert not step.clean  # the gap spanned the checkpoint
+    assert not step[CLEAN]  # the gap spanned the checkpoint
     assert job.phase_allowance_us("eval", 600 * US, 120 * US, 3.0) == 600 * US  # none yet
     assert job.phase_allowance_us("checkpoint", 600 * US, 10 * US, 3.0) == 180 * US
     assert job.phase_allowance_us("checkpoint", 600 * US, 300 * US, 3.0) == 300 * US
@@ -88,12 +92,12 @@ def test_a_line_without_a_step_number_does_not_end_a_phase_of_a_numbered_job() -
     assert job.phase is not None and job.phase.kind == "checkpoint"
     (step,) = tracker.observe(progress((140, "step", 101, "tqdm")))
     assert job.phase is None and job.longest_phase_us["checkpoint"] == 139 * US
-    assert not step.clean
+    assert not step[CLEAN]
     # A job that numbers no step: such a line is its only sign of training again.
     tracker = ProgressTracker()
     tracker.observe(progress((0, "step", None, "hf"), (1, "checkpoint_start", None)))
     (step,) = tracker.observe(progress((30, "step", None, "hf")))
-    assert tracker.jobs["7"].phase is None and not step.clean
+    assert tracker.jobs["7"].phase is None and not step[CLEAN]
 
 
 def test_evaluation_bars_of_another_framework_stay_inside_the_eval_phase() -> None:
@@ -110,14 +114,14 @@ def test_evaluation_bars_of_another_framework_stay_inside_the_eval_phase() -> No
             (5, "step", 501, "tqdm"),
         )
     )
-    assert [s.step for s in steps] == [500, 501]
+    assert [s[NUMBER] for s in steps] == [500, 501]
     assert tracker.jobs["7"].longest_phase_us["eval"] == 3 * US
 
 
 def test_a_counter_that_starts_over_is_a_new_step_but_not_a_clean_gap() -> None:
     tracker = ProgressTracker()
     steps = tracker.observe(progress((0, "step", 1000, "lightning"), (2, "step", 0, "lightning")))
-    assert [(s.step, s.clean) for s in steps] == [(1000, False), (0, False)]
+    assert [(s[NUMBER], s[CLEAN]) for s in steps] == [(1000, False), (0, False)]
 
 
 def test_ranks_remember_their_last_step_and_node() -> None:
@@ -159,9 +163,9 @@ def test_detectors_sharing_a_watch_each_get_the_answer_the_first_call_got() -> N
     jobs = WatchedJobs(forget_after_s=100)
     rows = progress((0, "step", 1), (2, "step", 2))
     first = jobs.observe_progress(rows)
-    assert [s.step for s in first] == [1, 2] and jobs.observe_progress(rows) == first
+    assert [s[NUMBER] for s in first] == [1, 2] and jobs.observe_progress(rows) == first
     assert jobs.progress.jobs["7"].last_step == 2
-    assert [s.step for s in jobs.observe_progress(progress((4, "step", 3)))] == [3]
+    assert [s[NUMBER] for s in jobs.observe_progress(progress((4, "step", 3)))] == [3]
     ended = batch("scheduler", [{"time": at(5), "kind": "job", "job_id": "7", "state": "FAILED"}])
     assert jobs.observe_scheduler(ended) == ["7"] and jobs.observe_scheduler(ended) == ["7"]
     assert jobs.release(at(300)) == [] and jobs.release(at(300)) == []
@@ -175,3 +179,11 @@ def test_hang_and_straggler_share_a_watch_only_when_they_forget_alike() -> None:
     straggler = StragglerDetector(StragglerConfig())
     share_watched_jobs([hang, straggler])
     assert hang.jobs is not straggler.jobs
+
+
+def test_steps_are_plain_tuples_that_the_garbage_collector_lets_go_of() -> None:
+    # A tuple subclass (a NamedTuple) stays tracked: the steps of a large batch would reach the
+    # collector's oldest generation and set off full collections of the whole heap.
+    steps = ProgressTracker().observe(progress(*((t, "step", t) for t in range(1, 50))))
+    gc.collect()
+    assert len(steps) == 49 and not any(gc.is_tracked(step) for step in steps)
