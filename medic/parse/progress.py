@@ -428,11 +428,11 @@ def _plain(field: pl.Series, odd: pl.Series) -> pl.Series:
 
 
 def _bar_seconds(rate: pl.Expr) -> pl.Expr:
-    """A tqdm rate with its unit (``2.5it/s``, ``1.3s/it``) as seconds per iteration."""
-    per_iteration = rate.str.strip_suffix("s/it").cast(pl.Float64, strict=False)
-    return pl.coalesce(
-        per_iteration, 1.0 / rate.str.strip_suffix("it/s").cast(pl.Float64, strict=False)
-    )
+    """A tqdm rate with its unit (``2.5it/s``, ``1.3s/it``) as seconds per iteration; null
+    for a number without either unit."""
+    number = rate.str.slice(0, rate.str.len_bytes() - 4).cast(pl.Float64, strict=False)
+    unit = rate.str.slice(-4)
+    return pl.when(unit == "s/it").then(number).when(unit == "it/s").then(1.0 / number)
 
 
 def _clock_seconds(clock: pl.Expr) -> pl.Expr:

@@ -331,6 +331,18 @@ def test_numbers_with_a_magnitude_suffix_or_thousands_separators() -> None:
     assert [(r["step"], r["step_time_s"]) for r in rows] == [(1204, pytest.approx(1.2505))]
 
 
+def test_a_site_pattern_reads_a_rate_with_its_unit_and_no_rate_without_one() -> None:
+    config = from_dict(
+        ProgressConfig, {"patterns": [{"pattern": r"loop (?P<step>\d+) (?P<bar_rate>\S+)$"}]}
+    )
+    rows = parse("loop 5 2.5it/s", "loop 6 3.0s/it", "loop 7 2.5", parser=ProgressParser(config))
+    assert [(r["step"], r["step_time_s"]) for r in rows] == [
+        (5, pytest.approx(0.4)),
+        (6, pytest.approx(3.0)),
+        (7, None),
+    ]
+
+
 def _number(groups: dict[str, str | None], name: str) -> float | None:
     value = groups.get(name)
     if value is None:
