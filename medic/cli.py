@@ -164,7 +164,8 @@ def backtest(
 ) -> None:
     """Replay recordings through the detectors and rules (recording executor: nothing is
     touched) and score them against their labels. Progress goes to stderr: a bar on a terminal,
-    else a line per recording. A recording that cannot be read is skipped with an error, and
+    else a line per recording (none with --json: the program reading the JSON may take both
+    streams as one). A recording that cannot be read is skipped with an error, and
     the exit status is then 1."""
     import contextlib
 
@@ -179,7 +180,7 @@ def backtest(
     recordings = expand_recordings(paths)
     history = None if history_path is None else DuckDBStore(history_path)
     with (
-        backtest_progress(len(recordings)) as progress,
+        backtest_progress(len(recordings), lines=not as_json) as progress,
         contextlib.closing(history) if history else contextlib.nullcontext(),
     ):
         report = run_backtest(
@@ -288,10 +289,14 @@ def calibrate(
 
 
 @contextlib.contextmanager
-def backtest_progress(total: int) -> Iterator[Callable[[Any], None]]:
+def backtest_progress(total: int, lines: bool = True) -> Iterator[Callable[[Any], None]]:
     """Progress on stderr, whatever stdout is: a bar on a terminal, else one line per recording
-    done (a CI log or a redirected run still shows that it advances)."""
+    done (a CI log or a redirected run still shows that it advances), unless ``lines`` is
+    false (then nothing)."""
     console = Console(stderr=True)
+    if not console.is_terminal and not lines:
+        yield lambda result: None
+        return
     if not console.is_terminal:
         done = 0
 

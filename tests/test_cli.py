@@ -36,6 +36,7 @@ def test_backtest_writes_spec_detections_and_prints_json(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["overall"]["labels"] == 1
+    assert json.loads(result.output) == report  # no progress lines beside it on stderr
     assert [r["name"] for r in report["recordings"]] == ["r1"]
     written = pq.read_schema(tmp_path / "out" / "r1" / "detections.parquet")
     assert written.names == [
