@@ -17,9 +17,10 @@ shipper's delivery delay inflates by up to its batching interval. While they wor
 training without printing) the job gets ``working_silence_s``; while they all idle (a checkpoint
 or data stall that prints nothing) ``idle_silence_s``, each counted from the end of the GPUs'
 previous quiet spell of another kind (a save after an evaluation) as well as from the last
-step, and the next step is due counting from the end of such a spell. GPUs corroborating a hang
-for ``spin_hold_s`` fire even past a long step gap, and are all that watches a job printing no
-progress at all.
+step, and the next step is due counting from the end of such a spell, unless it ended within the
+job's usual step gap (a job printing every minute trains unprinted between its lines). GPUs
+corroborating a hang for ``spin_hold_s`` fire even past a long step gap, and are all that
+watches a job printing no progress at all.
 
 Healthy jobs spin too: in a synchronous checkpoint the ranks that do not write wait in a
 barrier, GPUs pegged at low power, as NCCL kernels busy-wait; an evaluation on some ranks or a
@@ -528,7 +529,7 @@ class HangDetector(WatchesJobs):
         corroborated = gpus in CORROBORATING and held >= c.corroborated_hold_s * US
         if job is not None and job.last_step_at is not None:
             silence = _silence(job, now)
-            quiet_until = watch.telemetry.quiet_until(gpus)
+            quiet_until = self._quiet_until(job, watch, gpus, now)
             holding = round(self._holding_s(gpus) * US)
             if quiet_until is not None and not holding:
                 # The GPUs were evidently busy with something until then (an evaluation or a
@@ -588,6 +589,20 @@ class HangDetector(WatchesJobs):
                 "corroborated": corroborated,
             },
         )
+
+    @staticmethod
+    def _quiet_until(job: JobProgress, watch: JobWatch, gpus: str, now: int) -> int | None:
+        """End of the latest quiet spell of another state than ``gpus`` (``quiet_until``),
+        unless it ended within the job's usual step gap of its last sign of life: GPUs at work
+        until a step was due anyway are the job training between two printed steps (a job that
+        prints every 50 steps works a minute unprinted), not an evaluation or a save that puts
+        the next step off, so a hang in the middle of such a gap is timed from the last step."""
+        quiet_until = watch.telemetry.quiet_until(gpus)
+        reference = watch.gaps.reference if watch.gaps.ready else None
+        if quiet_until is None or reference is None:
+            return quiet_until
+        due = now - _silence(job, now) + round(reference * US)
+        return quiet_until if quiet_until > due else None
 
     @staticmethod
     def _stalled(watch: JobWatch, gpus: str) -> bool:

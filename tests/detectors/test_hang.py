@@ -136,6 +136,21 @@ def test_a_gpu_pegged_at_idle_power_while_the_others_spin_names_its_node() -> No
     assert found.culprits == ("n1",)
 
 
+def test_a_gpu_stuck_half_way_between_two_printed_steps_is_timed_from_the_last_step() -> None:
+    # A job printing every 60 s trains unprinted between its lines; its GPUs at work until the
+    # hang do not put the next step off, so the silence runs from the last step, not from the
+    # end of that work.
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return SPIN | {"power_w": 75.0} if (node, gpu) == ("n1", 0) else SPIN
+
+    job = Job().start().steps(10, 1200, every=60.0)
+    last = (job.logs[-1]["time"] - at(0)) / US
+    job.telemetry(0, last + 30, constant(COMPUTE)).telemetry(last + 30, last + 400, stuck)
+    (found,) = run(HangDetector(), [job], last + 400)
+    assert 1.5 * 60 <= silence_s(job, found.detected_at) <= 1.5 * 63 + 2
+    assert found.culprits == ("n1",)
+
+
 def test_a_node_whose_telemetry_stops_is_a_node_failure() -> None:
     job = healthy_until(400)
     job.telemetry(400, 700, lambda t, node, gpu: SPIN)
