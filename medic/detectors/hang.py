@@ -20,7 +20,7 @@ previous quiet spell of another kind (a save after an evaluation) as well as fro
 step, and the next step is due counting from the end of such a spell, unless it ended within the
 job's usual step gap (a job printing every minute trains unprinted between its lines). GPUs
 corroborating a hang for ``spin_hold_s`` fire even past a long step gap, and are all that
-watches a job printing no progress at all.
+watches a job printing no progress at all (timed from the snapshot that first showed them so).
 
 Healthy jobs spin too: in a synchronous checkpoint the ranks that do not write wait in a
 barrier, GPUs pegged at low power, as NCCL kernels busy-wait; an evaluation on some ranks or a

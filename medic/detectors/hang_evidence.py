@@ -165,12 +165,19 @@ class JobTelemetry:
 
     def glance(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> bool:
         """A snapshot of a job that prints no progress: healthy if its GPUs work as before;
-        True when they look hung (then the detector watches it in full windows)."""
+        True when they look hung (then the detector watches it in full windows). The GPUs
+        have looked hung since the snapshot's sample began (the start of its baseline period):
+        the spell the full windows go on with is timed from there, not from the first of them
+        a baseline period later."""
         self.last_seen = end
         state = _state(self, gpus, config)
         if state in ("working", "busy"):
             self._healthy(gpus, end, config)
-        return state in CORROBORATING
+        if state not in CORROBORATING:
+            return False
+        if self.corroborated_since is None:
+            self.corroborated_since = end - round(config.baseline_every_s * US)
+        return True
 
     def observe_silence(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
         """A full window while the job is silent (or looks hung). GPUs sampled less often than
