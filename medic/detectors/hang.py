@@ -558,7 +558,7 @@ class HangDetector(WatchesJobs):
                 else ""
             )
             onset: int | None = job.last_step_at
-        elif held >= c.spin_hold_s * US:
+        elif held >= c.spin_hold_s * US and not self._in_phase(job, watch, now, held):
             what = f"prints no progress and its GPUs have looked hung for {held / US:.0f}s"
             onset, silence, threshold = now - held, held, round(c.spin_hold_s * US)
         else:
@@ -651,11 +651,7 @@ class HangDetector(WatchesJobs):
         if held and self._blocked_apart(watch):
             return 0  # a rank apart is blocked on I/O: neither a save nor a stall ending soon
         if job.phase is not None:
-            everyone = min(held, watch.telemetry.all_waiting_us(now))
-            if job.phase.kind == "checkpoint" and everyone >= c.spin_hold_s * US:
-                return 0  # no one is writing: not a save any more
-            cold, floor = round(c.phase_allowance_s * US), round(c.phase_floor_s * US)
-            return job.phase_allowance_us(job.phase.kind, cold, floor, c.phase_factor)
+            return self._phase_allowance_us(job.phase.kind, job, watch, now, held)
         since = watch.telemetry.corroborated_since
         if not held or since is None:
             return 0
@@ -671,6 +667,26 @@ class HangDetector(WatchesJobs):
         if longest is None:
             return 0
         return _silence(job, since) + round(c.phase_factor * longest)
+
+    def _phase_allowance_us(
+        self, kind: str, job: JobProgress, watch: JobWatch, now: int, held: int
+    ) -> int:
+        """The allowance of the job's open phase of ``kind`` (see ``_allowance_us``)."""
+        c = self.config
+        everyone = min(held, watch.telemetry.all_waiting_us(now))
+        if kind == "checkpoint" and everyone >= c.spin_hold_s * US:
+            return 0  # no one is writing: not a save any more
+        cold, floor = round(c.phase_allowance_s * US), round(c.phase_floor_s * US)
+        return job.phase_allowance_us(kind, cold, floor, c.phase_factor)
+
+    def _in_phase(self, job: JobProgress | None, watch: JobWatch, now: int, held: int) -> bool:
+        """Whether a job that has printed no step yet is inside an announced phase's allowance
+        (a job resumed from a checkpoint that evaluates, then saves, before its first step
+        line): the GPUs' spell is the phase, timed from its start."""
+        if job is None or job.phase is None or (held and self._blocked_apart(watch)):
+            return False
+        allowance = self._phase_allowance_us(job.phase.kind, job, watch, now, held)
+        return now - job.phase.started < allowance
 
     def _blocked_apart(self, watch: JobWatch) -> bool:
         """Whether a GPU the open spell has shown out of the wait is on a node whose kernel

@@ -281,6 +281,20 @@ def test_a_job_printing_no_progress_is_watched_through_its_gpus() -> None:
     assert "prints no progress" in found.summary and "n2 GPU 3 went idle" in found.summary
 
 
+def test_a_save_announced_before_the_jobs_first_step_line_is_held_as_a_checkpoint() -> None:
+    # A job resumed from a checkpoint saves before it prints any step (rank 0 writes for five
+    # minutes while the others wait in the barrier): the open phase holds it, as it would
+    # after a step; once its allowance runs out the spell is a hang.
+    job = Job().start().telemetry(0, 200, constant(COMPUTE))
+    job.say(201, "saving checkpoint at iteration     200 to /ckpt in torch_dist format")
+    job.telemetry(200, 500, writer_saves).telemetry(500, 700, constant(COMPUTE))
+    assert run(HangDetector(), [job], 700) == []
+    stuck = Job().start().telemetry(0, 200, constant(COMPUTE))
+    stuck.say(201, "saving checkpoint at iteration     200 to /ckpt in torch_dist format")
+    (found,) = run(HangDetector(), [stuck.telemetry(200, 1000, writer_saves)], 1000)
+    assert found.detected_at >= at(201 + 600)
+
+
 def test_gpus_of_a_silent_job_idling_are_no_hang() -> None:
     job = Job().start().telemetry(0, 200, constant(COMPUTE)).telemetry(200, 900, constant(IDLE))
     assert run(HangDetector(), [job], 900) == []
