@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
-
-import polars as pl
 
 from medic.calibration import Calibration, calibration_of
 from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection, build_detectors, build_parsers
 from medic.detectors.incidents import share_liveness
-from medic.detectors.jobs import job_state
 from medic.detectors.progress_state import share_watched_jobs
 from medic.detectors.signatures import catalogue_from_settings
+from medic.incident import IncidentCorrelator
 from medic.ingest.base import Batch, Event, Watermark
 from medic.readahead import parse_ahead, stretches
 from medic.timeutil import US
-
-# Job states after which a job runs again as a new attempt (a requeued job keeps its id).
-RESTART_STATES = ("RUNNING",)
 
 
 @dataclass(frozen=True)
@@ -69,133 +64,6 @@ class Observer(Protocol):
     def update(self, batch: Batch) -> object: ...
 
     def advance(self, watermark: int) -> object: ...
-
-
-HARDWARE_KINDS = ("gpu_fault", "node_failure")
-
-
-def strength(detection: Detection) -> tuple[bool, bool]:
-    """How much a detection says: one that blames nodes over one that does not, hardware kinds
-    over the others. An incident is named after its strongest detection."""
-    return bool(detection.culprits), detection.kind in HARDWARE_KINDS
-
-
-def findings(detection: Detection) -> set[tuple[str, str | None]]:
-    """What a detection tells about its job: (kind, culprit) per blamed node, or (kind, None)."""
-    if not detection.culprits:
-        return {(detection.kind, None)}
-    return {(detection.kind, node) for node in detection.culprits}
-
-
-@dataclass
-class Incident:
-    """One job's incident: the detection that opened it plus the symptoms that joined it."""
-
-    first: Detection
-    last_seen: int
-    symptoms: list[Detection] = field(default_factory=list)
-    symptom_count: int = 0
-    job_stopped: bool = False
-    """The scheduler showed the job leave RUNNING (failed, requeued, ...) since the incident
-    opened; its next RUNNING row is a new attempt."""
-    strongest: Detection | None = None
-    """The detection that says most (``strength``); the first until a stronger one joins."""
-    seen: set[tuple[str, str | None]] = field(default_factory=set)
-    """Every (kind, culprit) its detections brought (``findings``)."""
-
-    def __post_init__(self) -> None:
-        self.strongest = self.strongest or self.first
-        self.seen |= findings(self.first)
-        for detection in self.symptoms:
-            self.seen |= findings(detection)
-
-    @property
-    def kind(self) -> str:
-        assert self.strongest is not None
-        return self.strongest.kind
-
-    def news(self, detection: Detection) -> bool:
-        """Whether ``detection`` brings a (kind, culprit) the incident has not seen: a new kind,
-        or a node not blamed yet (a detection blaming no node adds nothing to a kind seen)."""
-        if detection.culprits:
-            return not findings(detection) <= self.seen
-        return not any(kind == detection.kind for kind, _ in self.seen)
-
-    def join(self, detection: Detection, max_symptoms: int) -> None:
-        self.last_seen = max(self.last_seen, detection.detected_at)
-        self.symptom_count += 1
-        if len(self.symptoms) < max_symptoms:
-            self.symptoms.append(detection)
-        self.seen |= findings(detection)
-        assert self.strongest is not None
-        if strength(detection) > strength(self.strongest):
-            self.strongest = detection
-
-
-class IncidentCorrelator:
-    """Groups each job's detections into incidents, for the history and notifications (as
-    Alertmanager groups alerts). Grouping never hides news from the rules: a detection that
-    brings a new (kind, culprit) to its job's open incident (an Xid after a crash, a fault on
-    another node) is emitted, marked with the incident; only repeats of what the incident
-    already holds are kept back. A job's incident stays open while its detections come within
-    ``window_us`` of the previous one, and closes when the job runs again after stopping (a
-    requeue) or the window passes; de-duplicating actions is the guards' and the ledger's job."""
-
-    def __init__(self, window_us: int, max_symptoms: int) -> None:
-        self.window_us = window_us
-        self.max_symptoms = max_symptoms
-        self.open: dict[str, Incident] = {}
-        self.closed: list[Incident] = []
-
-    def admit(self, detection: Detection) -> Detection | None:
-        """``detection`` marked with its incident when it must be emitted (it opens an incident
-        or brings news to one), else None (it only joins its incident)."""
-        if detection.job_id is None:
-            return detection
-        incident = self.open.get(detection.job_id)
-        if incident is not None and detection.detected_at - incident.last_seen <= self.window_us:
-            news = incident.news(detection)
-            incident.join(detection, self.max_symptoms)
-            return dataclasses.replace(detection, incident=incident.first.id) if news else None
-        if incident is not None:
-            self.closed.append(self.open.pop(detection.job_id))
-        self.open[detection.job_id] = Incident(first=detection, last_seen=detection.detected_at)
-        return dataclasses.replace(detection, incident=detection.id)
-
-    def observe_scheduler(self, frame: pl.DataFrame) -> None:
-        """A job that stopped and then runs again (a requeue) begins a new attempt: its open
-        incident closes. A RUNNING row of a job that never stopped (a poller's snapshot after a
-        restart) changes nothing."""
-        if not self.open or frame.is_empty():
-            return
-        rows = frame.filter((pl.col("kind") == "job") & pl.col("job_id").is_in(list(self.open)))
-        for job_id, state in rows.select("job_id", "state").iter_rows():
-            incident = self.open.get(job_id)
-            if incident is None:
-                continue
-            running = job_state(state) in RESTART_STATES
-            if running and incident.job_stopped:
-                self.closed.append(self.open.pop(job_id))
-            elif not running:
-                incident.job_stopped = True
-
-    def restore(self, incidents: Iterable[Incident]) -> None:
-        """Reopen incidents a previous run had open (read back from the history), so a restarted
-        service does not alert again on what it already reported."""
-        for incident in incidents:
-            job_id = incident.first.job_id
-            if job_id is not None:
-                self.open[job_id] = incident
-
-    def expire(self, now: int) -> None:
-        stale = [job for job, inc in self.open.items() if now - inc.last_seen > self.window_us]
-        for job in stale:
-            self.closed.append(self.open.pop(job))
-
-    def take_closed(self) -> list[Incident]:
-        """Closed incidents since the last call (for the history), forgetting them here."""
-        closed, self.closed = self.closed, []
-        return closed
 
 
 class Pipeline:

@@ -46,6 +46,7 @@ from medic.history.config import history_config
 from medic.history.report import render_report
 from medic.history.store import DuckDBStore
 from medic.history.writer import HistoryWriter
+from medic.incident import Incident
 from medic.ingest.base import Batch, Event, Source, Watermark
 from medic.ingest.cursor import CursorStore
 from medic.ingest.files import FileSource
@@ -53,7 +54,7 @@ from medic.ingest.live import Backoff, SourceHealth, wall_us
 from medic.ingest.prometheus import PrometheusSource
 from medic.ingest.slurm import SlurmSource
 from medic.ingest.sources import open_sources, sources_config
-from medic.pipeline import Incident, Pipeline
+from medic.pipeline import Pipeline
 from medic.service_http import HttpEndpoints, ServiceMetrics, SourceCollector, parse_listen
 from medic.service_log import LogFormat, log_decisions, log_detections
 from medic.timeutil import US

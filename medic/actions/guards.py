@@ -8,7 +8,7 @@ passed and were counted: a monitor-mode run (and a backtest) shows what enforce 
 have done, budgets and cooldowns included. Windows use the event time handed in, never the wall
 clock, so replay behaves like live. All state is bounded: entries leave once their window ends.
 
-Incidents are the pipeline's (``Detection.incident``, see ``medic.pipeline.IncidentCorrelator``):
+Incidents are the pipeline's (``Detection.incident``, see ``medic.incident.IncidentCorrelator``):
 every detection that brings news reaches the guards, and the ``incident`` guard lets each action
 run once per incident, so an Xid that upgrades a crash gets its node drained while the job,
 already requeued for the crash, is not requeued again.

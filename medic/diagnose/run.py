@@ -26,8 +26,9 @@ from medic.actions.explain import explain
 from medic.detectors.base import Detection
 from medic.detectors.signatures import SignatureParser
 from medic.diagnose.lines import LogText, lines_frame
+from medic.incident import Incident
 from medic.ingest.base import Batch, Event, Watermark
-from medic.pipeline import Incident, Pipeline
+from medic.pipeline import Pipeline
 from medic.timeutil import US
 
 TAIL_S = 45

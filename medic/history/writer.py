@@ -33,8 +33,8 @@ from medic.history import HistoryError
 from medic.history.config import HistoryConfig
 from medic.history.rollup import GPU_ROLLUP, PROGRESS_ROLLUP, MinuteBuffer
 from medic.history.store import HistoryStore
+from medic.incident import Incident, IncidentCorrelator
 from medic.ingest.base import Batch
-from medic.pipeline import Incident, IncidentCorrelator
 from medic.timeutil import US
 
 log = logging.getLogger(__name__)

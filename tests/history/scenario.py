@@ -3,7 +3,7 @@ tests)."""
 
 from medic.history.store import DuckDBStore
 from medic.history.writer import HistoryWriter, detection_rows
-from medic.pipeline import Incident
+from medic.incident import Incident
 from tests.builders import at, batch
 from tests.history.rows import action, actions, detection, gpu, job
 

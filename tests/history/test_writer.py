@@ -12,9 +12,10 @@ import pytest
 from medic.history.config import HistoryConfig
 from medic.history.store import DuckDBStore
 from medic.history.writer import HistoryWriter
+from medic.incident import IncidentCorrelator
 from medic.ingest.base import Batch
 from medic.ingest.replay import ReplaySource
-from medic.pipeline import IncidentCorrelator, Pipeline
+from medic.pipeline import Pipeline
 from medic.timeutil import US
 from tests.builders import at, batch, recording
 from tests.history.rows import action, actions, detection, gpu, job, progress
