@@ -9,10 +9,10 @@ Rules (the same for every detector):
   themselves they blame no node;
 * software errors (out of memory, user exceptions, configuration errors) blame no node.
 
-An ``Incident`` collects the evidence of one job's incident in arrival order, bounded, and
+A ``JobEvidence`` collects the evidence of one job's incident in arrival order, bounded, and
 answers culprits, ranks, onset, a one-line summary and a score from it.
 
-The score (``Incident.confidence``) is how much the evidence says, apart from the alarm (the
+The score (``JobEvidence.confidence``) is how much the evidence says, apart from the alarm (the
 detectors report every incident; the rules' ``min_score`` decides what is acted on): each sign
 leaves a doubt by what it is (``DOUBT``), and independent signs multiply their doubts (a
 noisy-OR). One hardware sign against a node gives 0.8, a second 0.96; a rank's own error line
@@ -81,7 +81,7 @@ def root_cause(evidence: Iterable[Evidence]) -> Evidence | None:
 
 
 @dataclass
-class Incident:
+class JobEvidence:
     """The evidence gathered so far for one job's incident."""
 
     job_id: str

@@ -31,7 +31,7 @@ from medic.detectors.attribution import (
     MAX_EVIDENCE,
     Complaints,
     Evidence,
-    Incident,
+    JobEvidence,
     evidence_rows,
 )
 from medic.detectors.base import Detection, register
@@ -75,7 +75,7 @@ class CrashConfig:
 
 @dataclass
 class _Pending:
-    incident: Incident
+    incident: JobEvidence
     confirmed_at: int | None = None
     nodes: set[str] = field(default_factory=set)
 
@@ -254,7 +254,7 @@ class CrashDetector(WatchesLiveness):
         ):
             evidence.setdefault(job_id, []).append(item)
         for job_id, count, nodes, fatal in jobs.iter_rows():
-            pending = self.pending.setdefault(job_id, _Pending(Incident(job_id)))
+            pending = self.pending.setdefault(job_id, _Pending(JobEvidence(job_id)))
             pending.incident.add(evidence[job_id], count)
             pending.nodes.update(n for n in nodes if n)
             if fatal is not None and pending.confirmed_at is None:
@@ -295,7 +295,7 @@ class CrashDetector(WatchesLiveness):
     def _failed(
         self, job_id: str, state: str, exit_code: int | None, end: int, nodes: tuple[str, ...]
     ) -> None:
-        pending = self.pending.setdefault(job_id, _Pending(Incident(job_id)))
+        pending = self.pending.setdefault(job_id, _Pending(JobEvidence(job_id)))
         meaning = self.catalogue.exit_meaning(exit_code)
         what = f"job {state}" + (f" with exit code {exit_code}" if exit_code is not None else "")
         pending.incident.add(

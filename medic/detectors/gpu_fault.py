@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from medic.config import Count, NonNegative, Positive, PositiveCount
-from medic.detectors.attribution import Evidence, Incident, evidence_rows
+from medic.detectors.attribution import Evidence, JobEvidence, evidence_rows
 from medic.detectors.base import Detection, register
 from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.gpu_slots import fitted
@@ -357,6 +357,6 @@ def _counter_values(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return column.fill_null(0).to_numpy(), column.is_not_null().to_numpy()
 
 
-def _headline(job_id: str, incident: Incident) -> str:
+def _headline(job_id: str, incident: JobEvidence) -> str:
     root = incident.root
     return f"GPU fault on {root.node if root and root.node else 'a node'} in job {job_id}"

@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from medic.detectors.attribution import Evidence, Incident
+from medic.detectors.attribution import Evidence, JobEvidence
 from medic.detectors.base import Detection
 from medic.detectors.jobs import FAILURE_STATES, JobTracker, started_jobs
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
-Headline = Callable[[str, Incident], str]
+Headline = Callable[[str, JobEvidence], str]
 LOG_PLACEMENT_US = 900 * US
 """A job that wrote a line from a node within this span runs there, as far as logs tell."""
 
@@ -137,12 +137,12 @@ class IncidentBook:
 
         Evidence that takes time to be sure of (a silence) concerns the jobs as they are when
         it is ``confirmed_at``: a job that ended normally meanwhile took its GPUs with it."""
-        incidents: dict[str, Incident] = {}
+        incidents: dict[str, JobEvidence] = {}
         for job_id, item in sorted(evidence, key=lambda pair: pair[1].time):
             at = item.time if confirmed_at is None else confirmed_at
             for job in self.concerned(job_id, item.node, at):
                 if not self.is_reported(job, item.node):
-                    incidents.setdefault(job, Incident(job)).add([item])
+                    incidents.setdefault(job, JobEvidence(job)).add([item])
         found = []
         for job, incident in incidents.items():
             culprits = incident.culprits()

@@ -44,7 +44,7 @@ import numpy as np
 import polars as pl
 
 from medic.config import NonNegative, Percent, Positive, Range
-from medic.detectors.attribution import Complaints, Evidence, Incident
+from medic.detectors.attribution import Complaints, Evidence, JobEvidence
 from medic.detectors.base import Detection, register
 from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
@@ -389,6 +389,6 @@ def silence_doubt(length_us: int, silence_s: float) -> float:
     return float(0.4 * 0.5 ** (length_us / (silence_s * US)))
 
 
-def _headline(job_id: str, incident: Incident) -> str:
+def _headline(job_id: str, incident: JobEvidence) -> str:
     culprits = incident.culprits()
     return f"Node {culprits[0] if culprits else '(unknown)'} of job {job_id} failed"

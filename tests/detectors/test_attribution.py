@@ -4,7 +4,7 @@ collateral complaints of peers blame nobody."""
 
 from __future__ import annotations
 
-from medic.detectors.attribution import Evidence, Incident, root_cause
+from medic.detectors.attribution import Evidence, JobEvidence, root_cause
 from tests.builders import at
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 
@@ -81,7 +81,7 @@ def test_the_root_is_the_earliest_hardware_evidence_whatever_came_before() -> No
     assert root_cause([oom, collateral, late_xid, early_silence]) == early_silence
     assert root_cause([collateral, oom]) == oom
     assert root_cause([collateral]) == collateral
-    incident = Incident("100")
+    incident = JobEvidence("100")
     incident.add([collateral, oom])
     assert (incident.culprits(), incident.ranks()) == ((), (3,))
     incident.add([late_xid])
@@ -89,7 +89,7 @@ def test_the_root_is_the_earliest_hardware_evidence_whatever_came_before() -> No
 
 
 def test_an_incident_keeps_a_bounded_sample_of_its_evidence_and_counts_the_rest() -> None:
-    incident = Incident("100")
+    incident = JobEvidence("100")
     incident.add(
         [Evidence(at(i), "nccl", "n1", rank=i, role="collateral") for i in range(1000)], 1000
     )
@@ -115,7 +115,7 @@ def test_a_software_crash_during_a_telemetry_gap_elsewhere_is_still_a_crash() ->
 
 
 def test_an_incidents_score_grows_with_its_evidence() -> None:
-    incident = Incident("7")
+    incident = JobEvidence("7")
     incident.add([Evidence(at(10), "job FAILED with exit code 1", role="context")])
     alone = incident.confidence()
     incident.add([Evidence(at(9), "Traceback", rank=3, role="root")])
