@@ -13,13 +13,12 @@ from typing import Any
 from medic.actions.config import RulesConfig, load_rules
 from medic.calibration import calibration_of
 from medic.config import ConfigError, from_dict, to_dict
-from medic.detectors.base import (
+from medic.detectors.registry import (
     DETECTORS,
     PARSERS,
     PREFIXES_TABLE,
     build_parsers,
     detector_configs,
-    load_builtin,
 )
 from medic.history.config import HistoryConfig
 from medic.ingest.replay import ReplayConfig
@@ -31,7 +30,6 @@ from medic.service import ServiceConfig
 
 def config_tables() -> dict[str, type]:
     """``{dotted table name: config dataclass}``, in the order the reference lists them."""
-    load_builtin()
     tables: dict[str, type] = {
         "sources": SourcesConfig,
         "service": ServiceConfig,

@@ -15,9 +15,10 @@ from typing import Any, Protocol
 
 from medic.calibration import Calibration, calibration_of
 from medic.config import Positive, PositiveCount, from_dict
-from medic.detectors.base import Detection, build_detectors, build_parsers
+from medic.detectors.base import Detection
 from medic.detectors.incidents import share_liveness
 from medic.detectors.progress_state import share_watched_jobs
+from medic.detectors.registry import build_detectors, build_parsers
 from medic.detectors.signatures import catalogue_from_settings
 from medic.incident import IncidentCorrelator
 from medic.ingest.base import Batch, Event, Watermark

@@ -8,7 +8,7 @@ import pytest
 
 from medic.calibration import Calibration, ScoreMap, default_calibration
 from medic.config import ConfigError
-from medic.detectors import base
+from medic.detectors import registry
 from medic.detectors.base import Detection, detections_table
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.replay import ReplaySource
@@ -63,11 +63,11 @@ class WordsParser:
 
 @pytest.fixture
 def echo() -> Iterator[None]:
-    base.DETECTORS["echo"] = EchoDetector
-    base.PARSERS["words"] = WordsParser
+    registry.DETECTORS["echo"] = EchoDetector
+    registry.PARSERS["words"] = WordsParser
     yield
-    del base.DETECTORS["echo"]
-    del base.PARSERS["words"]
+    del registry.DETECTORS["echo"]
+    del registry.PARSERS["words"]
 
 
 def test_detections_are_stamped_with_event_time_and_correlated_per_job(echo: None) -> None:
@@ -143,7 +143,7 @@ def test_rows_behind_the_watermark_are_still_detected() -> None:
     """A node's shipper held its lines: the Xid and the ranks' NCCL aborts of t=50 s reach
     the pipeline when its watermark is already at 80 s (what the VictoriaLogs source's late
     sweep delivers). They are processed, not dropped: the fault is found and blamed."""
-    from medic.detectors.base import build_detectors
+    from medic.detectors.registry import build_detectors
     from tests.detectors.scenarios import EVIDENCE_DETECTORS, Job, kernel
     from tests.detectors.test_attribution import NCCL_ABORT, XID_79
 

@@ -34,7 +34,7 @@ from medic.detectors.attribution import (
     JobEvidence,
     evidence_rows,
 )
-from medic.detectors.base import Detection, register
+from medic.detectors.base import Detection
 from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
@@ -80,7 +80,6 @@ class _Pending:
     nodes: set[str] = field(default_factory=set)
 
 
-@register
 class CrashDetector(WatchesLiveness):
     """Fatal errors on ranks and failed jobs, held briefly for hardware evidence."""
 

@@ -28,7 +28,7 @@ import polars as pl
 
 from medic.config import Count, NonNegative, Positive, PositiveCount
 from medic.detectors.attribution import Evidence, JobEvidence, evidence_rows
-from medic.detectors.base import Detection, register
+from medic.detectors.base import Detection
 from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.gpu_slots import fitted
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
@@ -68,7 +68,6 @@ class GpuFaultConfig:
     """The span those processes are counted over."""
 
 
-@register
 class GpuFaultDetector(WatchesLiveness):
     """Fatal Xids, uncorrectable ECC, fallen-off-the-bus, NVLink failures, vanished GPUs."""
 

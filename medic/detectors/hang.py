@@ -72,7 +72,7 @@ from river import stats
 
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.attribution import excerpt
-from medic.detectors.base import Detection, register
+from medic.detectors.base import Detection
 from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.hang_evidence import (
     CORROBORATING,
@@ -200,7 +200,6 @@ class JobWatch:
     """Its latest snapshot looked hung (jobs that print no progress)."""
 
 
-@register
 class HangDetector(WatchesJobs):
     """Fires when a job's silence is improbable for its own step rhythm."""
 

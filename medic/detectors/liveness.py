@@ -27,7 +27,6 @@ import polars as pl
 import pyarrow as pa
 
 from medic import schema
-from medic.detectors.base import register_parser
 from medic.detectors.gpu_slots import MAX_GPUS_PER_NODE, GpuSlots, addressable, fitted
 from medic.frames import newest_by
 from medic.ingest.base import Batch, polars_schema
@@ -95,7 +94,6 @@ _ONE_SAMPLE = [
 """The same from a GPU's only sample."""
 
 
-@register_parser
 class GpuLatestParser:
     """Derives ``gpu_latest`` from ``gpu`` batches: each GPU's newest state in the batch."""
 

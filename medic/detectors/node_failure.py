@@ -45,7 +45,7 @@ import polars as pl
 
 from medic.config import NonNegative, Percent, Positive, Range
 from medic.detectors.attribution import Complaints, Evidence, JobEvidence
-from medic.detectors.base import Detection, register
+from medic.detectors.base import Detection
 from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
@@ -181,7 +181,6 @@ def failed_state(state: str, failed: tuple[str, ...]) -> str | None:
     return None
 
 
-@register
 class NodeFailureDetector(WatchesLiveness):
     """Silent nodes, Slurm node failures and NODE_FAIL job ends, blamed on the failed node."""
 

@@ -23,7 +23,6 @@ import pyarrow as pa
 
 from medic import schema
 from medic.config import ConfigError, from_dict
-from medic.detectors.base import register_parser
 from medic.detectors.catalogue import (
     GROUPS,
     Catalogue,
@@ -206,7 +205,6 @@ def catalogue_from_settings(parsers: Mapping[str, Any]) -> Catalogue:
         raise ConfigError(f"parsers.signatures.extra: {exc}") from None
 
 
-@register_parser
 class SignatureParser:
     """Derives the ``signatures`` stream from ``logs`` batches (shared by every detector)."""
 

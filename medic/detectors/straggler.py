@@ -66,7 +66,7 @@ from typing import Annotated, ClassVar
 import polars as pl
 
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
-from medic.detectors.base import Detection, register
+from medic.detectors.base import Detection
 from medic.detectors.online import flag_count, peer_z, push_flags
 from medic.detectors.pace import PaceModel
 from medic.detectors.port_errors import EARLY_ERRORS_PER_S, PortErrorPeers
@@ -271,7 +271,6 @@ class Suspect:
         return self.clock_ratio - 1.0 >= needed
 
 
-@register
 class StragglerDetector(WatchesJobs):
     """Fires when a job slowed against itself *and* a minority of its GPUs stands out."""
 

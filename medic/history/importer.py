@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from medic import schema
-from medic.detectors.base import build_parsers
+from medic.detectors.registry import build_parsers
 from medic.history import HistoryError
 from medic.history.config import history_config
 from medic.history.store import HistoryStore

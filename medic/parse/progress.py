@@ -37,7 +37,6 @@ from typing import ClassVar
 import polars as pl
 import pyarrow as pa
 
-from medic.detectors.base import register_parser
 from medic.ingest.base import Batch
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch
 from medic.parse.announced_eval import AnnouncedEvaluations
@@ -154,7 +153,6 @@ def _compiled_formats(config: ProgressConfig) -> tuple[ProgressFormat, ...]:
     return custom + FORMATS
 
 
-@register_parser
 class ProgressParser:
     """logs -> progress: one row per step or phase line of a known (or configured) format."""
 

@@ -68,7 +68,6 @@ from typing import ClassVar
 import polars as pl
 import pyarrow as pa
 
-from medic.detectors.base import register_parser
 from medic.ingest.base import Batch
 from medic.parse.prefixes import PrefixStripper
 from medic.parse.progress import named_groups
@@ -165,7 +164,6 @@ class RankTimingConfig:
     """Extra formats, each line one rank's figure."""
 
 
-@register_parser
 class RankTimingParser:
     """logs -> rank_timing: one row per rank figure of a known (or configured) format."""
 

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from medic.detectors.base import Detection, build_detectors
+from medic.detectors.base import Detection
+from medic.detectors.registry import build_detectors
 from medic.ingest.replay import ReplayConfig, ReplaySource
 from medic.pipeline import Pipeline
 from medic.timeutil import US

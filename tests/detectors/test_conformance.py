@@ -1,7 +1,7 @@
 """The conformance suite: every registered detector through the same checks, as river's
 ``check_estimator`` runs every estimator through its own.
 
-Each check is parametrised over the registry (``medic.detectors.base.DETECTORS``), so a new
+Each check is parametrised over the registry (``medic.detectors.registry.DETECTORS``), so a new
 detector is checked the moment it registers: its configuration round-trips through the plain
 dict a TOML file gives, unknown settings are a clear error, empty batches and a bare watermark
 are nothing, extra columns change nothing and missing optional ones break nothing, two replays
@@ -28,7 +28,8 @@ import pytest
 
 from medic import schema
 from medic.config import ConfigError, from_dict, to_dict
-from medic.detectors.base import DETECTORS, Detection, build_detectors, load_builtin
+from medic.detectors.base import Detection
+from medic.detectors.registry import DETECTORS, build_detectors
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.replay import ReplaySource
 from medic.parse.rank_timings import RANK_TIMING
@@ -38,7 +39,6 @@ from tests.builders import at
 from tests.builders import recording as build_recording
 from tests.detectors.training import COMPUTE, Job, constant
 
-load_builtin()
 NAMES = sorted(DETECTORS)
 DATASETS = Path(__file__).parents[2] / "datasets"
 FIRES = {

@@ -110,7 +110,7 @@ def test_a_gpu_fault_after_a_straggler_of_the_same_job_is_acted_on_too() -> None
     from medic.actions.config import load_rules
     from medic.actions.recorder import RecordingExecutor
     from medic.actions.stage import ActionStage
-    from medic.detectors.base import build_detectors
+    from medic.detectors.registry import build_detectors
     from medic.pipeline import Pipeline
     from tests.builders import log, recording
     from tests.detectors.test_straggler import HOT, job_slowing, one_gpu

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from medic.config import ConfigError
-from medic.detectors.base import build_parsers
+from medic.detectors.registry import build_parsers
 from medic.detectors.signatures import SignatureParser
 from medic.parse.prefixes import RAW, PrefixConfig, PrefixStripper
 from medic.parse.progress import ProgressParser

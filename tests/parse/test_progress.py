@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from medic.config import ConfigError, from_dict
-from medic.detectors.base import DETECTORS, load_builtin
+from medic.detectors.registry import DETECTORS
 from medic.ingest.base import Batch
 from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
 from medic.parse.progress import (
@@ -498,7 +498,6 @@ def test_every_format_cites_its_source_and_has_a_prefilter_anchor() -> None:
 
 def test_parsers_table_in_settings_configures_the_pipeline_s_parser() -> None:
     pattern = r"it (?P<step>\d+) took (?P<step_time_s>[\d.]+)s"
-    load_builtin()
     pipeline = Pipeline.from_settings(
         {
             "parsers": {"progress": {"patterns": [{"pattern": pattern}]}},

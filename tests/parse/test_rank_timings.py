@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from medic.config import ConfigError
-from medic.detectors.base import build_parsers
+from medic.detectors.registry import build_parsers
 from medic.detectors.straggler import StragglerDetector
 from medic.parse.rank_timings import (
     RANK_TIMING,
