@@ -23,7 +23,6 @@ from typing import Any, Literal
 import httpx
 
 from medic.actions.config import RulesConfig, SlurmConfig, load_rules
-from medic.actions.slurm_cli import run_command
 from medic.config import ConfigError
 from medic.config_tables import effective_settings
 from medic.history import HistoryError
@@ -38,6 +37,7 @@ from medic.ingest.sources import SourcesConfig, sources_config
 from medic.ingest.victorialogs import VictoriaLogsConfig, rfc3339_ns
 from medic.service import ServiceConfig, service_config
 from medic.service_http import parse_listen
+from medic.slurm import run_command
 
 Status = Literal["ok", "warn", "fail"]
 OPERATOR_LEVELS = ("operator", "administrator")

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from medic.detectors.base import Detection
-from medic.detectors.jobs import job_state
+from medic.slurm import RUNNING, job_state
 
 # Job states after which a job runs again as a new attempt (a requeued job keeps its id).
-RESTART_STATES = ("RUNNING",)
+RESTART_STATES = (RUNNING,)
 
 
 HARDWARE_KINDS = ("gpu_fault", "node_failure")

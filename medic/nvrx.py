@@ -42,8 +42,8 @@ import polars as pl
 from medic.actions.guards import Verdict
 from medic.actions.recovery_config import NvrxConfig
 from medic.detectors.base import Detection
-from medic.detectors.jobs import job_state
 from medic.ingest.base import Batch
+from medic.slurm import RUNNING, job_state
 from medic.timeutil import US
 
 log = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ class NvrxWatch:
         rows = frame.filter((pl.col("kind") == "job") & pl.col("job_id").is_not_null())
         columns = ("job_id", "state", "nodes", "exit_code", pl.col("time").dt.epoch("us"))
         for job_id, state, nodes, code, time in rows.select(*columns).iter_rows():
-            running = job_state(state) == "RUNNING"
+            running = job_state(state) == RUNNING
             if job_id not in self.jobs and not (running and "_" in job_id):
                 continue
             job = self.jobs.setdefault(job_id, _Job())

@@ -15,6 +15,7 @@ import polars as pl
 
 from medic.actions.node_journal import NodeEvent, NodeJournal
 from medic.ingest.base import Batch
+from medic.slurm import NODE_DRAIN_FLAG
 
 
 class ExternalDrains:
@@ -40,7 +41,7 @@ class ExternalDrains:
             "node",
             pl.col("reason").fill_null(""),
             (
-                pl.col("state").str.to_uppercase().str.contains("DRAIN")
+                pl.col("state").str.to_uppercase().str.contains(NODE_DRAIN_FLAG)
                 & ~pl.col("reason").fill_null("").str.starts_with(self.prefix)
             ).alias("other"),
         )

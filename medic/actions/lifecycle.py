@@ -35,14 +35,11 @@ from medic.actions.check_output import read_check
 from medic.actions.node_journal import NodeEvent, NodeJournal
 from medic.actions.recovery_config import LifecycleConfig
 from medic.actions.slurm_cli import SlurmCli, SlurmError, SlurmNode
+from medic.slurm import COMPLETED, JOB_ENDED_STATES
 from medic.timeutil import US
 
 log = logging.getLogger(__name__)
 
-ENDED = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}
-)
-"""States of an ended check job (PREEMPTED and DEADLINE end it too, as failures)."""
 JOB_IN_REASON = re.compile(r"\bjob (\S+) ")
 MAX_DETAIL = 200
 
@@ -218,14 +215,14 @@ class NodeLifecycle:
             return self._fail(node, now, job_id, f"check job {job_id} is no longer known to Slurm")
         state, code = outcome
         base = state.split()[0]
-        if base not in ENDED and base not in ("PREEMPTED", "DEADLINE"):
+        if base not in JOB_ENDED_STATES:
             if now - started.time <= self._us("check_timeout_s"):
                 return False
             self.slurm.cancel(job_id)
             limit = self.config.check_timeout_s
             return self._fail(node, now, job_id, f"check job {job_id} timed out ({limit:g} s)")
         said = read_check(self.output(node, job_id))
-        if base == "COMPLETED" and code == 0 and not said.failed_tests:
+        if base == COMPLETED and code == 0 and not said.failed_tests:
             return self._pass(node, now, job_id, said.detail)
         exit_text = f" exit {code}" if code is not None else ""
         detail = said.detail or "no output"

@@ -11,20 +11,12 @@ from typing import Literal
 import pyarrow as pa
 
 from medic import schema
-from medic.detectors.jobs import FAILURE_STATES, TERMINAL_STATES
 
 SlurmAction = Literal["drain", "requeue", "hold", "release", "cancel"]
 SLURM_ACTIONS: tuple[SlurmAction, ...] = ("drain", "requeue", "hold", "release", "cancel")
 NODE_ACTIONS = frozenset({"drain", "resume"})
 JOB_ACTIONS = frozenset({"requeue", "hold", "release", "cancel"})
 NOTIFY = "notify"
-ENDED_JOB_STATES = TERMINAL_STATES - {"REQUEUED"}
-"""Job states after which ``scancel`` has nothing left to do (a REQUEUED job comes back)."""
-DELIBERATE_END_STATES = ENDED_JOB_STATES - FAILURE_STATES
-"""Job states of a job that was ended on purpose (completed, cancelled, out of time, preempted):
-``scontrol requeue`` would bring it back to life (Slurm requeues an ended job), so medic never
-requeues one, even when its detection was made while the job still ran."""
-
 Status = Literal["done", "failed", "suppressed", "recorded"]
 """``done``: executed and its effect verified in Slurm; ``failed``: the executor gave up or the
 effect could not be verified; ``suppressed``: a guard stopped it (``Decision.guard`` names it);

@@ -25,8 +25,8 @@ from medic.actions.guards import Guards, Verdict
 from medic.actions.model import NOTIFY, Intent
 from medic.actions.recovery_config import RestartLoopConfig
 from medic.detectors.base import Detection
-from medic.detectors.jobs import job_state
 from medic.ingest.base import Batch
+from medic.slurm import PENDING, RUNNING, job_state
 from medic.timeutil import US
 
 ROUTE = "restart-loop"
@@ -110,10 +110,10 @@ class JobAttempts:
         for job_id, state, at in rows.select("job_id", "state", times).iter_rows():
             job = self.jobs.setdefault(job_id, _Job())
             job.last_seen = max(job.last_seen, at)
-            running = job_state(state) == "RUNNING"
+            running = job_state(state) == RUNNING
             if running:
                 job.stopped = False
-            elif not job.stopped and job_state(state) != "PENDING":
+            elif not job.stopped and job_state(state) != PENDING:
                 job.stopped = True
                 job.restart(at)
 

@@ -13,33 +13,25 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from medic.actions.config import SlurmConfig
 from medic.actions.executor import Poller, Retrier
-from medic.actions.model import (
-    DELIBERATE_END_STATES,
-    ENDED_JOB_STATES,
-    JobFacts,
-    Outcome,
-    done,
-    failed,
+from medic.actions.model import JobFacts, Outcome, done, failed
+from medic.slurm import (
+    JOB_DELIBERATE_END_STATES,
+    JOB_ENDED_STATES,
+    CommandResult,
+    CommandRunner,
+    run_command,
+    transient,
 )
 
 log = logging.getLogger(__name__)
 
-TIMEOUT_RC = 124
 NODE_COUNT_TTL_S = 60.0
-TRANSIENT = re.compile(
-    r"unable to contact slurm controller|socket timed out|zero bytes were transmitted"
-    r"|connection refused|resource temporarily unavailable|timed out after"
-    r"|backup controller in standby",
-    re.IGNORECASE,
-)
 JOB_FIELDS = (
     "JobID",
     "State",
@@ -51,42 +43,6 @@ JOB_FIELDS = (
     "NodeList",
 )
 JOB_FORMAT = ",".join(f"{name}:|" for name in JOB_FIELDS)
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def message(self) -> str:
-        """The first line the command printed on stderr (else stdout), for errors."""
-        for text in (self.stderr, self.stdout):
-            for line in text.splitlines():
-                if line.strip():
-                    return line.strip()
-        return f"exit status {self.returncode}"
-
-
-CommandRunner = Callable[[Sequence[str], float], CommandResult]
-
-
-def run_command(argv: Sequence[str], timeout_s: float) -> CommandResult:
-    """Run ``argv`` (no shell) with a timeout; a missing program or a timeout is a result."""
-    try:
-        proc = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout_s, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return CommandResult(TIMEOUT_RC, "", f"{argv[0]}: timed out after {timeout_s:g} s")
-    except OSError as exc:
-        return CommandResult(127, "", f"{argv[0]}: {exc.strerror or exc}")
-    return CommandResult(proc.returncode, proc.stdout, proc.stderr)
-
-
-def transient(result: CommandResult) -> bool:
-    return result.returncode != 0 and bool(TRANSIENT.search(result.stderr + result.stdout))
 
 
 class SlurmError(Exception):
@@ -231,7 +187,7 @@ class SlurmCli:
         if not state:
             raise SlurmError(f"scontrol show job {job_id}: no JobState in {result.stdout[:80]!r}")
         code = fields.get("ExitCode", "").partition(":")[0]
-        ended = state in ENDED_JOB_STATES
+        ended = state in JOB_ENDED_STATES
         return state, int(code) if ended and code.isdigit() else None
 
     def hostnames(self, hostlist: str) -> list[str]:
@@ -366,7 +322,7 @@ class SlurmCli:
             _, job = self.poller.until(
                 lambda: self._known_job(job_id), lambda j: j.state != "COMPLETING"
             )
-        if job.state in DELIBERATE_END_STATES:
+        if job.state in JOB_DELIBERATE_END_STATES:
             return done(f"job {job_id} ended on purpose ({job.state}): not requeued", changed=False)
         requeued = job.state != "PENDING"
         ran_on: set[str] = set()
@@ -463,7 +419,7 @@ class SlurmCli:
 
     def _cancel(self, job_id: str) -> Outcome:
         job = self._known_job(job_id)
-        if job.state in ENDED_JOB_STATES:
+        if job.state in JOB_ENDED_STATES:
             return done(f"job {job_id} already ended ({job.state})", changed=False)
         self._command(["scancel", job_id])
         ok, job = self.poller.until(

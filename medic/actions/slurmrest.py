@@ -19,7 +19,8 @@ import httpx
 
 from medic.actions.config import SlurmConfig
 from medic.actions.executor import Poller, Retrier
-from medic.actions.model import ENDED_JOB_STATES, JobFacts, Outcome, done, failed
+from medic.actions.model import JobFacts, Outcome, done, failed
+from medic.slurm import CANCELLED, JOB_ENDED_STATES, NODE_DRAIN_FLAG
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ class SlurmRest:
         return {
             str(n.get("name")): str(n.get("reason") or "")
             for n in nodes
-            if "DRAIN" in (n.get("state_flags") or [])
+            if NODE_DRAIN_FLAG in (n.get("state_flags") or [])
         }
 
     def _unsupported(self, action: str) -> Outcome:
@@ -191,11 +192,11 @@ class SlurmRest:
 
     def _cancel(self, job_id: str) -> Outcome:
         job = self._known_job(job_id)
-        if job.get("job_state") in ENDED_JOB_STATES:
+        if job.get("job_state") in JOB_ENDED_STATES:
             return done(f"job {job_id} already ended ({job.get('job_state')})", changed=False)
         self._request("DELETE", f"/job/{job_id}")
         ok, job = self.poller.until(
-            lambda: self._known_job(job_id), lambda j: j.get("job_state") == "CANCELLED"
+            lambda: self._known_job(job_id), lambda j: j.get("job_state") == CANCELLED
         )
         if not ok:
             return failed(f"cancel of job {job_id} not seen (state {job.get('job_state')})")

@@ -39,11 +39,9 @@ from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
+from medic.slurm import JOB_CRASH_STATES, JOB_NODE_FAILURE_STATES
 from medic.timeutil import US
 
-CRASH_STATES = frozenset({"FAILED", "OUT_OF_MEMORY"})
-HARDWARE_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
-"""Job ends that are another detector's (node_failure)."""
 HARDWARE_KINDS = ("gpu_fault", "node_failure")
 EXPLAINING_KINDS = (*HARDWARE_KINDS, "hang")
 """Fatal evidence of these kinds explains a job's later errors."""
@@ -279,16 +277,16 @@ class CrashDetector(WatchesLiveness):
         for job_id in changes.ended:
             info = self.book.jobs.jobs[job_id]
             end = info.ended_at if info.ended_at is not None else 0
-            if info.state in HARDWARE_STATES:
+            if info.state in JOB_NODE_FAILURE_STATES:  # node_failure's
                 self.pending.pop(job_id, None)
             elif (
-                info.state in CRASH_STATES
+                info.state in JOB_CRASH_STATES
                 and info.exit_code != 0
                 and job_id not in self.book.reported
                 and job_id not in self.faulted
             ):
                 self._failed(job_id, info.state, info.exit_code, end, info.all_nodes)
-            elif info.state not in CRASH_STATES:
+            elif info.state not in JOB_CRASH_STATES:
                 self._stop(job_id, end)
 
     def _failed(

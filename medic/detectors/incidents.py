@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 from medic.detectors.attribution import Evidence, JobEvidence
 from medic.detectors.base import Detection
-from medic.detectors.jobs import FAILURE_STATES, JobTracker, started_jobs
+from medic.detectors.jobs import JobTracker, started_jobs
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
+from medic.slurm import JOB_FAILURE_STATES
 from medic.timeutil import US
 
 Headline = Callable[[str, JobEvidence], str]
@@ -124,7 +125,7 @@ class IncidentBook:
             return True
         if info.ended_at is None or info.ended_at >= time:
             return True
-        return info.state in FAILURE_STATES and info.ended_at >= time - self.grace_us
+        return info.state in JOB_FAILURE_STATES and info.ended_at >= time - self.grace_us
 
     def report(
         self,

@@ -13,23 +13,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from medic.ingest.base import Batch
+from medic.slurm import JOB_TERMINAL_STATES, PENDING, RUNNING, job_state
 
-TERMINAL_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "REQUEUED",
-    }
-)
-FAILURE_STATES = frozenset({"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"})
-"""Terminal states of a job that something went wrong in (the others are deliberate ends)."""
 RANK_PREFIX = r"^\[rank(\d+)\]:"
 
 
@@ -73,17 +58,12 @@ class JobInfo:
         return self.nodes or tuple(sorted(self.last_seen))
 
 
-def job_state(state: str) -> str:
-    """The base Slurm job state without flags (``CANCELLED by 0`` -> ``CANCELLED``)."""
-    return state.split()[0].split("+")[0].upper() if state else state
-
-
 def started_jobs(frame: pl.DataFrame) -> list[str]:
     """Jobs that a scheduler frame shows (re)starting to run: a requeued job is a new attempt."""
     if frame.is_empty():
         return []
     rows = frame.filter(
-        (pl.col("kind") == "job") & pl.col("state").str.to_uppercase().str.starts_with("RUNNING")
+        (pl.col("kind") == "job") & pl.col("state").str.to_uppercase().str.starts_with(RUNNING)
     )
     return rows.get_column("job_id").drop_nulls().unique().to_list()
 
@@ -145,14 +125,14 @@ class JobTracker:
             info = self.get(job_id)
             base = job_state(state)
             info.state = base
-            info.pending_since = time if base == "PENDING" else None
+            info.pending_since = time if base == PENDING else None
             if nodes:
                 info.nodes = tuple(nodes)
-            if base == "RUNNING":
+            if base == RUNNING:
                 if info.started_at is None or info.ended_at is not None:
                     info.started_at = time
                 info.ended_at = None
-            elif base in TERMINAL_STATES and info.ended_at is None:
+            elif base in JOB_TERMINAL_STATES and info.ended_at is None:
                 info.ended_at = time
                 info.exit_code = exit_code
                 ended.append(job_id)

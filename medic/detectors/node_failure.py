@@ -51,10 +51,9 @@ from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
 from medic.frames import collect, newest_by
 from medic.ingest.base import Batch
+from medic.slurm import NODE_FAIL, NODE_FAILED_STATES
 from medic.timeutil import US
 
-FAILED_NODE_STATES = ("NOT_RESPONDING", "DOWN", "FAIL", "FAILING")
-NODE_FAIL_JOB_STATES = frozenset({"NODE_FAIL"})
 RETENTION_US = 3600 * US
 POWER_BASELINE_US = 60 * US
 """The span before a silence that the job's working power is measured over."""
@@ -84,7 +83,7 @@ class NodeFailureConfig:
     barrier, and in a data stall the stalled rank's GPU idles, so neither pegs them all."""
     ended_grace_s: NonNegative = 60.0
     """A job that failed this recently is still watched for its nodes' silence."""
-    node_states: tuple[str, ...] = FAILED_NODE_STATES
+    node_states: tuple[str, ...] = NODE_FAILED_STATES
     """Slurm node state flags that mean the node failed."""
     fabric_hold_s: NonNegative = 20.0
     """A fabric error that may pass (a port error, a peer's retries exhausted) counts only if
@@ -337,7 +336,7 @@ class NodeFailureDetector(WatchesLiveness):
             evidence.append((None, Evidence(time, what, node, role="root", hardware=True)))
         for job_id in ended:
             info = self.book.jobs.jobs[job_id]
-            if info.state in NODE_FAIL_JOB_STATES:
+            if info.state == NODE_FAIL:
                 node = self._likeliest(list(info.all_nodes))
                 end = info.ended_at or 0
                 item = Evidence(end, "the job ended NODE_FAIL", node, role="root", hardware=True)

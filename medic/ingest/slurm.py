@@ -41,27 +41,12 @@ import httpx
 import pyarrow as pa
 
 from medic import schema
-from medic.actions.slurm_cli import CommandRunner, run_command
 from medic.config import Positive
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.live import SourceError, SourceStats, first_line, wall_us
+from medic.slurm import JOB_ENDED_STATES, MISSING_PROGRAM_RC, CommandRunner, run_command
 
 log = logging.getLogger(__name__)
-
-ENDED = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "OUT_OF_MEMORY",
-        "PREEMPTED",
-        "BOOT_FAIL",
-        "DEADLINE",
-    }
-)
-MISSING_PROGRAM_RC = 127
 
 
 @dataclass(frozen=True)
@@ -245,7 +230,7 @@ class SlurmSource:
 
     def _keep_ended_as_seen(self, current: dict[str, JobState]) -> None:
         """Take the jobs that ended before medic started as already seen (no row for them)."""
-        ended = {j: s for j, s in current.items() if s[0].split("+")[0].upper() in ENDED}
+        ended = {j: s for j, s in current.items() if s[0].split("+")[0].upper() in JOB_ENDED_STATES}
         if ended:
             self.jobs.update(ended)
             self.stats.add("ended_before_start", len(ended))
@@ -308,7 +293,7 @@ def _job(job: dict[str, Any]) -> tuple[str, JobState] | None:
     raw_state = job.get("job_state")
     state = "+".join(raw_state) if isinstance(raw_state, list) else str(raw_state or "UNKNOWN")
     base = state.split("+")[0].upper()
-    exit_code = _exit_code(job.get("exit_code")) if base in ENDED else None
+    exit_code = _exit_code(job.get("exit_code")) if base in JOB_ENDED_STATES else None
     reason = str(job.get("state_reason") or "")
     return name, (state, _allocated(job), exit_code, None if reason in ("", "None") else reason)
 

@@ -3,7 +3,8 @@ from collections.abc import Sequence
 import pytest
 
 from medic.actions.config import SlurmConfig
-from medic.actions.slurm_cli import JOB_FORMAT, CommandResult, SlurmCli, run_command
+from medic.actions.slurm_cli import JOB_FORMAT, SlurmCli
+from medic.slurm import CommandResult, run_command
 
 REASON = "medic: gpu_fault job 42 detection abc: Xid 79"
 

@@ -12,11 +12,12 @@ from medic.actions.config import load_rules
 from medic.actions.ledger import Ledger
 from medic.actions.notifiers import Notifiers
 from medic.actions.recorder import RecordingExecutor
-from medic.actions.slurm_cli import JOB_FORMAT, CommandResult, SlurmCli
+from medic.actions.slurm_cli import JOB_FORMAT, SlurmCli
 from medic.actions.slurmrest import SlurmRest
 from medic.actions.stage import ActionStage, drain_reason
 from medic.config import ConfigError
 from medic.detectors.base import Detection
+from medic.slurm import CommandResult
 from tests.builders import at
 
 NODES = [f"n{i}" for i in range(100)]

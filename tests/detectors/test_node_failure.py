@@ -7,13 +7,13 @@ import pytest
 from medic.config import ConfigError, from_dict
 from medic.detectors.liveness import GpuLatestParser
 from medic.detectors.node_failure import (
-    FAILED_NODE_STATES,
     JobPower,
     NodeFailureConfig,
     NodeFailureDetector,
     failed_state,
 )
 from medic.ingest.replay import Delay, ReplayConfig
+from medic.slurm import NODE_FAILED_STATES
 from medic.timeutil import US
 from tests.builders import at, batch, log
 from tests.detectors.scenarios import Job, detect, seconds
@@ -183,9 +183,9 @@ def test_silence_of_a_node_whose_job_completed_is_not_a_failure() -> None:
 
 
 def test_node_state_flags_are_parsed_as_slurm_prints_them() -> None:
-    assert failed_state("IDLE+NOT_RESPONDING", FAILED_NODE_STATES) == "NOT_RESPONDING"
-    assert failed_state("down*", FAILED_NODE_STATES) == "DOWN"
-    assert failed_state("MIXED+DRAIN", FAILED_NODE_STATES) is None
+    assert failed_state("IDLE+NOT_RESPONDING", NODE_FAILED_STATES) == "NOT_RESPONDING"
+    assert failed_state("down*", NODE_FAILED_STATES) == "DOWN"
+    assert failed_state("MIXED+DRAIN", NODE_FAILED_STATES) is None
 
 
 def test_state_is_bounded_and_freed() -> None:

@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from medic import schema
-from medic.actions.slurm_cli import CommandResult
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.live import SourceError
 from medic.ingest.slurm import SlurmSource, SlurmSourceConfig
+from medic.slurm import CommandResult
 from tests.builders import T0
 
 DATA = Path(__file__).parent / "data"
