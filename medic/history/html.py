@@ -19,10 +19,10 @@ from matplotlib.ticker import MaxNLocator
 from medic.history.report import (
     Report,
     detections_by_day,
-    format_cell,
     overview_rows,
     sections,
 )
+from medic.history.tables import format_cell
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 68em; color: #222; }

@@ -21,6 +21,7 @@ from rich.console import Console
 
 from medic.actions.recovery_config import LemonConfig
 from medic.history.store import DuckDBStore, HistoryStore
+from medic.history.tables import frame_table
 from medic.timeutil import US
 
 log = logging.getLogger(__name__)
@@ -134,8 +135,6 @@ NODE_COLUMNS = (
 
 
 def print_nodes(frame: pl.DataFrame, console: Console) -> None:
-    from medic.history.report import frame_table
-
     shown = frame.select([c for c in NODE_COLUMNS if c in frame.columns])
     for state, rows in shown.group_by("state", maintain_order=True):
         console.print(frame_table(f"{state[0]} ({rows.height})", rows.drop("state")))

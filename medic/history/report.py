@@ -10,7 +10,6 @@ renders rich tables; ``medic.history.html`` renders the same report as one HTML 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from medic.history.config import HistoryConfig
 from medic.history.goodput import Goodput, goodput
 from medic.history.nodes import report_lemons
 from medic.history.store import HistoryStore
+from medic.history.tables import format_cell, frame_table
 
 OVERVIEW = """
 SELECT
@@ -214,23 +214,6 @@ def savings_note(report: Report) -> str:
     )
 
 
-def format_cell(value: Any) -> str:
-    """One value as the report shows it."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:,.2f}" if abs(value) < 10 else f"{value:,.1f}"
-    if isinstance(value, dt.datetime):
-        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, list):
-        return ", ".join(map(str, value))
-    return str(value)
-
-
 def detections_by_day(report: Report) -> pl.DataFrame:
     """Detections per day (rows) and kind (columns)."""
     daily = report.detections_daily
@@ -308,17 +291,6 @@ def sections(report: Report) -> list[Section]:
             savings_note(report),
         ),
     ]
-
-
-def frame_table(title: str, frame: pl.DataFrame, note: str = "") -> Table:
-    table = Table(title=title, title_justify="left", caption=note or None, caption_justify="left")
-    for name, dtype in frame.schema.items():
-        table.add_column(name.replace("_", " "), justify="right" if dtype.is_numeric() else "left")
-    for row in frame.iter_rows():
-        table.add_row(*(format_cell(value) for value in row))
-    if frame.is_empty():
-        table.caption = "none recorded" + (f"; {note}" if note else "")
-    return table
 
 
 def print_report(report: Report, console: Console) -> None:
