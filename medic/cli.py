@@ -468,8 +468,8 @@ def report(
     overrides [history] watchdog_timeout_s."""
     from medic.actions.config import load_rules
     from medic.history.config import history_config
+    from medic.history.pages import render_report
     from medic.history.remote import fetch_report, held_by_another_process, service_url
-    from medic.history.report import render_report
     from medic.history.store import DuckDBStore
 
     settings = load_settings(config_file)

@@ -43,7 +43,7 @@ from medic.actions.stage import ActionStage
 from medic.config import Count, Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
 from medic.history.config import history_config
-from medic.history.report import render_report
+from medic.history.pages import render_report
 from medic.history.store import DuckDBStore
 from medic.history.writer import HistoryWriter
 from medic.incident import Incident

@@ -9,9 +9,7 @@ renders rich tables; ``medic.history.html`` renders the same report as one HTML 
 
 from __future__ import annotations
 
-import dataclasses
 import io
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -309,26 +307,3 @@ def report_text(report: Report) -> str:
     buffer = io.StringIO()
     print_report(report, Console(file=buffer, width=160, color_system=None))
     return buffer.getvalue()
-
-
-def render_report(
-    store: HistoryStore,
-    config: HistoryConfig,
-    kind: str,
-    params: Mapping[str, str],
-    lemon: LemonConfig | None = None,
-) -> str:
-    """The report as text or HTML, with ``top`` and ``watchdog_s`` read from ``params`` (the
-    service's /report query; ValueError names a bad one) and lemon nodes scored by ``lemon``."""
-    from medic.history.html import render_html
-
-    try:
-        top = int(params.get("top", "10"))
-        watchdog_s = float(params.get("watchdog_s", config.watchdog_timeout_s))
-    except ValueError:
-        raise ValueError("top must be an integer and watchdog_s a number") from None
-    if top < 1 or not watchdog_s > 0:
-        raise ValueError("top must be at least 1 and watchdog_s positive")
-    config = dataclasses.replace(config, watchdog_timeout_s=watchdog_s)
-    report = build_report(store, config, top, lemon)
-    return render_html(report) if kind == "html" else report_text(report)
