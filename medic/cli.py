@@ -506,7 +506,8 @@ def report(
 def nodes(db_path: Path | None, config_file: Path | None, slurm: bool) -> None:
     """Nodes by Slurm state with their history: medic's checks and resumes, drains by others,
     incidents that blamed them, jobs hit and lemon score ([rules.lifecycle.lemon])."""
-    from medic.history.nodes import nodes_report, print_nodes
+    from medic.actions.nodes_report import nodes_report
+    from medic.history.nodes import print_nodes
     from medic.settings import load_settings
 
     print_nodes(nodes_report(load_settings(config_file), db_path, slurm), wide_console())

@@ -11,20 +11,14 @@ bad node). Lemon nodes are kept out by the lifecycle and listed by the report.
 from __future__ import annotations
 
 import dataclasses
-import logging
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
 import polars as pl
 from rich.console import Console
 
 from medic.actions.recovery_config import LemonConfig
-from medic.history.store import DuckDBStore, HistoryStore
+from medic.history.store import HistoryStore
 from medic.history.tables import frame_table
 from medic.timeutil import US
-
-log = logging.getLogger(__name__)
 
 LEMON_SCORES = """
 WITH weights(kind, weight) AS (SELECT * FROM (VALUES {weights})),
@@ -138,29 +132,6 @@ def print_nodes(frame: pl.DataFrame, console: Console) -> None:
     shown = frame.select([c for c in NODE_COLUMNS if c in frame.columns])
     for state, rows in shown.group_by("state", maintain_order=True):
         console.print(frame_table(f"{state[0]} ({rows.height})", rows.drop("state")))
-
-
-def nodes_report(
-    settings: Mapping[str, Any], db_path: Path | None, ask_slurm: bool
-) -> pl.DataFrame:
-    """What ``medic nodes`` shows: the history's nodes (read-only) and, unless told not to ask
-    or Slurm cannot answer, Slurm's current state of each node."""
-    from medic.actions.config import load_rules
-    from medic.actions.slurm_cli import SlurmCli, SlurmError
-    from medic.history.config import history_config
-
-    rules = load_rules(settings.get("rules"))
-    path = db_path or Path(history_config(settings).path)
-    with DuckDBStore(path, read_only=True) as store:
-        now = int(store.sql("SELECT epoch_us(now())").column(0)[0].as_py())
-        table = node_table(store, rules.lifecycle.lemon, now)
-    slurm = None
-    if ask_slurm:
-        try:
-            slurm = [(n.name, n.state, n.reason) for n in SlurmCli(rules.slurm).list_nodes()]
-        except SlurmError as exc:
-            log.warning("Slurm not asked: %s", exc)
-    return with_slurm(table, slurm)
 
 
 def report_lemons(store: HistoryStore, config: LemonConfig, top: int) -> pl.DataFrame:
