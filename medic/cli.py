@@ -469,8 +469,8 @@ def report(
     from medic.actions.config import load_rules
     from medic.history.config import history_config
     from medic.history.pages import render_report
-    from medic.history.remote import fetch_report, held_by_another_process, service_url
     from medic.history.store import DuckDBStore
+    from medic.remote_report import fetch_report, held_by_another_process, service_url
 
     settings = load_settings(config_file)
     config = history_config(settings)

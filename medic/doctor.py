@@ -27,7 +27,6 @@ from medic.config import ConfigError
 from medic.config_tables import effective_settings
 from medic.history import HistoryError
 from medic.history.config import history_config
-from medic.history.remote import held_by_another_process
 from medic.history.store import DuckDBStore
 from medic.ingest.files import FilesConfig, OutputPattern
 from medic.ingest.live import wall_us
@@ -35,6 +34,7 @@ from medic.ingest.prometheus import PrometheusConfig
 from medic.ingest.slurm import SlurmSource, SlurmSourceConfig
 from medic.ingest.sources import SourcesConfig, sources_config
 from medic.ingest.victorialogs import VictoriaLogsConfig, rfc3339_ns
+from medic.remote_report import held_by_another_process
 from medic.service import ServiceConfig, service_config
 from medic.service_http import parse_listen
 from medic.slurm import run_command
