@@ -542,8 +542,8 @@ def history_import(
     as `medic backtest --out` writes them) into the history database ([history] path unless
     --db), created if needed. Importing the same files again adds nothing."""
     from medic.history.config import history_config
-    from medic.history.importer import import_backtest
     from medic.history.store import DuckDBStore
+    from medic.history_import import import_backtest
 
     if not results and not recording_paths:
         fail("nothing to import: name backtest result directories or --recordings")

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from medic.cli import main
 from medic.detectors.base import detections_table
 from medic.history import HistoryError
-from medic.history.importer import import_backtest
 from medic.history.store import DuckDBStore
+from medic.history_import import import_backtest
 from tests.builders import log, recording, write
 from tests.history.rows import action, actions, detection, gpu, job
 
