@@ -9,7 +9,7 @@ never with the wall clock.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -142,12 +142,6 @@ class Pipeline:
                 self._parsed.update(parse_ahead(readers, batches))
             for event in stretch:
                 emitted.extend(self.process(event))
-        return emitted
-
-    async def run_async(self, events: AsyncIterable[Event]) -> list[Detection]:
-        emitted: list[Detection] = []
-        async for event in events:
-            emitted.extend(self.process(event))
         return emitted
 
     def state_size(self) -> int:

@@ -168,10 +168,6 @@ class HistoryWriter:
         """Rows held for minutes not yet summarised."""
         return sum(buffer.rows for buffer in self.buffers.values())
 
-    def record_detections(self, table: pa.Table) -> int:
-        """Detections in the spec's schema, with an optional ``onset`` column."""
-        return self._write_conformed("detections", table, DETECTION_ROWS)
-
     def record_actions(self, table: pa.Table) -> int:
         """Action decisions in ``medic.schema.ACTIONS``, suppressed ones included."""
         return self._write_conformed("actions", table, schema.ACTIONS)
