@@ -62,8 +62,9 @@ def calibrate_backtest(
 ) -> CalibrationRun:
     """Fit the calibration on every recording of ``report`` (the recordings at ``paths``);
     with ``holdout`` patterns, first check a fit on the others against the matching ones.
-    ``source`` says where the detections came from, for the provenance. ValueError when the
-    backtest has no detection, or a side of the hold-out split has none."""
+    ``source`` names where the detections came from (a folder's name, or ``replayed``), for
+    the provenance. ValueError when the backtest has no detection, or a side of the hold-out
+    split has none."""
     outcomes = calibration_outcomes(report)
     if outcomes.is_empty():
         raise ValueError("the backtest has no detections to fit a calibration on")
@@ -79,9 +80,10 @@ def calibrate_backtest(
 
 
 def what_was_fitted(paths: Sequence[Path], method: str, source: str) -> dict[str, Any]:
-    """The provenance of a fit on the recordings at ``paths``: their suites (parent
-    directories), count, generators, scenarios and seeds (from meta.json, where a generator
-    recorded them), the method, the date, medic's version and the commit of its source tree."""
+    """The provenance of a fit on the recordings at ``paths``: their suites (the names of their
+    parent directories, never a machine's paths), count, generators, scenarios and seeds (from
+    meta.json, where a generator recorded them), the method, the date, medic's version and the
+    commit of its source tree."""
     metas = [_meta(path) for path in paths]
     found = {
         "fitted_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
@@ -89,7 +91,7 @@ def what_was_fitted(paths: Sequence[Path], method: str, source: str) -> dict[str
         "commit": source_commit(),
         "method": method,
         "detections": source,
-        "suites": sorted({str(path.parent) for path in paths}),
+        "suites": sorted({path.resolve().parent.name for path in paths}),
         "recordings": len(paths),
         "generators": sorted({str(m["generator"]) for m in metas if "generator" in m}),
         "scenarios": sorted({str(m["scenario"]) for m in metas if "scenario" in m}),

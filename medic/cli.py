@@ -264,7 +264,7 @@ def calibrate(
     require_labels(recordings)
     if detections_dir is not None:
         report = read_backtest(recordings, detections_dir)
-        source = str(detections_dir)
+        source = detections_dir.resolve().name
     else:
         settings = load_settings(config_file)
         if delays:

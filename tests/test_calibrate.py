@@ -45,8 +45,8 @@ def test_it_fits_on_a_backtest_checks_on_held_out_recordings_and_writes_the_file
     calibration = read_calibration(target)
     assert calibration.calibrated("hang", 0.9) > 0.7 > 0.3 > calibration.calibrated("hang", 0.55)
     provenance = calibration.provenance
-    assert provenance["recordings"] == 4 and provenance["detections"] == str(out)
-    assert provenance["suites"] == [str(suite)] and provenance["fitted_at"]
+    assert provenance["recordings"] == 4 and provenance["detections"] == out.name
+    assert provenance["suites"] == [suite.name] and provenance["fitted_at"]
     check = provenance["check"]
     assert (check["fitted_recordings"], check["held_out_recordings"]) == (3, 1)
     assert check["kinds"]["hang"]["detections"] == 2

@@ -105,5 +105,7 @@ def test_the_shipped_calibration_maps_every_kind_monotonically_with_its_provenan
         assert score_map.true > 0
     for key in ("fitted_at", "commit", "seeds", "suites", "check"):
         assert key in shipped.provenance
+    named = [shipped.provenance["detections"], *shipped.provenance["suites"]]
+    assert not any("/" in name for name in named)  # names, not a machine's paths
     assert calibration_of(False, "") is None
     assert calibration_of(True, "") == shipped
