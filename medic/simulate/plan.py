@@ -10,14 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from medic.simulate.cluster import GPUS_PER_NODE
-
-if TYPE_CHECKING:
-    from medic.simulate.rank_timings import RankTimings
 
 
 class Mode(IntEnum):
@@ -168,6 +164,24 @@ class Job:
     """An administrative power cap on every GPU of the job (a uniformly slow job)."""
     runs: list[Run] = field(default_factory=list)
     traps: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RankTimings:
+    """What a run prints of its ranks' timings, and which ranks are slow from when."""
+
+    style: str
+    """``megatron_timers`` or ``nvrx``."""
+    seed: int
+    slow: dict[int, float] = field(default_factory=dict)
+    """rank -> factor on its own work, from ``since``."""
+    since: float = 0.0
+    report_s: float = 120.0
+    """NVRx's report interval."""
+    stages: int = 1
+    """Megatron's pipeline stages."""
+    last_stage_extra: float = 0.0
+    """How much longer the last stage's forward and backward compute take (output layer, loss)."""
 
 
 @dataclass

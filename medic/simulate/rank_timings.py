@@ -32,14 +32,12 @@ README example shows 0.4% between its fastest and slowest rank's compute over 32
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from medic.simulate.cluster import GPUS_PER_NODE
 from medic.simulate.faults import fault_time, pick_culprit, slow_down, thermal
 from medic.simulate.frameworks import Lines, logged
-from medic.simulate.plan import Run
+from medic.simulate.plan import RankTimings, Run
 from medic.simulate.world import World
 
 MEGATRON_TIMERS = (
@@ -54,24 +52,6 @@ OWN_WORK = 0.83
 own work takes f times longer makes each step about 1 + 0.83 (f - 1) times longer."""
 NVRX_THRESHOLD = 0.75
 NVRX_SHOWN = 3
-
-
-@dataclass
-class RankTimings:
-    """What a run prints of its ranks' timings, and which ranks are slow from when."""
-
-    style: str
-    """``megatron_timers`` or ``nvrx``."""
-    seed: int
-    slow: dict[int, float] = field(default_factory=dict)
-    """rank -> factor on its own work, from ``since``."""
-    since: float = 0.0
-    report_s: float = 120.0
-    """NVRx's report interval."""
-    stages: int = 1
-    """Megatron's pipeline stages."""
-    last_stage_extra: float = 0.0
-    """How much longer the last stage's forward and backward compute take (output layer, loss)."""
 
 
 def printing(world: World, run: Run) -> RankTimings:
