@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import pyarrow as pa
 from medic import schema
 from medic.config import ConfigError, to_dict
 from medic.recording import Recording, make_meta
-from medic.simulate import traps
+from medic.simulate import delivery, traps
 from medic.simulate.joblogs import render_run
 from medic.simulate.phases import phase_effects
 from medic.simulate.plan import GpuEffect, Run, paint_modes
@@ -239,7 +240,10 @@ def _render(world: World, scenario: Scenario, seed: int, params: Common) -> Reco
     return Recording(
         meta=meta,
         logs=world.sink.table(
-            drop=outside, deliver=None if variation is None else variation.deliver(world)
+            drop=outside,
+            deliver=None
+            if variation is None
+            else partial(delivery.deliver, world=world, variation=variation),
         ),
         gpu=gpu,
         scheduler=world.slurm.table(world.clock, world.seconds),

@@ -37,11 +37,9 @@ plain simulator draws exactly what it drew before. What varies, and where it com
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 from medic.simulate.plan import Holdup, PortCount, Run, TrainSpec
 from medic.simulate.quiet_faults import ib_flap
@@ -168,12 +166,6 @@ class Variation:
             world.traps.append("ib_link_flap")
         if world.fabric_rng.random() < 0.2:
             switch_retrain(world)
-
-    def deliver(self, world: World) -> Callable[[pl.DataFrame], pl.DataFrame]:
-        """The log lines as the collector receives them (see ``medic.simulate.delivery``)."""
-        from medic.simulate.delivery import deliver
-
-        return lambda frame: deliver(frame, world, self)
 
     def meta(self, world: World) -> dict[str, Any]:
         """What was varied, for meta.json."""
