@@ -200,7 +200,7 @@ class Service:
         open_incidents = self.pipeline.correlator.open
         rows = self.store.sql(
             "SELECT epoch_us(time) AS at, job_id FROM actions WHERE action = 'requeue' "
-            "AND status = 'done' AND job_id IS NOT NULL ORDER BY time"
+            "AND status IN ('done', 'partial') AND job_id IS NOT NULL ORDER BY time"
         )
         for at, job_id in zip(*rows.to_pydict().values(), strict=True):
             incident = open_incidents.get(job_id)

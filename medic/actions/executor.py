@@ -3,8 +3,9 @@ executors share.
 
 Every executor call returns an ``Outcome`` instead of raising: a Slurm that is down, answers
 garbage or refuses ends as a ``failed`` outcome whose detail says why, and the stage records
-it. Calls are idempotent (draining a drained node succeeds without touching it) and verify their
-effect by re-reading Slurm state before they report ``done``.
+it. Calls are idempotent (draining a drained node succeeds without touching it) and their outcome
+is what Slurm shows afterwards, not a command's exit status: ``done`` when the effect shows,
+``partial`` when part of it does (a requeue without its exclusion).
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ class Executor(Protocol):
 
     def resume(self, node: str) -> Outcome: ...
 
-    def requeue(self, job_id: str, exclude: Sequence[str] = ()) -> Outcome:
-        """Requeue the job so it restarts from its checkpoint, never on ``exclude``."""
+    def requeue(
+        self, job_id: str, exclude: Sequence[str] = (), since_restarts: int | None = None
+    ) -> Outcome:
+        """Requeue the job so it restarts from its checkpoint, never on ``exclude``; a job
+        whose restart count is already above ``since_restarts`` (read when the requeue was
+        planned) was requeued: only its exclusion is made sure of."""
         ...
 
     def hold(self, job_id: str) -> Outcome: ...

@@ -17,9 +17,11 @@ SLURM_ACTIONS: tuple[SlurmAction, ...] = ("drain", "requeue", "hold", "release",
 NODE_ACTIONS = frozenset({"drain", "resume"})
 JOB_ACTIONS = frozenset({"requeue", "hold", "release", "cancel"})
 NOTIFY = "notify"
-Status = Literal["done", "failed", "suppressed", "recorded"]
-"""``done``: executed and its effect verified in Slurm; ``failed``: the executor gave up or the
-effect could not be verified; ``suppressed``: a guard stopped it (``Decision.guard`` names it);
+Status = Literal["done", "partial", "failed", "suppressed", "recorded"]
+"""``done``: Slurm shows the action's effect afterwards (whatever its command's exit status);
+``partial``: Slurm shows part of it (a requeue without its exclusion); ``failed``: the executor
+gave up, refused (a node Slurm does not know) or Slurm does not show the effect;
+``suppressed``: a guard stopped it (``Decision.guard`` names it);
 ``recorded``: the backtest recorder took it down instead of executing it."""
 
 

@@ -47,7 +47,9 @@ class RecordingExecutor:
     def resume(self, node: str) -> Outcome:
         return self._recorded()
 
-    def requeue(self, job_id: str, exclude: Sequence[str] = ()) -> Outcome:
+    def requeue(
+        self, job_id: str, exclude: Sequence[str] = (), since_restarts: int | None = None
+    ) -> Outcome:
         return self._recorded()
 
     def hold(self, job_id: str) -> Outcome:

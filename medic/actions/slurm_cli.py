@@ -211,17 +211,20 @@ class SlurmCli:
             return None
         return JobFacts(job_id, job.partition or None, job.user or None, job.state)
 
+    def node_names(self) -> set[str]:
+        """Every node Slurm knows (read afresh: SlurmError when it cannot tell)."""
+        return set(self._command(["sinfo", "-h", "-N", "-o", "%N"]).split())
+
     def node_count(self) -> int | None:
         """Distinct nodes in the cluster (sinfo lists a node once per partition), cached."""
         now = self.clock()
         if self._node_count is not None and now - self._node_count[0] < NODE_COUNT_TTL_S:
             return self._node_count[1]
         try:
-            out = self._command(["sinfo", "-h", "-N", "-o", "%N"])
+            count = len(self.node_names())
         except SlurmError as exc:
             log.warning("cannot count nodes: %s", exc)
             return None
-        count = len(set(out.split()))
         self._node_count = (now, count)
         return count
 
@@ -242,8 +245,10 @@ class SlurmCli:
     def resume(self, node: str) -> Outcome:
         return self._guarded(lambda: self._resume(node))
 
-    def requeue(self, job_id: str, exclude: Sequence[str] = ()) -> Outcome:
-        return self._guarded(lambda: self._requeue(job_id, exclude))
+    def requeue(
+        self, job_id: str, exclude: Sequence[str] = (), since_restarts: int | None = None
+    ) -> Outcome:
+        return self._guarded(lambda: self._requeue(job_id, exclude, since_restarts))
 
     def hold(self, job_id: str) -> Outcome:
         return self._guarded(lambda: self._hold(job_id, held=True))
@@ -316,39 +321,73 @@ class SlurmCli:
             return self._verify_timeout(f"resume of {node}", f"state {after.state}")
         return done(f"node {node} {after.state}")
 
-    def _requeue(self, job_id: str, exclude: Sequence[str]) -> Outcome:
+    def _requeue(
+        self, job_id: str, exclude: Sequence[str], since_restarts: int | None = None
+    ) -> Outcome:
+        unknown = sorted(set(exclude) - self.node_names()) if exclude else []
+        if unknown:
+            return failed(
+                f"node {', '.join(unknown)} is not known to Slurm: requeue of job {job_id} "
+                "refused, nothing run"
+            )
         job = self._known_job(job_id)
         if job.state == "COMPLETING":
             _, job = self.poller.until(
                 lambda: self._known_job(job_id), lambda j: j.state != "COMPLETING"
             )
-        if job.state in JOB_DELIBERATE_END_STATES:
+        already = since_restarts is not None and job.restarts > since_restarts
+        if job.state in JOB_DELIBERATE_END_STATES and not already:
             return done(f"job {job_id} ended on purpose ({job.state}): not requeued", changed=False)
-        requeued = job.state != "PENDING"
+        requeued = job.state != "PENDING" and not already
         ran_on: set[str] = set()
+        said = ""
         if requeued:
             ran_on = set(self.hostnames(job.allocated))
-            before = job.restarts
-            self._command(["scontrol", "requeue", job_id])
-            ok, job = self.poller.until(
-                lambda: self._known_job(job_id),
-                lambda j: j.restarts > before and j.state in ("PENDING", "RUNNING"),
-            )
-            if not ok:
-                return self._verify_timeout(f"requeue of job {job_id}", f"state {job.state}")
-        excluded = self._exclude(job, exclude, ran_on)
-        state = "requeued" if requeued else "was already pending"
+            job, said = self._issue_requeue(job)
+        excluded, missing, why = self._exclude(job, exclude, ran_on)
+        state = "requeued" if requeued or already else "was already pending"
         where = f", excluding {', '.join(sorted(excluded))}" if excluded else ""
         later = ""
         if self.config.restart_now and not ran_on <= excluded:
             later = f"; it may run on {', '.join(sorted(ran_on - excluded))} again, so it waits "
             later += "out Slurm's credential expiry"
-        return done(f"job {job_id} {state} (restarts {job.restarts}){where}{later}", requeued)
+        detail = f"job {job_id} {state} (restarts {job.restarts}){where}{later}{said}"
+        if missing:
+            names = ", ".join(sorted(missing))
+            if not (requeued or already):
+                raise SlurmError(f"job {job_id} ({job.state}) could not exclude {names}{why}")
+            return Outcome("partial", f"{detail}, but not excluded from {names}{why}")
+        return done(detail, requeued or already)
 
-    def _exclude(self, job: SlurmJob, exclude: Sequence[str], ran_on: set[str]) -> set[str]:
+    def _issue_requeue(self, job: SlurmJob) -> tuple[SlurmJob, str]:
+        """Requeue a job and wait for Slurm to show it (its restart count up, pending or
+        running again): the outcome is what Slurm shows, so a requeue whose command failed but
+        happened is done (the command's complaint noted), and one that did not happen fails."""
+        before = job.restarts
+        result = self._run(["scontrol", "requeue", job.job_id])
+
+        def requeued(j: SlurmJob) -> bool:
+            return j.restarts > before and j.state in ("PENDING", "RUNNING")
+
+        said = ""
+        if result.returncode != 0:
+            if self._known_job(job.job_id).restarts <= before:
+                raise SlurmError(f"scontrol requeue: {result.message}")
+            said = f" (scontrol requeue said: {result.message})"
+        ok, job = self.poller.until(lambda: self._known_job(job.job_id), requeued)
+        if not ok:
+            raise SlurmError(
+                f"requeue of job {job.job_id} not seen within {self.config.verify_timeout_s:g} s "
+                f"(state {job.state})"
+            )
+        return job, said
+
+    def _exclude(
+        self, job: SlurmJob, exclude: Sequence[str], ran_on: set[str]
+    ) -> tuple[set[str], set[str], str]:
         """Keep the pending job off ``exclude`` (and start it now, if configured and it cannot
         land on a node it just ran on); returns the job's excluded nodes as Slurm reports them
-        afterwards.
+        afterwards, those of ``exclude`` missing from them, and why (empty when none is).
 
         Slurm revokes a requeued job's credential on the nodes it ran on until ``cred_expire``
         has passed (that is why it delays the job's start): started there sooner, the job is
@@ -361,15 +400,13 @@ class SlurmCli:
                 updates.append("ReqNodeList=")
         if self.config.restart_now and ran_on <= excluded | set(exclude):
             updates.append("StartTime=now")
+        why = f" (the job is {job.state})"
         if updates and job.state == "PENDING":
-            self._command(["scontrol", "update", f"jobid={job.job_id}", *updates])
+            result = self._run(["scontrol", "update", f"jobid={job.job_id}", *updates])
+            why = f" (scontrol update: {result.message})" if result.returncode else ""
             excluded = self.excluded(job.job_id)
         missing = set(exclude) - excluded
-        if missing:
-            raise SlurmError(
-                f"job {job.job_id} ({job.state}) could not exclude {', '.join(sorted(missing))}"
-            )
-        return excluded
+        return excluded, missing, why if missing else ""
 
     def _hold(self, job_id: str, held: bool) -> Outcome:
         verb = "hold" if held else "release"

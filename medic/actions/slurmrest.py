@@ -157,7 +157,9 @@ class SlurmRest:
     def resume(self, node: str) -> Outcome:
         return self._unsupported("resume")
 
-    def requeue(self, job_id: str, exclude: Sequence[str] = ()) -> Outcome:
+    def requeue(
+        self, job_id: str, exclude: Sequence[str] = (), since_restarts: int | None = None
+    ) -> Outcome:
         return self._unsupported("requeue")
 
     def hold(self, job_id: str) -> Outcome:

@@ -81,6 +81,10 @@ def excluded(job_id: str = "42") -> list[str]:
     return ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%x"]
 
 
+NODES = ["sinfo", "-h", "-N", "-o", "%N"]
+CLUSTER = (NODES, ok("n3\nn4\nn5\nn7\nn3\n"))
+
+
 DRAIN = ["scontrol", "update", "nodename=n3", "state=drain", f"reason={REASON}"]
 
 
@@ -171,6 +175,7 @@ def test_resume_is_idempotent() -> None:
 
 def test_requeue_waits_for_pending_then_excludes_the_culprits_and_starts_now() -> None:
     script = Script(
+        CLUSTER,
         (job(), job_line("RUNNING", allocated="n3")),
         (["scontrol", "show", "hostnames", "n3"], ok("n3\n")),
         (["scontrol", "requeue", "42"], ok()),
@@ -195,6 +200,7 @@ def test_a_job_that_may_land_on_a_node_it_ran_on_is_not_started_at_once() -> Non
     """Slurm kills a requeued job started before cred_expire on a node it ran on ("Job
     credential revoked", FAILED): restart_now only when the culprits were all its nodes."""
     script = Script(
+        CLUSTER,
         (job(), job_line("RUNNING", allocated="n[3,5]")),
         (["scontrol", "show", "hostnames", "n[3,5]"], ok("n3\nn5\n")),
         (["scontrol", "requeue", "42"], ok()),
@@ -214,6 +220,7 @@ def test_a_job_that_may_land_on_a_node_it_ran_on_is_not_started_at_once() -> Non
 
 def test_requeue_of_a_pending_job_only_moves_it_off_the_culprits() -> None:
     script = Script(
+        CLUSTER,
         (job(), job_line("PENDING", restarts=1, required="n[2-3]")),
         (excluded(), ok("\n")),
         (["scontrol", "show", "hostnames", "n[2-3]"], ok("n2\nn3\n")),
@@ -231,7 +238,7 @@ def test_requeue_of_a_pending_job_only_moves_it_off_the_culprits() -> None:
 def test_a_job_ended_on_purpose_is_not_brought_back(state: str) -> None:
     """Slurm requeues an ended job too (it runs again): one cancelled by its user after medic's
     detection (Slurm sources poll every few seconds) must stay ended."""
-    script = Script((job(), job_line(state)))
+    script = Script(CLUSTER, (job(), job_line(state)))
     outcome = cli(script).requeue("42", ("n3",))
     assert (outcome.status, outcome.changed) == ("done", False)
     assert outcome.detail == f"job 42 ended on purpose ({state}): not requeued"
@@ -263,10 +270,79 @@ def test_requeue_refused_by_slurm() -> None:
             ["scontrol", "requeue", "42"],
             err("Requested operation is presently disabled for job 42"),
         ),
+        (job(), job_line("RUNNING")),
     )
     outcome = cli(script).requeue("42", ())
     assert outcome.status == "failed"
     assert "presently disabled" in outcome.detail
+    assert script.finished()
+
+
+def test_a_requeue_whose_command_failed_but_happened_is_done() -> None:
+    """The outcome is what Slurm shows afterwards: the restart count went up."""
+    script = Script(
+        CLUSTER,
+        (job(), job_line("RUNNING", restarts=2, allocated="n3")),
+        (["scontrol", "show", "hostnames", "n3"], ok("n3\n")),
+        (["scontrol", "requeue", "42"], err("Invalid node name specified")),
+        (job(), job_line("PENDING", restarts=3)),
+        (job(), job_line("PENDING", restarts=3)),
+        (excluded(), ok("\n")),
+        (["scontrol", "update", "jobid=42", "ExcNodeList=n3"], ok()),
+        (excluded(), ok("n3\n")),
+        (["scontrol", "show", "hostnames", "n3"], ok("n3\n")),
+    )
+    outcome = cli(script).requeue("42", ("n3",))
+    assert outcome.status == "done"
+    assert outcome.detail == (
+        "job 42 requeued (restarts 3), excluding n3 "
+        "(scontrol requeue said: Invalid node name specified)"
+    )
+    assert script.finished()
+
+
+def test_a_requeue_without_its_exclusion_is_partial() -> None:
+    script = Script(
+        CLUSTER,
+        (job(), job_line("RUNNING", restarts=2, allocated="n3")),
+        (["scontrol", "show", "hostnames", "n3"], ok("n3\n")),
+        (["scontrol", "requeue", "42"], ok()),
+        (job(), job_line("PENDING", restarts=3)),
+        (excluded(), ok("\n")),
+        (["scontrol", "update", "jobid=42", "ExcNodeList=n3"], err("Job is no longer pending")),
+        (excluded(), ok("\n")),
+    )
+    outcome = cli(script).requeue("42", ("n3",))
+    assert outcome.status == "partial"
+    assert outcome.ok
+    assert outcome.detail == (
+        "job 42 requeued (restarts 3), but not excluded from n3 "
+        "(scontrol update: Job is no longer pending)"
+    )
+    assert script.finished()
+
+
+def test_a_requeue_already_seen_in_slurm_is_not_issued_again() -> None:
+    """After a restart, a requeue planned when the job had restarted twice, and whose restart
+    count is now 3, happened: only its exclusion is made sure of."""
+    script = Script(
+        CLUSTER,
+        (job(), job_line("PENDING", restarts=3)),
+        (excluded(), ok("n3\n")),
+        (["scontrol", "show", "hostnames", "n3"], ok("n3\n")),
+    )
+    outcome = cli(script).requeue("42", ("n3",), since_restarts=2)
+    assert outcome.status == "done"
+    assert outcome.detail == "job 42 requeued (restarts 3), excluding n3"
+    assert script.finished()
+
+
+def test_a_requeue_naming_a_node_slurm_does_not_know_is_refused_before_anything_runs() -> None:
+    script = Script(CLUSTER)
+    outcome = cli(script).requeue("42", ("vm",))
+    assert outcome.status == "failed"
+    assert outcome.detail == "node vm is not known to Slurm: requeue of job 42 refused, nothing run"
+    assert script.finished()
 
 
 def test_hold_and_release_verify_the_priority() -> None:

@@ -121,3 +121,18 @@ def test_a_failing_migration_is_rolled_back_and_named(monkeypatch: pytest.Monkey
 
     assert current_version(con) == len(broken) - 1
     assert "extra" not in names(con, "table")
+
+
+def test_a_partial_requeue_counts_as_taken(tmp_path: Path) -> None:
+    """A requeue Slurm shows without its exclusion restarted the job all the same."""
+    store = DuckDBStore(tmp_path / "history.duckdb")
+    store.append(
+        "actions",
+        actions(
+            action(1, "d1", "requeue", job_id="7", status="partial"),
+            action(2, "d2", "requeue", job_id="7", status="failed"),
+            action(3, "d3", "requeue", job_id="7", status="done"),
+        ),
+    )
+    rows = store.sql("SELECT medic_requeues FROM v_job_restarts WHERE job_id = '7'").to_pylist()
+    assert rows == [{"medic_requeues": 2}]
