@@ -497,6 +497,32 @@ def report(
 
 
 @main.command()
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
+@click.option(
+    "--journal",
+    "journal_path",
+    type=click.Path(path_type=Path),
+    help="Journal file (default: journal.jsonl in [service] state_dir).",
+)
+@click.option("--unfinished", is_flag=True, help="Only decisions not finished yet.")
+@user_errors
+def actions(config_file: Path | None, journal_path: Path | None, unfinished: bool) -> None:
+    """The action journal: each decision medic planned, its steps (action, target, job) and
+    how far each got (planned, issued, done, partial, failed). Reads the file only, so it
+    works while serve runs; unfinished decisions are resumed when serve starts."""
+    from medic.actions.journal import Journal, render
+    from medic.service import service_config
+    from medic.settings import load_settings
+
+    if journal_path is None:
+        state_dir = Path(service_config(load_settings(config_file)).state_dir)
+        journal_path = state_dir / "journal.jsonl"
+    if not journal_path.exists():
+        raise click.ClickException(f"no journal at {journal_path}")
+    click.echo(render(Journal(journal_path), unfinished), nl=False)
+
+
+@main.command()
 @click.option(
     "--db", "--history", "db_path", type=click.Path(path_type=Path), help="History database."
 )

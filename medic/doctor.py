@@ -271,8 +271,8 @@ def _state_dir(config: ServiceConfig) -> Check:
     path = Path(config.state_dir)
     existing = next((p for p in (path, *path.resolve().parents) if p.exists()), Path("/"))
     if existing.is_dir() and os.access(existing, os.W_OK):
-        return Check("state dir", "ok", f"{path} writable (cursors, action ledger)")
-    return Check("state dir", "fail", f"{path} is not writable (cursors, action ledger)")
+        return Check("state dir", "ok", f"{path} writable (cursors, action journal)")
+    return Check("state dir", "fail", f"{path} is not writable (cursors, action journal)")
 
 
 def _listen(config: ServiceConfig) -> Check:

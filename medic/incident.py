@@ -85,7 +85,7 @@ class IncidentCorrelator:
     another node) is emitted, marked with the incident; only repeats of what the incident
     already holds are kept back. A job's incident stays open while its detections come within
     ``window_us`` of the previous one, and closes when the job runs again after stopping (a
-    requeue) or the window passes; de-duplicating actions is the guards' and the ledger's job."""
+    requeue) or the window passes; de-duplicating actions is the guards' and the journal's job."""
 
     def __init__(self, window_us: int, max_symptoms: int) -> None:
         self.window_us = window_us

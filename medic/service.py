@@ -14,11 +14,13 @@ acted on.
 
 Crash safety (kill -9): a source's cursor is saved only after the events before it went
 through the pipeline, whose detections and actions are already in DuckDB (written as they
-happen, a detection before any action on it) and whose actions are claimed in the ledger file
-before they run. After a restart, sources resume from their cursors (no lost rows), the
-incidents still open in the history are reopened in the correlator with the requeues done in
-them (no repeated detection), and the ledger refuses the keys it has seen: one per incident,
-action and target (no repeated action). The Slurm source is not resumed: it starts with a fresh
+happen, a detection before any action on it) and whose actions are planned in the journal file
+before the first runs. After a restart, the decisions the journal shows unfinished are resumed
+(each step not verified runs, its target's state re-read first: nothing twice, nothing lost),
+sources resume from their cursors (no lost rows), the incidents still open in the history are
+reopened in the correlator with the requeues done in them (no repeated detection), and the
+journal refuses the keys it has planned: one per incident, action and target (no repeated
+action). The Slurm source is not resumed: it starts with a fresh
 snapshot, which tells the detectors which jobs run where.
 """
 
@@ -37,7 +39,7 @@ import httpx
 import pyarrow as pa
 
 from medic.actions.executor import Executor
-from medic.actions.ledger import Ledger
+from medic.actions.journal import Journal
 from medic.actions.recovery import Recovery, RecoveryMetrics
 from medic.actions.stage import ActionStage
 from medic.config import Count, Positive, PositiveCount, from_dict
@@ -69,7 +71,7 @@ class ServiceConfig:
     listen: str = "127.0.0.1:9464"
     """Where /metrics and /healthz are served (loopback by default)."""
     state_dir: str = ".medic"
-    """Source cursors (``cursors/``) and the action ledger (``ledger.jsonl``)."""
+    """Source cursors (``cursors/``) and the action journal (``journal.jsonl``)."""
     checkpoint_interval_s: Positive = 5.0
     """How often the cursors of what went through the pipeline are saved."""
     queue_events: PositiveCount = 256
@@ -139,7 +141,7 @@ class Service:
             settings,
             executor,
             self.recovery.notifiers,
-            ledger=Ledger(state_dir / "ledger.jsonl"),
+            journal=Journal.for_service(state_dir / "journal.jsonl"),
         )
         self.recovery.attach(self.actions)
         self.metrics.registry.register(RecoveryMetrics(self.recovery))
@@ -150,6 +152,8 @@ class Service:
         )
         self.writer.correlator = self.pipeline.correlator
         self.pipeline.correlator.restore(self._open_incidents())
+        self.actions.resume(wall_us())
+        self._record_actions()
         self._restore_requeues()
         sources = sources_config(settings)
         self.cursors = CursorStore(sources.cursor_dir or state_dir / "cursors")
@@ -290,12 +294,16 @@ class Service:
             self._count(name, event)
             detections = self.pipeline.process(event)
         log_detections(detections)
+        self._record_actions()
+        state.cursor = cursor
+
+    def _record_actions(self) -> None:
+        """The decisions taken since the last call: to the log, the history and /metrics."""
         actions = self.actions.log.take()
         if actions.num_rows:
             log_decisions(actions)
             self.writer.record_actions(actions)
             self.metrics.count_actions(_action_rows(actions))
-        state.cursor = cursor
 
     def _count(self, name: str, batch: Batch) -> None:
         self.metrics.rows.labels(name, batch.stream).inc(batch.num_rows)

@@ -6,6 +6,7 @@ on each of the job's nodes, scraped as dcgm-exporter would be)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -226,11 +227,14 @@ def test_an_xid_20_s_after_the_cuda_errors_drains_and_requeues(live: Live) -> No
 
 
 @pytest.mark.parametrize("requeued", [False, True], ids=["before-requeue", "after-requeue"])
-def test_kill_9_between_an_action_and_its_verification_repeats_nothing(
+def test_kill_9_between_an_action_and_its_verification_requeues_exactly_once(
     live: Live, requeued: bool
 ) -> None:
     """``scontrol`` on medic's PATH is the real one, except that a requeue stops (before or
-    after running the real command) and says so: medic is killed there, before it verified."""
+    after running the real command) and says so: medic is killed there, before it verified.
+    The restarted service resumes the requeue from the journal, reading the job's restart
+    count first: it requeues the job that was not, and only excludes the node of the one that
+    was."""
     shim, marker = live.tmp / "bin", live.tmp / "requeue-started"
     shim.mkdir()
     real = shutil.which("scontrol")
@@ -247,15 +251,18 @@ def test_kill_9_between_an_action_and_its_verification_repeats_nothing(
     pid = int(wait_for(lambda: marker.exists() and marker.read_text().strip(), 60))
     served.stop(signal.SIGKILL)
     os.kill(pid, signal.SIGKILL)
-    ledger = (live.tmp / "state" / "ledger.jsonl").read_text().splitlines()
-    assert len(ledger) == 2, "the drain and the requeue were claimed before they ran"
+    journal = live.tmp / "state" / "journal.jsonl"
+    ops = [json.loads(line)["op"] for line in journal.read_text().splitlines()]
+    assert ops == ["plan", "issued", "verified", "issued"], "planned before the first ran"
 
     restarted = live.serve()
-    time.sleep(15)
+    job = live.job_running(1)
+    time.sleep(5)
     assert restarted.stop() == 0
-    assert live.cluster.job(live.job_id)["Restarts"] == ("1" if requeued else "0")
-    assert [a for a in live.actions() if a[0] == "requeue"] == []
-    assert (live.tmp / "state" / "ledger.jsonl").read_text().splitlines() == ledger
+    assert live.cluster.job(live.job_id)["Restarts"] == "1"
+    assert node in live.nodes({"NodeList": job["ExcNodeList"]})
+    assert [a for a in live.actions() if a[0] == "requeue"] == [("requeue", None, "done")]
+    assert json.loads(journal.read_text().splitlines()[-1])["op"] == "closed"
 
 
 @pytest.mark.parametrize("live", [2], indirect=True, ids=["two-nodes"])

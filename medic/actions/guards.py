@@ -40,7 +40,7 @@ GUARDS = (
     "monitor",
 )
 """Every guard name that can appear in the ``guard`` column of the actions table (besides
-``ledger``, the executor-side idempotency check, and the reviews after these: ``nvrx`` in
+``journal``, the write-ahead idempotency check, and the reviews after these: ``nvrx`` in
 ``medic.nvrx`` and ``restart_loop`` in ``medic.actions.restart_loop``), in the order they are
 checked."""
 
@@ -53,7 +53,7 @@ class Verdict:
     guard: str | None = None
     reason: str = ""
     incident: str = ""
-    """The incident it was reviewed in (its ledger key names it: once per incident, across
+    """The incident it was reviewed in (its journal key names it: once per incident, across
     restarts too)."""
 
 

@@ -77,6 +77,7 @@ class JobFacts:
     partition: str | None = None
     user: str | None = None
     state: str | None = None
+    restarts: int | None = None
 
 
 @dataclass(frozen=True)

@@ -209,7 +209,7 @@ class SlurmCli:
             return None
         if job is None:
             return None
-        return JobFacts(job_id, job.partition or None, job.user or None, job.state)
+        return JobFacts(job_id, job.partition or None, job.user or None, job.state, job.restarts)
 
     def node_names(self) -> set[str]:
         """Every node Slurm knows (read afresh: SlurmError when it cannot tell)."""

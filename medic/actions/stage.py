@@ -3,9 +3,11 @@ Slurm actions.
 
 For each detection: read the job's partition and user from Slurm when a route or guard needs
 them, match the routes, let the guards review the intents (in event time ``now``, so replay
-behaves like live), claim each surviving action in the ledger, execute it (the Slurm actions
-first, then the webhooks, which carry what was done), and log one ``Decision`` per intent,
-suppressed ones included. Executors report failures as outcomes, so a Slurm that is down
+behaves like live), write the surviving actions to the journal as one decision before the first
+runs, execute them in order (the Slurm actions first, then the webhooks, which carry what was
+done), each marked issued and verified in the journal, and log one ``Decision`` per intent,
+suppressed ones included. After a restart, ``resume`` finishes the decisions the journal shows
+unfinished. Executors report failures as outcomes, so a Slurm that is down
 costs a ``failed`` row, never the service.
 """
 
@@ -20,8 +22,8 @@ import pyarrow as pa
 from medic.actions.config import RulesConfig, SlurmConfig, load_rules
 from medic.actions.executor import Executor, Notifier
 from medic.actions.guards import Guards, Verdict
-from medic.actions.ledger import Ledger, action_key
-from medic.actions.model import NOTIFY, Decision, Intent, JobFacts, Outcome, Status
+from medic.actions.journal import Entry, Journal, Step, step_key
+from medic.actions.model import NOTIFY, Decision, Intent, JobFacts, Outcome, failed
 from medic.actions.notifiers import Notifiers
 from medic.actions.recorder import ActionLog, RecordingExecutor
 from medic.actions.restart_loop import JobAttempts, RestartLoopGuard
@@ -60,7 +62,7 @@ class ActionStage:
         config: RulesConfig,
         executor: Executor,
         notifier: Notifier | None = None,
-        ledger: Ledger | None = None,
+        journal: Journal | None = None,
         action_log: ActionLog | None = None,
         incident_window_s: float = PipelineConfig.incident_window_s,
     ) -> None:
@@ -74,7 +76,7 @@ class ActionStage:
         self.config = config
         self.executor = executor
         self.notifier = notifier or Notifiers(config.receivers)
-        self.ledger = ledger if ledger is not None else Ledger()
+        self.journal = journal if journal is not None else Journal()
         self.log = action_log if action_log is not None else ActionLog()
         self.rules = RuleSet(config)
         self.guards = Guards(config.guards, config.mode, incident_window_s)
@@ -90,13 +92,13 @@ class ActionStage:
         settings: Mapping[str, Any],
         executor: Executor | None = None,
         notifier: Notifier | None = None,
-        ledger: Ledger | None = None,
+        journal: Journal | None = None,
     ) -> ActionStage:
         """From a settings mapping's ``[rules]`` table (the shipped defaults when absent)."""
         config = load_rules(settings.get("rules"))
         executor = executor or build_executor(config.slurm)
         window = pipeline_config(settings).incident_window_s
-        return cls(config, executor, notifier, ledger, incident_window_s=window)
+        return cls(config, executor, notifier, journal, incident_window_s=window)
 
     @classmethod
     def for_recording(cls, recording: Recording, settings: Mapping[str, Any]) -> ActionStage:
@@ -140,10 +142,63 @@ class ActionStage:
         verdicts = self.guards.review(detection, match.intents, facts, now, cluster_nodes)
         verdicts = self.nvrx_guard.review(verdicts, detection, now)
         verdicts = self.restart_loop.review(verdicts, detection, now)
-        decisions: list[Decision] = []
+        slots: list[Decision | None] = []
+        planned: dict[int, tuple[Verdict, Step]] = {}
+        keys: set[str] = set()
         for verdict in verdicts:
-            decisions.append(self._decide(verdict, detection, now, decisions))
-        return decisions
+            intent = verdict.intent
+            key = step_key(verdict.incident, intent.action, intent.target)
+            earlier = self.journal.planned_by(key)
+            if verdict.guard is not None:
+                slots.append(self._decision(detection, intent, now, verdict.reason, verdict.guard))
+            elif earlier is not None or key in keys:
+                why = f"already planned (decision {earlier or 'this one'}, key {key!r})"
+                slots.append(self._decision(detection, intent, now, why, "journal"))
+            else:
+                keys.add(key)
+                planned[len(slots)] = (verdict, self._step(key, verdict, detection, facts))
+                slots.append(None)
+        if planned:
+            entry = self.journal.plan(
+                now,
+                verdicts[0].incident,
+                {**detection.row(), "id": detection.id},
+                describe(detection),
+                [step for _, step in planned.values()],
+            )
+            for index, slot in enumerate(planned):
+                done_so_far = [d for d in slots if d is not None]
+                slots[slot] = self._run_step(entry, index, now, done_so_far)
+            self.journal.close(entry, now)
+        return [d for d in slots if d is not None]
+
+    def resume(self, now: int) -> None:
+        """Finish the decisions the journal shows unfinished (medic stopped midway, kill -9
+        included): every step not verified runs now, through an executor that re-reads the
+        target's state first (a node already drained is left alone, a job whose restart count
+        rose since the plan is not requeued again); a notification that may have gone out is
+        not sent again. Each step's decision, those verified before the stop included (the
+        history had not recorded them), goes to the action log."""
+        for entry in self.journal.unfinished():
+            log.warning(
+                "resuming decision %s (%s): %d of %d steps not verified",
+                entry.id,
+                entry.about,
+                len(entry.unverified),
+                len(entry.steps),
+            )
+            done_so_far: list[Decision] = []
+            for index, step in enumerate(entry.steps):
+                if step.verified is None and step.action == NOTIFY and step.issued is not None:
+                    outcome = failed("interrupted while sending: not sent again")
+                    self.journal.verified(entry, index, outcome, now)
+                if step.verified is None:
+                    decision = self._run_step(entry, index, now, done_so_far)
+                else:
+                    decision = self._journaled(entry, step, now)
+                done_so_far.append(decision)
+            self.log.extend(done_so_far)
+            self.journal.close(entry, now)
 
     def _facts(self, detection: Detection) -> JobFacts | None:
         if not self.rules.needs_job_facts or detection.job_id is None:
@@ -158,64 +213,100 @@ class ActionStage:
             prefix = self.config.slurm.reason_prefix
             self.guards.sync_drained(n for n, why in drained.items() if why.startswith(prefix))
 
-    def _decide(
-        self, verdict: Verdict, detection: Detection, now: int, earlier: list[Decision]
-    ) -> Decision:
+    def _step(
+        self, key: str, verdict: Verdict, detection: Detection, facts: JobFacts | None
+    ) -> Step:
         intent = verdict.intent
-
-        def decision(status: Status, guard: str | None, reason: str) -> Decision:
-            return Decision(
-                time=now,
-                detection_id=detection.id,
-                job_id=intent.job_id,
-                node=intent.node,
-                action=intent.action,
-                mode=self.config.mode,
-                status=status,
-                guard=guard,
-                reason=(
-                    f"route {intent.route} ({describe(detection)}): "
-                    f"{intent.action} {intent.target}: {reason}"
-                ),
-            )
-
-        if verdict.guard is not None:
-            return decision("suppressed", verdict.guard, verdict.reason)
-        key = action_key(verdict.incident, intent.action, intent.target)
-        if not self.ledger.claim(key, now):
-            return decision("suppressed", "ledger", f"already run (idempotency key {key})")
-        if intent.action == NOTIFY:
-            outcome = self._notify(intent.receiver or "", detection, earlier)
-        else:
-            outcome = self._execute(intent, detection)
-        if outcome.ok:
-            log.info("%s %s: %s", intent.action, intent.target, outcome.detail)
-        else:
-            log.warning("%s %s failed: %s", intent.action, intent.target, outcome.detail)
-            if intent.action == "drain" and intent.node is not None:
-                self.guards.undo_drain(intent.node)
-        return decision(outcome.status, None, outcome.detail)
-
-    def _execute(self, intent: Intent, detection: Detection) -> Outcome:
-        node, job_id = intent.node or "", intent.job_id or ""
+        step = Step(
+            key,
+            intent.action,
+            intent.target,
+            intent.route,
+            intent.node,
+            intent.job_id,
+            intent.receiver,
+            intent.exclude,
+        )
         if intent.action == "drain":
-            reason = drain_reason(self.config.slurm.reason_prefix, detection)
-            return self.executor.drain(node, reason)
-        if intent.action == "requeue":
-            return self.executor.requeue(job_id, intent.exclude)
-        if intent.action == "hold":
-            return self.executor.hold(job_id)
-        if intent.action == "release":
-            return self.executor.release(job_id)
-        if intent.action == "cancel":
-            return self.executor.cancel(job_id)
-        raise AssertionError(f"no executor call for {intent.action}")
+            step.reason = drain_reason(self.config.slurm.reason_prefix, detection)
+        if intent.action == "requeue" and intent.job_id is not None:
+            if facts is None or facts.job_id != intent.job_id or facts.restarts is None:
+                facts = self.executor.job(intent.job_id)
+            step.restarts = None if facts is None else facts.restarts
+        return step
 
-    def _notify(self, receiver: str, detection: Detection, earlier: Iterable[Decision]) -> Outcome:
+    def _run_step(self, entry: Entry, index: int, now: int, earlier: list[Decision]) -> Decision:
+        """Issue one planned step, journal its outcome and return its decision."""
+        step = entry.steps[index]
+        self.journal.issued(entry, index, now)
+        if step.action == NOTIFY:
+            outcome = self._notify(step.receiver or "", entry.detection, entry.about, earlier)
+        else:
+            outcome = self._execute(step)
+        self.journal.verified(entry, index, outcome, now)
+        if outcome.status == "done":
+            log.info("%s %s: %s", step.action, step.target, outcome.detail)
+        else:
+            log.warning("%s %s %s: %s", step.action, step.target, outcome.status, outcome.detail)
+            if outcome.status == "failed" and step.action == "drain" and step.node is not None:
+                self.guards.undo_drain(step.node)
+        return self._journaled(entry, step, now)
+
+    def _journaled(self, entry: Entry, step: Step, now: int) -> Decision:
+        """The decision of a verified step, as the journal holds it."""
+        return Decision(
+            time=now,
+            detection_id=str(entry.detection.get("id", "")),
+            job_id=step.job_id,
+            node=step.node,
+            action=step.action,
+            mode=self.config.mode,
+            status=step.status,  # type: ignore[arg-type]
+            guard=None,
+            reason=f"route {step.route} ({entry.about}): {step.action} {step.target}: "
+            f"{step.detail}",
+        )
+
+    def _decision(
+        self, detection: Detection, intent: Intent, now: int, reason: str, guard: str
+    ) -> Decision:
+        """A suppressed intent's decision."""
+        return Decision(
+            time=now,
+            detection_id=detection.id,
+            job_id=intent.job_id,
+            node=intent.node,
+            action=intent.action,
+            mode=self.config.mode,
+            status="suppressed",
+            guard=guard,
+            reason=(
+                f"route {intent.route} ({describe(detection)}): "
+                f"{intent.action} {intent.target}: {reason}"
+            ),
+        )
+
+    def _execute(self, step: Step) -> Outcome:
+        node, job_id = step.node or "", step.job_id or ""
+        if step.action == "drain":
+            return self.executor.drain(node, step.reason or self.config.slurm.reason_prefix)
+        if step.action == "requeue":
+            return self.executor.requeue(job_id, step.exclude, step.restarts)
+        if step.action == "hold":
+            return self.executor.hold(job_id)
+        if step.action == "release":
+            return self.executor.release(job_id)
+        if step.action == "cancel":
+            return self.executor.cancel(job_id)
+        raise AssertionError(f"no executor call for {step.action}")
+
+    def _notify(
+        self, receiver: str, detection: dict[str, Any], about: str, earlier: Iterable[Decision]
+    ) -> Outcome:
         payload = {
-            "detection": {**detection.row(), "id": detection.id},
+            "detection": detection,
             "mode": self.config.mode,
             "decisions": [d.row() for d in earlier],
-            "text": f"medic: {describe(detection)}: {detection.summary}",
+            "text": f"medic: {about}: {detection.get('summary', '')}",
         }
         return self.notifier.notify(receiver, payload)

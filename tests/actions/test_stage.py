@@ -9,7 +9,7 @@ import pytest
 
 from medic import schema
 from medic.actions.config import load_rules
-from medic.actions.ledger import Ledger
+from medic.actions.journal import Journal
 from medic.actions.notifiers import Notifiers
 from medic.actions.recorder import RecordingExecutor
 from medic.actions.slurm_cli import JOB_FORMAT, SlurmCli
@@ -71,18 +71,19 @@ def test_a_detection_handled_twice_runs_nothing_twice() -> None:
     s.handle([fault()], at(0))
     s.handle([fault()], at(1))
     rows = s.actions_table().to_pylist()
-    assert [r["guard"] for r in rows] == [None, None, "ledger", "ledger"]
+    assert [r["guard"] for r in rows] == [None, None, "journal", "journal"]
 
 
-def test_an_empty_file_backed_ledger_is_the_one_written(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.jsonl"
+def test_an_empty_file_backed_journal_is_the_one_written(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
     recorder = RecordingExecutor(NODES)
-    s = ActionStage(load_rules({"mode": "enforce"}), recorder, ledger=Ledger(path))
+    s = ActionStage(load_rules({"mode": "enforce"}), recorder, journal=Journal(path))
     s.handle([fault()], at(0))
-    assert len(path.read_text().splitlines()) == 2
-    again = ActionStage(load_rules({"mode": "enforce"}), recorder, ledger=Ledger(path))
+    ops = [json.loads(line)["op"] for line in path.read_text().splitlines()]
+    assert ops == ["plan", "issued", "verified", "issued", "verified", "closed"]
+    again = ActionStage(load_rules({"mode": "enforce"}), recorder, journal=Journal(path))
     again.handle([fault()], at(1))
-    assert [r["guard"] for r in again.actions_table().to_pylist()] == ["ledger", "ledger"]
+    assert [r["guard"] for r in again.actions_table().to_pylist()] == ["journal", "journal"]
 
 
 def test_guards_hold_under_a_flood_of_100_detections() -> None:
