@@ -143,7 +143,7 @@ class ActionStage:
         verdicts = self.nvrx_guard.review(verdicts, detection, now)
         verdicts = self.restart_loop.review(verdicts, detection, now)
         slots: list[Decision | None] = []
-        planned: dict[int, tuple[Verdict, Step]] = {}
+        planned: dict[int, Step] = {}
         keys: set[str] = set()
         for verdict in verdicts:
             intent = verdict.intent
@@ -156,7 +156,7 @@ class ActionStage:
                 slots.append(self._decision(detection, intent, now, why, "journal"))
             else:
                 keys.add(key)
-                planned[len(slots)] = (verdict, self._step(key, verdict, detection, facts))
+                planned[len(slots)] = self._step(key, verdict, detection, facts)
                 slots.append(None)
         if planned:
             entry = self.journal.plan(
@@ -164,7 +164,7 @@ class ActionStage:
                 verdicts[0].incident,
                 {**detection.row(), "id": detection.id},
                 describe(detection),
-                [step for _, step in planned.values()],
+                list(planned.values()),
             )
             for index, slot in enumerate(planned):
                 done_so_far = [d for d in slots if d is not None]
