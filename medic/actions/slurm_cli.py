@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from medic.actions.config import SlurmConfig
 from medic.actions.executor import Poller, Retrier
@@ -30,6 +31,7 @@ from medic.slurm import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 NODE_COUNT_TTL_S = 60.0
 JOB_FIELDS = (
@@ -296,6 +298,22 @@ class SlurmCli:
             raise SlurmError(f"job {job_id} is not known to Slurm")
         return found
 
+    def _effect(
+        self, argv: Sequence[str], read: Callable[[], T], shows: Callable[[T], bool]
+    ) -> tuple[bool, T, str]:
+        """Run a command that changes Slurm, then poll until Slurm shows its effect: whether it
+        did, the last state read, and the command's complaint when it failed but its effect
+        shows (the outcome is Slurm's, not the exit status's). A command that failed and whose
+        effect does not show fails at once, with its message."""
+        result = self._run(argv)
+        said = ""
+        if result.returncode != 0:
+            if not shows(read()):
+                raise SlurmError(f"{' '.join(argv[:2])}: {result.message}")
+            said = f" ({' '.join(argv[:2])} said: {result.message})"
+        ok, value = self.poller.until(read, shows)
+        return ok, value, said
+
     def _verify_timeout(self, what: str, seen: str) -> Outcome:
         return failed(f"{what} not seen within {self.config.verify_timeout_s:g} s ({seen})")
 
@@ -303,23 +321,27 @@ class SlurmCli:
         before = self._known_node(node)
         if before.drained:
             return done(f"node {node} already {before.state}: {before.reason}", changed=False)
-        self._command(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
-        ok, after = self.poller.until(
-            lambda: self._known_node(node), lambda n: n.drained and n.reason == reason
+        ok, after, said = self._effect(
+            ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"],
+            lambda: self._known_node(node),
+            lambda n: n.drained and n.reason == reason,
         )
         if not ok:
             return self._verify_timeout(f"drain of {node}", f"state {after.state}")
-        return done(f"node {node} {after.state}, reason set")
+        return done(f"node {node} {after.state}, reason set{said}")
 
     def _resume(self, node: str) -> Outcome:
         before = self._known_node(node)
         if not before.drained:
             return done(f"node {node} is {before.state}, not drained", changed=False)
-        self._command(["scontrol", "update", f"nodename={node}", "state=resume"])
-        ok, after = self.poller.until(lambda: self._known_node(node), lambda n: not n.drained)
+        ok, after, said = self._effect(
+            ["scontrol", "update", f"nodename={node}", "state=resume"],
+            lambda: self._known_node(node),
+            lambda n: not n.drained,
+        )
         if not ok:
             return self._verify_timeout(f"resume of {node}", f"state {after.state}")
-        return done(f"node {node} {after.state}")
+        return done(f"node {node} {after.state}{said}")
 
     def _requeue(
         self, job_id: str, exclude: Sequence[str], since_restarts: int | None = None
@@ -414,13 +436,14 @@ class SlurmCli:
         if (job.priority == 0) == held:
             state = "already held" if held else "not held"
             return done(f"job {job_id} {state} ({job.state})", changed=False)
-        self._command(["scontrol", verb, job_id])
-        ok, job = self.poller.until(
-            lambda: self._known_job(job_id), lambda j: (j.priority == 0) == held
+        ok, job, said = self._effect(
+            ["scontrol", verb, job_id],
+            lambda: self._known_job(job_id),
+            lambda j: (j.priority == 0) == held,
         )
         if not ok:
             return self._verify_timeout(f"{verb} of job {job_id}", f"priority {job.priority}")
-        return done(f"job {job_id} {'held' if held else 'released'} ({job.state})")
+        return done(f"job {job_id} {'held' if held else 'released'} ({job.state}){said}")
 
     def _reservation(self, name: str) -> bool:
         result = self._run(["scontrol", "show", "reservation", name])
@@ -458,10 +481,9 @@ class SlurmCli:
         job = self._known_job(job_id)
         if job.state in JOB_ENDED_STATES:
             return done(f"job {job_id} already ended ({job.state})", changed=False)
-        self._command(["scancel", job_id])
-        ok, job = self.poller.until(
-            lambda: self._known_job(job_id), lambda j: j.state == "CANCELLED"
+        ok, job, said = self._effect(
+            ["scancel", job_id], lambda: self._known_job(job_id), lambda j: j.state == "CANCELLED"
         )
         if not ok:
             return self._verify_timeout(f"cancel of job {job_id}", f"state {job.state}")
-        return done(f"job {job_id} cancelled")
+        return done(f"job {job_id} cancelled{said}")

@@ -145,10 +145,51 @@ def test_a_refusal_is_not_retried() -> None:
     script = Script(
         (node("n3"), node_line("n3", "idle")),
         (DRAIN, err("slurm_update error: Invalid user id")),
+        (node("n3"), node_line("n3", "idle")),
     )
     outcome = cli(script).drain("n3", REASON)
     assert outcome.status == "failed"
     assert outcome.detail == "scontrol update: slurm_update error: Invalid user id"
+    assert script.finished()
+
+
+def test_a_drain_whose_command_failed_but_that_shows_in_slurm_is_done() -> None:
+    script = Script(
+        (node("n3"), node_line("n3", "allocated")),
+        (DRAIN, err("scontrol: error: Unexpected message received")),
+        (node("n3"), node_line("n3", "draining", REASON)),
+        (node("n3"), node_line("n3", "draining", REASON)),
+    )
+    outcome = cli(script).drain("n3", REASON)
+    assert outcome.status == "done"
+    assert outcome.detail == (
+        "node n3 draining, reason set (scontrol update said: scontrol: error: Unexpected "
+        "message received)"
+    )
+    assert script.finished()
+
+
+def test_a_hold_and_a_cancel_are_judged_by_what_slurm_shows() -> None:
+    script = Script(
+        (job(), job_line("RUNNING")),
+        (["scontrol", "hold", "42"], err("scontrol: error: Unexpected message received")),
+        (job(), job_line("RUNNING", priority=0)),
+        (job(), job_line("RUNNING", priority=0)),
+        (job(), job_line("RUNNING")),
+        (["scancel", "42"], err("scancel: error: Kill job error on job id 42")),
+        (job(), job_line("RUNNING")),
+    )
+    s = cli(script)
+    held = s.hold("42")
+    assert (held.status, held.detail) == (
+        "done",
+        "job 42 held (RUNNING) (scontrol hold said: scontrol: error: Unexpected message received)",
+    )
+    cancelled = s.cancel("42")
+    assert (cancelled.status, cancelled.detail) == (
+        "failed",
+        "scancel 42: scancel: error: Kill job error on job id 42",
+    )
     assert script.finished()
 
 
