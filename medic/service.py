@@ -334,6 +334,9 @@ class Service:
                 except OSError as exc:
                     log.error("cannot save the cursor of %s: %s", name, exc)
         now = wall_us()
+        if self.actions.journal.unfinished():
+            self.actions.resume(now)
+            self._record_actions()
         self.recovery.tick(now, {name: state.watermark for name, state in self.sources.items()})
         for name, state in self.sources.items():
             if state.watermark is not None:

@@ -178,8 +178,17 @@ class ActionStage:
         target's state first (a node already drained is left alone, a job whose restart count
         rose since the plan is not requeued again); a notification that may have gone out is
         not sent again. Each step's decision, those verified before the stop included (the
-        history had not recorded them), goes to the action log."""
-        for entry in self.journal.unfinished():
+        history had not recorded them), goes to the action log. While Slurm does not answer,
+        the decisions stay unfinished, for a later call (the service's checkpoint tick)."""
+        unfinished = self.journal.unfinished()
+        acts = any(s.action != NOTIFY for e in unfinished for s in e.steps if s.verified is None)
+        if acts and self.executor.node_count() is None:
+            log.error(
+                "cannot resume %d unfinished decision(s): Slurm does not answer; trying again",
+                len(unfinished),
+            )
+            return
+        for entry in unfinished:
             log.warning(
                 "resuming decision %s (%s): %d of %d steps not verified",
                 entry.id,

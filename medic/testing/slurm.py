@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from medic.actions.model import JobFacts, Outcome, done, failed
 
+DOWN = failed("Unable to contact slurm controller (connect failure)")
+
 
 @dataclass
 class FakeJob:
@@ -37,8 +39,12 @@ class FakeSlurm:
         self.jobs = {job_id: FakeJob() for job_id in jobs}
         self.commands: Counter[tuple[str, str]] = Counter()
         """Commands that changed the cluster, by (action, target)."""
+        self.up = True
+        """False: the controller does not answer (every call fails, nothing changes)."""
 
     def drain(self, node: str, reason: str) -> Outcome:
+        if not self.up:
+            return DOWN
         if node not in self.nodes:
             return failed(f"node {node} is not known to Slurm")
         if node in self.drained:
@@ -58,6 +64,8 @@ class FakeSlurm:
     def requeue(
         self, job_id: str, exclude: Sequence[str] = (), since_restarts: int | None = None
     ) -> Outcome:
+        if not self.up:
+            return DOWN
         unknown = sorted(set(exclude) - self.nodes)
         if unknown:
             return failed(f"node {', '.join(unknown)} is not known to Slurm")
@@ -103,7 +111,7 @@ class FakeSlurm:
         return None if job is None else JobFacts(job_id, state=job.state, restarts=job.restarts)
 
     def node_count(self) -> int | None:
-        return len(self.nodes)
+        return len(self.nodes) if self.up else None
 
     def drained_nodes(self) -> dict[str, str] | None:
         return dict(self.drained)

@@ -197,3 +197,25 @@ def test_medic_actions_shows_each_decision_and_how_far_its_steps_got(tmp_path: P
     result = CliRunner().invoke(main, ["actions", "--journal", str(path)])
     assert "finished" in result.output
     assert "requeue job 42  done: job 42 requeued (restarts 1), excluding n3" in result.output
+
+
+def test_a_decision_is_resumed_once_slurm_answers_again(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    slurm = FakeSlurm(NODES, jobs=["42"])
+    journal = Journal(path, kill_after=1)
+
+    def kill(code: int) -> None:
+        raise Killed
+
+    journal.exit = kill  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        enforce(slurm, journal).handle([fault()], at(0))
+    slurm.up = False
+    restarted = enforce(slurm, Journal(path))
+    restarted.resume(at(5))
+    assert len(restarted.journal.unfinished()) == 1
+    assert restarted.actions_table().num_rows == 0
+    slurm.up = True
+    restarted.resume(at(10))
+    assert restarted.journal.unfinished() == []
+    assert slurm.commands == {("drain", "n3"): 1, ("requeue", "42"): 1}
