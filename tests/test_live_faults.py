@@ -260,8 +260,16 @@ def test_kill_9_between_an_action_and_its_verification_requeues_exactly_once(
     time.sleep(5)
     assert restarted.stop() == 0
     assert live.cluster.job(live.job_id)["Restarts"] == "1"
-    assert node in live.nodes({"NodeList": job["ExcNodeList"]})
-    assert [a for a in live.actions() if a[0] == "requeue"] == [("requeue", None, "done")]
+    assert job["BatchHost"] != node
+    requeues = [a for a in live.actions() if a[0] == "requeue"]
+    if node in live.nodes({"NodeList": job["ExcNodeList"]}):
+        assert requeues == [("requeue", None, "done")]
+    else:
+        # requeued without its exclusion before the kill, the job may run again (on another
+        # node: its node was drained first) before medic is back; Slurm excludes nodes of
+        # pending jobs only, and the outcome says what Slurm shows
+        assert requeued, "only the requeue the killed medic ran can have started unexcluded"
+        assert requeues == [("requeue", None, "partial")]
     assert json.loads(journal.read_text().splitlines()[-1])["op"] == "closed"
 
 
