@@ -13,6 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import polars as pl
+import pyarrow as pa
+
 from medic.calibration import Calibration, calibration_of
 from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
@@ -22,6 +25,8 @@ from medic.detectors.registry import build_detectors, build_parsers
 from medic.detectors.signatures import catalogue_from_settings
 from medic.incident import IncidentCorrelator
 from medic.ingest.base import Batch, Event, Watermark
+from medic.parse.registry import prefix_stripper
+from medic.parse.placement import Placement
 from medic.readahead import parse_ahead, stretches
 from medic.timeutil import US
 
@@ -67,6 +72,24 @@ class Observer(Protocol):
     def advance(self, watermark: int) -> object: ...
 
 
+def placed_batches(batches: list[Batch], placed: pl.DataFrame) -> list[Batch]:
+    """``batches`` (log batches) with the ``node`` of ``placed`` (their rows, in order, as
+    ``Placement.place`` gave them); each keeps its other columns as they were."""
+    out, offset = [], 0
+    for batch in batches:
+        rows = placed.slice(offset, batch.num_rows)
+        offset += batch.num_rows
+        table = (
+            batch.data if isinstance(batch.data, pa.Table) else pa.Table.from_batches([batch.data])
+        )
+        at = table.schema.get_field_index("node")
+        if at >= 0:
+            column = rows.get_column("node").to_arrow().cast(table.schema.field(at).type)
+            table = table.set_column(at, table.schema.field(at), column)
+        out.append(Batch.with_frame(batch.stream, table, rows))
+    return out
+
+
 class Pipeline:
     """Drives detectors over a stream of events and hands new incidents to responders."""
 
@@ -78,6 +101,7 @@ class Pipeline:
         parsers: list[Any] | None = None,
         observers: Iterable[Observer] = (),
         calibration: Calibration | None = None,
+        placement: Placement | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
         self.calibration = calibration
@@ -88,7 +112,13 @@ class Pipeline:
         share_watched_jobs(self.detectors)
         self.observers = list(observers)
         consumers = [*self.detectors, *self.observers]
-        self.parsers = build_parsers(consumers) if parsers is None else parsers
+        if parsers is None:
+            placement = placement or Placement()
+            parsers = build_parsers(consumers, prefixes=placement.prefixes)
+        self.parsers = parsers
+        self.placement = placement or Placement()
+        """Gives each log line its node and rank from the line and its job's layout (every
+        ``logs`` batch is placed before anything reads it)."""
         self.responders = list(responders)
         self.correlator = IncidentCorrelator(
             round(self.config.incident_window_s * US), self.config.max_symptoms
@@ -100,6 +130,8 @@ class Pipeline:
         self.rows_in: dict[str, int] = {}
         self._parsed: dict[Batch, dict[str, Batch | None]] = {}
         """What row-wise parsers already made of batches read ahead, by batch."""
+        self._placed: set[Batch] = set()
+        """Log batches read ahead that are placed already."""
 
     @classmethod
     def from_settings(
@@ -118,10 +150,14 @@ class Pipeline:
         catalogue = catalogue_from_settings(settings.get("parsers", {}))
         detectors = build_detectors(settings.get("detectors", {}), catalogue=catalogue)
         observers = list(observers)
+        placement = Placement(prefix_stripper(settings.get("parsers", {})))
         parsers = build_parsers(
-            [*detectors, *observers], settings.get("parsers", {}), catalogue=catalogue
+            [*detectors, *observers],
+            settings.get("parsers", {}),
+            catalogue=catalogue,
+            prefixes=placement.prefixes,
         )
-        return cls(detectors, config, responders, parsers, observers, calibration)
+        return cls(detectors, config, responders, parsers, observers, calibration, placement)
 
     def process(self, event: Event) -> list[Detection]:
         """Consume one batch or watermark; return the detections that opened incidents or
@@ -136,10 +172,11 @@ class Pipeline:
         emitted: list[Detection] = []
         ahead = [p for p in self.parsers if getattr(p, "row_wise", False)]
         for stretch in stretches(events):
+            stretch, joined = self._place_ahead(stretch)
             for stream in {p.input_stream for p in ahead}:
                 readers = [p for p in ahead if p.input_stream == stream]
                 batches = [e for e in stretch if isinstance(e, Batch) and e.stream == stream]
-                self._parsed.update(parse_ahead(readers, batches))
+                self._parsed.update(parse_ahead(readers, batches, joined.get(stream)))
             for event in stretch:
                 emitted.extend(self.process(event))
         return emitted
@@ -148,9 +185,35 @@ class Pipeline:
         held: int = sum(int(d.state_size()) for d in self.detectors)
         return held + len(self.correlator.open)
 
+    def _place_ahead(self, stretch: list[Event]) -> tuple[list[Event], dict[str, pl.DataFrame]]:
+        """A stretch with its log batches placed (``Placement``) in one call, after every
+        scheduler row of the stretch is known, and the placed lines as one frame by stream."""
+        for event in stretch:
+            if isinstance(event, Batch) and event.stream == "scheduler" and event.num_rows:
+                self.placement.observe(event.frame)
+        logs = [e for e in stretch if isinstance(e, Batch) and e.stream == "logs" and e.num_rows]
+        if not logs:
+            return stretch, {}
+        try:
+            frame = pl.concat([b.frame for b in logs], rechunk=False)
+        except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
+            return stretch, {}
+        placed = self.placement.place(frame)
+        if placed is not frame:
+            swapped = dict(zip(logs, placed_batches(logs, placed), strict=True))
+            stretch = [swapped.get(e, e) if isinstance(e, Batch) else e for e in stretch]
+            logs = [swapped[b] for b in logs]
+        self._placed.update(logs)
+        return stretch, {"logs": placed}
+
     def _update(self, batch: Batch) -> list[Detection]:
         if batch.num_rows == 0:
             return []
+        if batch.stream == "scheduler":
+            self.placement.observe(batch.frame)
+        elif batch.stream == "logs" and batch not in self._placed:
+            batch = self._place(batch)
+        self._placed.discard(batch)
         self.rows_in[batch.stream] = self.rows_in.get(batch.stream, 0) + batch.num_rows
         newest = batch.max_time
         if newest is not None and newest > self.now:
@@ -167,6 +230,11 @@ class Pipeline:
                 if derived.stream in observer.streams:
                     observer.update(derived)
         return self._emit(found)
+
+    def _place(self, batch: Batch) -> Batch:
+        """``batch`` with its lines placed (the same batch when placing changes nothing)."""
+        placed = self.placement.place(batch.frame)
+        return batch if placed is batch.frame else placed_batches([batch], placed)[0]
 
     def _derive(self, batch: Batch) -> list[Batch]:
         available = {batch.stream: batch}

@@ -48,18 +48,19 @@ def stretches(events: Iterable[Event]) -> Iterator[list[Event]]:
 
 
 def parse_ahead(
-    parsers: Sequence[Any], batches: Sequence[Batch]
+    parsers: Sequence[Any], batches: Sequence[Batch], joined: pl.DataFrame | None = None
 ) -> dict[Batch, dict[str, Batch | None]]:
     """What each of ``parsers`` (all reading the stream of ``batches``, each time-ordered) gives
     for each batch, by output stream: one call per parser, the batches concatenated once for all
-    of them (each batch's times shifted past the batch before it, ``_shifts``)."""
+    of them (each batch's times shifted past the batch before it, ``_shifts``). ``joined``:
+    the non-empty batches' frames already concatenated (what a prefix stripper has seen)."""
     run = [batch for batch in batches if batch.num_rows]
     found: dict[Batch, dict[str, Batch | None]] = {batch: {} for batch in run}
     if not run:
         return found
     spans = np.array([_span(batch) for batch in run], dtype=np.int64).reshape(-1, 2)
     shifts = _shifts(spans)
-    combined = _combined(run, shifts)
+    combined = _combined(run, shifts, joined)
     for parser in parsers:
         parsed = None if combined is None else _split(parser.parse(combined), run, spans, shifts)
         if parsed is None:
@@ -81,19 +82,21 @@ def _shifts(spans: np.ndarray) -> np.ndarray:
     return shifts
 
 
-def _combined(run: list[Batch], shifts: np.ndarray) -> Batch | None:
-    """The run as one batch (its polars frame joined from theirs, not converted again), each
-    batch's times shifted by its ``shifts``; None for a single batch or batches whose schemas
-    differ."""
+def _combined(
+    run: list[Batch], shifts: np.ndarray, joined: pl.DataFrame | None = None
+) -> Batch | None:
+    """The run as one batch (its polars frame joined from theirs, not converted again, or
+    ``joined`` when it has the run's rows), each batch's times shifted by its ``shifts``; None
+    for a single batch or batches whose schemas differ."""
     if len(run) == 1:
         return None
     try:
         data = pa.concat_tables([_table(batch.data) for batch in run])
     except pa.ArrowInvalid:
         return None
-    combined = Batch.with_frame(
-        run[0].stream, data, pl.concat([b.frame for b in run], rechunk=False)
-    )
+    if joined is None or joined.height != data.num_rows:
+        joined = pl.concat([b.frame for b in run], rechunk=False)
+    combined = Batch.with_frame(run[0].stream, data, joined)
     if not shifts.any():
         return combined
     moved = np.repeat(shifts, [batch.num_rows for batch in run])

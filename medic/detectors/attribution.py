@@ -172,7 +172,7 @@ def evidence_rows(frame: pl.DataFrame, hardware: bool) -> list[Evidence]:
             Evidence(
                 time=int(row["time_us"]),
                 what=what,
-                node=row.get("host") or row.get("node"),
+                node=row.get("host") or row.get("node") or None,
                 gpu=row.get("gpu"),
                 rank=row.get("rank"),
                 role=row["role"],

@@ -5,7 +5,10 @@ The embedded default when no log store is configured. ``paths`` are Slurm filena
 = rank, ``%n`` node index, ``%x`` job name, ``%u`` user, ``%s`` step, ``%%``; a width such
 as ``%4t`` is allowed) and may hold shell wildcards in directories (``/scratch/*/%x-%j.out``).
 Each pattern is globbed every poll; the job id, node and rank of a line come from its file's
-path, and the rank otherwise from a line prefix such as torchrun's ``[rank3]:``.
+path, and the rank otherwise from a line prefix such as torchrun's ``[rank3]:``. A file whose
+path has no ``%N`` (Slurm's default ``slurm-%j.out``, which every node of a job writes to)
+gives its lines no node: the pipeline places each line from its own text and the job's nodes
+in Slurm (``medic.parse.placement``), never on the host that runs medic.
 
 Lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (tqdm redraws its bar after ``\\r``); empty
 lines are dropped. A last line without its end is held until it completes, or until it has
@@ -35,7 +38,6 @@ import hashlib
 import logging
 import os
 import re
-import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -84,7 +86,8 @@ class FilesConfig:
     """Slurm filename patterns of the jobs' output files (``%j``, ``%N``, ``%t``, ... and shell
     wildcards in directories), globbed every poll."""
     node: str = ""
-    """Node of lines whose path has no ``%N``; empty means this host's name."""
+    """Node of lines whose path has no ``%N``; empty: each line's own, read from the line and
+    the job's nodes in Slurm (the host medic runs on is none of them)."""
     rank_prefixes: tuple[str, ...] = (TORCHRUN_RANK,)
     """Regular expressions whose first group is the rank of a line (tried in order)."""
     source: str = "app"
@@ -233,7 +236,7 @@ class FileSource:
         self.clock = clock
         self.stats = SourceStats()
         self.patterns = [OutputPattern(p) for p in config.paths]
-        self.node = config.node or socket.gethostname()
+        self.node = config.node
         self.files: dict[str, _File] = {}
         self.matching: dict[str, int] = {}
         """Files each pattern matched at the last poll."""

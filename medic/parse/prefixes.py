@@ -226,6 +226,11 @@ class PrefixStripper:
         self._last = (frame, stripped)
         return stripped
 
+    def remember(self, frame: pl.DataFrame, stripped: pl.DataFrame) -> None:
+        """Take ``stripped`` as what ``frame`` strips to (a frame changed in columns the
+        stripper leaves alone, such as a placed ``node``, need not be stripped again)."""
+        self._last = (frame, stripped)
+
     def _prefixes(self, message: pl.Series) -> list[pl.Series]:
         """The bare messages and the ``prefix_*`` columns, one row per line. One scan finds the
         lines with a prefix and one regex cuts all of a line's stacked prefixes at once (a

@@ -40,20 +40,26 @@ def register_parser(cls: type[Any]) -> type[Any]:
     return cls
 
 
+def prefix_stripper(settings: Mapping[str, Mapping[str, Any]] | None = None) -> PrefixStripper:
+    """The prefix stripper a ``[parsers]`` table configures (its ``prefixes`` table)."""
+    values = (settings or {}).get(PREFIXES_TABLE, {})
+    return PrefixStripper(from_dict(PrefixConfig, values, f"parsers.{PREFIXES_TABLE}"))
+
+
 def build_parsers(
     detectors: Iterable[Any],
     settings: Mapping[str, Mapping[str, Any]] | None = None,
     catalogue: Any = None,
+    prefixes: PrefixStripper | None = None,
 ) -> list[Any]:
     """The parsers whose output streams the given detectors consume (transitively). A parser
     class with a ``Config`` is configured from ``settings[<output stream>]`` ([parsers.<name>]);
     one that reads the signature catalogue (``uses_catalogue``) gets ``catalogue``; the parsers
     that read log lines (``strips_prefixes``) share one prefix stripper, configured from
-    ``settings["prefixes"]`` ([parsers.prefixes])."""
+    ``settings["prefixes"]`` ([parsers.prefixes]) unless ``prefixes`` is that stripper."""
+    prefixes = prefixes or prefix_stripper(settings)
     settings = dict(settings or {})
-    prefixes = PrefixStripper(
-        from_dict(PrefixConfig, settings.pop(PREFIXES_TABLE, {}), f"parsers.{PREFIXES_TABLE}")
-    )
+    settings.pop(PREFIXES_TABLE, None)
     unknown = sorted(set(settings) - set(PARSERS))
     if unknown:
         known = ", ".join(sorted([*PARSERS, PREFIXES_TABLE]))
