@@ -13,7 +13,8 @@ What each file is comes from its name, then its lines:
   launcher's prefix (pdsh's ``host: ``) or of a torchrun root-cause block
   (``host : gpu-a01``), else the file's folder when it is named after a host
   (``gpu-c07/slurm-4242.out``); its rank is the one its prefix says (``[rankN]:``,
-  ``srun --label``'s ``N:``, ...).
+  ``srun --label``'s ``N:``, ...). The host a line names is read as the pipeline's placement
+  reads it (``medic.parse.placement``), which then checks it against the jobs' nodes.
 
 Prefixes are read by the pipeline's own prefix stripper (``medic.parse.prefixes``, with the
 site's ``[parsers.prefixes]``); the lines go to the pipeline as they were written. A node
@@ -30,6 +31,7 @@ from pathlib import Path
 import polars as pl
 
 from medic.diagnose.times import event_times, first_year
+from medic.parse.placement import line_host
 from medic.parse.prefixes import PrefixStripper
 
 SYSTEM_NAMES = re.compile(r"dmesg|kern|syslog|messages|journal", re.IGNORECASE)
@@ -42,8 +44,6 @@ wording ("requeue job 4242 due to failure of node ...")."""
 JOB_IN_TEXT = (
     r"\*\*\* (?:JOB|STEP) (\d+)|StepId=(\d+)|SLURM_JOB_ID=(\d+)|srun: job (\d+) |JobId=(\d+)"
 )
-NCCL_HOST = r"(?:^|[\s:\]])([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "
-ROOT_CAUSE_HOST = r"^\s*host\s*: ([A-Za-z0-9][\w.-]*)\s*$"
 FILE_WORDS = {"dmesg", "kern", "kernel", "syslog", "messages", "journal", "journalctl", "log"}
 FILE_WORDS |= {"txt", "slurmd", "slurmctld", "out", "err"}
 GENERIC_FOLDERS = {"", ".", "logs", "log", "tmp", "var"}
@@ -159,11 +159,10 @@ def lines_frame(
     lines = lines.with_columns(event_times(lines, year))
     said = (prefixes or PrefixStripper()).strip(lines.select("message"))
     lines = lines.with_columns(
-        said.get_column("message").alias("_bare"),
         said.get_column("prefix_rank").alias("_rank"),
-        said.get_column("prefix_host").alias("_host"),
+        line_host(said).alias("_host"),
     )
-    message, bare = pl.col("message"), pl.col("_bare")
+    message = pl.col("message")
     app = pl.col("kind") == "app"
     return (
         lines.with_columns(
@@ -171,17 +170,7 @@ def lines_frame(
             .then(pl.col("file_job"))
             .otherwise(message.str.extract(SLURM_LOG_JOB, 1))
             .alias("job_id"),
-            pl.when(app)
-            .then(
-                pl.coalesce(
-                    bare.str.extract(NCCL_HOST, 1),
-                    bare.str.extract(ROOT_CAUSE_HOST, 1),
-                    pl.col("_host"),
-                    pl.col("file_node"),
-                )
-            )
-            .otherwise(pl.coalesce(pl.col("_host"), pl.col("file_node")))
-            .alias("node"),
+            pl.coalesce(pl.col("_host"), pl.col("file_node")).alias("node"),
             pl.when(app).then(pl.col("_rank")).alias("rank"),
             pl.when(app)
             .then(pl.lit("app"))
@@ -190,6 +179,6 @@ def lines_frame(
             .otherwise(pl.lit("system"))
             .alias("source"),
         )
-        .drop("_bare", "_rank", "_host")
+        .drop("_rank", "_host")
         .sort("time", "order", "line", maintain_order=True)
     )
