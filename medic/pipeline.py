@@ -72,6 +72,11 @@ class Observer(Protocol):
     def advance(self, watermark: int) -> object: ...
 
 
+NAMED_HOSTS = {"signatures": "host"}
+"""Derived streams with a column of hosts that lines name in their text (``srun: error: <host>:
+task 3``), each checked against the job's nodes as the lines' own nodes are."""
+
+
 def placed_batches(batches: list[Batch], placed: pl.DataFrame) -> list[Batch]:
     """``batches`` (log batches) with the ``node`` of ``placed`` (their rows, in order, as
     ``Placement.place`` gave them); each keeps its other columns as they were."""
@@ -236,6 +241,13 @@ class Pipeline:
         placed = self.placement.place(batch.frame)
         return batch if placed is batch.frame else placed_batches([batch], placed)[0]
 
+    def _checked(self, derived: Batch) -> Batch:
+        """A derived batch whose hosts named in the lines' text are checked (``Placement``)."""
+        frame = self.placement.checked(derived.frame, NAMED_HOSTS[derived.stream])
+        if frame is derived.frame:
+            return derived
+        return Batch.from_frame(derived.stream, frame, derived.data.schema)
+
     def _derive(self, batch: Batch) -> list[Batch]:
         available = {batch.stream: batch}
         parsed = self._parsed.pop(batch, {})
@@ -247,6 +259,8 @@ class Pipeline:
                 derived = parsed[parser.output_stream]
             else:
                 derived = parser.parse(source)
+            if derived is not None and derived.num_rows and derived.stream in NAMED_HOSTS:
+                derived = self._checked(derived)
             if derived is not None and derived.num_rows:
                 available[parser.output_stream] = derived
         return [b for stream, b in available.items() if stream != batch.stream]

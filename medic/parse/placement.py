@@ -94,6 +94,8 @@ class Placement:
         self.jobs: dict[str, tuple[frozenset[str], datetime]] = {}
         """Each job's nodes over all its attempts, and when Slurm first showed them."""
         self.stats: Counter[str] = Counter()
+        self._reader = PrefixStripper(self.prefixes.config)
+        """Reads the few lines ``checked`` sees (the shared stripper keeps the batch's lines)."""
         self._ranks = pl.DataFrame(schema={"job_id": pl.String, "rank": pl.Int32, "_at": pl.String})
         self._layouts: pl.DataFrame | None = None
         self._warned: set[tuple[str | None, str]] = set()
@@ -208,6 +210,41 @@ class Placement:
         self._count(decided)
         return decided.get_column("_placed").alias("node")
 
+    def checked(self, frame: pl.DataFrame, column: str = "host") -> pl.DataFrame:
+        """``frame`` (rows with ``time``, ``job_id`` and ``column``: a host a matched line names
+        in its text, such as ``srun: error: <host>: task 3``) with the hosts that are not one of
+        their job's nodes in Slurm nulled and counted as ``unknown_node``; ``frame`` itself when
+        there are none."""
+        layouts = self._layout_frame()
+        if (
+            layouts is None
+            or column not in frame.columns
+            or frame.get_column(column).is_null().all()
+        ):
+            return frame
+        joined = frame.select("time", "job_id", column).join(
+            layouts, on="job_id", how="left", maintain_order="left"
+        )
+        refused = joined.select(
+            (
+                pl.col(column).is_not_null()
+                & (pl.col("time") >= pl.col("_since"))
+                & ~pl.col("_nodes").list.contains(pl.col(column))
+            ).fill_null(False)
+        ).to_series()
+        if not refused.any():
+            return frame
+        hosts = joined.filter(refused).select("job_id", pl.col(column).alias("_host"))
+        lines = frame.filter(refused)
+        if "message" in lines.columns:  # a line whose own node was refused was counted then
+            said = line_host(self._reader.strip(lines.select("message")))
+            hosts = hosts.filter(said.ne_missing(hosts.get_column("_host")))
+        self.stats[UNKNOWN_NODE] += hosts.height
+        self._warn(hosts)
+        return frame.with_columns(
+            pl.when(refused).then(None).otherwise(pl.col(column)).alias(column)
+        )
+
     @staticmethod
     def _valid(host: pl.Expr) -> pl.Expr:
         """``host`` where it is one of the line's job's nodes in Slurm, or where Slurm has shown
@@ -226,10 +263,14 @@ class Placement:
         if refused.is_empty():
             return
         self.stats[UNKNOWN_NODE] += refused.height
+        named = pl.when(pl.col("_named")).then(pl.col("_said")).otherwise(pl.col("node"))
+        self._warn(refused.select("job_id", named.alias("_host")))
+
+    def _warn(self, refused: pl.DataFrame) -> None:
+        """Log each (job, host) of ``refused`` once (at most ``MAX_WARNED`` of them)."""
         if len(self._warned) >= MAX_WARNED:
             return
-        named = pl.when(pl.col("_named")).then(pl.col("_said")).otherwise(pl.col("node"))
-        for job_id, host in refused.select("job_id", named.alias("_host")).unique().iter_rows():
+        for job_id, host in refused.unique().iter_rows():
             if (job_id, host) in self._warned:
                 continue
             self._warned.add((job_id, host))

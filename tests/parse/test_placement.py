@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from medic.diagnose.lines import LogText, lines_frame
-from medic.diagnose.run import diagnose
+from medic.diagnose.run import MatchedLines, diagnose
 from medic.ingest.base import Batch, Watermark
 from medic.parse.placement import UNKNOWN_NODE, Placement, line_host
 from medic.parse.prefixes import PrefixStripper
@@ -165,3 +165,18 @@ def test_diagnose_of_one_output_file_names_the_node_of_the_line() -> None:
     lines = lines_frame([LogText("slurm-4242.out", text)])
     assert lines.get_column("node").to_list() == ["n1", "n2", "n2"]
     assert [f.culprits for f in findings if f.kind == "gpu_fault"] == [("n2",)]
+
+
+def test_a_host_named_in_a_lines_text_is_kept_only_when_it_is_one_of_the_jobs() -> None:
+    matched = MatchedLines()
+    pipeline = Pipeline.from_settings(observers=[matched])
+    pipeline.run(
+        events(
+            ["n1", "n2"],
+            "srun: error: n9: task 3: Out Of Memory",
+            "srun: error: n2: task 1: Out Of Memory",
+        )
+    )
+    hosts = matched.rows().get_column("host").to_list()
+    assert hosts == [None, "n2"]
+    assert pipeline.placement.stats[UNKNOWN_NODE] == 1
