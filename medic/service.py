@@ -355,12 +355,15 @@ class Service:
         self.store.close()
 
     def source_counters(self) -> dict[str, dict[str, int]]:
-        """What each source counted so far (its ``stats``), for /metrics."""
-        return {
+        """What each source counted so far (its ``stats``), for /metrics, and as ``placement``
+        the log lines placed from their text or refused a node (``unknown_node``)."""
+        counts = {
             name: state.source.stats.as_dict()
             for name, state in self.sources.items()
             if hasattr(state.source, "stats")
         }
+        counts["placement"] = dict(self.pipeline.placement.stats)
+        return counts
 
     def report_page(self, kind: str, params: Mapping[str, str]) -> str:
         """/report and /report.html, on the HTTP thread: the history report, read through a

@@ -93,7 +93,9 @@ class Placement:
         self.prefixes = prefixes or PrefixStripper()
         self.jobs: dict[str, tuple[frozenset[str], datetime]] = {}
         """Each job's nodes over all its attempts, and when Slurm first showed them."""
-        self.stats: Counter[str] = Counter()
+        self.stats: Counter[str] = Counter({"from_line": 0, UNKNOWN_NODE: 0})
+        """Lines placed from their own text, and names refused (its keys are fixed: /metrics
+        reads it from another thread)."""
         self._reader = PrefixStripper(self.prefixes.config)
         """Reads the few lines ``checked`` sees (the shared stripper keeps the batch's lines)."""
         self._ranks = pl.DataFrame(schema={"job_id": pl.String, "rank": pl.Int32, "_at": pl.String})
