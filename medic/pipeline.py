@@ -25,8 +25,8 @@ from medic.detectors.registry import build_detectors, build_parsers
 from medic.detectors.signatures import catalogue_from_settings
 from medic.incident import IncidentCorrelator
 from medic.ingest.base import Batch, Event, Watermark
-from medic.parse.registry import prefix_stripper
 from medic.parse.placement import Placement
+from medic.parse.registry import prefix_stripper
 from medic.readahead import parse_ahead, stretches
 from medic.timeutil import US
 

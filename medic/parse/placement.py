@@ -1,5 +1,5 @@
-"""Where a log line was written: its node and rank, read from the line and checked against the
-job's layout.
+"""Where a log line was written: its node, read from the line and checked against the job's
+nodes in Slurm.
 
 Slurm's default output file (``slurm-%j.out``) holds the lines of every node of a job, so the
 file says nothing of a line's node, and the host that reads the file (medic's own) is none of
@@ -16,7 +16,8 @@ per job and host, and no action can target it. A line naming no host keeps the n
 carries (a ``%N`` in the file's path, a shipper's host field) when that is one of the job's
 nodes, else the node its rank was seen on, else the job's node when the job has one only. A
 line of no job, or of a job Slurm has not shown yet (``medic diagnose`` of files alone), is
-taken as it says: there is nothing to check it against.
+taken as it says: there is nothing to check it against. A host that a matched line names in
+its text (``srun: error: <host>: task 3: ...``) is checked the same way (``checked``).
 
 One ``Placement`` serves ``medic serve``, ``medic backtest`` and ``medic diagnose``: the
 pipeline places every ``logs`` batch before its parsers and detectors read it. Placing is
@@ -330,6 +331,3 @@ class Placement:
         for job_id in list(self.jobs)[: len(self.jobs) - MAX_JOBS]:
             del self.jobs[job_id]
         self._ranks = self._ranks.filter(pl.col("job_id").is_in(list(self.jobs)))
-
-    def state_size(self) -> int:
-        return len(self.jobs) + self._ranks.height
