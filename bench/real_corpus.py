@@ -28,11 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from medic.diagnose.corpus import Case, Verdict, load_corpus, score  # noqa: E402
 from medic.diagnose.run import diagnose  # noqa: E402
-from medic.parse.progress_corpus import load_corpus as load_progress  # noqa: E402
-from medic.parse.progress_corpus import read_job  # noqa: E402
-from medic.parse.progress_corpus import score as score_progress  # noqa: E402
+from tests.corpus.failures import Case, Verdict, load_corpus, score  # noqa: E402
+from tests.corpus.progress import load_corpus as load_progress  # noqa: E402
+from tests.corpus.progress import read_job  # noqa: E402
+from tests.corpus.progress import score as score_progress  # noqa: E402
 
 Table = tuple[list[str], list[list[str]]]
 """A section's header and rows."""

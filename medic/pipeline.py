@@ -19,6 +19,7 @@ import pyarrow as pa
 from medic.calibration import Calibration, calibration_of
 from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
+from medic.detectors.catalogue import Catalogue
 from medic.detectors.incidents import share_liveness
 from medic.detectors.progress_state import share_watched_jobs
 from medic.detectors.registry import build_detectors, build_parsers
@@ -144,15 +145,18 @@ class Pipeline:
         settings: Mapping[str, Any] | None = None,
         responders: Iterable[Responder] = (),
         observers: Iterable[Observer] = (),
+        catalogue: Catalogue | None = None,
     ) -> Pipeline:
         """Build from a config mapping with ``[pipeline]``, ``[parsers.<name>]`` and
-        ``[detectors.<name>]`` tables. One signature catalogue (the built-in one plus the site
-        files of ``[parsers.signatures] extra``) goes to the parser and the detectors alike; the
-        calibration is ``[pipeline] calibration`` (the shipped one unless ``calibrate = false``)."""
+        ``[detectors.<name>]`` tables. One signature catalogue (``catalogue``, or else the
+        built-in one plus the site files of ``[parsers.signatures] extra``) goes to the parser
+        and the detectors alike; the calibration is ``[pipeline] calibration`` (the shipped one
+        unless ``calibrate = false``)."""
         settings = settings or {}
         config = pipeline_config(settings)
         calibration = calibration_of(config.calibrate, config.calibration)
-        catalogue = catalogue_from_settings(settings.get("parsers", {}))
+        if catalogue is None:
+            catalogue = catalogue_from_settings(settings.get("parsers", {}))
         detectors = build_detectors(settings.get("detectors", {}), catalogue=catalogue)
         observers = list(observers)
         placement = Placement(prefix_stripper(settings.get("parsers", {})))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -109,6 +109,16 @@ class Catalogue:
             [site.exit_codes, self.exit_codes.join(site.exit_codes, on="code", how="anti")]
         )
         return Catalogue(signatures.with_row_index("entry"), xids, exits)
+
+    def without(self, ids: Iterable[str]) -> Catalogue:
+        """This catalogue less the signatures ``ids`` (to measure what the rest recognise of
+        the failures those entries were written for). An id not in it is an error."""
+        drop = set(ids)
+        unknown = sorted(drop - set(self.signatures["id"]))
+        if unknown:
+            raise CatalogueError(f"no signature '{unknown[0]}' to leave out")
+        kept = self.signatures.filter(~pl.col("id").is_in(sorted(drop))).drop("entry")
+        return Catalogue(kept.with_row_index("entry"), self.xids, self.exit_codes)
 
     def exit_meaning(self, code: int | None) -> str | None:
         if code is None:

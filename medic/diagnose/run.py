@@ -24,6 +24,7 @@ from medic import schema
 from medic.actions.config import RulesConfig, load_rules
 from medic.actions.explain import explain
 from medic.detectors.base import Detection
+from medic.detectors.catalogue import Catalogue
 from medic.detectors.signatures import SignatureParser
 from medic.diagnose.lines import LogText, lines_frame
 from medic.incident import Incident
@@ -164,13 +165,17 @@ def _ticks(after: int, upto: int) -> range:
 
 
 def diagnose(
-    texts: Sequence[LogText], settings: Mapping[str, Any] | None = None, year: int | None = None
+    texts: Sequence[LogText],
+    settings: Mapping[str, Any] | None = None,
+    year: int | None = None,
+    catalogue: Catalogue | None = None,
 ) -> list[Finding]:
     """The incidents the pipeline finds in ``texts`` under ``settings`` (a medic config as a
-    mapping: detectors, parsers, pipeline and rules), earliest first."""
+    mapping: detectors, parsers, pipeline and rules), earliest first; with ``catalogue`` in
+    place of the one the settings name."""
     settings = settings or {}
     matched = MatchedLines()
-    pipeline = Pipeline.from_settings(settings, observers=[matched])
+    pipeline = Pipeline.from_settings(settings, observers=[matched], catalogue=catalogue)
     rules = load_rules(settings.get("rules"))
     reader = next(p for p in pipeline.parsers if isinstance(p, SignatureParser))
     lines = lines_frame(texts, year, reader.matcher.prefixes)

@@ -145,12 +145,14 @@ def named_groups(pattern: str) -> set[str]:
     return {name for name in names if not name.isdigit()}
 
 
-def _compiled_formats(config: ProgressConfig) -> tuple[ProgressFormat, ...]:
+def _compiled_formats(
+    config: ProgressConfig, builtin: tuple[ProgressFormat, ...]
+) -> tuple[ProgressFormat, ...]:
     custom = tuple(
         ProgressFormat(p.framework, p.event, (), p.pattern, "medic.toml [parsers.progress]", p.unit)
         for p in config.patterns
     )
-    return custom + FORMATS
+    return custom + builtin
 
 
 class ProgressParser:
@@ -166,11 +168,16 @@ class ProgressParser:
     """Reads lines without their launchers' and shippers' prefixes (``build_parsers``)."""
 
     def __init__(
-        self, config: ProgressConfig | None = None, prefixes: PrefixStripper | None = None
+        self,
+        config: ProgressConfig | None = None,
+        prefixes: PrefixStripper | None = None,
+        builtin: tuple[ProgressFormat, ...] = FORMATS,
     ) -> None:
+        """``builtin``: the built-in formats to read with (all of them unless a measurement
+        leaves some out, to see what the rest and the learning reader make of their lines)."""
         self.config = config or ProgressConfig()
         self.prefixes = prefixes or PrefixStripper()
-        self.formats = _compiled_formats(self.config)
+        self.formats = _compiled_formats(self.config, builtin)
         self.learned = LearnedProgress()
         """What the learning reader knows of each job's own step lines."""
         self._formatted: set[str] = set()

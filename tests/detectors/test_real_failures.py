@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from medic.diagnose.corpus import Case, load_corpus, score
 from medic.diagnose.run import diagnose
+from tests.corpus.failures import Case, load_corpus, score
 
 CORPUS = Path(__file__).parents[1] / "data" / "real" / "failures"
 CASES = load_corpus(CORPUS)

@@ -481,6 +481,23 @@ def test_every_bundled_log_line_is_named_as_a_line_by_line_reading_names_it() ->
     assert parsed.frame.get_column("signature").to_list() == expected
 
 
+def test_a_catalogue_without_entries_no_longer_names_their_lines() -> None:
+    line = (
+        "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5,"
+        " OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012"
+        " milliseconds before timing out."
+    )
+    named = SignatureParser(catalogue=CATALOGUE).parse(batch("logs", [log(0, line)]))
+    assert named is not None and "nccl_watchdog_timeout" in named.frame["signature"].to_list()
+    reduced = CATALOGUE.without(["nccl_watchdog_timeout"])
+    assert len(reduced.signatures) == len(CATALOGUE.signatures) - 1
+    assert reduced.signatures["entry"].to_list() == list(range(len(reduced.signatures)))
+    left = SignatureParser(catalogue=reduced).parse(batch("logs", [log(0, line)]))
+    assert left is None or "nccl_watchdog_timeout" not in left.frame["signature"].to_list()
+    with pytest.raises(CatalogueError, match="no signature 'nope'"):
+        CATALOGUE.without(["nope"])
+
+
 def test_malformed_catalogues_fail_with_one_line() -> None:
     entry = dict(CATALOGUE.signatures.drop("entry").row(0, named=True))
     with pytest.raises(CatalogueError, match="kind 'oops'"):

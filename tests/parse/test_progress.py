@@ -24,9 +24,9 @@ from medic.parse.progress import (
     ProgressParser,
     _bar_seconds,
 )
-from medic.parse.progress_corpus import load_corpus
 from medic.pipeline import Pipeline
 from tests.builders import batch, bundled_logs, log
+from tests.corpus.progress import load_corpus
 
 
 def parse(*messages: str, parser: ProgressParser | None = None, **extra: Any) -> list[dict]:
@@ -310,6 +310,15 @@ def test_custom_pattern_reads_a_line_before_the_built_in_formats() -> None:
         ("custom", "step", 100),
         ("megatron", "eval_step", 3),
     ]
+
+
+def test_a_parser_reads_only_the_built_in_formats_it_is_given() -> None:
+    """Left without Megatron's formats, its line is no step of Megatron's."""
+    kept = tuple(f for f in FORMATS if f.framework != "megatron")
+    assert [r["framework"] for r in parse(MEGATRON_STEP)] == ["megatron"]
+    assert "megatron" not in {
+        r["framework"] for r in parse(MEGATRON_STEP, parser=ProgressParser(builtin=kept))
+    }
 
 
 def test_numbers_with_a_magnitude_suffix_or_thousands_separators() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from medic.parse.progress_corpus import Case, CorpusError, load_corpus, load_file, read_job, score
+from tests.corpus.progress import Case, CorpusError, load_corpus, load_file, read_job, score
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "real" / "progress"
 FILES = load_corpus(CORPUS)

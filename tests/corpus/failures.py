@@ -4,6 +4,7 @@ One TOML file per family (``tests/data/real/failures/*.toml``)::
 
     [source]
     family = "nccl_watchdog"
+    signatures = ["nccl_watchdog_timeout", ...]   # the catalogue entries written for it
     observed = ["https://...", "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"]
 
     [[case]]
@@ -92,6 +93,22 @@ def load_corpus(folder: Path) -> list[Case]:
             seen.add(case.id)
             cases.append(case)
     return cases
+
+
+def load_families(folder: Path) -> dict[str, tuple[str, ...]]:
+    """Per family, the catalogue entries written for it (``[source] signatures``): what a
+    leave-one-family-out run takes out. A family of look-alikes only names none."""
+    families: dict[str, tuple[str, ...]] = {}
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            source = tomllib.loads(path.read_text()).get("source", {})
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise CorpusError(f"{path}: {exc}") from None
+        ids = source.get("signatures")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise CorpusError(f"{path}: [source] signatures must list catalogue entry ids")
+        families[str(source.get("family", path.stem))] = tuple(ids)
+    return families
 
 
 def _case(family: str, entry: dict[str, Any], where: str) -> Case:

@@ -4,6 +4,7 @@ One TOML file per framework or launcher (``tests/data/real/progress/*.toml``)::
 
     [source]
     framework = "nanoGPT"
+    formats = ["nanogpt"]      # the built-in formats written for it (their ``framework``)
     observed = ["karpathy/nanoGPT train.py"]     # where the format was observed
 
     [[case]]
@@ -107,6 +108,21 @@ def load_file(path: Path) -> list[Case]:
 def load_corpus(directory: Path) -> dict[str, list[Case]]:
     """Every file's cases, by file stem."""
     return {path.stem: load_file(path) for path in sorted(directory.glob("*.toml"))}
+
+
+def load_formats(directory: Path) -> dict[str, tuple[str, ...]]:
+    """Per file (by stem), the built-in formats written for its framework (``[source]
+    formats``, by their ``framework``): what a leave-one-framework-out run takes out."""
+    formats: dict[str, tuple[str, ...]] = {}
+    for path in sorted(directory.glob("*.toml")):
+        try:
+            names = tomllib.loads(path.read_text())["source"]["formats"]
+        except (OSError, tomllib.TOMLDecodeError, KeyError) as exc:
+            raise CorpusError(f"{path}: {exc}") from None
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise CorpusError(f"{path}: [source] formats must list format framework names")
+        formats[path.stem] = tuple(names)
+    return formats
 
 
 def read_job(cases: list[Case], parser: ProgressParser | None = None) -> list[list[dict[str, Any]]]:
