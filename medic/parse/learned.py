@@ -29,16 +29,18 @@ import polars as pl
 
 MIN_LINES = 3
 """Lines of one template, counter increasing, before its lines are read as steps."""
-NUMBER = r"[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+NUMBER = r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+"""A number, its thousands grouped by commas or not ("505,100" is one number)."""
 CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}\b"
 """Times of day, durations as h:mm:ss and dates: masked apart, never a counter."""
 CANDIDATE = (
     r"[0-9] ?(?:ms|s|sec|secs|seconds|us)(?-u:\b)"
-    r"|(?i:time|dt[:=]|took|duration|timing|ms/|s/it|it/s|steps?/s|_per_s|(?-u:\b)bps(?-u:\b))"
+    r"|(?i:time|dt[:=]|took|duration|timing|cost|latency|ms/|s/it|it/s|steps?/s|_per_s|(?-u:\b)bps(?-u:\b))"
 )
 """A line worth learning from holds a duration or a rate ..."""
-HEADER = r"(?i)\b(?:step|iter|iteration|batch|update|global_step)s?\W{0,2}[0-9]"
-"""... or a counter labelled as a step: the first line of a multi-line record."""
+HEADER = r"(?i)(?:\b|_)(?:step|iter|iteration|batch|update)s?\W{0,2}[0-9]"
+"""... or a counter labelled as a step (alone: a step line that gives no time; followed by a
+line giving the time: a multi-line record)."""
 RECORD_WINDOW = 64
 """Lines after a record's header in which its part is looked for."""
 JOINT = " ¦ "
@@ -53,20 +55,35 @@ LOOKALIKE_LINE = (
 and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints. Word
 characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
 every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
+SUMMARY_LINE = (
+    r"(?i)(?-u:\b)(?:val|dev|metrics?|summar[a-z]*|wrote|written|best|"
+    r"report[a-z]*)(?-u:\b)"
+)
+"""Words of lines that report on a step rather than make one ("step 250: train loss 4.1, val
+loss 4.3", "Wrote summary entry at step 1100"): a counter-only line holding one is no step
+(a line that also says how long the step took is)."""
 _LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
-_COUNTER_LABEL = re.compile(r"(?i)^(?:step|iter|iteration|batch|update|global_step)s?$")
+_COUNTER_LABEL = re.compile(r"(?i)^(?:[a-z]+_)?(step|iter|iteration|batch|update)s?$")
+_COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
+"""Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
+_PHRASE = re.compile(r"([A-Za-z_/%@.\-]+(?: \(?[A-Za-z_/%@.\-]+\)?){0,3})\W{0,3}$")
+"""The last words before a number (``elapsed time per iteration (ms)``)."""
 _UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]+)")
-_EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|avg|mean")
+_EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|reader")
 
 
 @dataclass(frozen=True)
 class Fields:
-    """Which numbers of a template mean what: how many it holds, and its duration (or rate)."""
+    """Which numbers of a template mean what: how many it holds, its duration (or rate), and
+    the rank of each number's counter label (lower: the likelier step)."""
 
     width: int
-    duration: int
+    duration: int | None
+    """None: a labelled counter without a time (a step line that gives none, or a record's
+    header)."""
     scale: float
     """Seconds per unit of the duration field, or -1 for a rate (steps per second)."""
+    ranks: tuple[int, ...] = ()
 
 
 @dataclass
@@ -90,8 +107,9 @@ class LearnedProgress:
     fields: dict[str, Fields | None] = field(default_factory=dict)
     """Per template ever seen: its duration field (None: it has none, it is no step line). A
     template of one number, a duration, is a record's part."""
-    headers: set[str] = field(default_factory=set)
-    """The templates ever seen that are a record's header."""
+    timed: set[tuple[str, str]] = field(default_factory=set)
+    """The processes (job, process) whose step lines say how long a step took: their
+    counter-only lines (a labelled counter and no time) are no steps of their own."""
     candidates: pl.Expr = field(
         default_factory=lambda: pl.col("message").str.contains(f"{CANDIDATE}|{HEADER}")
     )
@@ -115,20 +133,21 @@ class LearnedProgress:
         self._classify(found)
         found = self._records(found)
         self._classify(found)
-        timed = [t for t, f in self.fields.items() if f is not None and f.width > 1]
-        found = found.filter(pl.col("_template").is_in(timed))
+        learnable = [t for t, f in self.fields.items() if f is not None and not _is_part(f)]
+        found = found.filter(pl.col("_template").is_in(learnable))
         if found.is_empty():
             return _EMPTY
         found = found.with_columns(
             pl.col("_text")
             .str.extract_all(NUMBER)
-            .list.eval(pl.element().cast(pl.Float64, strict=False))
+            .list.eval(pl.element().str.replace_all(",", "").cast(pl.Float64, strict=False))
             .alias("_numbers")
         )
-        steps = [
-            self._steps(str(template), group)
-            for (template,), group in found.group_by("_template", maintain_order=True)
-        ]
+        groups = sorted(
+            found.group_by("_template", maintain_order=True),
+            key=lambda item: _untimed(self.fields[str(item[0][0])]),
+        )
+        steps = [self._steps(str(template), group) for (template,), group in groups]
         read = [s for s in steps if s is not None]
         return pl.concat(read).sort("_line") if read else _EMPTY
 
@@ -137,20 +156,21 @@ class LearnedProgress:
         for template in found.get_column("_template").unique().to_list():
             if template not in self.fields:
                 self.fields[template] = _fields(template)
-                if self.fields[template] is None and _is_header(template):
-                    self.headers.add(template)
 
     def _records(self, found: pl.DataFrame) -> pl.DataFrame:
         """``found`` with each record's header and its part (the first after it from the
         same process, within ``RECORD_WINDOW`` lines) joined into one line at the header's
-        place; headers without a part and parts without a header are dropped."""
-        parts = [t for t, f in self.fields.items() if f is not None and f.width == 1]
-        is_header = pl.col("_template").is_in(list(self.headers))
+        place; a header without a part stays a line of its own (a step that gives no time), a
+        part without a header is dropped."""
+        parts = [t for t, f in self.fields.items() if _is_part(f)]
+        headers_of = [t for t, f in self.fields.items() if f is not None and f.duration is None]
+        is_header = pl.col("_template").is_in(headers_of)
         is_part = pl.col("_template").is_in(parts)
         rest = found.filter(~is_header & ~is_part)
         headers, tails = found.filter(is_header), found.filter(is_part)
         if headers.is_empty() or tails.is_empty():
-            return rest
+            alone = headers.filter(~pl.col("_text").str.contains(SUMMARY_LINE))
+            return pl.concat([rest, alone]).sort("_line")
         owners = headers.select("_line", "job_id", "_who", pl.col("_line").alias("_owner"))
         owned = (
             tails.join_asof(
@@ -165,6 +185,9 @@ class LearnedProgress:
             .group_by("_owner", maintain_order=True)
             .agg(pl.col("_text", "_template").first().name.suffix("_part"))
         )
+        alone = headers.join(owned, left_on="_line", right_on="_owner", how="anti").filter(
+            ~pl.col("_text").str.contains(SUMMARY_LINE)
+        )
         records = headers.join(owned, left_on="_line", right_on="_owner", how="inner").select(
             "_line",
             "job_id",
@@ -172,7 +195,7 @@ class LearnedProgress:
             pl.concat_str("_text", pl.lit(JOINT), "_text_part").alias("_text"),
             pl.concat_str("_template", pl.lit(JOINT), "_template_part").alias("_template"),
         )
-        return pl.concat([rest, records]).sort("_line")
+        return pl.concat([rest, alone, records]).sort("_line")
 
     def state_size(self) -> int:
         """Templates held, over every job."""
@@ -181,6 +204,7 @@ class LearnedProgress:
     def forget(self, job: str) -> None:
         """Drop what was learned of a job (it ended)."""
         self.jobs.pop(job, None)
+        self.timed = {(j, who) for j, who in self.timed if j != job}
 
     def _steps(self, template: str, lines: pl.DataFrame) -> pl.DataFrame | None:
         """The steps among ``lines`` (of one template, from any job and process), learning
@@ -200,37 +224,61 @@ class LearnedProgress:
             *(pl.col(n).last().alias(f"last_{n}") for n in names),
             *((pl.col(n) == pl.col(n).round(0)).all().alias(f"whole_{n}") for n in names),
         )
-        counters: dict[tuple[str, str], int] = {}
+        counters: dict[tuple[str, str], tuple[int, bool]] = {}
+        untimed = fields.duration is None
         for row in seen.iter_rows(named=True):
+            if untimed and (row["job_id"], row["_who"]) in self.timed:
+                continue
             known = self.jobs.setdefault(row["job_id"], {}).setdefault(
                 (row["_who"], template), Template()
             )
             _observe(known, row, names, fields)
             if known.counter is not None and known.lines >= MIN_LINES:
-                counters[(row["job_id"], row["_who"])] = known.counter
+                counters[(row["job_id"], row["_who"])] = (known.counter, _clock(known, fields))
+                if not untimed:
+                    self.timed.add((row["job_id"], row["_who"]))
         if not counters:
             return None
         chosen = pl.DataFrame(
             {
                 "job_id": [job for job, _ in counters],
                 "_who": [who for _, who in counters],
-                "_counter": list(counters.values()),
+                "_counter": [counter for counter, _ in counters.values()],
+                "_clock": [clock for _, clock in counters.values()],
             },
-            schema={"job_id": pl.String, "_who": pl.String, "_counter": pl.Int64},
+            schema={
+                "job_id": pl.String,
+                "_who": pl.String,
+                "_counter": pl.Int64,
+                "_clock": pl.Boolean,
+            },
         )
-        duration = pl.col(f"n{fields.duration}")
+        if fields.duration is None:
+            step_time = pl.lit(None, pl.Float64)
+        else:
+            duration = pl.col(f"n{fields.duration}")
+            step_time = 1.0 / duration if fields.scale < 0 else duration * fields.scale
         return numbers.join(chosen, on=["job_id", "_who"], how="inner").select(
             "_line",
             pl.col("_numbers").list.get(pl.col("_counter")).cast(pl.Int64).alias("step"),
-            (1.0 / duration if fields.scale < 0 else duration * fields.scale).alias("step_time_s"),
+            pl.when(~pl.col("_clock")).then(step_time).alias("step_time_s"),
         )
+
+
+def _clock(known: Template, fields: Fields) -> bool:
+    """Whether a template's duration has risen on every line so far: a clock (time since the
+    start, the run's elapsed seconds), not how long a step took."""
+    if fields.duration is None or not known.rises:
+        return False
+    return known.rises[fields.duration] >= known.lines - 1
 
 
 def _observe(known: Template, seen: dict[str, object], names: list[str], fields: Fields) -> None:
     """Fold one batch's summary of a process's lines (``seen``: count, rises, first, last and
     whole-number flags per number) into what its template has shown, and pick the counter once
     one keeps rising: the first integer number, other than the duration, that rose in at least
-    three lines of four (a counter restarting with each epoch allowed)."""
+    three lines of four (a counter restarting with each epoch allowed); of several, the one
+    labelled likeliest a step."""
     if not known.rises:
         known.rises = [0] * len(names)
     for i, name in enumerate(names):
@@ -244,42 +292,68 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
     known.last = tuple(seen[f"last_{name}"] for name in names)  # type: ignore[misc]
     if known.counter is not None or pairs < MIN_LINES - 1:
         return
-    for i, name in enumerate(names):
-        if i != fields.duration and seen[f"whole_{name}"] and known.rises[i] >= 0.75 * pairs:
-            known.counter = i
-            return
+    rising = [
+        i
+        for i, name in enumerate(names)
+        if i != fields.duration and seen[f"whole_{name}"] and known.rises[i] >= 0.75 * pairs
+    ]
+    if rising:
+        known.counter = min(rising, key=lambda i: (fields.ranks[i], i))
 
 
 def _fields(template: str) -> Fields | None:
-    """A template's duration (or rate) field, from the label before a number or the unit
-    after it; None when it has none. With no other number (no counter beside it), it is a
-    record's part."""
+    """A template's duration (or rate) field, from the words before a number or the unit after
+    it, and the rank of each number's counter label. None when it has neither a duration nor a
+    labelled counter. A duration with no other number (no counter beside it) is a record's
+    part; a labelled counter without a duration, a step line that gives no time (or a
+    record's header)."""
     parts = template.split("#")
     if len(parts) < 2:
         return None
-    for index in range(len(parts) - 1):
+    width = len(parts) - 1
+    labels = [_LABEL.search(part) for part in parts[:-1]]
+    ranks = tuple(_counter_rank(label.group(1) if label else "") for label in labels)
+    for index in range(width):
         unit = _UNIT_AFTER.match(parts[index + 1])
-        label = _LABEL.search(parts[index])
-        scale = _scale(unit.group(1) if unit else "", label.group(1) if label else "")
+        label = labels[index]
+        phrase = _PHRASE.search(parts[index])
+        scale = _scale(
+            unit.group(1) if unit else "",
+            label.group(1) if label else "",
+            phrase.group(1) if phrase else "",
+        )
         if scale is not None:
-            return Fields(len(parts) - 1, index, scale)
+            return Fields(width, index, scale, ranks)
+    if min(ranks) < len(_COUNTER_RANK) + 1:
+        return Fields(width, None, 0.0, ranks)
     return None
 
 
-def _is_header(template: str) -> bool:
-    """A template without a duration whose numbers include one labelled as a step."""
-    parts = template.split("#")
-    labels = (_LABEL.search(part) for part in parts[:-1])
-    return any(label and _COUNTER_LABEL.match(label.group(1)) for label in labels)
+def _untimed(fields: Fields | None) -> bool:
+    """A template with a labelled counter and no time: read after the timed ones, so that a
+    process whose steps say how long they took is known before its counter-only lines."""
+    return fields is not None and fields.duration is None
 
 
-def _scale(unit: str, label: str) -> float | None:
-    """Seconds per unit of a number with this unit after it and this label before it (-1: a
-    rate of steps per second), or None when it is no step duration."""
-    unit, label = unit.lower(), label.lower()
+def _is_part(fields: Fields | None) -> bool:
+    """A template of one number, a duration: the later line of a record."""
+    return fields is not None and fields.width == 1 and fields.duration is not None
+
+
+def _counter_rank(label: str) -> int:
+    """How likely a number with this label is the step: by ``_COUNTER_RANK``, unlabelled last."""
+    match = _COUNTER_LABEL.match(label)
+    return _COUNTER_RANK[match.group(1).lower()] if match else len(_COUNTER_RANK) + 1
+
+
+def _scale(unit: str, label: str, phrase: str = "") -> float | None:
+    """Seconds per unit of a number with this unit after it, this label (its last word) and
+    this phrase (its last words) before it (-1: a rate of steps per second), or None when it is
+    no step duration (a rate of samples or tokens is none)."""
+    unit, label, phrase = unit.lower(), label.lower(), phrase.lower()
     if _EXCLUDED.search(label) or _EXCLUDED.search(unit):
         return None
-    if unit in ("it/s", "steps/s", "step/s", "batches/s", "ups"):
+    if unit in ("it/s", "iter/s", "iters/s", "steps/s", "step/s", "batches/s", "ups"):
         return -1.0
     if unit.startswith(("ms/", "msec")) or unit == "ms":
         return 0.001
@@ -289,13 +363,18 @@ def _scale(unit: str, label: str) -> float | None:
         return 1e-6
     if re.search(r"steps?_per_s|batches_per_s|ups$|it_per_s|(?:^|/)bps$", label):
         return -1.0
-    if re.search(r"per_s|/s$|ps$", label):
+    if re.search(r"per_?s|/s$|/sec$|ps$", label) or re.search(r"/s(?:ec)?$|per_s", unit):
         return None
     if re.search(r"(^|[^a-z])ms|_ms\b|ms/", label):
         return 0.001
-    if re.search(r"time|dt$|took|duration|timing|_s/|_s$|sec", label):
-        return 1.0
-    return None
+    timed = re.search(r"time|dt$|took|duration|timing|cost|latency|_s/|_s$|sec", label)
+    if not timed and not re.search(r"\b(?:time|timing|latency)\b", phrase):
+        return None
+    if re.search(r"\(ms\)|\bin ms\b", phrase):
+        return 0.001
+    if re.search(r"\(us\)|\bin us\b", phrase):
+        return 1e-6
+    return 1.0
 
 
 _EMPTY = pl.DataFrame(schema={"_line": pl.UInt32, "step": pl.Int64, "step_time_s": pl.Float64})
