@@ -29,6 +29,10 @@ import polars as pl
 
 MIN_LINES = 3
 """Lines of one template, counter increasing, before its lines are read as steps."""
+RISE = 0.75
+"""Share of line pairs in which a number must grow to be a counter ..."""
+LABELLED_RISE = 0.5
+"""... or, labelled step or iteration, in which it must grow."""
 NUMBER = r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
 """A number, its thousands grouped by commas or not ("505,100" is one number)."""
 CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}\b"
@@ -49,10 +53,11 @@ LOOKALIKE_LINE = (
     r"(?i)(?-u:\b)(?:eval\w*|valid\w*|test\w*|infer\w*|predict\w*|generat\w*|download\w*|"
     r"load\w*|shards?|map|filter|tokeniz\w*|preprocess\w*|decod\w*|sampling|error|exception|"
     r"timeout|timed|watchdog|fail\w*|abort\w*|warn\w*|traceback|what|nccl|cuda|signal|kill\w*|"
-    r"terminat\w*|retry\w*|checkpoint\w*|sav\w*)(?-u:\b)"
+    r"terminat\w*|retry\w*|checkpoint\w*|sav\w*)(?-u:\b)|(?-u:\b)val(?:[^:=\w]|$)"
 ).replace(r"\w", "[0-9A-Za-z_]")
 """Words of lines that are no training step, whatever their numbers do: other loops, errors
-and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints. Word
+and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints; "val"
+naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a training loss). Word
 characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
 every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
 SUMMARY_LINE = (
@@ -68,7 +73,9 @@ _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
 _PHRASE = re.compile(r"([A-Za-z_/%@.\-]+(?: \(?[A-Za-z_/%@.\-]+\)?){0,3})\W{0,3}$")
 """The last words before a number (``elapsed time per iteration (ms)``)."""
-_UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]+)")
+_UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]++)(?!\W{0,2}[:=])")
+"""The unit after a number: the word right after it, unless that word is the next field's
+label ("time: 0.62 data_time: 0.03")."""
 _EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|reader")
 
 
@@ -277,8 +284,9 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
     """Fold one batch's summary of a process's lines (``seen``: count, rises, first, last and
     whole-number flags per number) into what its template has shown, and pick the counter once
     one keeps rising: the first integer number, other than the duration, that rose in at least
-    three lines of four (a counter restarting with each epoch allowed); of several, the one
-    labelled likeliest a step."""
+    three lines of four (a counter restarting with each epoch allowed; one labelled step or
+    iteration, in half of them: short epochs restart it often); of several, the one labelled
+    likeliest a step."""
     if not known.rises:
         known.rises = [0] * len(names)
     for i, name in enumerate(names):
@@ -295,7 +303,9 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
     rising = [
         i
         for i, name in enumerate(names)
-        if i != fields.duration and seen[f"whole_{name}"] and known.rises[i] >= 0.75 * pairs
+        if i != fields.duration
+        and seen[f"whole_{name}"]
+        and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] <= 1 else RISE) * pairs
     ]
     if rising:
         known.counter = min(rising, key=lambda i: (fields.ranks[i], i))
