@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from medic.parse.progress_formats import LOOKALIKE
+
 MIN_LINES = 3
 """Lines of one template, counter increasing, before its lines are read as steps."""
 RISE = 0.75
@@ -60,6 +62,12 @@ and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), chec
 naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a training loss). Word
 characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
 every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
+BAR = "[█▉▊▋▌▍▎▏▐░▒▓━╸╺─]+"
+"""A progress bar's blocks: masked apart (they change from line to line, the line's template
+does not)."""
+BAR_DESC = r"^(.*?)[0-9]+%\|"
+"""A bar's description (tqdm's "desc: 45%|"): a loop that says it is no training loop
+(``LOOKALIKE``: loading, mapping, compiling, packing, ...) is none."""
 SUMMARY_LINE = (
     r"(?i)(?-u:\b)(?:val|dev|metrics?|summar[a-z]*|wrote|written|best|"
     r"report[a-z]*)(?-u:\b)"
@@ -71,6 +79,8 @@ _LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
 _COUNTER_LABEL = re.compile(r"(?i)^(?:[a-z]+_)?(step|iter|iteration|batch|update)s?$")
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
+NO_COUNTER = 99
+"""The rank of a number that is no counter however it rises (a percentage)."""
 _PHRASE = re.compile(r"([A-Za-z_/%@.\-]+(?: \(?[A-Za-z_/%@.\-]+\)?){0,3})\W{0,3}$")
 """The last words before a number (``elapsed time per iteration (ms)``)."""
 _UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]++)(?!\W{0,2}[:=])")
@@ -127,12 +137,14 @@ class LearnedProgress:
         in time order; those ``candidates`` keeps) -> one row per step line: ``_line``,
         ``step`` (Int64), ``step_time_s`` (Float64). Each process's lines are learned apart
         (every rank may print the same step)."""
-        found = lines.filter(~pl.col("message").str.contains(LOOKALIKE_LINE)).select(
+        message = pl.col("message")
+        other_loop = message.str.extract(BAR_DESC, 1).str.contains(LOOKALIKE).fill_null(False)
+        found = lines.filter(~message.str.contains(LOOKALIKE_LINE) & ~other_loop).select(
             "_line",
             "job_id",
             "_who",
-            pl.col("message")
-            .str.replace_all(CLOCK, "@")
+            message.str.replace_all(CLOCK, "@")
+            .str.replace_all(BAR, "~")
             .str.replace_all(r"\s+", " ")
             .alias("_text"),
         )
@@ -274,8 +286,8 @@ class LearnedProgress:
 
 def _clock(known: Template, fields: Fields) -> bool:
     """Whether a template's duration has risen on every line so far: a clock (time since the
-    start, the run's elapsed seconds), not how long a step took."""
-    if fields.duration is None or not known.rises:
+    start, the run's elapsed seconds), not how long a step took. A rate is never one."""
+    if fields.duration is None or fields.scale < 0 or not known.rises:
         return False
     return known.rises[fields.duration] >= known.lines - 1
 
@@ -304,6 +316,7 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
         i
         for i, name in enumerate(names)
         if i != fields.duration
+        and fields.ranks[i] < NO_COUNTER
         and seen[f"whole_{name}"]
         and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] <= 1 else RISE) * pairs
     ]
@@ -322,7 +335,10 @@ def _fields(template: str) -> Fields | None:
         return None
     width = len(parts) - 1
     labels = [_LABEL.search(part) for part in parts[:-1]]
-    ranks = tuple(_counter_rank(label.group(1) if label else "") for label in labels)
+    ranks = tuple(
+        NO_COUNTER if after.startswith("%") else _counter_rank(label.group(1) if label else "")
+        for label, after in zip(labels, parts[1:], strict=True)
+    )
     for index in range(width):
         unit = _UNIT_AFTER.match(parts[index + 1])
         label = labels[index]

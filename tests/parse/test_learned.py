@@ -110,3 +110,46 @@ def test_a_rate_of_tokens_is_no_step_time() -> None:
         for line in (f"== step {step} ==", f"    throughput/device/tokens_per_second={step}5.5")
     ]
     assert steps(ProgressParser(), *lines) == [("learned", s, None) for s in (10, 20, 30, 40)]
+
+
+def test_a_counter_with_grouped_thousands_is_one_number() -> None:
+    lines = [
+        f"<epoch: 3, iter: {505 + i},{i}00, lr: 5.0e-05, time: 0.84{i}> l1: 0.01" for i in range(4)
+    ]
+    assert [s[1] for s in steps(ProgressParser(), *lines)] == [505000, 506100, 507200, 508300]
+
+
+def test_the_next_fields_label_is_no_unit_of_a_duration() -> None:
+    times = [0.52, 0.5, 0.53, 0.51]
+    lines = [
+        f"[{i}/900] lr: 0.01 time: {t} data_time: 0.0{i} loss: 1.{i}" for i, t in enumerate(times)
+    ]
+    assert steps(ProgressParser(), *lines) == [("learned", i, t) for i, t in enumerate(times)]
+
+
+def test_of_several_rising_counters_the_one_labelled_step_is_the_step() -> None:
+    lines = [
+        f"Epoch 1 | iter {4 * s} step {s} | loss 2.{s} | iter time: 70{s}.5 ms" for s in range(1, 5)
+    ]
+    assert [s[1:] for s in steps(ProgressParser(), *lines)] == [
+        (s, (700 + s + 0.5) / 1000) for s in range(1, 5)
+    ]
+
+
+def test_a_duration_that_rises_on_every_line_is_a_clock_not_a_step_time() -> None:
+    lines = [f"Step {50 * s}/9000; acc: 3{s}.1; {6000 + 150 * s} sec" for s in range(1, 6)]
+    assert steps(ProgressParser(), *lines) == [("learned", 50 * s, None) for s in range(1, 6)]
+
+
+def test_a_bars_blocks_change_but_its_template_does_not_and_other_loops_stay_out() -> None:
+    blocks = ["▎", "▋", "█", "█▍"]
+    train = [
+        f" {i + 3}%|{b}   | {150 * (i + 1)}/5000 [01:0{i}<55:46,  2.{i}it/s]"
+        for i, b in enumerate(blocks)
+    ]
+    assert [s[1] for s in steps(ProgressParser(), *train)] == [150, 300, 450, 600]
+    packing = [
+        f"Packing dataset: {i + 3}%|{b}   | {150 * (i + 1)}/5000 [01:0{i}<55:46,  2.{i}it/s]"
+        for i, b in enumerate(blocks)
+    ]
+    assert steps(ProgressParser(), *packing) == []
