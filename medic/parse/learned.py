@@ -65,6 +65,8 @@ every line holding non-ASCII text (a progress bar's blocks), ten times the cost.
 BAR = "[█▉▊▋▌▍▎▏▐░▒▓━╸╺─]+"
 """A progress bar's blocks: masked apart (they change from line to line, the line's template
 does not)."""
+SECONDS_PER_IT = r"([0-9]+(?:\.[0-9]+)?)s/it"
+"""A bar's rate when slower than one iteration a second."""
 BAR_DESC = r"^(.*?)[0-9]+%\|"
 """A bar's description (tqdm's "desc: 45%|"): a loop that says it is no training loop
 (``LOOKALIKE``: loading, mapping, compiling, packing, ...) is none."""
@@ -143,7 +145,8 @@ class LearnedProgress:
             "_line",
             "job_id",
             "_who",
-            message.str.replace_all(CLOCK, "@")
+            _per_second(message)
+            .str.replace_all(CLOCK, "@")
             .str.replace_all(BAR, "~")
             .str.replace_all(r"\s+", " ")
             .alias("_text"),
@@ -282,6 +285,15 @@ class LearnedProgress:
             pl.col("_numbers").list.get(pl.col("_counter")).cast(pl.Int64).alias("step"),
             pl.when(~pl.col("_clock")).then(step_time).alias("step_time_s"),
         )
+
+
+def _per_second(message: pl.Expr) -> pl.Expr:
+    """``message`` with a bar's seconds per iteration written as iterations per second: tqdm
+    switches from one to the other as the loop slows (``1.68it/s``, then ``1.84s/it``), and
+    the line's template must not change with it."""
+    seconds = message.str.extract(SECONDS_PER_IT, 1).cast(pl.Float64, strict=False)
+    rate = (1.0 / seconds).cast(pl.String) + pl.lit("it/s")
+    return pl.when(seconds > 0).then(message.str.replace(SECONDS_PER_IT, rate)).otherwise(message)
 
 
 def _clock(known: Template, fields: Fields) -> bool:

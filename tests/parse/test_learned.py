@@ -14,6 +14,11 @@ def steps(parser: ProgressParser, *messages: str, **extra: object) -> list[tuple
     return list(zip(rows["framework"], rows["step"], rows["step_time_s"], strict=True))
 
 
+def learner() -> ProgressParser:
+    """A parser with no built-in format: every step it reads is the learning reader's."""
+    return ProgressParser(builtin=())
+
+
 def loop(start: int, count: int, ms: float = 250.0) -> list[str]:
     return [f"[mytrainer] update {start + i} | loss 2.{i}1 | dt {ms + i}ms" for i in range(count)]
 
@@ -116,7 +121,7 @@ def test_a_counter_with_grouped_thousands_is_one_number() -> None:
     lines = [
         f"<epoch: 3, iter: {505 + i},{i}00, lr: 5.0e-05, time: 0.84{i}> l1: 0.01" for i in range(4)
     ]
-    assert [s[1] for s in steps(ProgressParser(), *lines)] == [505000, 506100, 507200, 508300]
+    assert [s[1] for s in steps(learner(), *lines)] == [505000, 506100, 507200, 508300]
 
 
 def test_the_next_fields_label_is_no_unit_of_a_duration() -> None:
@@ -124,21 +129,23 @@ def test_the_next_fields_label_is_no_unit_of_a_duration() -> None:
     lines = [
         f"[{i}/900] lr: 0.01 time: {t} data_time: 0.0{i} loss: 1.{i}" for i, t in enumerate(times)
     ]
-    assert steps(ProgressParser(), *lines) == [("learned", i, t) for i, t in enumerate(times)]
+    assert steps(learner(), *lines) == [("learned", i, t) for i, t in enumerate(times)]
 
 
 def test_of_several_rising_counters_the_one_labelled_step_is_the_step() -> None:
+    times = [702.5, 701.5, 704.5, 703.5]
     lines = [
-        f"Epoch 1 | iter {4 * s} step {s} | loss 2.{s} | iter time: 70{s}.5 ms" for s in range(1, 5)
+        f"Epoch 1 | iter {4 * s} step {s} | loss 2.{s} | iter time: {t} ms"
+        for s, t in zip(range(1, 5), times, strict=True)
     ]
-    assert [s[1:] for s in steps(ProgressParser(), *lines)] == [
-        (s, (700 + s + 0.5) / 1000) for s in range(1, 5)
+    assert steps(learner(), *lines) == [
+        ("learned", s, t / 1000) for s, t in zip(range(1, 5), times, strict=True)
     ]
 
 
 def test_a_duration_that_rises_on_every_line_is_a_clock_not_a_step_time() -> None:
     lines = [f"Step {50 * s}/9000; acc: 3{s}.1; {6000 + 150 * s} sec" for s in range(1, 6)]
-    assert steps(ProgressParser(), *lines) == [("learned", 50 * s, None) for s in range(1, 6)]
+    assert steps(learner(), *lines) == [("learned", 50 * s, None) for s in range(1, 6)]
 
 
 def test_a_bars_blocks_change_but_its_template_does_not_and_other_loops_stay_out() -> None:
@@ -147,9 +154,27 @@ def test_a_bars_blocks_change_but_its_template_does_not_and_other_loops_stay_out
         f" {i + 3}%|{b}   | {150 * (i + 1)}/5000 [01:0{i}<55:46,  2.{i}it/s]"
         for i, b in enumerate(blocks)
     ]
-    assert [s[1] for s in steps(ProgressParser(), *train)] == [150, 300, 450, 600]
+    assert steps(learner(), *train) == [
+        ("learned", 150 * (i + 1), 1 / float(f"2.{i}")) for i in range(4)
+    ]
     packing = [
         f"Packing dataset: {i + 3}%|{b}   | {150 * (i + 1)}/5000 [01:0{i}<55:46,  2.{i}it/s]"
         for i, b in enumerate(blocks)
     ]
-    assert steps(ProgressParser(), *packing) == []
+    assert steps(learner(), *packing) == []
+
+
+def test_a_bar_switching_from_iterations_per_second_to_seconds_per_iteration_stays_one_loop() -> (
+    None
+):
+    rates = ["2.00it/s", "1.25s/it", "1.60it/s", "2.50s/it"]
+    lines = [
+        f"1|{i + 7}|Loss: 1.{i}:  {10 + i}%|█▎   | {i + 7}/24 [00:01<00:12,  {r}]"
+        for i, r in enumerate(rates)
+    ]
+    assert steps(learner(), *lines) == [
+        ("learned", 7, 0.5),
+        ("learned", 8, 1.25),
+        ("learned", 9, 0.625),
+        ("learned", 10, 2.5),
+    ]
