@@ -406,7 +406,7 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     if re.search(r"(^|[^a-z])ms|_ms\b|ms/", label):
         return 0.001
     timed = re.search(r"time|dt$|took|duration|timing|cost|latency|_s/|_s$|sec", label)
-    if not timed and not re.search(r"\b(?:time|timing|latency)\b", phrase):
+    if not timed and not re.search(r"(?:^|[^a-z])(?:time|timing|latency)\b", phrase):
         return None
     if re.search(r"\(ms\)|\bin ms\b", phrase):
         return 0.001
