@@ -3,8 +3,9 @@
 Each check does what the service will do, once and harmlessly: run the configured
 ``squeue``/``sinfo`` (or ask slurmrestd), find out whether this user may drain and requeue,
 ask VictoriaLogs for an hour of the configured query, glob the log paths, scrape every
-telemetry endpoint (or ask NVML on this host), open the history for writing and bind the
-listen address. Nothing is changed in Slurm and no webhook is called.
+telemetry endpoint (or ask NVML on this host), read each notification receiver's secrets and
+connect to its host, open the history for writing and bind the listen address. Nothing is
+changed in Slurm and no webhook is called.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import httpx
 
 from medic.actions.config import RulesConfig, SlurmConfig, load_rules
+from medic.actions.notifiers.config import ReceiverConfig, SecretError
 from medic.config import ConfigError
 from medic.config_tables import effective_settings
 from medic.history import HistoryError
@@ -70,6 +73,7 @@ def diagnose(settings: Mapping[str, Any]) -> list[Check]:
     checks.extend(_telemetry(sources.prometheus))
     checks.append(_slurm_state(sources.slurm))
     checks.append(_slurm_actions(rules))
+    checks.extend(_receiver(r) for r in rules.receivers)
     checks.append(_history(history_config(settings).path))
     checks.append(_state_dir(service))
     checks.append(_listen(service))
@@ -250,6 +254,25 @@ def _slurm_rest(config: SlurmConfig, stakes: Status, later: str) -> Check:
     )
 
 
+def _receiver(config: ReceiverConfig) -> Check:
+    """Its secrets read and its host reached (a TCP connection, no request: a POST would be a
+    notification). Only scheme, host and port are shown: a Slack URL's path is its secret."""
+    name = f"receiver {config.name}"
+    try:
+        url, _ = config.endpoint(), config.token()
+    except SecretError as exc:
+        return Check(name, "fail", str(exc))
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    where = f"{config.kind} at {parts.scheme}://{host}:{port}"
+    try:
+        socket.create_connection((host, port), timeout=config.timeout_s).close()
+    except OSError as exc:
+        return Check(name, "fail", f"{where} unreachable ({exc.strerror or exc})")
+    return Check(name, "ok", f"{where} reachable; secrets read (nothing posted)")
+
+
 def _history(path: str) -> Check:
     name = "history"
     if not Path(path).exists():
@@ -268,11 +291,28 @@ def _history(path: str) -> Check:
 
 
 def _state_dir(config: ServiceConfig) -> Check:
+    """Writable as it stands; or, when missing, what serve would create and under what.
+
+    serve creates the directory with its parents, so a missing parent is no failure; but it is
+    named (a warning), because it most often means a typo or a volume that is not mounted."""
+    name, use = "state dir", "(cursors, action journal)"
     path = Path(config.state_dir)
     existing = next((p for p in (path, *path.resolve().parents) if p.exists()), Path("/"))
-    if existing.is_dir() and os.access(existing, os.W_OK):
-        return Check("state dir", "ok", f"{path} writable (cursors, action journal)")
-    return Check("state dir", "fail", f"{path} is not writable (cursors, action journal)")
+    writable = existing.is_dir() and os.access(existing, os.W_OK)
+    if existing == path:
+        if writable:
+            return Check(name, "ok", f"{path} writable {use}")
+        return Check(name, "fail", f"{path} is not a writable directory {use}")
+    if not writable:
+        return Check(name, "fail", f"cannot create {path}: {existing} is not writable {use}")
+    if existing == path.resolve().parent:
+        return Check(name, "ok", f"{path} will be created {use}")
+    return Check(
+        name,
+        "warn",
+        f"{path} does not exist, nor does its parent {path.parent}: serve will create them "
+        f"under {existing} (a typo, or a volume not mounted?) {use}",
+    )
 
 
 def _listen(config: ServiceConfig) -> Check:

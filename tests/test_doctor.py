@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +22,11 @@ EXPOSITION = (Path(__file__).parent / "ingest" / "data" / "h200_agent_busy.prom"
 class Exporter(BaseHTTPRequestHandler):
     """/metrics answers a real NVML agent's exposition; /garbage answers something else."""
 
+    requests = 0
+    """Requests answered (receivers must be reached without one)."""
+
     def do_GET(self) -> None:
+        Exporter.requests += 1
         body = EXPOSITION if self.path == "/metrics" else b"<html>not metrics</html>"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -131,3 +136,60 @@ def test_an_empty_query_warns_and_a_bad_config_stops_at_once(tmp_path: Path) -> 
     code, lines = doctor(config)
     assert code == 1
     assert lines == {"config": ["fail 'detectors.hang.min_silence_s' must be > 0, got -5"]}
+
+
+def test_a_state_dir_whose_parent_is_missing_is_not_called_writable(tmp_path: Path) -> None:
+    config = tmp_path / "medic.toml"
+    for state, expected in [
+        (tmp_path, f"ok {tmp_path} writable (cursors, action ledger)"),
+        (tmp_path / "state", f"ok {tmp_path / 'state'} will be created (cursors, action ledger)"),
+        (
+            tmp_path / "typo" / "state",
+            f"warn {tmp_path / 'typo' / 'state'} does not exist, nor does its parent "
+            f"{tmp_path / 'typo'}: serve will create them under {tmp_path} (a typo, or a volume "
+            "not mounted?) (cursors, action ledger)",
+        ),
+        (
+            config / "state",
+            f"fail cannot create {config / 'state'}: {config} is not writable "
+            "(cursors, action ledger)",
+        ),
+    ]:
+        config.write_text(f'[service]\nstate_dir = "{state}"\n')
+        _, lines = doctor(config)
+        assert lines["state dir"] == [expected]
+
+
+def test_every_receiver_is_tried_without_posting(tmp_path: Path, exporter: str) -> None:
+    Exporter.requests = 0
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    dead_port = closed.getsockname()[1]
+    closed.close()
+    config = tmp_path / "medic.toml"
+    config.write_text(
+        f"""
+[[rules.receivers]]
+name = "hooks"
+url = "{exporter}/hook"
+[[rules.receivers]]
+name = "gone"
+url = "http://127.0.0.1:{dead_port}/hook"
+[[rules.receivers]]
+name = "team"
+kind = "slack"
+url_env = "MEDIC_TEST_UNSET_SLACK_URL"
+"""
+    )
+    code, lines = doctor(config)
+    assert code == 1
+    assert lines["receiver hooks"] == [
+        f"ok webhook at {exporter} reachable; secrets read (nothing posted)"
+    ]
+    assert lines["receiver gone"][0].startswith(
+        f"fail webhook at http://127.0.0.1:{dead_port} unreachable"
+    )
+    assert lines["receiver team"] == [
+        "fail receiver 'team': environment variable MEDIC_TEST_UNSET_SLACK_URL (url) is unset"
+    ]
+    assert Exporter.requests == 0
