@@ -102,7 +102,11 @@ def validate(paths: tuple[Path, ...]) -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
 @click.option("--json", "as_json", is_flag=True, help="Print the incidents as JSON.")
-@click.option("--year", type=int, help="Year of timestamps that omit it (default: the logs').")
+@click.option(
+    "--year",
+    type=int,
+    help="Year of timestamps that omit it (default: the logs', else the files' mtime).",
+)
 @user_errors
 def diagnose(
     paths: tuple[Path, ...], config_file: Path | None, as_json: bool, year: int | None

@@ -24,13 +24,14 @@ nobody names is the empty string: evidence on it blames no node.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from medic.diagnose.times import event_times, first_year
+from medic.diagnose.times import event_times, first_year, year_before
 from medic.parse.placement import line_host
 from medic.parse.prefixes import PrefixStripper
 
@@ -59,6 +60,8 @@ class LogText:
 
     name: str
     text: str
+    modified_us: int | None = None
+    """When the file was last written (µs since the epoch), if it is one: no line is later."""
 
 
 def read_paths(paths: Iterable[Path]) -> list[LogText]:
@@ -70,7 +73,8 @@ def read_paths(paths: Iterable[Path]) -> list[LogText]:
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
             try:
-                texts.append(LogText(str(file), file.read_text(errors="replace")))
+                text = file.read_text(errors="replace")
+                texts.append(LogText(str(file), text, file.stat().st_mtime_ns // 1000))
             except OSError as exc:
                 raise DiagnoseError(f"{file}: cannot read ({exc.strerror or exc})") from None
     return texts
@@ -155,8 +159,14 @@ def lines_frame(
     if not frames:
         return pl.DataFrame()
     lines = pl.concat(frames)
-    year = year or first_year(lines.get_column("message")) or 2000
-    lines = lines.with_columns(event_times(lines, year))
+    year = year or first_year(lines.get_column("message"))
+    latest = None
+    if year is None:  # no year anywhere: the newest file's mtime, else now (see times.py)
+        latest = max(
+            (t.modified_us for t in texts if t.modified_us), default=time.time_ns() // 1000
+        )
+        year = year_before(latest)
+    lines = lines.with_columns(event_times(lines, year, latest))
     said = (prefixes or PrefixStripper()).strip(lines.select("message"))
     lines = lines.with_columns(
         said.get_column("prefix_rank").alias("_rank"),

@@ -15,6 +15,12 @@ Lines without a timestamp take the one of the line before them in their file (a 
 belongs to the moment its first line was stamped); a file without absolute timestamps is
 placed from the earliest absolute time of all inputs on, keeping its own order and spacing.
 All times are read as UTC.
+
+The year of the formats that omit it is, in this order: the one the caller gives; the year of
+the first full date among the lines; else the year of a reference time that no line can be
+later than (the newest file's modification time, or now), with a line that would fall more
+than a day after the reference moved to the year before (a log written across New Year and
+read in January). The day of slack covers a clock or time zone apart between writer and reader.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ GLOG = (
 )
 BOOT = r"^\[ *(?P<seconds>\d+)\.(?P<fraction>\d{1,9})\]"
 STEP_US = 1_000
+DAY_US = 86_400 * US
 """Spacing of the lines of a file without any timestamp."""
 
 
@@ -89,11 +96,17 @@ def _group_names(pattern: str) -> list[str]:
     return list(re.compile(pattern).groupindex)
 
 
-def absolute_times(year: int) -> pl.Expr:
-    """A line's own absolute timestamp in microseconds since the epoch, or null."""
-    return pl.coalesce(
-        _stamp(ISO, None), _stamp(DMESG_T, None), _stamp(SYSLOG, year), _stamp(GLOG, year)
-    )
+def absolute_times(year: int, latest: int | None = None) -> pl.Expr:
+    """A line's own absolute timestamp in microseconds since the epoch, or null; ``latest``
+    (µs), when given, moves a year-less stamp later than a day after it to the year before."""
+
+    def yearless(pattern: str) -> pl.Expr:
+        stamp = _stamp(pattern, year)
+        if latest is None:
+            return stamp
+        return pl.when(stamp > latest + DAY_US).then(_stamp(pattern, year - 1)).otherwise(stamp)
+
+    return pl.coalesce(_stamp(ISO, None), _stamp(DMESG_T, None), yearless(SYSLOG), yearless(GLOG))
 
 
 def boot_times() -> pl.Expr:
@@ -121,13 +134,19 @@ def first_year(messages: pl.Series) -> int | None:
     return int(years[0]) if len(years) else None
 
 
-def event_times(lines: pl.DataFrame, year: int) -> pl.Series:
+def year_before(latest_us: int) -> int:
+    """The year of ``latest_us`` (µs): that of the reference time for year-less stamps."""
+    return dt.datetime.fromtimestamp(latest_us / US, dt.UTC).year
+
+
+def event_times(lines: pl.DataFrame, year: int, latest: int | None = None) -> pl.Series:
     """Event time (microseconds) of each row of ``lines`` (columns ``file``, ``message``, in
     file order): its own timestamp, else its predecessor's; files without absolute times are
     placed after the earliest absolute time seen (their own boot times or order kept). Rows
-    sharing a timestamp keep their order a microsecond apart."""
+    sharing a timestamp keep their order a microsecond apart. ``latest``: see
+    ``absolute_times``."""
     stamped = lines.with_columns(
-        absolute_times(year).alias("_abs"),
+        absolute_times(year, latest).alias("_abs"),
         boot_times().alias("_boot"),
         pl.int_range(pl.len()).over("file").alias("_index"),
     )

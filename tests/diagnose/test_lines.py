@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from medic.diagnose.lines import (
     node_from_path,
     read_paths,
 )
+from medic.timeutil import iso
 
 
 @pytest.mark.parametrize(
@@ -79,3 +83,22 @@ def test_folders_are_read_recursively_and_missing_paths_are_one_line_errors(
     assert [Path(t.name).name for t in read_paths([tmp_path])] == ["dmesg.txt", "slurm-1.out"]
     with pytest.raises(DiagnoseError, match="nope: no such file"):
         read_paths([tmp_path / "nope"])
+
+
+def test_a_log_without_any_year_is_dated_from_its_file_not_the_year_2000(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.txt"
+    journal.write_text(
+        "Dec 31 23:59:58 gpu-a9 kernel: NVRM: Xid (PCI:0000:1b:00): 79\n"
+        "Jan  1 00:00:03 gpu-a9 kernel: NVRM: GPU has fallen off the bus\n"
+    )
+    written = dt.datetime(2027, 1, 1, 0, 5, tzinfo=dt.UTC).timestamp()
+    os.utime(journal, (written, written))
+    frame = lines_frame(read_paths([journal])).sort("line")
+    assert [iso(t) for t in frame.get_column("time")] == [
+        "2026-12-31T23:59:58Z",
+        "2027-01-01T00:00:03Z",
+    ]
+    text = LogText("pasted", "Nov 30 04:00:01 gpu-a9 kernel: NVRM: Xid (PCI:0000:1b:00): 79")
+    (pasted,) = lines_frame([text]).get_column("time")
+    assert pasted <= time.time_ns() // 1000 + 86_400 * 10**6
+    assert iso(pasted) > "2025"
