@@ -62,13 +62,17 @@ class Evidence:
         parts = []
         if self.rank is not None:
             parts.append(f"rank {self.rank}")
-        if self.node is not None:
+        if self.node:
             parts.append(self.node if self.gpu is None else f"{self.node} GPU {self.gpu}")
         return " on ".join(parts) if parts else "an unknown place"
 
 
 def root_cause(evidence: Iterable[Evidence]) -> Evidence | None:
-    """The earliest hardware evidence; else the earliest root or context item; else the earliest."""
+    """The earliest hardware evidence; else the earliest root or context item; else the earliest.
+
+    Within a role, a line that only opens a report (``opens_report``) gives way to the first
+    line of that role that does not: a Python traceback is headed by the exception line that
+    ends it, not by ``Traceback (most recent call last):``."""
     items = sorted(evidence, key=lambda e: e.time)
     hardware = [e for e in items if e.hardware and e.node is not None]
     if hardware:
@@ -76,8 +80,16 @@ def root_cause(evidence: Iterable[Evidence]) -> Evidence | None:
     for role in ("root", "context"):
         found = [e for e in items if e.role == role]
         if found:
-            return found[0]
+            return next((e for e in found if not opens_report(e.what)), found[0])
     return items[0] if items else None
+
+
+def opens_report(what: str) -> bool:
+    """Whether an evidence line (as ``excerpt`` quotes it) ends in a colon: it introduces the
+    lines after it (``Traceback (most recent call last):``, ``The above exception was the direct
+    cause of the following exception:``, torchrun's ``Root Cause (first observed failure):``)
+    and names no failure of its own."""
+    return what.rstrip("'\"").rstrip().endswith(":")
 
 
 @dataclass

@@ -125,3 +125,14 @@ def test_an_incidents_score_grows_with_its_evidence() -> None:
     incident.add([Evidence(at(11), "NCCL timeout", rank=5, role="collateral")], total=40)
     assert 0.0 < alone < own_error < hardware < incident.confidence() < 1.0
     assert round(alone, 6) == 0.3 and round(hardware, 6) == round(1 - 0.7 * 0.3 * 0.2, 6)
+
+
+def test_a_line_that_opens_a_report_gives_way_to_the_line_that_names_the_failure() -> None:
+    opener = Evidence(time=1, what="'Traceback (most recent call last):'", rank=0)
+    failure = Evidence(time=2, what="'ValueError: bad shape'", rank=0)
+    assert root_cause([opener, failure]) == failure
+    assert root_cause([opener]) == opener
+    incident = Incident("7", [opener, failure], count=2)
+    assert incident.summary("Job 7 crashed") == (
+        "Job 7 crashed: 'ValueError: bad shape' at rank 0; 1 more sign followed"
+    )

@@ -108,3 +108,19 @@ def test_nothing_found_and_bad_paths() -> None:
     missing = runner.invoke(main, ["diagnose", "/nonexistent/medic"])
     assert missing.exit_code == 2
     assert "medic: error: /nonexistent/medic: no such file or directory" in missing.output
+
+
+def test_a_crash_is_headed_by_the_line_that_says_what_failed() -> None:
+    text = (
+        "2026-11-30 04:00:00,000 step 10 loss 2.1\n"
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "/app/train.py", line 61, in main\n'
+        "[rank3]:     batch = next(loader)\n"
+        "[rank3]: KeyError: 'input_ids'\n"
+        "srun: error: n2: task 3: Exited with exit code 1\n"
+    )
+    (found,) = diagnose([LogText("slurm-4301.out", text)])
+    assert found.kind == "crash"
+    assert found.summary == (
+        "Job 4301 crashed: \"KeyError: 'input_ids'\" at rank 3; 2 more signs followed"
+    )
