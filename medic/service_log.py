@@ -19,6 +19,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from medic.detectors.base import Detection
+from medic.ingest.live import printable
 from medic.timeutil import iso
 
 LogFormat = Literal["text", "json"]
@@ -92,10 +93,15 @@ def _time_text(value: Any) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """``time level logger: message key=value ...``."""
+    """``time level logger: message key=value ...``, one line: control characters in the
+    message (text a remote answer carried) are escaped; a traceback still follows on its own
+    lines."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)

@@ -97,3 +97,12 @@ def test_the_log_file_is_rotated_by_size(tmp_path: Path) -> None:
     assert names == ["serve.log", "serve.log.1", "serve.log.2"]
     last = (tmp_path / "serve.log").read_text().splitlines()[-1]
     assert json.loads(last)["message"] == "line 399 of the rotation test"
+
+
+def test_control_characters_of_a_message_are_escaped_in_the_text_log() -> None:
+    record = logging.LogRecord(
+        "medic.ingest", logging.WARNING, __file__, 1, "answered: %s", ("\x1b[2Jjunk\x00\r\n",), None
+    )
+    line = TextFormatter().format(record)
+    assert line.isprintable()
+    assert line.endswith("answered: \\x1b[2Jjunk\\x00\\r\\n")

@@ -43,12 +43,21 @@ def describe(exc: BaseException) -> str:
 
 
 def first_line(text: str, limit: int = 300) -> str:
-    """The first non-empty line of a server's answer, shortened for a one-line message."""
+    """The first non-empty line of a server's answer, shortened for a one-line message, its
+    control characters escaped (``\\x1b``): a junk answer must not write terminal escapes or
+    NULs into the service log."""
     for line in text.splitlines():
         if line.strip():
-            line = line.strip()
+            line = printable(line.strip())
             return line if len(line) <= limit else line[: limit - 1] + "…"
     return "(empty answer)"
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character written as its Python escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def http_failure(what: str, response: httpx.Response, body: bytes) -> str:

@@ -71,6 +71,7 @@ from medic.ingest.live import (
     first_line,
     http_failure,
     is_retryable_status,
+    printable,
     wall_ns,
 )
 from medic.ingest.seen import SeenRows
@@ -814,7 +815,7 @@ def _check_answer(url: str, response: httpx.Response, body: bytes) -> None:
 
 def _unreadable(url: str, body: bytes, expected: str, why: str) -> str:
     sample = first_line(body.decode("utf-8", errors="replace"), 120)
-    return f"{url} answered 200 with what is not {expected} ({why}): {sample}"
+    return printable(f"{url} answered 200 with what is not {expected} ({why}): {sample}")
 
 
 def _describe_transport(base: str, exc: httpx.RequestError) -> str:
