@@ -348,6 +348,8 @@ class Service:
         self.metrics.watermark.set(self.pipeline.watermark / US)
         self.metrics.state.set(self.pipeline.state_size())
         self.metrics.history_errors.set(self.writer.errors)
+        for stream, late in self.writer.late.items():
+            self.metrics.history_late.labels(stream).set(late)
 
     def _shutdown(self) -> None:
         self.writer.flush()

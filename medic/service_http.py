@@ -95,6 +95,13 @@ class ServiceMetrics:
         self.history_errors = Gauge(
             "medic_history_write_errors", "Writes the history store refused", registry=r
         )
+        self.history_late = Gauge(
+            "medic_history_late_rows",
+            "Rows that came more than [history] lateness_s after their minute was summarised, "
+            "left out of it",
+            ["stream"],
+            registry=r,
+        )
 
     def watch_sources(self, counters: Callable[[], Mapping[str, Mapping[str, int]]]) -> None:
         """Export each source's own counters (rows skipped, retries, files matched, ...), read

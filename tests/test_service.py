@@ -124,7 +124,9 @@ def test_detects_from_job_output_reports_metrics_and_stops_cleanly_on_sigterm(
     health = service.get("/healthz").json()
     assert health["healthy"] is True
     assert health["sources"]["files"]["up"] is True
-    assert 'medic_ingest_lag_seconds{source="files"}' in service.get("/metrics").text
+    metrics = service.get("/metrics").text
+    assert 'medic_ingest_lag_seconds{source="files"}' in metrics
+    assert 'medic_history_late_rows{stream="progress"} 0.0' in metrics
     assert service.stop() == 0
     assert "medic serve: stopped" in service.log.read_text()
     detections = rows(tmp_path / "history.duckdb", "SELECT job_id, kind, culprits FROM detections")

@@ -133,6 +133,10 @@ class MinuteBuffer:
         self._frames: dict[tuple[tuple[str, pl.DataType], ...], list[pl.DataFrame]] = {}
         """Batches as they came, by schema (a vertical concat needs one schema)."""
         self._oldest: int | None = None
+        self.sealed: int | None = None
+        """End of the newest minute summarised (µs): a row before it is late."""
+        self.late = 0
+        """Rows that came for a minute already closed: left out of its summary, counted."""
 
     @property
     def rows(self) -> int:
@@ -150,15 +154,24 @@ class MinuteBuffer:
         )
         if frame.is_empty() or keyless:
             return
+        if self.sealed is not None:
+            on_time = pl.col("time").dt.epoch("us") >= self.sealed
+            late = frame.height - frame.select(on_time.sum()).item()
+            if late:
+                self.late += late
+                frame = frame.filter(on_time)
+                if frame.is_empty():
+                    return
         self._frames.setdefault(tuple(schema.items()), []).append(frame)
         if self._oldest is None:
             # Batches come in time order: the first after a close holds the oldest open minute.
-            # A late row older than it is still summarised, at the next close.
+            # A late row older than it, in a minute not yet closed, is summarised at the next.
             self._oldest = _oldest_minute(frame)
 
     def close(self, before: int | None = None) -> pl.DataFrame | None:
         """Summaries of the buffered minutes that ended at or before event time ``before``
-        (every buffered minute when None); None when there are none."""
+        (every buffered minute when None); None when there are none. Rows that come later for
+        a minute up to the newest one summarised are late (``late``): its summary is written."""
         if self._oldest is None or (before is not None and self._oldest + MINUTE_US > before):
             return None
         rows = pl.concat([self.rollup.read(pl.concat(part)) for part in self._frames.values()])
@@ -170,7 +183,12 @@ class MinuteBuffer:
         kept = kept.drop("minute")
         self._frames = {tuple(kept.schema.items()): [kept]} if kept.height else {}
         self._oldest = _oldest_minute(kept) if kept.height else None
-        return None if done.is_empty() else self.rollup.summarise(done)
+        if done.is_empty():
+            return None
+        newest = done.get_column("minute").dt.epoch("us").max()
+        assert isinstance(newest, int)
+        self.sealed = max(self.sealed or 0, newest + MINUTE_US)
+        return self.rollup.summarise(done)
 
 
 def _oldest_minute(rows: pl.DataFrame) -> int:

@@ -136,6 +136,8 @@ class HistoryWriter:
         late rows came), per table; unreadable batches under "batches"."""
         self.errors = 0
         """Writes the store refused (logged)."""
+        self._late_logged: dict[str, int] = {}
+        """``late`` as last logged, per stream."""
         self.deferred: dict[str, list[pa.Table]] | None = {} if deferred else None
         """Rows kept for ``flush``, per table (deferred writes only)."""
 
@@ -210,10 +212,27 @@ class HistoryWriter:
         if self.correlator is not None:
             self.record_incidents(self.correlator.take_closed())
 
+    @property
+    def late(self) -> dict[str, int]:
+        """Rows per stream (gpu, progress) that came more than ``lateness_s`` after their
+        minute ended, when it was already summarised: left out of it, counted, logged."""
+        return {stream: buffer.late for stream, buffer in self.buffers.items()}
+
     def _close_minutes(self, now: int) -> None:
         cutoff = now - round(self.config.lateness_s * US)
-        for buffer in self.buffers.values():
+        for stream, buffer in self.buffers.items():
             self._write_summary(buffer, cutoff)
+            new = buffer.late - self._late_logged.get(stream, 0)
+            if new:
+                self._late_logged[stream] = buffer.late
+                log.warning(
+                    "history: %d %s row(s) came more than lateness_s=%g s after their minute "
+                    "was summarised and were left out of it (%d so far)",
+                    new,
+                    stream,
+                    self.config.lateness_s,
+                    buffer.late,
+                )
 
     def _write_summary(self, buffer: MinuteBuffer, before: int | None) -> None:
         summary = buffer.close(before)

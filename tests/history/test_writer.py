@@ -117,17 +117,26 @@ def test_a_gpu_minute_is_summarised_once_event_time_is_past_it_plus_lateness(
 
 
 def test_rows_arriving_after_their_minute_was_written_are_counted_not_duplicated(
-    store: DuckDBStore,
+    store: DuckDBStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     writer = HistoryWriter(store, HistoryConfig(lateness_s=0))
     writer.update(batch("gpu", [gpu(10, "n1", 0, util=10.0), gpu(70, "n1", 0, util=10.0)]))
-    writer.update(batch("gpu", [gpu(20, "n1", 0, util=90.0)]))
+    writer.update(batch("gpu", [gpu(20, "n1", 0, util=90.0), gpu(75, "n1", 1, util=50.0)]))
+    writer.update(batch("gpu", [gpu(30, "n1", 1, util=90.0), gpu(80, "n1", 1, util=50.0)]))
     writer.flush()
 
-    assert count(store, "gpu_minutes") == 2
-    assert writer.skipped["gpu_minutes"] == 1
-    util = store.sql("SELECT util_max FROM gpu_minutes ORDER BY minute").column("util_max")
-    assert util.to_pylist() == [10.0, 10.0]
+    assert count(store, "gpu_minutes") == 3
+    assert writer.late == {"gpu": 2, "progress": 0}
+    assert writer.skipped["gpu_minutes"] == 0
+    util = store.sql("SELECT util_max FROM gpu_minutes ORDER BY minute, gpu").column("util_max")
+    assert util.to_pylist() == [10.0, 10.0, 50.0]
+    late = [r.getMessage() for r in caplog.records if "lateness_s" in r.getMessage()]
+    assert late == [
+        "history: 1 gpu row(s) came more than lateness_s=0 s after their minute was summarised "
+        "and were left out of it (1 so far)",
+        "history: 1 gpu row(s) came more than lateness_s=0 s after their minute was summarised "
+        "and were left out of it (2 so far)",
+    ]
 
 
 def test_progress_is_summarised_per_job_and_minute(store: DuckDBStore) -> None:
