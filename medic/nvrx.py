@@ -8,15 +8,20 @@ times, and tells the scheduler what it decided through its exit status and its l
   a requeue would reproduce the failure. Exit 1: the launcher failed otherwise, typically with
   its restart budget spent (or an unhealthy node leaving, in job arrays).
 * log lines from ``fault_tolerance/launcher.py``: ``[<role>] Worker group FAILED. 2/3 attempts
-  left; will restart worker group`` (restarting in place), ``Progress tracker detected no
-  progress across restarts. No more restarts will be attempted.``, ``Another launcher reported
+  left; will restart worker group`` (restarting in place; the word is the worker group's
+  state, ``UNHEALTHY`` as well as ``FAILED``), ``Progress tracker detected no progress across
+  restarts. No more restarts will be attempted.``, ``Another launcher reported
   a no-restart decision (<reason>)``, ``Attribution recommended stopping the job``.
 * one JSON file per cycle, ``cycle_info.<job_id>.<attempt>.<cycle>`` (``cycle_info_writer.py``,
   protobuf ``NVRxCycleInfo`` written with its field names): ``job_id``, ``attempt_index``
   (``SLURM_RESTART_COUNT``), ``cycle_number``, ``cycle_start_time`` and ``cycle_end_time`` (ISO
   8601 UTC with ``Z``; the end empty while the cycle runs), ``cycle_log_file``,
   ``active_nodes``/``standby_nodes`` (Slurm hostlists), ``generation`` (a uint64, so a JSON
-  string), ``active_ranks``; plus a ``cycle_info.<job_id>.current`` symlink.
+  string), ``active_ranks``; plus a ``cycle_info.<job_id>.current`` symlink. In a job array
+  ``<job_id>`` is the array's id (NVRx reads ``SLURM_ARRAY_JOB_ID`` before ``SLURM_JOB_ID``)
+  and names no task: each task needs a directory of its own, and medic reads a subdirectory
+  named ``<array_id>_<task>`` (the job id Slurm gives the task) as that task's cycles. Cycles
+  read without a task (one directory for the whole array) count for every task of the array.
 
 medic's part: ``NvrxWatch`` (a pipeline observer) keeps, per job, the NVRx restarts and give-ups
 its log and exit status show; ``NvrxGuard`` stops medic's requeue while NVRx is restarting in
@@ -33,7 +38,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -104,17 +109,23 @@ class Cycle:
 
 
 def read_cycles(directory: Path) -> tuple[list[Cycle], int]:
-    """The cycles in ``directory`` (the ``.current`` links and temporary files skipped) and how
-    many files could not be read (each logged)."""
+    """The cycles in ``directory`` and in its subdirectories named after an array task
+    (``4250_1``: the files there are that task's, whatever their job id says), the ``.current``
+    links and temporary files skipped, and how many files could not be read (each logged)."""
     cycles, bad = [], 0
-    for path in sorted(directory.glob("cycle_info.*")):
+    paths = [*directory.glob("cycle_info.*"), *directory.glob("*_*/cycle_info.*")]
+    for path in sorted(paths):
+        task = path.parent.name if path.parent != directory else None
         if not CYCLE_FILE.match(path.name) or path.is_symlink():
             continue
         try:
             row: dict[str, Any] = json.loads(path.read_text())
+            job_id = str(row["job_id"])
+            if task is not None and task.partition("_")[0] == job_id:
+                job_id = task
             cycles.append(
                 Cycle(
-                    job_id=str(row["job_id"]),
+                    job_id=job_id,
                     attempt=int(row.get("attempt_index", 0)),
                     cycle=int(row.get("cycle_number", 0)),
                     start=_us(str(row.get("cycle_start_time", ""))),
@@ -223,8 +234,16 @@ class NvrxWatch:
                 job.last_seen = max(job.last_seen, c.start)
 
     def verdict(self, job_id: str, now: int, window_s: float) -> str | None:
-        """Why medic must not requeue the job now; None when it may."""
+        """Why medic must not requeue the job now; None when it may. An array task (``4250_1``)
+        also answers to what is known of its array (``4250``): NVRx names cycle files after
+        the array, not the task."""
         job = self.jobs.get(job_id)
+        array_id, _, index = job_id.partition("_")
+        array = self.jobs.get(array_id) if index.isdigit() else None
+        if array is not None and array.restarted_at is not None:
+            job = job or _Job()
+            if job.exit_code is None and (job.restarted_at or 0) < array.restarted_at:
+                job = replace(job, restarted_at=array.restarted_at)
         if job is None:
             return None
         if job.exit_code == EXIT_NO_RESTART or job.gave_up is not None:

@@ -12,6 +12,7 @@ prefix is the one shown in NVIDIA-NeMo RL's ft-launcher guide.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,37 @@ def test_a_new_cycle_file_is_an_in_place_restart(tmp_path: Path) -> None:
     assert decide(stage, crash("79", 5 * 60 + 30)) == [("requeue", "suppressed", "nvrx")]
 
 
+def test_array_tasks_answer_to_the_cycle_files_nvrx_names_after_their_array(
+    tmp_path: Path,
+) -> None:
+    """NVRx names cycle files after SLURM_ARRAY_JOB_ID: one directory for the whole array
+    holds every task under the array's id; a directory per task (``<array>_<task>``, as
+    docs/nvrx.md's job script makes) tells the tasks apart."""
+    shared, own = tmp_path / "shared", tmp_path / "own"
+    shared.mkdir()
+    (own / "4260_1").mkdir(parents=True)
+    (own / "4260_2").mkdir()
+    cycle_file(shared, "4250", 0, 0)
+    cycle_file(shared, "4250", 0, 1, cycle_start_time="2026-03-01T10:05:00Z")
+    cycle_file(own / "4260_1", "4260", 0, 0)
+    cycle_file(own / "4260_1", "4260", 0, 1, cycle_start_time="2026-03-01T10:05:00Z")
+    cycle_file(own / "4260_2", "4260", 0, 0)
+    stage = ActionStage(load_rules(RULES), RecordingExecutor())
+    stage.nvrx.read_cycle_files(shared)
+    stage.nvrx.read_cycle_files(own)
+    assert decide(stage, crash("4250_1", 5 * 60 + 30)) == [("requeue", "suppressed", "nvrx")]
+    assert decide(stage, crash("4260_1", 5 * 60 + 30)) == [("requeue", "suppressed", "nvrx")]
+    assert decide(stage, crash("4260_2", 5 * 60 + 30)) == [("requeue", "recorded", None)]
+    assert decide(stage, crash("4250_3", 1000)) == [("requeue", "recorded", None)]
+
+
+def test_an_unhealthy_worker_group_restarting_in_place_stops_medics_requeue() -> None:
+    stage = ActionStage(load_rules(RULES), RecordingExecutor())
+    restart = PREFIX + "Worker group UNHEALTHY. 1/2 attempts left; will restart worker group"
+    stage.nvrx.update(batch("logs", [log(10, restart, job_id="4270_0")]))
+    assert decide(stage, crash("4270_0", 60)) == [("requeue", "suppressed", "nvrx")]
+
+
 def test_exclusion_files_name_each_tasks_drained_nodes(tmp_path: Path) -> None:
     tasks = {"0": ["gpu-a015", "gpu-a016"], "1": ["gpu-a017", "gpu-a020"]}
     written = write_exclusions(tmp_path, tasks, ["gpu-a016", "gpu-b001"])
@@ -166,3 +198,14 @@ def test_other_jobs_leave_no_state() -> None:
     watch.update(batch("scheduler", [row]))
     watch.update(batch("logs", [log(1, "iteration 5 | lm loss 2.1", job_id="500")]))
     assert watch.jobs == {}
+
+
+def test_the_documented_job_script_gives_each_array_task_the_directory_medic_reads() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "nvrx.md").read_text()
+    values = dict(re.findall(r"^(\w+)=(\S+)$", doc, re.MULTILINE))
+    flag = re.search(r"--ft-cycle-info-dir=\$\{(\w+)\}", doc)
+    configured = re.search(r'^cycle_info_dir = "([^"]+)"', doc, re.MULTILINE)
+    assert flag is not None and configured is not None
+    env = {"SLURM_ARRAY_JOB_ID": "4250", "SLURM_ARRAY_TASK_ID": "1"}
+    directory = re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], values[flag.group(1)])
+    assert directory == f"{configured.group(1)}/4250_1"
