@@ -398,6 +398,11 @@ def rules() -> None:
 @click.option("--partition", help="The job's partition (Slurm is not asked).")
 @click.option("--user", help="The job's user (Slurm is not asked).")
 @click.option(
+    "--exit-code",
+    type=int,
+    help="The job's exit status, when it ended under NVRx's ft_launcher (93: NVRx stopped it).",
+)
+@click.option(
     "--nodes",
     "cluster_nodes",
     type=click.IntRange(min=1),
@@ -415,12 +420,14 @@ def rules_test(
     score: float,
     partition: str | None,
     user: str | None,
+    exit_code: int | None,
     cluster_nodes: int,
 ) -> None:
     """Show what a detection would trigger under a config, and why (touches nothing)."""
     from medic.actions.config import load_rules
     from medic.actions.explain import (
         detection_from_json,
+        exit_code_from_json,
         explain,
         make_detection,
         make_facts,
@@ -432,6 +439,7 @@ def rules_test(
         if json_text is not None:
             text = sys.stdin.read() if json_text == "-" else json_text
             detection, facts = detection_from_json(text)
+            exit_code = exit_code_from_json(text) if exit_code is None else exit_code
         elif kind is None:
             raise ValueError("give the detection with --kind (and --job, --culprit, ...) or --json")
         else:
@@ -439,7 +447,7 @@ def rules_test(
             facts = make_facts(job_id, partition, user)
     except ValueError as exc:
         fail(str(exc))
-    for line in render(explain(config, detection, facts, cluster_nodes)):
+    for line in render(explain(config, detection, facts, cluster_nodes, exit_code)):
         click.echo(line)
 
 

@@ -213,6 +213,10 @@ class NvrxWatch:
             elif not running and code is not None:
                 job.exit_code = int(code)
 
+    def ended(self, job_id: str, exit_code: int) -> None:
+        """The job, launched by ``ft_launcher``, ended with ``exit_code`` (what Slurm shows)."""
+        self.jobs.setdefault(job_id, _Job()).exit_code = exit_code
+
     def array_tasks(self) -> dict[str, dict[str, tuple[str, ...]]]:
         """Running array tasks by array id: task index -> its nodes (``4242_7`` is task 7)."""
         arrays: dict[str, dict[str, tuple[str, ...]]] = {}

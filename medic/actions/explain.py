@@ -2,7 +2,11 @@
 
 It runs the real actions stage on the detection, with the recording executor standing in for
 Slurm (so nothing is touched) and fresh guard state: the answer shows each route's verdict and
-each action's decision, suppressions and the guard behind them included.
+each action's decision, suppressions and the guard behind them included. The NVRx guard reads
+what serve would: the cycle files of ``[rules.nvrx] cycle_info_dir``, and the job's exit status
+under ``ft_launcher`` when it is given (93: NVRx decided not to restart). The restart-loop guard
+judges a job's attempts from its progress, which a single detection does not carry:
+``medic diagnose`` on the job's logs applies it.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from medic.actions.config import RulesConfig
@@ -22,7 +27,7 @@ from medic.detectors.base import Detection
 from medic.timeutil import iso, to_us
 
 DETECTION_KEYS = ("job_id", "kind", "culprits", "ranks", "score", "detector", "summary")
-FACT_KEYS = ("partition", "user")
+FACT_KEYS = ("partition", "user", "exit_code")
 TIME_KEYS = ("detected_at", "onset")
 
 
@@ -34,6 +39,16 @@ class Explanation:
     cluster_nodes: int | None
     verdicts: tuple[RouteVerdict, ...]
     decisions: tuple[Decision, ...]
+
+
+def exit_code_from_json(text: str) -> int | None:
+    """The ``exit_code`` of a detection JSON object (see ``detection_from_json``), if any."""
+    value = json.loads(text).get("exit_code")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"detection JSON: exit_code must be an integer, got {value!r}")
+    return value
 
 
 def detection_from_json(text: str) -> tuple[Detection, JobFacts | None]:
@@ -100,15 +115,21 @@ def explain(
     detection: Detection,
     facts: JobFacts | None = None,
     cluster_nodes: int | None = None,
+    exit_code: int | None = None,
 ) -> Explanation:
     """Run the stage on ``detection`` against a recorder; ``cluster_nodes`` sizes the
-    drained-fraction budget (the config's ``cluster_nodes`` wins when set)."""
+    drained-fraction budget (the config's ``cluster_nodes`` wins when set); ``exit_code`` is
+    the job's exit status, when it ended under NVRx's ``ft_launcher``."""
     if config.guards.cluster_nodes is None and cluster_nodes is not None:
         guards = dataclasses.replace(config.guards, cluster_nodes=cluster_nodes)
         config = dataclasses.replace(config, guards=guards)
     jobs: Mapping[str, JobFacts] = {facts.job_id: facts} if facts else {}
     recorder = RecordingExecutor(jobs=jobs)
     stage = ActionStage(config, recorder, notifier=recorder)
+    if config.nvrx.cycle_info_dir:
+        stage.nvrx.read_cycle_files(Path(config.nvrx.cycle_info_dir))
+    if exit_code is not None and detection.job_id is not None:
+        stage.nvrx.ended(detection.job_id, exit_code)
     verdicts = stage.rules.match(detection, facts).verdicts
     decisions = stage.respond(detection, detection.detected_at)
     return Explanation(

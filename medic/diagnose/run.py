@@ -23,13 +23,16 @@ import pyarrow as pa
 from medic import schema
 from medic.actions.config import RulesConfig, load_rules
 from medic.actions.explain import explain
+from medic.actions.model import Decision
+from medic.actions.recorder import RecordingExecutor
+from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
 from medic.detectors.catalogue import Catalogue
 from medic.detectors.signatures import SignatureParser
 from medic.diagnose.lines import LogText, lines_frame
 from medic.incident import Incident
 from medic.ingest.base import Batch, Event, Watermark
-from medic.pipeline import Pipeline
+from medic.pipeline import Pipeline, pipeline_config
 from medic.timeutil import US
 
 TAIL_S = 45
@@ -175,8 +178,14 @@ def diagnose(
     place of the one the settings name."""
     settings = settings or {}
     matched = MatchedLines()
-    pipeline = Pipeline.from_settings(settings, observers=[matched], catalogue=catalogue)
     rules = load_rules(settings.get("rules"))
+    stage = _stage(rules, settings)
+    pipeline = Pipeline.from_settings(
+        settings,
+        responders=[stage],
+        observers=[matched, *stage.observers],
+        catalogue=catalogue,
+    )
     reader = next(p for p in pipeline.parsers if isinstance(p, SignatureParser))
     lines = lines_frame(texts, year, reader.matcher.prefixes)
     if lines.is_empty():
@@ -185,8 +194,20 @@ def diagnose(
     pipeline.run(events(lines, nodes))
     incidents = [*pipeline.correlator.take_closed(), *pipeline.correlator.open.values()]
     located = _located(matched.rows(), lines)
-    findings = [_finding(incident, located, nodes, rules) for incident in incidents]
+    decided: dict[str, list[Decision]] = {}
+    for decision in stage.log.decisions:
+        decided.setdefault(decision.detection_id, []).append(decision)
+    findings = [_finding(incident, located, nodes, rules, decided) for incident in incidents]
     return sorted(findings, key=lambda f: (f.onset or f.detected_at, f.job_id))
+
+
+def _stage(rules: RulesConfig, settings: Mapping[str, Any]) -> ActionStage:
+    """The actions stage serve runs, on a recorder: it sees the lines' streams as serve's does
+    (its NVRx and restart-loop observers included) and decides at each detection's time, so its
+    guards say what serve's would."""
+    recorder = RecordingExecutor()
+    window = pipeline_config(settings).incident_window_s
+    return ActionStage(rules, recorder, notifier=recorder, incident_window_s=window)
 
 
 def _located(rows: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
@@ -198,13 +219,18 @@ def _located(rows: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
 
 
 def _finding(
-    incident: Incident, located: pl.DataFrame, nodes: Mapping[str, list[str]], rules: RulesConfig
+    incident: Incident,
+    located: pl.DataFrame,
+    nodes: Mapping[str, list[str]],
+    rules: RulesConfig,
+    decided: Mapping[str, list[Decision]],
 ) -> Finding:
-    """The incident as reported: named after its strongest detection, whose actions the rules
-    decide (on a recorder: nothing is touched)."""
+    """The incident as reported: named after its strongest detection, with the decisions the
+    stage took on it in the stream (on a recorder: nothing is touched); a detection the stage
+    was not handed is explained alone."""
     detections = [incident.first, *incident.symptoms]
     strongest = incident.strongest or incident.first
-    decisions = explain(rules, strongest).decisions
+    decisions = decided.get(strongest.id) or explain(rules, strongest).decisions
     job = str(incident.first.job_id)
     onsets = [d.onset for d in detections if d.onset is not None]
     return Finding(

@@ -135,6 +135,41 @@ def test_rules_test_with_json_and_a_config(tmp_path: Path) -> None:
     assert stdin.stdout.splitlines()[-1].startswith("  would run: route hangs")
 
 
+def test_rules_test_applies_the_nvrx_guard_serve_applies(tmp_path: Path) -> None:
+    cycles = tmp_path / "cycles" / "4250_1"
+    cycles.mkdir(parents=True)
+    for cycle, start in ((0, "2026-03-01T10:00:00Z"), (1, "2026-03-01T10:05:00Z")):
+        body = {"job_id": "4250", "cycle_number": cycle, "cycle_start_time": start}
+        (cycles / f"cycle_info.4250.0.{cycle}").write_text(json.dumps(body))
+    config = tmp_path / "medic.toml"
+    config.write_text(
+        "[rules]\nmode = 'enforce'\n"
+        f"[rules.nvrx]\ncycle_info_dir = '{tmp_path / 'cycles'}'\n"
+        "[[rules.routes]]\nname = 'crashes'\nkinds = ['crash']\nactions = ['requeue']\n"
+    )
+
+    def last_line(*args: str) -> str:
+        result = CliRunner().invoke(main, ["rules", "test", "--config", str(config), *args])
+        assert result.exit_code == 0, result.output
+        return str(result.stdout.splitlines()[-1])
+
+    stopped = {"kind": "crash", "job_id": "77", "exit_code": 93}
+    assert last_line("--json", json.dumps(stopped)).endswith(
+        "requeue job 77: NVRx decided not to restart job 77 (ft_launcher exited 93); "
+        "a requeue would repeat it"
+    )
+    assert last_line("--kind", "crash", "--job", "77", "--exit-code", "1").startswith(
+        "  would run:"
+    )
+    restarting = (
+        "--json",
+        json.dumps({"kind": "crash", "job_id": "4250_1", "detected_at": "2026-03-01T10:06:00Z"}),
+    )
+    assert last_line(*restarting).endswith(
+        "requeue job 4250_1: NVRx is restarting job 4250_1 in place"
+    )
+
+
 def test_rules_test_input_errors_are_one_line() -> None:
     for args, message in [
         (["--json", '{"kind": "oops"}'], "medic: error: detection: unknown detection kind 'oops'"),

@@ -124,3 +124,34 @@ def test_a_crash_is_headed_by_the_line_that_says_what_failed() -> None:
     assert found.summary == (
         "Job 4301 crashed: \"KeyError: 'input_ids'\" at rank 3; 2 more signs followed"
     )
+
+
+def test_diagnose_applies_the_nvrx_guard_serve_applies(tmp_path: Path) -> None:
+    launcher = "2026-11-30 04:0{}:00,000 [INFO] [ft_launcher@n1] [default] "
+    write(
+        tmp_path,
+        {
+            "logs/slurm-4280.out": launcher.format(0)
+            + "Worker group FAILED. 1/3 attempts left; will restart worker group\n"
+            + launcher.format(1)
+            + "Progress tracker detected no progress across restarts. "
+            "No more restarts will be attempted.\n"
+            "2026-11-30 04:01:01,000 [rank0]: RuntimeError: loss is NaN\n"
+            "srun: error: n1: task 0: Exited with exit code 93\n",
+            "medic.toml": "[rules]\nmode = 'enforce'\n[[rules.routes]]\nname = 'crashes'\n"
+            "kinds = ['crash']\nactions = ['requeue']\n",
+        },
+    )
+    result = CliRunner().invoke(
+        main,
+        [
+            "diagnose",
+            "--json",
+            "--config",
+            str(tmp_path / "medic.toml"),
+            str(tmp_path / "logs"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (found,) = json.loads(result.stdout)
+    assert found["actions"] == ["requeue: suppressed by guard nvrx"]
