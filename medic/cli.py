@@ -546,9 +546,12 @@ def nodes(db_path: Path | None, config_file: Path | None, slurm: bool) -> None:
     incidents that blamed them, jobs hit and lemon score ([rules.lifecycle.lemon])."""
     from medic.actions.nodes_report import nodes_report
     from medic.history.nodes import print_nodes
+    from medic.remote_report import history_node_table
     from medic.settings import load_settings
 
-    print_nodes(nodes_report(load_settings(config_file), db_path, slurm), wide_console())
+    settings = load_settings(config_file)
+    table = history_node_table(settings, db_path)
+    print_nodes(nodes_report(settings, table, slurm), wide_console())
 
 
 @main.group()

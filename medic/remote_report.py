@@ -1,20 +1,31 @@
-"""The report of a history that a running ``medic serve`` holds open.
+"""Reading a history that a running ``medic serve`` holds open.
 
 DuckDB lets one process write a database file and no other process open it meanwhile, not
-even read-only; so while the service runs, ``medic report`` asks the service's ``/report``
-endpoint (``medic.service_http``), which reads through a connection of its own.
+even read-only; so while the service runs, the read commands ask the service instead: ``medic
+report`` its ``/report`` endpoint, ``medic nodes`` its ``/nodes`` (``medic.service_http``),
+which read through a connection of their own. ``read_history`` is that choice, for any read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
+import polars as pl
 
+from medic.actions.config import load_rules
 from medic.history import HistoryError
+from medic.history.config import history_config
+from medic.history.nodes import history_nodes
+from medic.history.store import DuckDBStore, HistoryStore
 from medic.service import service_config
 from medic.service_http import parse_listen
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def held_by_another_process(error: HistoryError) -> bool:
@@ -30,9 +41,46 @@ def service_url(settings: Mapping[str, Any]) -> str:
     return f"http://{host}:{port}"
 
 
+def read_history(
+    settings: Mapping[str, Any],
+    path: Path,
+    local: Callable[[HistoryStore], T],
+    remote: Callable[[str], T],
+) -> T:
+    """``local`` on the history at ``path`` opened read-only; while a running service holds
+    it, ``remote`` on the service's base URL ([service] listen), said on the log."""
+    try:
+        with DuckDBStore(path, read_only=True) as store:
+            return local(store)
+    except HistoryError as exc:
+        if not held_by_another_process(exc):
+            raise
+    url = service_url(settings)
+    log.warning("the history is held by medic serve; asking %s", url)
+    return remote(url)
+
+
+def history_node_table(settings: Mapping[str, Any], db_path: Path | None) -> pl.DataFrame:
+    """The history's node table scored now: read-only from the file, or from the running
+    service's ``/nodes`` while it holds the history."""
+    lemon = load_rules(settings.get("rules")).lifecycle.lemon
+    path = db_path or Path(history_config(settings).path)
+    return read_history(settings, path, lambda store: history_nodes(store, lemon), fetch_nodes)
+
+
 def fetch_report(url: str, kind: str, params: Mapping[str, str]) -> str:
     """The service's report page (``text`` or ``html``); HistoryError when it cannot be had."""
     path = "/report.html" if kind == "html" else "/report"
+    return _get(url, path, params).text
+
+
+def fetch_nodes(url: str) -> pl.DataFrame:
+    """The service's node table (``medic nodes`` without Slurm's columns)."""
+    return pl.read_ipc_stream(_get(url, "/nodes", {}).content)
+
+
+def _get(url: str, path: str, params: Mapping[str, str]) -> httpx.Response:
+    """A 200 answer of the service at ``url``; HistoryError when it cannot be had."""
     target = url.rstrip("/") + path
     try:
         response = httpx.get(target, params=dict(params), timeout=60.0)
@@ -41,4 +89,4 @@ def fetch_report(url: str, kind: str, params: Mapping[str, str]) -> str:
     if response.status_code != 200:
         detail = response.text.strip().splitlines()[0] if response.text.strip() else ""
         raise HistoryError(f"{target} answered {response.status_code}: {detail}")
-    return response.text
+    return response

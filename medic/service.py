@@ -27,6 +27,7 @@ snapshot, which tells the detectors which jobs run where.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import signal
 from collections.abc import Mapping
@@ -45,6 +46,7 @@ from medic.actions.stage import ActionStage
 from medic.config import Count, Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
 from medic.history.config import history_config
+from medic.history.nodes import history_nodes
 from medic.history.pages import render_report
 from medic.history.store import DuckDBStore
 from medic.history.writer import HistoryWriter
@@ -221,7 +223,9 @@ class Service:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
         host, port = parse_listen(self.config.listen)
-        http = HttpEndpoints(self.metrics, self.health, host, port, self.report_page).start()
+        http = HttpEndpoints(
+            self.metrics, self.health, host, port, self.report_page, self.nodes_table
+        ).start()
         log.info("medic serve: /metrics, /healthz and /report on %s:%d", host, http.port)
         queue: asyncio.Queue[tuple[str, Event, dict[str, Any]]] = asyncio.Queue(
             self.config.queue_events
@@ -373,6 +377,15 @@ class Service:
         with self.store.cursor() as reader:
             lemon = self.recovery.config.lifecycle.lemon
             return render_report(reader, self.history, kind, params, lemon)
+
+    def nodes_table(self) -> bytes:
+        """/nodes, on the HTTP thread: ``medic nodes``'s history table (Arrow IPC), read
+        through a connection of its own."""
+        with self.store.cursor() as reader:
+            table = history_nodes(reader, self.recovery.config.lifecycle.lemon)
+        out = io.BytesIO()
+        table.write_ipc_stream(out)
+        return out.getvalue()
 
     def health(self) -> dict[str, Any]:
         """Per source: delivering, and how far behind the wall clock its data is."""

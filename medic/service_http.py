@@ -32,6 +32,8 @@ from medic.ingest.live import LATENESS_BUCKETS_S, SourceHealth, SourceStats
 
 StartResponse = Callable[..., Any]
 ReportPage = Callable[[str, Mapping[str, str]], str]
+NodesTable = Callable[[], bytes]
+"""``medic nodes``'s history table as an Arrow IPC stream."""
 """``(kind, query parameters) -> body``: kind is ``text`` or ``html``; ValueError for a bad
 parameter (answered 400)."""
 
@@ -202,9 +204,13 @@ class _QuietHandler(WSGIRequestHandler):
         """Scrapes every few seconds would flood the service's log."""
 
 
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+
 class HttpEndpoints:
-    """Serves ``/metrics``, ``/healthz`` (JSON from ``health()``: 200 when healthy, else 503)
-    and, given ``report``, ``/report`` and ``/report.html``."""
+    """Serves ``/metrics``, ``/healthz`` (JSON from ``health()``: 200 when healthy, else 503),
+    given ``report``, ``/report`` and ``/report.html``, and given ``nodes``, ``/nodes`` (the
+    history's node table, for ``medic nodes`` while the service holds the history)."""
 
     def __init__(
         self,
@@ -213,9 +219,11 @@ class HttpEndpoints:
         host: str,
         port: int,
         report: ReportPage | None = None,
+        nodes: NodesTable | None = None,
     ) -> None:
         self.health = health
         self.report = report
+        self.nodes = nodes
         self.metrics_app = make_wsgi_app(metrics.registry)
         try:
             self.server: WSGIServer = make_server(host, port, self.app, handler_class=_QuietHandler)
@@ -252,8 +260,20 @@ class HttpEndpoints:
             return self._report(
                 environ, start_response, "html" if path.endswith("html") else "text"
             )
+        if path == "/nodes" and self.nodes is not None:
+            return self._nodes(start_response)
         start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"medic serves /metrics, /healthz, /report and /report.html\n"]
+        return [b"medic serves /metrics, /healthz, /report, /report.html and /nodes\n"]
+
+    def _nodes(self, start_response: StartResponse) -> Iterable[bytes]:
+        assert self.nodes is not None
+        try:
+            body = self.nodes()
+        except Exception as exc:  # the service must outlive a read that fails
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+            return [f"nodes failed: {exc}\n".encode()]
+        start_response("200 OK", [("Content-Type", ARROW_STREAM)])
+        return [body]
 
     def _report(
         self, environ: dict[str, Any], start_response: StartResponse, kind: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import subprocess
@@ -264,3 +265,30 @@ def test_a_polling_source_is_complete_up_to_the_wall_clock_until_its_next_poll_i
     assert complete_until(files, at(10), at(9)) == at(10)
     replayed = ReplaySource(recording())
     assert complete_until(replayed, at(10), at(13)) == at(10), "event-time sources: their own"
+
+
+def test_read_commands_ask_the_service_that_holds_the_history(
+    tmp_path: Path, served: Callable[[], Served]
+) -> None:
+    out = tmp_path / "jobs" / "job-43-gpu-a001.out"
+    append(out, "[rank3]: step 1", "[rank3]: Traceback (most recent call last):", OOM)
+    service = served()
+    wait_for(lambda: service.metric("medic_detections_total") == 1, 30)
+    config = tmp_path / "medic.toml"
+    config.write_text(
+        config.read_text().replace('listen = "127.0.0.1:0"', f'listen = "127.0.0.1:{service.port}"')
+    )
+    env = {**os.environ, "COLUMNS": "200"}
+    for command in (["nodes", "--no-slurm"], ["report"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "medic", *command, "--config", str(config)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "Could not set lock" not in done.stderr
+        assert f"asking http://127.0.0.1:{service.port}" in done.stderr
+    assert service.get("/nodes").headers["content-type"] == "application/vnd.apache.arrow.stream"
+    assert service.stop() == 0

@@ -134,6 +134,12 @@ def print_nodes(frame: pl.DataFrame, console: Console) -> None:
         console.print(frame_table(f"{state[0]} ({rows.height})", rows.drop("state")))
 
 
+def history_nodes(store: HistoryStore, config: LemonConfig) -> pl.DataFrame:
+    """``node_table`` scored now (the database's clock)."""
+    now = int(store.sql("SELECT epoch_us(now())").column(0)[0].as_py())
+    return node_table(store, config, now)
+
+
 def report_lemons(store: HistoryStore, config: LemonConfig, top: int) -> pl.DataFrame:
     """The ``top`` nodes by lemon score for ``medic report``, scored at the history's newest
     detection (so that an old history reads as it did then)."""
