@@ -51,6 +51,10 @@ class SlurmError(Exception):
     """Slurm refused a command or could not be asked; the message is one line."""
 
 
+HOLDS_NODES = frozenset({"RUNNING", "CONFIGURING", "SUSPENDED"})
+"""Job states in which the job has nodes allocated."""
+
+
 @dataclass(frozen=True)
 class SlurmJob:
     job_id: str
@@ -433,6 +437,8 @@ class SlurmCli:
     def _hold(self, job_id: str, held: bool) -> Outcome:
         verb = "hold" if held else "release"
         job = self._known_job(job_id)
+        if held and job.state in HOLDS_NODES:
+            return self._requeue_held(job)
         if (job.priority == 0) == held:
             state = "already held" if held else "not held"
             return done(f"job {job_id} {state} ({job.state})", changed=False)
@@ -444,6 +450,29 @@ class SlurmCli:
         if not ok:
             return self._verify_timeout(f"{verb} of job {job_id}", f"priority {job.priority}")
         return done(f"job {job_id} {'held' if held else 'released'} ({job.state}){said}")
+
+    def _requeue_held(self, job: SlurmJob) -> Outcome:
+        """Hold a job that holds nodes: ``scontrol hold`` leaves a running job running (only
+        its priority drops), so it is requeued held (``requeuehold``): it gives its nodes
+        back and waits PENDING until released. A job Slurm will not requeue (``--no-requeue``)
+        is held as it runs, which the outcome says."""
+        job_id, before = job.job_id, job.restarts
+        result = self._run(["scontrol", "requeuehold", job_id])
+        if result.returncode != 0:
+            if "disabled" not in result.message.lower():
+                raise SlurmError(f"scontrol requeuehold {job_id}: {result.message}")
+            self._command(["scontrol", "hold", job_id])
+            return done(
+                f"job {job_id} held but still {job.state} on its nodes: Slurm will not requeue "
+                f"it ({result.message})"
+            )
+        ok, job = self.poller.until(
+            lambda: self._known_job(job_id),
+            lambda j: j.state == "PENDING" and j.priority == 0 and j.restarts > before,
+        )
+        if not ok:
+            return self._verify_timeout(f"requeuehold of job {job_id}", f"state {job.state}")
+        return done(f"job {job_id} requeued held (PENDING, restarts {job.restarts}): nodes freed")
 
     def _reservation(self, name: str) -> bool:
         result = self._run(["scontrol", "show", "reservation", name])

@@ -166,8 +166,8 @@ def test_a_restart_loop_on_the_real_slurm_is_held_after_the_configured_count(
             ("hold", "done", None),
             ("notify", "done", None),
         ]
-        held = slurm.job(job_id)
-        assert held["Priority"] == "0" and held["Restarts"] == "2"
+        held = slurm.job(job_id)  # requeued held: it no longer holds its node
+        assert (held["JobState"], held["Priority"], held["Restarts"]) == ("PENDING", "0", "3")
         assert len(notes.sent) == 1
     finally:
         slurm.run("scancel", job_id, check=False)

@@ -145,3 +145,25 @@ def test_slurmrestd_holds_releases_and_cancels(cluster: SlurmCluster) -> None:
     assert rest.cancel(job_id).detail == f"job {job_id} cancelled"
     assert cluster.job(job_id)["JobState"] == "CANCELLED"
     assert rest.node_count() == len(cluster.nodes)
+
+
+def test_a_hold_requeues_a_running_job_held_and_frees_its_node(cluster: SlurmCluster) -> None:
+    """``scontrol hold`` leaves a running job on its node; the restart loop's hold must free it
+    (a job pinned to that node then runs), and a --no-requeue job is held as it runs, said so."""
+    slurm = SlurmCli(SlurmConfig(verify_timeout_s=15))
+    job_id = cluster.sbatch()
+    node = cluster.wait_job(job_id)["NodeList"]
+    outcome = slurm.hold(job_id)
+    assert outcome.status == "done", outcome.detail
+    assert outcome.detail == f"job {job_id} requeued held (PENDING, restarts 1): nodes freed"
+    held = cluster.job(job_id)
+    assert (held["JobState"], held["Priority"]) == ("PENDING", "0")
+    assert "held" in held["Reason"]
+    waiting = cluster.sbatch(f"--nodelist={node}")
+    assert cluster.wait_job(waiting)["NodeList"] == node
+    assert slurm.hold(job_id).detail == f"job {job_id} already held (PENDING)"
+    stuck = cluster.sbatch("--no-requeue")
+    cluster.wait_job(stuck)
+    kept = slurm.hold(stuck)
+    assert kept.status == "done"
+    assert kept.detail.startswith(f"job {stuck} held but still RUNNING on its nodes")
