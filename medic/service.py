@@ -167,6 +167,8 @@ class Service:
         self.metrics.registry.register(SourceCollector(lambda: self.sources))
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medic-pipeline")
         self._rows: dict[str, int] = {}
+        self._own = self.own_jobs()
+        """``own_jobs()`` as of the last tick (the lifecycle starts checks in the tick)."""
         self._stop = asyncio.Event()
 
     def _open_incidents(self) -> list[Incident]:
@@ -296,7 +298,7 @@ class Service:
                 detections = self.pipeline.process(Watermark(combined))
         else:
             self._count(name, event)
-            detections = self.pipeline.process(event)
+            detections = self.pipeline.process(event.without_jobs(self._own))
         log_detections(detections)
         self._record_actions()
         state.cursor = cursor
@@ -308,6 +310,14 @@ class Service:
             log_decisions(actions)
             self.writer.record_actions(actions)
             self.metrics.count_actions(_action_rows(actions))
+
+    def own_jobs(self) -> set[str]:
+        """medic's own jobs (node checks), kept from detection, actions and the history: the
+        lifecycle's journal names those it started, the Slurm source those with its comment."""
+        own = self.recovery.journal.check_jobs()
+        for state in self.sources.values():
+            own |= getattr(state.source, "own_jobs", set())
+        return own
 
     def _count(self, name: str, batch: Batch) -> None:
         self.metrics.rows.labels(name, batch.stream).inc(batch.num_rows)
@@ -342,6 +352,7 @@ class Service:
             self.actions.resume(now)
             self._record_actions()
         self.recovery.tick(now, {name: state.watermark for name, state in self.sources.items()})
+        self._own = self.own_jobs()
         for name, state in self.sources.items():
             if state.watermark is not None:
                 self.metrics.lag.labels(name).set(max(0, now - state.watermark) / US)

@@ -35,6 +35,7 @@ from medic.actions.check_output import read_check
 from medic.actions.node_journal import NodeEvent, NodeJournal
 from medic.actions.recovery_config import LifecycleConfig
 from medic.actions.slurm_cli import SlurmCli, SlurmError, SlurmNode
+from medic.ingest.slurm import OWN_JOB_COMMENT
 from medic.slurm import COMPLETED, JOB_ENDED_STATES
 from medic.timeutil import US
 
@@ -187,6 +188,7 @@ class NodeLifecycle:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         options = [
             f"--job-name={reservation}",
+            f"--comment={OWN_JOB_COMMENT} of {node}",
             f"--nodelist={node}",
             f"--reservation={reservation}",
             f"--time={max(1, round(self.config.check_timeout_s / 60))}",

@@ -119,3 +119,12 @@ class NodeJournal:
 
     def nodes(self) -> list[str]:
         return sorted(self.by_node)
+
+    def check_jobs(self) -> set[str]:
+        """Ids of the check jobs the lifecycle started (medic's own jobs)."""
+        return {
+            e.job_id
+            for events in self.by_node.values()
+            for e in events
+            if e.event == "check_started" and e.job_id
+        }

@@ -10,7 +10,7 @@ A parser makes its output in polars, and the detectors read it in polars: such a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Any, Protocol, runtime_checkable
@@ -62,6 +62,19 @@ class Batch:
         frame = self.frame.slice(offset, length)
         return Batch.with_frame(self.stream, self.data.slice(offset, length), frame)
 
+    def without_jobs(self, job_ids: Collection[str]) -> Batch:
+        """The rows whose ``job_id`` is not one of ``job_ids`` (all of them when the stream has
+        no job ids, or none of its rows is one of them)."""
+        if not job_ids or "job_id" not in self.data.schema.names:
+            return self
+        mask = self.frame.select(~pl.col("job_id").is_in(list(job_ids)).fill_null(False))
+        keep = mask.to_series()
+        if keep.all():
+            return self
+        return Batch.with_frame(
+            self.stream, self.data.filter(keep.to_arrow()), self.frame.filter(keep)
+        )
+
     def retimed(self, time: pl.Series) -> Batch:
         """The same rows with ``time`` (as many values, in the time column's dtype) as their
         event times."""
@@ -99,6 +112,19 @@ class _FrameFirst(Batch):
             return None
         value = self.frame.get_column("time").to_physical().max()
         return None if value is None else int(value)  # type: ignore[arg-type]
+
+    def without_jobs(self, job_ids: Collection[str]) -> Batch:
+        """The rows whose ``job_id`` is not one of ``job_ids`` (all of them when the stream has
+        no job ids, or none of its rows is one of them)."""
+        if not job_ids or "job_id" not in self.data.schema.names:
+            return self
+        mask = self.frame.select(~pl.col("job_id").is_in(list(job_ids)).fill_null(False))
+        keep = mask.to_series()
+        if keep.all():
+            return self
+        return Batch.with_frame(
+            self.stream, self.data.filter(keep.to_arrow()), self.frame.filter(keep)
+        )
 
     def retimed(self, time: pl.Series) -> Batch:
         return _FrameFirst(self.stream, self.frame.with_columns(time), self.__dict__["_schema"])

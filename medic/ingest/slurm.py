@@ -85,8 +85,14 @@ JobState = tuple[str, tuple[str, ...] | None, int | None, str | None]
 NodeState = tuple[str, str | None]
 
 
+OWN_JOB_COMMENT = "medic: node check"
+"""The comment (``sbatch --comment``) of the jobs medic submits itself (the node lifecycle's
+checks): the source leaves them out and lists them in ``own_jobs``."""
+
+
 class SlurmSource:
-    """Job and node state changes as ``scheduler`` batches, one poll per interval."""
+    """Job and node state changes as ``scheduler`` batches, one poll per interval; medic's own
+    jobs (``OWN_JOB_COMMENT``) are left out: their outcome is the node lifecycle's alone."""
 
     name = "slurm"
 
@@ -107,6 +113,8 @@ class SlurmSource:
         self.clock = clock
         self.stats = SourceStats()
         self.watermark: int | None = None
+        self.own_jobs: set[str] = set()
+        """Ids of medic's own jobs seen (``OWN_JOB_COMMENT``)."""
         cursor = cursor or {}
         self.jobs: dict[str, JobState] = {
             k: (v[0], None if v[1] is None else tuple(v[1]), v[2], v[3])
@@ -207,8 +215,12 @@ class SlurmSource:
             if not self._wanted(str(job.get("partition") or "").split(",")):
                 continue
             parsed = _job(job)
-            if parsed is not None:
-                current[parsed[0]] = parsed[1]
+            if parsed is None:
+                continue
+            if str(job.get("comment") or "").startswith(OWN_JOB_COMMENT):
+                self.own_jobs.add(parsed[0])
+                continue
+            current[parsed[0]] = parsed[1]
         if self.first_look:
             self._keep_ended_as_seen(current)
         rows = [

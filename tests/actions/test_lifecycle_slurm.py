@@ -4,6 +4,7 @@ never touched."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import random
 import time
@@ -20,8 +21,12 @@ from medic.actions.recovery_config import LifecycleConfig
 from medic.actions.slurm_cli import SlurmCli
 from medic.actions.stage import ActionStage
 from medic.history.store import DuckDBStore
+from medic.ingest.base import Batch, Watermark
+from medic.ingest.slurm import OWN_JOB_COMMENT, SlurmSource, SlurmSourceConfig
+from medic.pipeline import Pipeline
 from medic.timeutil import US
 from tests.actions.test_check_output import DCGM_4
+from tests.builders import at, batch, log
 from tests.conftest import SlurmCluster
 
 pytestmark = pytest.mark.slurm
@@ -218,3 +223,36 @@ def test_a_check_reservation_left_over_by_a_dead_medic_drains_its_node_again(
         assert state["Reason"].startswith("medic: health check failed: check interrupted")
     finally:
         slurm.run("scontrol", "delete", f"reservationname={reservation}", check=False)
+
+
+def test_a_failing_check_job_is_medics_own_and_reaches_no_detector(
+    slurm: SlurmCluster, node: str, tmp_path: Path
+) -> None:
+    """The check job's failure is the lifecycle's alone: the Slurm source leaves it out (by its
+    comment), the journal names it, and its rows are kept from the pipeline, which would
+    otherwise report it as a crashed job (and the stage requeue it)."""
+    source = SlurmSource(SlurmSourceConfig())
+    asyncio.run(source.poll())  # a job that ends before the first poll is never reported
+    drain(slurm, node)
+    with DuckDBStore() as store:
+        cycle = lifecycle(tmp_path, 'echo "RuntimeError: check failed"; exit 4', store)
+        assert run_until_settled(cycle, node)[-1] == "check_failed"
+        started = cycle.journal.last(node, "check_started")
+    assert started is not None and started.job_id is not None
+    check = started.job_id
+    assert slurm.job(check)["Comment"] == f"{OWN_JOB_COMMENT} of {node}"
+    assert cycle.journal.check_jobs() == {check}
+    polled = asyncio.run(source.poll())
+    jobs = [b.frame for b in polled if isinstance(b, Batch) and b.stream == "scheduler"]
+    seen = {j for frame in jobs for j in frame.get_column("job_id").drop_nulls().to_list()}
+    assert check not in seen and check in source.own_jobs
+    lines = batch("logs", [log(0, "[rank0]: RuntimeError: check failed", job_id=check)])
+    ended = batch(
+        "scheduler",
+        [{"time": at(1), "kind": "job", "job_id": check, "state": "FAILED", "exit_code": 4}],
+    )
+    pipeline = Pipeline.from_settings({})
+    own = source.own_jobs | cycle.journal.check_jobs()
+    found = pipeline.run([lines.without_jobs(own), ended.without_jobs(own), Watermark(at(120))])
+    assert found == []
+    assert Pipeline.from_settings({}).run([lines, ended, Watermark(at(120))]) != []
