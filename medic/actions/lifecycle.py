@@ -249,4 +249,7 @@ class NodeLifecycle:
         if not freed.ok:
             log.warning("lifecycle: %s stays reserved: %s", node, freed.detail)
         self._record(now, node, "check_failed", why, job_id)
+        failed = self.journal.last(node, "check_failed")
+        if self.alert is not None and failed is not None:
+            self.alert(failed)
         return True

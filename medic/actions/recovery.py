@@ -73,7 +73,7 @@ class Recovery:
             self.journal,
             self.config.slurm.reason_prefix,
             lemon=lemon,
-            alert=self._kept,
+            alert=self._node_alert,
         )
 
     @property
@@ -110,19 +110,26 @@ class Recovery:
             except OSError as exc:
                 log.error("nvrx: cannot write exclusions under %s: %s", where, exc)
 
-    def _kept(self, event: NodeEvent) -> None:
+    def _node_alert(self, event: NodeEvent) -> None:
+        """A lifecycle step people must hear of (a failed check, a node kept drained) to the
+        receivers of [rules.lifecycle] notify, in the node's thread."""
         alert = Alert(
             group=f"node:{event.node}",
-            title=f"medic: node {event.node} kept drained",
+            title=f"medic: node {event.node} {NODE_NEWS.get(event.event, event.event)}",
             text=event.detail,
             time=event.time,
             severity="warning",
-            labels={"kind": "node_kept", "nodes": event.node},
+            labels={"kind": f"node_{event.event}", "nodes": event.node},
+            news=(f"{event.event} {event.job_id or ''}".strip(),),
         )
         for receiver in self.config.lifecycle.notify:
             outcome = self.notifiers.send(receiver, alert)
             if not outcome.ok:
                 log.warning("node %s: notification to %s: %s", event.node, receiver, outcome.detail)
+
+
+NODE_NEWS = {"kept": "kept drained", "check_failed": "failed its health check"}
+"""How a node alert's title says its lifecycle step."""
 
 
 class RecoveryMetrics(Collector):

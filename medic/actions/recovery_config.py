@@ -68,7 +68,8 @@ class LifecycleConfig:
     reservation_prefix: str = "medic-check"
     """Check reservations and jobs are named ``<prefix>-<node>``."""
     notify: tuple[str, ...] = ()
-    """Receivers told when a node is kept drained (failed checks, budget spent, lemon)."""
+    """Receivers told when a node's check fails and when a node is kept drained (budget spent,
+    lemon): each a message of its own in the node's thread."""
     lemon: LemonConfig = field(default_factory=LemonConfig)
     """Lemon-node scoring; a lemon is kept drained without a check."""
 

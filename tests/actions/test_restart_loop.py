@@ -13,6 +13,7 @@ import pytest
 
 from medic.actions.config import SlurmConfig, load_rules
 from medic.actions.model import Outcome, done
+from medic.actions.notifiers.dispatch import Notifiers
 from medic.actions.recorder import RecordingExecutor
 from medic.actions.restart_loop import JobAttempts
 from medic.actions.slurm_cli import SlurmCli
@@ -20,6 +21,7 @@ from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
 from medic.ingest.base import Batch
 from medic.parse.progress import PROGRESS
+from tests.actions.notifiers.server import serve
 from tests.builders import at, batch
 from tests.conftest import SlurmCluster
 
@@ -171,3 +173,45 @@ def test_a_restart_loop_on_the_real_slurm_is_held_after_the_configured_count(
         assert len(notes.sent) == 1
     finally:
         slurm.run("scancel", job_id, check=False)
+
+
+@pytest.mark.slurm
+def test_the_restart_loop_hold_on_the_real_slurm_is_a_message_of_its_own(
+    slurm: SlurmCluster,
+) -> None:
+    """Each crash is told to the job's thread; a second requeue tells nothing new and is
+    folded, the hold is news: a new message in the same thread, not folded away."""
+    hooks_server = serve()
+    hooks = next(hooks_server)
+    rules = {
+        **RULES,
+        "receivers": [{"name": "oncall", "url": hooks.url()}],
+        "routes": [
+            {"name": "crash", "kinds": ["crash"], "actions": ["requeue"], "notify": ["oncall"]}
+        ],
+    }
+    job_id = slurm.sbatch(script="sleep 600")
+    try:
+        slurm.wait_job(job_id)
+        time.sleep(2)  # a requeue racing the batch step's launch fails the job (Slurm 22.05)
+        config = load_rules(rules)
+        executor = SlurmCli(SlurmConfig(restart_now=True, verify_timeout_s=20))
+        stage = ActionStage(config, executor, notifier=Notifiers(config.receivers))
+        stage.attempts.update(progress(job_id, 0, range(1, 21), checkpoint=20))
+        for restart, t in enumerate((100, 200), start=1):
+            assert ("requeue", "done", None) in verdicts(stage, crash(job_id, t))
+            slurm.wait(
+                lambda: slurm.job(job_id),
+                lambda j, n=restart: j["JobState"] == "RUNNING" and j["Restarts"] == str(n),
+                f"restart {restart}",
+            )
+            time.sleep(2)
+            stage.attempts.update(progress(job_id, t + 10, [20, 21]))
+        assert ("hold", "done", None) in verdicts(stage, crash(job_id, 300))
+    finally:
+        slurm.run("scancel", job_id, check=False)
+        next(hooks_server, None)
+    told = [[f"{d['action']} {d['status']}" for d in r.body["decisions"]] for r in hooks.received]
+    assert told[0] == ["requeue done"], told
+    assert [r.body["group"] for r in hooks.received] == [f"job:{job_id}"] * 2, told
+    assert "hold done" in told[1]

@@ -1,5 +1,7 @@
-"""Delivery state of notifications: one entry per receiver and incident group, persisted so that
-a restarted service neither repeats a group it delivered nor forgets one it had not yet.
+"""Delivery state of notifications: one entry per message (a receiver's thread of an incident
+group, and the news that opened it), persisted so that a restarted service neither repeats a
+message it delivered nor forgets one it had not yet. Only a true repeat (no item of news the
+thread was not told) is folded into the thread's newest message.
 
 An entry is written ``pending`` (with its alert, never a secret) before the POST and ``sent``
 after a 2xx answer; a restart redelivers what is still pending. The one window left is a crash
@@ -28,59 +30,79 @@ State = Literal["pending", "sent", "failed"]
 
 @dataclass
 class Entry:
+    """One message: the alert that opened it, and the repeats folded into it."""
+
     receiver: str
     alert: Alert
     last: int
-    """Event time of the group's newest alert (the group window runs from it)."""
+    """Event time of the message's newest alert (the group window runs from it)."""
     state: State = "pending"
     folded: int = 0
     """Later alerts of the group that were not sent again."""
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def thread(self) -> tuple[str, str, str]:
+        """The receiver's thread of the incident group: (receiver, group, status)."""
         return (self.receiver, self.alert.group, self.alert.status)
+
+    @property
+    def news(self) -> str:
+        return "\n".join(sorted(self.alert.news))
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (*self.thread, self.news)
 
 
 class DeliveryLog:
-    """Entries by (receiver, group, status), appended to a JSON-lines file when given a path."""
+    """Messages by (receiver, group, status, news), appended to a JSON-lines file when given a
+    path; per thread, the newest message and every item of news it was told."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
-        self.entries: dict[tuple[str, str, str], Entry] = {}
+        self.entries: dict[tuple[str, str, str, str], Entry] = {}
+        self.latest: dict[tuple[str, str, str], Entry] = {}
+        self.told: dict[tuple[str, str, str], set[str]] = {}
         self.skipped_lines = 0
         if path is not None and path.exists():
             self._load(path)
 
     def get(self, receiver: str, alert: Alert) -> Entry | None:
-        return self.entries.get((receiver, alert.group, alert.status))
+        """The thread's newest message when ``alert`` tells nothing the thread was not told (a
+        repeat, to fold into it); None when it brings news (or opens the thread)."""
+        thread = (receiver, alert.group, alert.status)
+        latest = self.latest.get(thread)
+        if latest is None or not set(alert.news) <= self.told.get(thread, set()):
+            return None
+        return latest
 
     def open(self, receiver: str, alert: Alert) -> Entry:
-        entry = Entry(receiver, alert, alert.time)
-        self.entries[entry.key] = entry
+        entry = self._add(Entry(receiver, alert, alert.time))
         self._write({"receiver": receiver, "alert": alert.row(), "state": "pending"})
         return entry
 
     def fold(self, entry: Entry, time: int) -> None:
         entry.last, entry.folded = max(entry.last, time), entry.folded + 1
-        self._write(
-            {
-                "receiver": entry.receiver,
-                "group": entry.alert.group,
-                "status": entry.alert.status,
-                "last": entry.last,
-            }
-        )
+        self._write({**self._names(entry), "last": entry.last})
 
     def mark(self, entry: Entry, state: State) -> None:
         entry.state = state
-        self._write(
-            {
-                "receiver": entry.receiver,
-                "group": entry.alert.group,
-                "status": entry.alert.status,
-                "state": state,
-            }
-        )
+        self._write({**self._names(entry), "state": state})
+
+    def _add(self, entry: Entry) -> Entry:
+        self.entries[entry.key] = entry
+        self.latest[entry.thread] = entry
+        self.told.setdefault(entry.thread, set()).update(entry.alert.news)
+        return entry
+
+    @staticmethod
+    def _names(entry: Entry) -> dict[str, str]:
+        return {
+            "receiver": entry.receiver,
+            "group": entry.alert.group,
+            "status": entry.alert.status,
+            "news": entry.news,
+        }
 
     def pending(self) -> Iterator[Entry]:
         return (e for e in list(self.entries.values()) if e.state == "pending")
@@ -100,10 +122,10 @@ class DeliveryLog:
                 row = json.loads(line)
                 if "alert" in row:
                     alert = Alert.from_row(row["alert"])
-                    entry = Entry(str(row["receiver"]), alert, alert.time)
-                    self.entries[entry.key] = entry
+                    self._add(Entry(str(row["receiver"]), alert, alert.time))
                     continue
-                found = self.entries[(row["receiver"], row["group"], row["status"])]
+                key = (row["receiver"], row["group"], row["status"], row.get("news", ""))
+                found = self.entries[key]
                 if "state" in row:
                     found.state = row["state"]
                 if "last" in row:

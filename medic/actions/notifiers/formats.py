@@ -45,13 +45,18 @@ class Alert:
     status: Literal["firing", "resolved"] = "firing"
     labels: dict[str, str] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    news: tuple[str, ...] = ()
+    """What the alert tells, item by item (each node blamed, each action taken and its outcome,
+    a lifecycle step): an alert whose every item its group's receiver was already
+    told is a repeat, and folded; one with an item of news is a message of its own in the
+    group's thread (a hold, a further drain, a failed check, a node kept, a suspect named)."""
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Alert:
-        return cls(**row)
+        return cls(**{**row, "news": tuple(row.get("news") or ())})
 
     @property
     def fingerprint(self) -> str:
@@ -118,7 +123,10 @@ def alertmanager_body(alert: Alert, receiver: str) -> dict[str, Any]:
 
 def detection_alert(payload: dict[str, Any]) -> Alert:
     """The alert for the stage's notification payload (a detection and the decisions on it):
-    grouped by job, or by the nodes blamed when there is no job."""
+    grouped by job, or by the nodes blamed when there is no job; its news are the nodes blamed
+    (a suspect confirmed) and the actions taken (or that monitor mode would take), each with its
+    outcome. A later detection of the incident that blames no one new and has nothing new done
+    (a consequence, a repeat) tells nothing new."""
     detection = payload.get("detection", {})
     job_id = detection.get("job_id")
     culprits = sorted(detection.get("culprits") or [])
@@ -135,6 +143,14 @@ def detection_alert(payload: dict[str, Any]) -> Alert:
         + (f" ({d['guard']})" if d.get("guard") else "")
         for d in payload.get("decisions", [])
     ]
+    news = [f"culprit {node}" for node in culprits]
+    for d in payload.get("decisions", []):
+        if d.get("action") == "notify":
+            continue  # telling someone else is no news to this receiver
+        if d.get("status") == "suppressed" and d.get("guard") != "monitor":
+            continue  # not done, nor would be: nothing to tell
+        outcome = "would run" if d.get("guard") == "monitor" else d["status"]
+        news.append(f"{d['action']} {d.get('node') or d.get('job_id') or ''}: {outcome}")
     labels = {"kind": kind, "mode": str(payload.get("mode", ""))}
     if job_id:
         labels["job_id"] = str(job_id)
@@ -149,4 +165,5 @@ def detection_alert(payload: dict[str, Any]) -> Alert:
         severity="critical" if hardware else "error",
         labels=labels,
         details={k: v for k, v in payload.items() if k != "text"},
+        news=tuple(news),
     )

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from medic.actions.config import load_rules
+from medic.actions.node_journal import NodeEvent
 from medic.actions.notifiers import Alert, Notifiers, ReceiverConfig
 from medic.actions.notifiers.formats import detection_alert
 from medic.actions.recorder import RecordingExecutor
+from medic.actions.recovery import Recovery
 from medic.actions.stage import ActionStage
 from medic.config import ConfigError
 from medic.detectors.base import Detection
@@ -235,3 +237,47 @@ def test_a_jobless_detection_is_grouped_by_the_nodes_it_blames() -> None:
     jobless = payload()
     jobless["detection"]["job_id"] = None
     assert detection_alert(jobless).group == "nodes:n3"
+
+
+def test_escalations_are_new_messages_in_the_thread_and_only_repeats_fold(
+    hooks: HookServer, tmp_path: Path
+) -> None:
+    state = tmp_path / "notifications.jsonl"
+    hub = notifiers(receiver(hooks), state)
+    first = payload("42", 0)
+    hub.notify("oncall", first)
+    assert hub.notify("oncall", payload("42", 30, kind="crash")).changed is False  # a repeat
+    further = payload("42", 60)
+    further["detection"]["culprits"] = ["n4"]
+    further["decisions"] = [{"action": "drain", "node": "n4", "job_id": "42", "status": "done"}]
+    hub.notify("oncall", further)
+    held = payload("42", 90, kind="crash")
+    held["decisions"] = [
+        {"action": "requeue", "job_id": "42", "status": "suppressed", "guard": "restart_loop"},
+        {"action": "hold", "job_id": "42", "status": "done"},
+    ]
+    hub.notify("oncall", held)
+    again = notifiers(receiver(hooks), state)  # a restarted service knows what it told
+    assert again.notify("oncall", held).changed is False
+    sent = [[d["action"] + " " + d["status"] for d in r.body["decisions"]] for r in hooks.received]
+    assert [r.body["group"] for r in hooks.received] == ["job:42"] * 3
+    assert sent == [["drain done"], ["drain done"], ["requeue suppressed", "hold done"]]
+    assert [r.body["detection"]["culprits"] for r in hooks.received][:2] == [["n3"], ["n4"]]
+
+
+def test_a_failed_check_and_a_node_kept_are_two_messages_of_the_nodes_thread(
+    hooks: HookServer, tmp_path: Path
+) -> None:
+    settings = {
+        "rules": {
+            "receivers": [{"name": "oncall", "url": hooks.url()}],
+            "lifecycle": {"notify": ["oncall"]},
+        }
+    }
+    recovery = Recovery.from_settings(settings, None, tmp_path, at(0))
+    recovery._node_alert(NodeEvent(at(0), "n3", "check_failed", "check job 7 FAILED exit 4", "7"))
+    recovery._node_alert(NodeEvent(at(1), "n3", "check_failed", "check job 7 FAILED exit 4", "7"))
+    recovery._node_alert(NodeEvent(at(2), "n3", "kept", "2 checks failed within 86400 s"))
+    titles = [r.body["title"] for r in hooks.received]
+    assert titles == ["medic: node n3 failed its health check", "medic: node n3 kept drained"]
+    assert {r.body["group"] for r in hooks.received} == {"node:n3"}
