@@ -132,7 +132,7 @@ def test_a_line_that_opens_a_report_gives_way_to_the_line_that_names_the_failure
     failure = Evidence(time=2, what="'ValueError: bad shape'", rank=0)
     assert root_cause([opener, failure]) == failure
     assert root_cause([opener]) == opener
-    incident = Incident("7", [opener, failure], count=2)
+    incident = JobEvidence("7", [opener, failure], count=2)
     assert incident.summary("Job 7 crashed") == (
         "Job 7 crashed: 'ValueError: bad shape' at rank 0; 1 more sign followed"
     )
