@@ -141,18 +141,18 @@ def test_an_empty_query_warns_and_a_bad_config_stops_at_once(tmp_path: Path) -> 
 def test_a_state_dir_whose_parent_is_missing_is_not_called_writable(tmp_path: Path) -> None:
     config = tmp_path / "medic.toml"
     for state, expected in [
-        (tmp_path, f"ok {tmp_path} writable (cursors, action ledger)"),
-        (tmp_path / "state", f"ok {tmp_path / 'state'} will be created (cursors, action ledger)"),
+        (tmp_path, f"ok {tmp_path} writable (cursors, action journal)"),
+        (tmp_path / "state", f"ok {tmp_path / 'state'} will be created (cursors, action journal)"),
         (
             tmp_path / "typo" / "state",
             f"warn {tmp_path / 'typo' / 'state'} does not exist, nor does its parent "
             f"{tmp_path / 'typo'}: serve will create them under {tmp_path} (a typo, or a volume "
-            "not mounted?) (cursors, action ledger)",
+            "not mounted?) (cursors, action journal)",
         ),
         (
             config / "state",
             f"fail cannot create {config / 'state'}: {config} is not writable "
-            "(cursors, action ledger)",
+            "(cursors, action journal)",
         ),
     ]:
         config.write_text(f'[service]\nstate_dir = "{state}"\n')
