@@ -11,7 +11,7 @@ import functools
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,11 +35,19 @@ GROUPS = (
     "waited_s",
     "cause_xid",
     "ranks",
+    "sxid",
+    "word",
+    "unit",
+    "status",
+    "recovery",
 )
 """Named groups a pattern may capture; each becomes a column of the ``signatures`` stream
 (``waited_ms`` and ``waited_s`` together become ``waited_us``: how long the line says something
 had been stuck, so its onset lies that far back; ``ranks``, a list such as "3, 5" that a line
-names, becomes one row per rank, in ``rank``)."""
+names, becomes one row per rank, in ``rank``; ``sxid`` an NVSwitch SXid code, ``word`` the
+severity word the driver printed on the line, ``unit`` and ``status`` the unit and error
+status of an NVLink5 Xid (144-150), ``recovery`` the recovery action an Xid 154 states: these
+five decide the line's verdict through the ``sxid``, ``nvlink5`` and ``recovery`` tables)."""
 
 _SIGNATURE_KEYS = {
     "id": str,
@@ -64,6 +72,32 @@ _XID_KEYS = {
     "per_process": bool,
 }
 _EXIT_KEYS = {"code": int, "meaning": str, "source": str}
+_SXID_KEYS: dict[str, type] = {
+    "code": int,
+    "name": str,
+    "nvidia_class": str,
+    "severity": str,
+    "action": str,
+}
+_NVLINK5_KEYS: dict[str, type] = {
+    "xid": int,
+    "unit": str,
+    "status": int,
+    "severity": str,
+    "action": str,
+}
+_RECOVERY_KEYS: dict[str, type] = {"recovery": str, "kind": str, "severity": str, "action": str}
+SXID_CLASSES = ("non_fatal", "fatal", "always_fatal", "notable")
+"""The sections of NVIDIA's SXid catalogue (Fabric Manager user guide): non-fatal, fatal (to
+the partition), always fatal (to the whole fabric), other notable."""
+_TABLES: dict[str, dict[str, type] | None] = {
+    "signature": None,
+    "xid": _XID_KEYS,
+    "exit_code": _EXIT_KEYS,
+    "sxid": _SXID_KEYS,
+    "nvlink5": _NVLINK5_KEYS,
+    "recovery": _RECOVERY_KEYS,
+}
 _OPTIONAL = {"xid_table", "per_process"}
 _VOCABULARY = {
     "kind": KINDS,
@@ -71,7 +105,12 @@ _VOCABULARY = {
     "severity": SEVERITIES,
     "role": ROLES,
     "action": ACTIONS,
+    "nvidia_class": SXID_CLASSES,
 }
+
+
+def _schema(keys: dict[str, type]) -> dict[str, Any]:
+    return {key: pl.Int64 if type_ is int else pl.String for key, type_ in keys.items()}
 
 
 class CatalogueError(ValueError):
@@ -80,11 +119,20 @@ class CatalogueError(ValueError):
 
 @dataclass(frozen=True)
 class Catalogue:
-    """The three tables of the catalogue; ``signatures`` rows are in match order."""
+    """The tables of the catalogue; ``signatures`` rows are in match order. ``sxids``,
+    ``nvlink5`` and ``recovery`` decide a matched line's verdict from the fields it carries
+    (``medic.detectors.signatures``)."""
 
     signatures: pl.DataFrame
     xids: pl.DataFrame
     exit_codes: pl.DataFrame
+    sxids: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_schema(_SXID_KEYS)))
+    nvlink5: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(schema=_schema(_NVLINK5_KEYS))
+    )
+    recovery: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(schema=_schema(_RECOVERY_KEYS))
+    )
 
     def fatal_xids(self, kind: str = "gpu_fault") -> list[int]:
         """Xid codes that are fatal evidence of ``kind``."""
@@ -108,7 +156,13 @@ class Catalogue:
         exits = pl.concat(
             [site.exit_codes, self.exit_codes.join(site.exit_codes, on="code", how="anti")]
         )
-        return Catalogue(signatures.with_row_index("entry"), xids, exits)
+        sxids = pl.concat([site.sxids, self.sxids.join(site.sxids, on="code", how="anti")])
+        keys = ["xid", "unit", "status"]
+        nvlink5 = pl.concat([site.nvlink5, self.nvlink5.join(site.nvlink5, on=keys, how="anti")])
+        recovery = pl.concat(
+            [site.recovery, self.recovery.join(site.recovery, on="recovery", how="anti")]
+        )
+        return Catalogue(signatures.with_row_index("entry"), xids, exits, sxids, nvlink5, recovery)
 
     def without(self, ids: Iterable[str]) -> Catalogue:
         """This catalogue less the signatures ``ids`` (to measure what the rest recognise of
@@ -118,7 +172,14 @@ class Catalogue:
         if unknown:
             raise CatalogueError(f"no signature '{unknown[0]}' to leave out")
         kept = self.signatures.filter(~pl.col("id").is_in(sorted(drop))).drop("entry")
-        return Catalogue(kept.with_row_index("entry"), self.xids, self.exit_codes)
+        return Catalogue(
+            kept.with_row_index("entry"),
+            self.xids,
+            self.exit_codes,
+            self.sxids,
+            self.nvlink5,
+            self.recovery,
+        )
 
     def exit_meaning(self, code: int | None) -> str | None:
         if code is None:
@@ -158,7 +219,7 @@ def _check_signature(entry: dict[str, Any], where: str) -> None:
 
 def parse_catalogue(data: dict[str, Any]) -> Catalogue:
     """Validate the parsed TOML and build the tables."""
-    unknown = sorted(set(data) - {"signature", "xid", "exit_code"})
+    unknown = sorted(set(data) - set(_TABLES))
     if unknown:
         raise CatalogueError(f"unknown table [[{unknown[0]}]]")
     signatures = data.get("signature", [])
@@ -172,8 +233,12 @@ def parse_catalogue(data: dict[str, Any]) -> Catalogue:
     xid_rows = data.get("xid", [])
     for i, entry in enumerate(xid_rows):
         _check(entry, _XID_KEYS, f"xid #{i + 1} ({entry.get('code', '?')})")
-    for i, entry in enumerate(data.get("exit_code", [])):
-        _check(entry, _EXIT_KEYS, f"exit_code #{i + 1} ({entry.get('code', '?')})")
+    for table, keys in _TABLES.items():
+        if keys is None or table == "xid":
+            continue
+        for i, entry in enumerate(data.get(table, [])):
+            first = next(iter(keys))
+            _check(entry, keys, f"{table} #{i + 1} ({entry.get(first, '?')})")
     signature_rows = [{"xid_table": False, **entry} for entry in signatures]
     return Catalogue(
         signatures=pl.DataFrame(
@@ -208,6 +273,13 @@ def parse_catalogue(data: dict[str, Any]) -> Catalogue:
             data.get("exit_code", []),
             schema={"code": pl.Int32, "meaning": pl.String, "source": pl.String},
         ),
+        sxids=pl.DataFrame(data.get("sxid", []), schema=_schema(_SXID_KEYS)),
+        nvlink5=pl.DataFrame(data.get("nvlink5", []), schema=_schema(_NVLINK5_KEYS)).with_columns(
+            pl.col("unit").str.to_uppercase()
+        ),
+        recovery=pl.DataFrame(
+            data.get("recovery", []), schema=_schema(_RECOVERY_KEYS)
+        ).with_columns(pl.col("recovery").str.to_lowercase()),
     )
 
 
@@ -222,11 +294,20 @@ def read_catalogue(path: Path) -> Catalogue:
     return parse_catalogue(data)
 
 
+BUILTIN_FILES = ("signatures.toml", "sxids.toml", "nvlink5.toml")
+"""The built-in catalogue's files: the signatures with the Xid and exit-code tables, NVIDIA's
+SXid catalogue, NVIDIA's NVLink5 (Xid 144-150) decode table with Xid 154's recovery actions."""
+
+
 @functools.cache
 def builtin_catalogue() -> Catalogue:
     """The catalogue shipped in the package (loaded once per process)."""
-    text = resources.files("medic.detectors").joinpath("signatures.toml").read_text()
-    return parse_catalogue(tomllib.loads(text))
+    data: dict[str, list[Any]] = {}
+    for name in BUILTIN_FILES:
+        text = resources.files("medic.detectors").joinpath(name).read_text()
+        for table, rows in tomllib.loads(text).items():
+            data.setdefault(table, []).extend(rows)
+    return parse_catalogue(data)
 
 
 def site_catalogue(extra: Sequence[str | Path]) -> Catalogue:
