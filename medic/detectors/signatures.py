@@ -7,7 +7,10 @@ Matching is vectorised in two stages so that the common line costs one regex sca
    catalogue order (``medic.ingest.first_match``); the first match names the line, and that
    entry's named groups (Xid code, PCI address, rank, host, exit code) are extracted. Lines
    whose Xid code is in the catalogue's Xid table take the kind, severity and action NVIDIA
-   recommends for that code.
+   recommends for that code;
+3. lines that carry what NVIDIA's catalogues decide by are decided by them (``decide``): an
+   NVSwitch SXid by its code and the severity word the driver printed, an NVLink5 Xid
+   (144-150) by its unit and error status, an Xid 154 by the recovery action it states.
 
 Every detector that cares about log texts consumes this stream instead of raw lines.
 """
@@ -63,7 +66,12 @@ SIGNATURES = pa.schema(
 
 _EMPTY = pl.DataFrame(SIGNATURES.empty_table())
 _OPTIONAL_LOG_COLUMNS = {"job_id": pl.String, "rank": pl.Int32, "source": pl.String}
-_INT_GROUPS = ("xid", "rank", "exit_code", "pid", "waited_ms", "waited_s", "cause_xid")
+_INT_GROUPS = ("xid", "rank", "exit_code", "pid", "waited_ms", "waited_s", "cause_xid", "sxid")
+_DRIVER_TAGS = [f"nvidia-nvswitch{i}" for i in range(64)]
+"""Tags the NVSwitch driver starts its kernel lines with ("nvidia-nvswitch3: SXid ..."): they
+read like pdsh's "host: " prefix, and name no host."""
+_FATAL_WORD = pl.col("_word").str.to_lowercase() == "fatal"
+"""The driver's own word on an SXid or NVLink5 Xid line: "Fatal", else "Non-fatal"/"Nonfatal"."""
 
 
 class SignatureMatcher:
@@ -95,6 +103,24 @@ class SignatureMatcher:
             pl.col("kind").alias("xid_kind"),
             pl.col("severity").alias("xid_severity"),
             pl.col("action").alias("xid_action"),
+        )
+        self._sxids = catalogue.sxids.select(
+            pl.col("code").cast(pl.Int32).alias("_sxid"),
+            pl.col("severity").alias("sx_severity"),
+            pl.col("action").alias("sx_action"),
+        )
+        self._nvlink5 = catalogue.nvlink5.select(
+            pl.col("xid").cast(pl.Int32),
+            pl.col("unit").alias("_unit"),
+            pl.col("status").alias("_status"),
+            pl.col("severity").alias("nv_severity"),
+            pl.col("action").alias("nv_action"),
+        ).unique(["xid", "_unit", "_status"], keep="first", maintain_order=True)
+        self._recovery = catalogue.recovery.select(
+            pl.col("recovery").alias("_recovery"),
+            pl.col("kind").alias("rc_kind"),
+            pl.col("severity").alias("rc_severity"),
+            pl.col("action").alias("rc_action"),
         )
         self._groups = [
             pl.col(PATTERN).cast(self._entries.schema["entry"]).alias("entry"),
@@ -130,44 +156,111 @@ class SignatureMatcher:
             .join(self._entries, on="entry", how="left", maintain_order="left")
         )
         from_table = pl.col("xid_table") & pl.col("xid_kind").is_not_null()
-        return (
+        hits = (
             hits.rename({"_xid": "xid"})
             .join(self._xids, on="xid", how="left", maintain_order="left")
-            .select(
-                "time",
-                "job_id",
-                "node",
-                pl.coalesce("_ranks", "rank", "_rank", "prefix_rank").alias("rank"),
-                "source",
-                "signature",
+            .with_columns(
                 pl.when(from_table)
                 .then(pl.col("xid_kind"))
                 .otherwise(pl.col("kind"))
                 .alias("kind"),
-                "implicates",
                 pl.when(from_table)
                 .then(pl.col("xid_severity"))
                 .otherwise(pl.col("severity"))
                 .alias("severity"),
-                "role",
                 pl.when(from_table)
                 .then(pl.col("xid_action"))
                 .otherwise(pl.col("action"))
                 .alias("action"),
-                "xid",
-                "xid_name",
-                pl.col("_pci").str.to_lowercase().alias("pci"),
-                pl.coalesce("_host", "prefix_host").alias("host"),
-                pl.col("_exit_code").alias("exit_code"),
-                pl.col("_pid").alias("pid"),
-                pl.col("_peer").alias("peer"),
-                pl.coalesce(
-                    pl.col("_waited_ms").cast(pl.Int64) * 1_000,
-                    pl.col("_waited_s").cast(pl.Int64) * 1_000_000,
-                ).alias("waited_us"),
-                pl.col("_cause_xid").alias("cause_xid"),
-                pl.col(RAW).alias("message"),
             )
+        )
+        return self.decide(hits).select(
+            "time",
+            "job_id",
+            "node",
+            pl.coalesce("_ranks", "rank", "_rank", "prefix_rank").alias("rank"),
+            "source",
+            "signature",
+            "kind",
+            "implicates",
+            "severity",
+            "role",
+            "action",
+            "xid",
+            "xid_name",
+            pl.col("_pci").str.to_lowercase().alias("pci"),
+            pl.coalesce("_host", pl.col("prefix_host").replace(_DRIVER_TAGS, None)).alias("host"),
+            pl.col("_exit_code").alias("exit_code"),
+            pl.col("_pid").alias("pid"),
+            pl.col("_peer").alias("peer"),
+            pl.coalesce(
+                pl.col("_waited_ms").cast(pl.Int64) * 1_000,
+                pl.col("_waited_s").cast(pl.Int64) * 1_000_000,
+            ).alias("waited_us"),
+            pl.col("_cause_xid").alias("cause_xid"),
+            pl.col(RAW).alias("message"),
+        )
+
+    def decide(self, hits: pl.DataFrame) -> pl.DataFrame:
+        """Kind, severity and action of the lines NVIDIA's catalogues decide by what they carry.
+
+        * SXid: the severity word the driver printed, else the SXid table by code, else a
+          warning; fatal SXids take the table's action (restart the node), others none.
+        * NVLink5 Xid: fatal when the decode table by (Xid, unit, error status) or the line's
+          own word says so (the driver's "Fatal" is never overruled, nor the table's fatal
+          status); a line both call non-fatal is a warning with no action, whatever its
+          code's row says. A fatal line takes the table's action, else its code's row's.
+        * Xid 154: the recovery table by the action the line states.
+        Lines without these fields keep what the entry and the Xid table gave them."""
+        unit = pl.col("_unit").str.to_uppercase()
+        status = pl.col("_status").str.strip_prefix("0x").str.to_integer(base=16, strict=False)
+        hits = (
+            hits.with_columns(unit.alias("_unit"), status.alias("_status"))
+            .join(self._sxids, on="_sxid", how="left", maintain_order="left")
+            .join(self._nvlink5, on=["xid", "_unit", "_status"], how="left", maintain_order="left")
+            .with_columns(pl.col("_recovery").str.strip_chars().str.to_lowercase())
+            .join(self._recovery, on="_recovery", how="left", maintain_order="left")
+        )
+        sxid = pl.col("_sxid").is_not_null()
+        sx_severity = (
+            pl.when(pl.col("_word").is_not_null())
+            .then(pl.when(_FATAL_WORD).then(pl.lit("fatal")).otherwise(pl.lit("warning")))
+            .otherwise(pl.col("sx_severity").fill_null("warning"))
+        )
+        nvlink5 = pl.col("_unit").is_not_null() & pl.col("_word").is_not_null()
+        nv_severity = (
+            pl.when(_FATAL_WORD | (pl.col("nv_severity") == "fatal"))
+            .then(pl.lit("fatal"))
+            .otherwise(pl.lit("warning"))
+        )
+        recovery = pl.col("rc_kind").is_not_null()
+        return hits.with_columns(
+            pl.when(sxid)
+            .then(sx_severity)
+            .when(nvlink5)
+            .then(nv_severity)
+            .when(recovery)
+            .then(pl.col("rc_severity"))
+            .otherwise(pl.col("severity"))
+            .alias("severity"),
+            pl.when(recovery).then(pl.col("rc_kind")).otherwise(pl.col("kind")).alias("kind"),
+        ).with_columns(
+            pl.when(sxid)
+            .then(
+                pl.when(pl.col("severity") != "fatal")
+                .then(pl.lit("none"))
+                .otherwise(pl.coalesce(pl.col("sx_action").replace("none", None), pl.lit("reboot")))
+            )
+            .when(nvlink5)
+            .then(
+                pl.when(pl.col("severity") != "fatal")
+                .then(pl.lit("none"))
+                .otherwise(pl.coalesce(pl.col("nv_action").replace("none", None), pl.col("action")))
+            )
+            .when(recovery)
+            .then(pl.col("rc_action"))
+            .otherwise(pl.col("action"))
+            .alias("action")
         )
 
 

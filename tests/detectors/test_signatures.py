@@ -74,7 +74,7 @@ def test_every_xid_row_cites_nvidia_actions_and_fatal_codes_are_the_known_ones()
             "fatal",
             "restart_job",
         ),
-        # leptonai/gpud#1160: NVLink5 Xids say themselves whether they are fatal
+        # NVLink5 Xids: NVIDIA's decode table by unit and error status (a link down: reset)
         (
             "NVRM: Xid (PCI:0000:19:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 04 "
             "(0x0310a1c2 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)",
@@ -82,7 +82,7 @@ def test_every_xid_row_cites_nvidia_actions_and_fatal_codes_are_the_known_ones()
             "0000:19:00",
             "gpu_fault",
             "fatal",
-            "drain",
+            "reset_gpu",
         ),
         (
             "NVRM: Xid (PCI:0009:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 06 "

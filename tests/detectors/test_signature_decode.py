@@ -1,0 +1,286 @@
+"""Lines that NVIDIA's catalogues decide by what they carry: NVSwitch SXids (code and the
+driver's severity word), NVLink5 Xids 144-150 (unit and error status) and Xid 154 (the
+recovery action it states). Lines are ours, in the formats of NVIDIA's documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from medic.detectors.catalogue import CatalogueError, builtin_catalogue, parse_catalogue
+from medic.detectors.signatures import SignatureParser
+from tests.builders import batch, log
+
+CATALOGUE = builtin_catalogue()
+
+
+def verdict(message: str) -> tuple[str, str, str, str]:
+    parsed = SignatureParser().parse(batch("logs", [log(0, message, job_id=None)]))
+    assert parsed is not None, f"{message!r} not recognised"
+    row = parsed.frame.to_dicts()[0]
+    return row["signature"], row["kind"], row["severity"], row["action"]
+
+
+# --- (a) NVSwitch SXids ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "severity", "action"),
+    [
+        # the driver's word decides, whatever the code
+        (
+            "nvidia-nvswitch1: SXid (PCI:0000:86:00.0): 20012, Non-fatal, Link 17 ...",
+            "warning",
+            "none",
+        ),
+        (
+            "[ 811.204117] nvidia-nvswitch4: SXid (PCI:0000:8a:00.0): 24007, "
+            "Fatal, Link 3 sourcetrack",
+            "fatal",
+            "reboot",
+        ),
+        (
+            "kernel: nvidia-nvswitch0: SXid (PCI:0000:07:00.0): 22003, Fatal, Link 40 minion",
+            "fatal",
+            "reboot",
+        ),
+        # no word: the section of NVIDIA's SXid catalogue the code is in
+        (
+            "nvidia-nvswitch2: SXid (PCI:0000:a7:00.0): 12020, Data {0x00000011, 0x00000002}",
+            "fatal",
+            "reboot",
+        ),
+        ("nvidia-nvswitch2: SXid (PCI:0000:a7:00.0): 11012, Data {0x00000001}", "warning", "none"),
+        # a code NVIDIA does not list, no word: kept as a warning, never acted on
+        (
+            "nvidia-nvswitch2: SXid (PCI:0000:a7:00.0): 29999, Severity 1 Engine instance 00",
+            "warning",
+            "none",
+        ),
+    ],
+)
+def test_sxid_severity_is_the_drivers_word_else_nvidias_section(
+    line: str, severity: str, action: str
+) -> None:
+    assert verdict(line) == ("sxid", "gpu_fault", severity, action)
+
+
+def test_sxid_driver_tag_is_not_taken_for_a_host() -> None:
+    rows = SignatureParser().parse(
+        batch(
+            "logs",
+            [
+                log(
+                    0,
+                    "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 23001, Fatal, Link 2",
+                    node="gpu-07",
+                )
+            ],
+        )
+    )
+    assert rows is not None
+    assert rows.frame["host"].to_list() == [None]
+
+
+def test_every_sxid_row_has_a_known_class_and_fatal_ones_restart_the_node() -> None:
+    sxids = CATALOGUE.sxids
+    assert sxids["code"].is_unique().all()
+    fatal = sxids.filter(sxids["nvidia_class"].is_in(["fatal", "always_fatal"]))
+    assert set(fatal["severity"]) == {"fatal"} and set(fatal["action"]) == {"reboot"}
+    rest = sxids.filter(~sxids["nvidia_class"].is_in(["fatal", "always_fatal"]))
+    assert set(rest["severity"]) == {"warning"} and set(rest["action"]) == {"none"}
+
+
+# --- (b) NVLink5 Xids by unit and error status -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "severity", "action"),
+    [
+        # RLW_REMAP status 0x40: NVIDIA says reset the GPU; status 0x100: ignore
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 145, RLW_REMAP Fatal XC0 i0 Link 05 "
+            "(0x00200082 0x00000040 0x0 0x0)",
+            "fatal",
+            "reset_gpu",
+        ),
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 05 "
+            "(0x00200082 0x00000100 0x0 0x0)",
+            "warning",
+            "none",
+        ),
+        # a unit NVIDIA writes as TLW_RX/TLW_RX_PIPE0, printed either way
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 146, TLW_RX/TLW_RX_PIPE0 Fatal XC0 i0 "
+            "Link 01 (0x0000a0c3 0x00000004)",
+            "fatal",
+            "reset_gpu",
+        ),
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 146, TLW_RX_PIPE0 Nonfatal XC0 i0 Link 01 "
+            "(0x0000a0c3 0x00000002)",
+            "warning",
+            "none",
+        ),
+        # NETIR_BER_EVENT: a bit-error-rate report, never fatal
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 149, NETIR_BER_EVENT Nonfatal XC0 i0 Link "
+            "11 (0x00089226 0x00000002)",
+            "warning",
+            "none",
+        ),
+        # MSE watchdog: fatal, reset
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 150, MSE_WATCHDOG Fatal XC0 i0 Link -1 "
+            "(0x00000000 0x00000000)",
+            "fatal",
+            "reset_gpu",
+        ),
+        # a status the table does not list: the line's own word
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 147, TREX Nonfatal XC0 i0 Link 02 (0x0000e104 0x00000400)",
+            "warning",
+            "none",
+        ),
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 147, TREX Fatal XC0 i0 Link 02 (0x0000e104 0x00000400)",
+            "fatal",
+            "drain",
+        ),
+        # the driver's "Fatal" is never overruled by a status NVIDIA lists as non-fatal
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 145, RLW_RXPIPE Fatal XC0 i0 Link 13 "
+            "(0x0409a0c2 0x00000008 0x00000000 0x00000000)",
+            "fatal",
+            "drain",
+        ),
+        # cut off before the status: the word
+        ("NVRM: Xid (PCI:0000:3b:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe4", "fatal", "drain"),
+    ],
+)
+def test_nvlink5_xid_takes_nvidias_verdict_for_its_unit_and_status(
+    line: str, severity: str, action: str
+) -> None:
+    assert verdict(line) == ("xid_nvlink5", "gpu_fault", severity, action)
+
+
+# --- (d) fields in any order: a non-fatal line is never drained ------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        "pid=31877, name=pt_main_thread, ",
+        "name=pt_main_thread, pid=31877, ",
+        "pid='<unknown>', name=<unknown>, ",
+        "pid=31877, ",
+        "",
+    ],
+)
+def test_nonfatal_nvlink5_line_with_process_fields_is_not_a_fault(fields: str) -> None:
+    line = (
+        f"NVRM: Xid (PCI:0000:c4:00): 145, {fields}RLW_SRC_TRACK Nonfatal XC1 i0 Link 07 "
+        "(0x0407a8e2 0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)"
+    )
+    assert verdict(line) == ("xid_nvlink5", "gpu_fault", "warning", "none")
+
+
+def test_generic_xid_reads_its_pid_wherever_it_stands() -> None:
+    for line in (
+        "NVRM: Xid (PCI:0000:c4:00): 31, pid=4412, name=python3, Ch 00000008",
+        "NVRM: Xid (PCI:0000:c4:00): 31, name=python3, pid=4412, Ch 00000008",
+    ):
+        parsed = SignatureParser().parse(batch("logs", [log(0, line, job_id=None)]))
+        assert parsed is not None
+        assert parsed.frame["pid"].to_list() == [4412]
+
+
+# --- (c) Xid 154: the recovery action it states ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("recovery", "kind", "severity", "action"),
+    [
+        ("0x1 (GPU Reset Required)", "gpu_fault", "fatal", "reset_gpu"),
+        ("0x2 (Node Reboot Required)", "gpu_fault", "fatal", "reboot"),
+        ("0x4 (Drain and Reset)", "gpu_fault", "fatal", "drain"),
+        ("0x0 (None)", "none", "info", "none"),
+    ],
+)
+def test_xid_154_takes_the_recovery_action_it_states(
+    recovery: str, kind: str, severity: str, action: str
+) -> None:
+    line = (
+        "NVRM: Xid (PCI:0000:5d:00): 154, GPU recovery action changed from 0x0 "
+        f"(None) to {recovery}"
+    )
+    assert verdict(line) == ("xid_recovery_action", kind, severity, action)
+
+
+def test_xid_154_without_a_stated_action_stays_a_follow_on() -> None:
+    assert verdict("NVRM: Xid (PCI:0000:5d:00): 154, pid=771, name=python3, see Xid 149") == (
+        "xid_follow_on",
+        "none",
+        "info",
+        "none",
+    )
+
+
+# --- the decode tables -------------------------------------------------------------------------
+
+
+def test_decode_tables_are_validated_like_the_rest() -> None:
+    with pytest.raises(CatalogueError, match=r"sxid #1 \(20034\): nvidia_class 'deadly'"):
+        parse_catalogue(
+            {
+                "sxid": [
+                    {
+                        "code": 20034,
+                        "name": "x",
+                        "nvidia_class": "deadly",
+                        "severity": "fatal",
+                        "action": "reboot",
+                    }
+                ]
+            }
+        )
+    with pytest.raises(CatalogueError, match=r"nvlink5 #1 \(145\): missing key 'status'"):
+        parse_catalogue(
+            {"nvlink5": [{"xid": 145, "unit": "RLW_REMAP", "severity": "fatal", "action": "none"}]}
+        )
+
+
+def test_a_site_catalogue_overrides_a_decode_row() -> None:
+    site = parse_catalogue(
+        {
+            "nvlink5": [
+                {
+                    "xid": 145,
+                    "unit": "RLW_REMAP",
+                    "status": 0x100,
+                    "severity": "fatal",
+                    "action": "drain",
+                }
+            ]
+        }
+    )
+    merged = CATALOGUE.extended(site)
+    rows = merged.nvlink5.filter(
+        (merged.nvlink5["unit"] == "RLW_REMAP") & (merged.nvlink5["status"] == 0x100)
+    )
+    assert rows.height == 1 and rows["action"].to_list() == ["drain"]
+
+
+def nvlink5_rows(**where: Any) -> list[dict[str, Any]]:
+    rows = CATALOGUE.nvlink5
+    for key, value in where.items():
+        rows = rows.filter(rows[key] == value)
+    return rows.to_dicts()
+
+
+def test_nvlink5_table_covers_every_nvlink5_xid_with_a_fatal_and_a_nonfatal_status() -> None:
+    assert {r["xid"] for r in nvlink5_rows()} == set(range(144, 151))
+    for xid in (144, 145, 146, 149):
+        assert {r["severity"] for r in nvlink5_rows(xid=xid)} == {"fatal", "warning"}
