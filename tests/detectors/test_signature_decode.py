@@ -284,3 +284,40 @@ def test_nvlink5_table_covers_every_nvlink5_xid_with_a_fatal_and_a_nonfatal_stat
     assert {r["xid"] for r in nvlink5_rows()} == set(range(144, 151))
     for xid in (144, 145, 146, 149):
         assert {r["severity"] for r in nvlink5_rows(xid=xid)} == {"fatal", "warning"}
+
+
+# --- (e) kernel events that are context, not faults ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "signature"),
+    [
+        ("kernel: XFS (nvme0n1p3): Remounting filesystem read-only", "fs_read_only"),
+        ("EXT4-fs (md3): I/O error while writing superblock", "fs_superblock_io_error"),
+        ("kernel: I/O error, dev nvme1n1, sector 88410 op 0x1:(WRITE) flags 0x0", "block_io_error"),
+        ("md/raid10:md0: Disk failure on nvme7n1 detected, failing array.", "md_disk_failure"),
+        ("nvme nvme5: I/O 19 QID 3 timeout, reset controller", "nvme_controller_reset"),
+        ("nvme nvme5: controller is down; will reset: CSTS=0xffffffff", "nvme_controller_reset"),
+        ("block nvme5n1: no available path - failing I/O", "nvme_controller_reset"),
+        ("watchdog: BUG: soft lockup - CPU#7 stuck for 22s! [kworker/7:1:311]", "cpu_soft_lockup"),
+        ("rcu: INFO: rcu_preempt self-detected stall on CPU", "cpu_soft_lockup"),
+        (
+            "nvidia-peermem nv_get_p2p_free_callback:131 ERROR detected invalid context, "
+            "skipping further processing",
+            "peermem_invalid_context",
+        ),
+        ("NETDEV WATCHDOG: eth2 (mlx5_core): transmit queue 12 timed out", "nic_hardware_event"),
+        (
+            "mlx5_core: Port module event[error]: module 3, Cable error, High Temperature",
+            "nic_hardware_event",
+        ),
+        ("mlx5_core 0000:c1:00.0 ibp193s0: Link up", "nic_link_up"),
+        ("VFS: file-max limit 65536 reached", "file_max_reached"),
+        ("task kworker/u8:2:1133 blocked for more than 245 seconds.", "hung_task_blocked"),
+    ],
+)
+def test_kernel_context_events_are_recognised_and_never_a_fault(line: str, signature: str) -> None:
+    name, kind, severity, action = verdict(line)
+    assert name == signature
+    assert severity not in ("fatal", "error") and action == "none"
+    assert kind in ("none", "hang")  # the hung task stays the hang detector's context
