@@ -12,6 +12,10 @@ Evidence, in the order it usually arrives:
 * a rise of the volatile uncorrectable (double-bit) ECC counter, or a burst of NVLink errors;
 * a GPU whose telemetry vanishes while the other GPUs of its node keep reporting.
 
+Kernel events of a node that are context rather than faults (a disk remounted read-only, an
+NVMe reset, a soft lockup, a NIC event: kind none, role context in the catalogue) never make a
+detection; the ones seen on a node within ``context_s`` before its fault are attached to it.
+
 Kernel lines carry no job: the node's jobs are taken from the scheduler, from telemetry, and
 from the jobs' own log lines on the node (so a logs-only deployment attributes them too).
 The PCI address of an Xid line is mapped to a GPU index when telemetry shows the same Xid
@@ -66,6 +70,9 @@ class GpuFaultConfig:
     """Distinct processes raising an application-level Xid on one GPU that make it hardware."""
     per_process_window_s: Positive = 86400.0
     """The span those processes are counted over."""
+    context_s: NonNegative = 600.0
+    """Kernel context events (storage, NVMe, soft lockups, NIC events) on a node this long
+    before its GPU fault are attached to the fault as evidence (0: none)."""
 
 
 class GpuFaultDetector(WatchesLiveness):
@@ -101,6 +108,8 @@ class GpuFaultDetector(WatchesLiveness):
         self.pci_gpu: dict[tuple[str, str], int] = {}
         self.vanished: dict[tuple[str, int], int] = {}
         """(node, GPU) -> last sample time of a vanish already reported."""
+        self.context: dict[str, deque[Evidence]] = {}
+        """Per node: its recent kernel context events, oldest first."""
         self._counts: list[np.ndarray]
         """Per counter, by node id and GPU: the GPU's last count (see ``_count_state``). One
         array per counter, read and written at flat cell indices (a gather over two index
@@ -121,6 +130,7 @@ class GpuFaultDetector(WatchesLiveness):
             + len(self.pci_gpu)
             + len(self.vanished)
             + len(self.process_xids)
+            + sum(len(events) for events in self.context.values())
         )
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -159,6 +169,7 @@ class GpuFaultDetector(WatchesLiveness):
             self.kernel_xids = [x for x in self.kernel_xids if x[3] >= stale]
         if self.process_xids:
             self._forget_processes(watermark - round(cfg.per_process_window_s * US))
+        self._forget_context(watermark - round(cfg.context_s * US))
         self._follow_prunes()
         return found
 
@@ -175,6 +186,7 @@ class GpuFaultDetector(WatchesLiveness):
         self._restart_counters()
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
+        self._remember_context(frame)
         rows = frame.filter(
             pl.col("xid").is_not_null()
             | ((pl.col("kind") == "gpu_fault") & (pl.col("severity") == "fatal"))
@@ -190,7 +202,52 @@ class GpuFaultDetector(WatchesLiveness):
             | pl.col("_repeated")
         )
         items = evidence_rows(rows, hardware=True)
-        return self._emit(list(zip(rows["job_id"].to_list(), items, strict=True)))
+        located = list(zip(rows["job_id"].to_list(), items, strict=True))
+        return self._emit(located + self._context_of(located))
+
+    def _remember_context(self, frame: pl.DataFrame) -> None:
+        """Keep the kernel context events of the batch, per node."""
+        if self.config.context_s <= 0:
+            return
+        rows = frame.filter(
+            (pl.col("kind") == "none")
+            & (pl.col("role") == "context")
+            & (pl.col("implicates") == "node")
+            & pl.col("xid").is_null()
+            & pl.col("node").is_not_null()
+        )
+        if rows.is_empty():
+            return
+        rows = rows.with_columns(
+            pl.col("time").dt.epoch("us").alias("time_us"), gpu=None, host=None
+        )
+        for item in evidence_rows(rows.sort("time_us"), hardware=False):
+            if item.node is not None:
+                self.context.setdefault(item.node, deque()).append(item)
+
+    def _context_of(self, located: list[Located]) -> list[Located]:
+        """The context events of each faulty node within ``context_s`` before its fault, with
+        the fault's job: evidence of that fault, never a fault of their own."""
+        window = round(self.config.context_s * US)
+        out: list[Located] = []
+        seen: set[tuple[str | None, str]] = set()
+        for job_id, fault in located:
+            if fault.node is None or (job_id, fault.node) in seen:
+                continue
+            seen.add((job_id, fault.node))
+            out.extend(
+                (job_id, item)
+                for item in self.context.get(fault.node, ())
+                if fault.time - window <= item.time <= fault.time
+            )
+        return out
+
+    def _forget_context(self, cutoff: int) -> None:
+        for node, events in list(self.context.items()):
+            while events and events[0].time < cutoff:
+                events.popleft()
+            if not events:
+                del self.context[node]
 
     def _repeated(self, rows: pl.DataFrame) -> list[bool]:
         """Per row: an application-level Xid that enough distinct processes have now raised on

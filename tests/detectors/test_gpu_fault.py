@@ -203,3 +203,28 @@ def test_counters_of_a_gpu_with_a_garbled_index_are_still_compared() -> None:
         assert latest is not None
         found += detector.update(latest)
     assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("a",))]
+
+
+SOFT_LOCKUP = "watchdog: BUG: soft lockup - CPU#12 stuck for 26s! [pt_main_thread:40117]"
+NVME_RESET = "nvme nvme1: I/O tag 14 (300e) opcode 0x1 (I/O Cmd) QID 9 timeout, reset controller"
+
+
+def test_kernel_context_events_alone_are_no_fault() -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    logs += [kernel(40.0, "n3", SOFT_LOCKUP), kernel(41.0, "n3", NVME_RESET)]
+    assert detect(120, logs, gpu, sched) == []
+
+
+def test_context_events_of_the_faulty_node_are_attached_to_its_fault() -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    logs += [
+        kernel(40.0, "n3", SOFT_LOCKUP),  # the faulty node, before its fault: attached
+        kernel(41.0, "n2", NVME_RESET),  # another node: not attached
+        kernel(50.3, "n3", XID_GSP),
+    ]
+    found = detect(120, logs, gpu, sched)
+    assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("n3",))]
+    assert found[0].evidence["signatures"] == ["cpu_soft_lockup", "xid"]
+    assert found[0].evidence["nodes"] == ["n3"]
