@@ -321,3 +321,51 @@ def test_kernel_context_events_are_recognised_and_never_a_fault(line: str, signa
     assert name == signature
     assert severity not in ("fatal", "error") and action == "none"
     assert kind in ("none", "hang")  # the hung task stays the hang detector's context
+
+
+# --- (f) NCCL's InfiniBand async events as current releases word them ------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "signature", "kind"),
+    [
+        (
+            "gpu-e03:7001:7090 [1] NCCL WARN NET/IB : mlx5_6:1 async fatal event: "
+            "local catastrophic error",
+            "ib_hca_fatal",
+            "node_failure",
+        ),
+        (
+            "gpu-e03:7001:7090 [1] NCCL WARN NET/IB : mlx5_6:1 Got non-fatal async event: "
+            "port error(10)",
+            "ib_port_error",
+            "node_failure",
+        ),
+        (
+            "gpu-e03:7001:7090 [1] NCCL WARN NET/IB : mlx5_6:1 Got non-fatal async event: "
+            "port active(9)",
+            "ib_port_active",
+            "none",
+        ),
+        (
+            "gpu-e03:7001:7090 [1] NCCL WARN NET/IB : mlx5_6:1 async fatal event on CQ "
+            "(0x7f11c0012a40) handle=4 cqe=4095: CQ error",
+            "ib_queue_fatal",
+            "crash",
+        ),
+        (
+            "gpu-e03:7001:7090 [1] NCCL WARN NET/IB : mlx5_6:1 Got non-fatal async event: "
+            "LID change(11)",
+            "ib_async_nonfatal",
+            "none",
+        ),
+        (
+            "gpu-e03:7001:7090 [1] NCCL WARN NET/IB : mlx5_6:1 GID table changed",
+            "ib_async_nonfatal",
+            "none",
+        ),
+    ],
+)
+def test_current_nccl_ib_async_event_wordings(line: str, signature: str, kind: str) -> None:
+    name, got_kind, _, _ = verdict(line)
+    assert (name, got_kind) == (signature, kind)
