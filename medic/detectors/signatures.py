@@ -67,9 +67,6 @@ SIGNATURES = pa.schema(
 _EMPTY = pl.DataFrame(SIGNATURES.empty_table())
 _OPTIONAL_LOG_COLUMNS = {"job_id": pl.String, "rank": pl.Int32, "source": pl.String}
 _INT_GROUPS = ("xid", "rank", "exit_code", "pid", "waited_ms", "waited_s", "cause_xid", "sxid")
-_DRIVER_TAGS = [f"nvidia-nvswitch{i}" for i in range(64)]
-"""Tags the NVSwitch driver starts its kernel lines with ("nvidia-nvswitch3: SXid ..."): they
-read like pdsh's "host: " prefix, and name no host."""
 _FATAL_WORD = pl.col("_word").str.to_lowercase() == "fatal"
 """The driver's own word on an SXid or NVLink5 Xid line: "Fatal", else "Non-fatal"/"Nonfatal"."""
 
@@ -189,7 +186,7 @@ class SignatureMatcher:
             "xid",
             "xid_name",
             pl.col("_pci").str.to_lowercase().alias("pci"),
-            pl.coalesce("_host", pl.col("prefix_host").replace(_DRIVER_TAGS, None)).alias("host"),
+            pl.coalesce("_host", "prefix_host").alias("host"),
             pl.col("_exit_code").alias("exit_code"),
             pl.col("_pid").alias("pid"),
             pl.col("_peer").alias("peer"),

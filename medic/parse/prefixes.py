@@ -122,6 +122,12 @@ PREFIXES: tuple[LinePrefix, ...] = (
         "on the driver: (pid=N), (ActorName pid=N), ', ip=A' from another node)",
     ),
     LinePrefix(
+        "nvswitch",
+        r"nvidia-nvswitch\d+: ",
+        "NVIDIA open-gpu-kernel-modules src/common/nvswitch (the NVSwitch driver's tag on its "
+        "kernel lines, 'nvidia-nvswitchN: SXid ...': a device, not pdsh's host)",
+    ),
+    LinePrefix(
         "pdsh",
         r"(?P<host>[a-z][a-z0-9-]*\d[a-z0-9.-]*): ",
         "chaos/pdsh src/pdsh/main.c and cea-hpc/clustershell (host: line)",
