@@ -4,6 +4,8 @@ recovery action it states). Lines are ours, in the formats of NVIDIA's documents
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -369,3 +371,30 @@ def test_kernel_context_events_are_recognised_and_never_a_fault(line: str, signa
 def test_current_nccl_ib_async_event_wordings(line: str, signature: str, kind: str) -> None:
     name, got_kind, _, _ = verdict(line)
     assert (name, got_kind) == (signature, kind)
+
+
+# --- the corpus family that exercises this catalogue --------------------------------------------
+
+
+def test_every_signature_a_corpus_family_lists_exists_and_is_exercised() -> None:
+    folder = Path(__file__).resolve().parents[1] / "data" / "real" / "failures"
+    ids = set(CATALOGUE.signatures["id"])
+    listed = 0
+    for path in sorted(folder.glob("*.toml")):
+        data = tomllib.loads(path.read_text())
+        names = data["source"].get("signatures", [])
+        if not names:
+            continue
+        lines = [
+            line
+            for case in data["case"]
+            for line in case.get("lines", "").splitlines()
+            if line.strip()
+        ]
+        parsed = SignatureParser().parse(batch("logs", [log(i, m) for i, m in enumerate(lines)]))
+        seen = set() if parsed is None else set(parsed.frame["signature"])
+        for name in names:
+            assert name in ids, f"{path.name}: '{name}' is no catalogue entry"
+            assert name in seen, f"{path.name}: no line exercises '{name}'"
+            listed += 1
+    assert listed >= 10
