@@ -280,8 +280,9 @@ class SignaturesConfig:
 
     extra: tuple[str, ...] = ()
     """A site's catalogue files (the format of the built-in ``signatures.toml``), added to the
-    built-in catalogue: their signatures are tried first, their Xid and exit-code rows replace
-    the built-in ones. The parser and every detector read the same catalogue."""
+    built-in catalogue: their signatures are tried first, their Xid, exit-code, SXid, NVLink5
+    and recovery rows replace the built-in ones. The parser and every detector read the same
+    catalogue."""
 
 
 def catalogue_from_settings(parsers: Mapping[str, Any]) -> Catalogue:
