@@ -36,6 +36,7 @@ from medic.detectors.base import Detection
 from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.gpu_slots import fitted
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
+from medic.detectors.kernel_context import KernelContext, Located
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -45,8 +46,6 @@ COUNTERS = ("ecc_dbe", "nvlink_errors")
 UNKNOWN, NULL, SET = 0, 1, 2
 """What a GPU's last count of a counter was: not known (never seen, or its state restarted),
 null, or the value kept."""
-Located = tuple[str | None, Evidence]
-"""Evidence and the job it was reported with (None: whatever runs on its node)."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +107,7 @@ class GpuFaultDetector(WatchesLiveness):
         self.pci_gpu: dict[tuple[str, str], int] = {}
         self.vanished: dict[tuple[str, int], int] = {}
         """(node, GPU) -> last sample time of a vanish already reported."""
-        self.context: dict[str, deque[Evidence]] = {}
-        """Per node: its recent kernel context events, oldest first."""
+        self.context = KernelContext(round(self.config.context_s * US))
         self._counts: list[np.ndarray]
         """Per counter, by node id and GPU: the GPU's last count (see ``_count_state``). One
         array per counter, read and written at flat cell indices (a gather over two index
@@ -130,7 +128,7 @@ class GpuFaultDetector(WatchesLiveness):
             + len(self.pci_gpu)
             + len(self.vanished)
             + len(self.process_xids)
-            + sum(len(events) for events in self.context.values())
+            + len(self.context)
         )
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -169,7 +167,7 @@ class GpuFaultDetector(WatchesLiveness):
             self.kernel_xids = [x for x in self.kernel_xids if x[3] >= stale]
         if self.process_xids:
             self._forget_processes(watermark - round(cfg.per_process_window_s * US))
-        self._forget_context(watermark - round(cfg.context_s * US))
+        self.context.forget_before(watermark - round(cfg.context_s * US))
         self._follow_prunes()
         return found
 
@@ -186,7 +184,7 @@ class GpuFaultDetector(WatchesLiveness):
         self._restart_counters()
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
-        self._remember_context(frame)
+        self.context.observe(frame)
         rows = frame.filter(
             pl.col("xid").is_not_null()
             | ((pl.col("kind") == "gpu_fault") & (pl.col("severity") == "fatal"))
@@ -203,51 +201,7 @@ class GpuFaultDetector(WatchesLiveness):
         )
         items = evidence_rows(rows, hardware=True)
         located = list(zip(rows["job_id"].to_list(), items, strict=True))
-        return self._emit(located + self._context_of(located))
-
-    def _remember_context(self, frame: pl.DataFrame) -> None:
-        """Keep the kernel context events of the batch, per node."""
-        if self.config.context_s <= 0:
-            return
-        rows = frame.filter(
-            (pl.col("kind") == "none")
-            & (pl.col("role") == "context")
-            & (pl.col("implicates") == "node")
-            & pl.col("xid").is_null()
-            & pl.col("node").is_not_null()
-        )
-        if rows.is_empty():
-            return
-        rows = rows.with_columns(
-            pl.col("time").dt.epoch("us").alias("time_us"), gpu=None, host=None
-        )
-        for item in evidence_rows(rows.sort("time_us"), hardware=False):
-            if item.node is not None:
-                self.context.setdefault(item.node, deque()).append(item)
-
-    def _context_of(self, located: list[Located]) -> list[Located]:
-        """The context events of each faulty node within ``context_s`` before its fault, with
-        the fault's job: evidence of that fault, never a fault of their own."""
-        window = round(self.config.context_s * US)
-        out: list[Located] = []
-        seen: set[tuple[str | None, str]] = set()
-        for job_id, fault in located:
-            if fault.node is None or (job_id, fault.node) in seen:
-                continue
-            seen.add((job_id, fault.node))
-            out.extend(
-                (job_id, item)
-                for item in self.context.get(fault.node, ())
-                if fault.time - window <= item.time <= fault.time
-            )
-        return out
-
-    def _forget_context(self, cutoff: int) -> None:
-        for node, events in list(self.context.items()):
-            while events and events[0].time < cutoff:
-                events.popleft()
-            if not events:
-                del self.context[node]
+        return self._emit(located + self.context.of(located))
 
     def _repeated(self, rows: pl.DataFrame) -> list[bool]:
         """Per row: an application-level Xid that enough distinct processes have now raised on

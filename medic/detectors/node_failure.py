@@ -48,6 +48,7 @@ from medic.detectors.attribution import Complaints, Evidence, JobEvidence
 from medic.detectors.base import Detection
 from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
+from medic.detectors.kernel_context import KernelContext
 from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
 from medic.frames import collect, newest_by
 from medic.ingest.base import Batch
@@ -90,6 +91,9 @@ class NodeFailureConfig:
     this long after it its port has not come back and the job shows no error of its own."""
     recovered_by: tuple[str, ...] = ("ib_port_active",)
     """Signatures saying a host's fabric port came back (a port error before it was a flap)."""
+    context_s: NonNegative = 600.0
+    """Kernel context events (storage, NVMe, soft lockups, NIC events) on a node this long
+    before its failure are attached to the failure as evidence (0: none)."""
 
     def __post_init__(self) -> None:
         if self.long_silence_s < self.silence_s:
@@ -209,6 +213,7 @@ class NodeFailureDetector(WatchesLiveness):
             round(self.config.slack_s * US),
             self.config.recovered_by,
         )
+        self.context = KernelContext(round(self.config.context_s * US))
 
     def state_size(self) -> int:
         return (
@@ -221,6 +226,7 @@ class NodeFailureDetector(WatchesLiveness):
             + len(self.job_root_errors)
             + len(self.job_power)
             + len(self.training)
+            + len(self.context)
         )
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -266,6 +272,7 @@ class NodeFailureDetector(WatchesLiveness):
         self.complaints.forget_before(stale)
         self.job_power.forget_before(stale)
         self.fabric.forget_before(stale)
+        self.context.forget_before(watermark - round(self.config.context_s * US))
         for state in (self.job_collateral, self.job_root_errors):
             for job_id in [j for j, t in state.items() if t < stale]:
                 del state[job_id]
@@ -344,6 +351,7 @@ class NodeFailureDetector(WatchesLiveness):
         return self._emit(evidence)
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
+        self.context.observe(frame)
         errors = frame.filter(
             (pl.col("kind") == "crash")
             & pl.col("role").is_in(["root", "collateral"])
@@ -378,7 +386,7 @@ class NodeFailureDetector(WatchesLiveness):
     def _emit(
         self, evidence: list[tuple[str | None, Evidence]], confirmed_at: int | None = None
     ) -> list[Detection]:
-        return self.book.report(evidence, _headline, confirmed_at)
+        return self.book.report(evidence + self.context.of(evidence), _headline, confirmed_at)
 
 
 def silence_doubt(length_us: int, silence_s: float) -> float:

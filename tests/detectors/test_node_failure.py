@@ -16,7 +16,7 @@ from medic.ingest.replay import Delay, ReplayConfig
 from medic.slurm import NODE_FAILED_STATES
 from medic.timeutil import US
 from tests.builders import at, batch, log
-from tests.detectors.scenarios import Job, detect, seconds
+from tests.detectors.scenarios import Job, detect, kernel, seconds
 from tests.detectors.training import megatron_line
 
 
@@ -427,3 +427,16 @@ def test_a_node_dead_after_its_first_scrape_is_found_once_the_others_show_the_in
     found = detect(200, logs, scraped_every_30_s(job, 0, 200), [job.start()])
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
     assert 14 + 30 + 20 <= seconds(found[0].detected_at) <= 14 + 30 + 20 + 7
+
+
+def test_kernel_context_events_of_the_failed_node_are_attached_to_its_failure() -> None:
+    job = Job()
+    logs, gpu, sched = scenario(job)
+    logs += [
+        kernel(70.0, "n2", "nvme nvme0: controller is down; will reset: CSTS=0xffffffff"),
+        kernel(71.0, "n1", "watchdog: BUG: soft lockup - CPU#3 stuck for 22s! [python3:7711]"),
+    ]
+    found = detect(200, logs, gpu, [*sched, node_row(90, "n2", "DOWN*", "Not responding")])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n2",))]
+    assert "nvme_controller_reset" in found[0].evidence["signatures"]
+    assert "cpu_soft_lockup" not in found[0].evidence["signatures"]
