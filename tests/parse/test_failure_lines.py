@@ -1,0 +1,118 @@
+"""The second layer's lexicon: which lines read as failures, and what about.
+
+The lines are our own, in the shapes of common logging conventions (Python's logging and
+exceptions, glog/absl, syslog and the kernel, Slurm's and MPI launchers' reports)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from medic.parse.failure_lines import (
+    FAMILY,
+    MARKER,
+    READING,
+    FailureLines,
+    LexiconError,
+    parse_lexicon,
+)
+from medic.parse.prefixes import RAW, PrefixStripper
+
+LAYER = FailureLines()
+
+
+def read(*lines: str) -> list[dict[str, str]]:
+    frame = PrefixStripper().strip(pl.DataFrame({"message": list(lines)}))
+    marked = frame.filter(LAYER.failure_like(pl.col(RAW)))
+    rows = LAYER.read(marked, RAW, "message")
+    return rows.select(RAW, MARKER, FAMILY, READING).to_dicts()
+
+
+def reading(line: str) -> tuple[str, str] | None:
+    rows = read(line)
+    assert len(rows) <= 1
+    return (rows[0][FAMILY], rows[0][READING]) if rows else None
+
+
+@pytest.mark.parametrize(
+    ("line", "family", "kind"),
+    [
+        ("quux.io.PermanentWriteError: ENOSPC while flushing shard 12", "storage", "crash"),
+        (
+            "E1130 02:11:09.511 4411 agent.cc:88] ring allreduce timed out after 600s",
+            "collectives",
+            "hang",
+        ),
+        (
+            "2026-11-30 02:11:09 ERROR fabric agent: link down on hca 2, "
+            "transport retry count exceeded",
+            "fabric",
+            "node_failure",
+        ),
+        ("[rank4]: zork.RuntimeFault: uncorrectable ECC error on gpu 3", "device", "gpu_fault"),
+        ("worker 7 got signal 11 (SIGSEGV) in a heap walk", "memory", "crash"),
+        ("kernel: BUG: soft lockup - CPU#12 stuck for 23s! [python:7712]", "host", "node_failure"),
+        ("fatal: unknown option '--lr-sheduler' given to launcher", "config", "crash"),
+        ("job step 3 exited with exit code 2", "general", "crash"),
+    ],
+)
+def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
+    line: str, family: str, kind: str
+) -> None:
+    assert reading(line) == (family, kind)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "step 1200 | loss 2.31 | error rate 0.12",  # a metric, not a failure
+        "INFO all-reduce failed over to the ring algorithm",  # a lower severity
+        "[W1130 02:00:03.118 230 client.py:86] socket failed to connect, retrying",
+        "W1130 02:00:03.118 230 store.cc:12] connection refused by store",
+        "connection refused, will retry in 5 s",  # a retry
+        "Retired pages pending        : No",  # a field answering no
+        "collective timeout set to 1800 s",  # a setting, not an event
+        "slurmstepd: error: *** STEP 12.0 ON n3 CANCELLED AT 2026-11-30T02:11:09 ***",
+        "job preempted: checkpoint saved, exiting",
+        "all ranks finished, 0 errors",
+    ],
+)
+def test_lines_that_only_look_like_failures_stay_silent(line: str) -> None:
+    assert read(line) == []
+
+
+def test_a_fatal_word_is_heard_under_a_lower_severity() -> None:
+    # some libraries print their errors at a WARN level: the fatal word still counts
+    assert reading("host1:4:4 [2] ZZZ WARN net plugin: fatal event on port 1: link down") == (
+        "fabric",
+        "node_failure",
+    )
+    assert reading("host1:4:4 [2] ZZZ WARN net plugin: event on port 1: link down") is None
+
+
+def test_each_line_names_the_first_marker_it_holds() -> None:
+    rows = read("ValueError: bad shape", "Segmentation fault (core dumped)", "x: errno 5")
+    assert [r[MARKER] for r in rows] == ["exception", "abort", "error_code"]
+
+
+def test_the_fast_path_marks_few_of_a_training_log() -> None:
+    lines = [f"step {i} loss {2.0 - i / 1e4:.4f} lr 3e-4 tokens/s 1.2e5" for i in range(500)]
+    lines.append("RuntimeError: worker died")
+    frame = pl.DataFrame({RAW: lines})
+    assert frame.filter(LAYER.failure_like(pl.col(RAW))).height == 1
+
+
+def test_malformed_lexicons_fail_with_one_line() -> None:
+    with pytest.raises(LexiconError, match="literals"):
+        parse_lexicon({"marker": [{"name": "a", "pattern": "b"}]})
+    with pytest.raises(LexiconError, match=r"\[\[marker\]\]"):
+        parse_lexicon({"fast": {"literals": ["x"]}, "quiet": [], "loud": []})
+    with pytest.raises(LexiconError, match="family"):
+        parse_lexicon(
+            {
+                "fast": {"literals": ["x"]},
+                "marker": [{"name": "a", "pattern": "b"}],
+                "loud": [{"name": "a", "pattern": "b"}],
+                "family": [{"name": "f"}],
+            }
+        )
