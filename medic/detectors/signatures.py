@@ -12,6 +12,13 @@ Matching is vectorised in two stages so that the common line costs one regex sca
    NVSwitch SXid by its code and the severity word the driver printed, an NVLink5 Xid
    (144-150) by its unit and error status, an Xid 154 by the recovery action it states.
 
+Below the catalogue, a second layer (``medic.parse.failure_lines``) reads the lines that no
+entry matched and that its fast path marks failure-like: one that reads as a failure is a row
+too, its signature ``unmatched:<family>`` (no signature matched it) and ``reading`` the kind its
+vocabulary reads as. Such a row is a ``crash`` sign of severity ``error``, blaming nothing:
+the crash detector waits for the job's death (its Slurm state, a fatal line) to confirm it, so
+a lone unmatched line of a job that keeps training never makes a detection.
+
 Every detector that cares about log texts consumes this stream instead of raw lines.
 """
 
@@ -35,6 +42,7 @@ from medic.detectors.catalogue import (
 )
 from medic.ingest.base import Batch
 from medic.ingest.first_match import PATTERN, ROW, FirstMatch
+from medic.parse.failure_lines import FAMILY, READING, FailureLines
 from medic.parse.prefixes import RAW, PrefixStripper
 
 SIGNATURES = pa.schema(
@@ -60,6 +68,7 @@ SIGNATURES = pa.schema(
         pa.field("waited_us", pa.int64()),
         pa.field("cause_xid", pa.int32()),
         pa.field("message", pa.string(), nullable=False),
+        pa.field("reading", pa.string()),
     ]
 )
 """Schema of the derived ``signatures`` stream."""
@@ -69,15 +78,25 @@ _OPTIONAL_LOG_COLUMNS = {"job_id": pl.String, "rank": pl.Int32, "source": pl.Str
 _INT_GROUPS = ("xid", "rank", "exit_code", "pid", "waited_ms", "waited_s", "cause_xid", "sxid")
 _FATAL_WORD = pl.col("_word").str.to_lowercase() == "fatal"
 """The driver's own word on an SXid or NVLink5 Xid line: "Fatal", else "Non-fatal"/"Nonfatal"."""
+UNMATCHED = "unmatched:"
+"""The prefix of the signature of a line that no catalogue entry matched (the second layer)."""
+_LINE = "_line"
 
 
 class SignatureMatcher:
     """Compiled view of a catalogue: the prefilter, the first-match reader over its entries and
     the tables that a matched line is joined with."""
 
-    def __init__(self, catalogue: Catalogue, prefixes: PrefixStripper | None = None) -> None:
+    def __init__(
+        self,
+        catalogue: Catalogue,
+        prefixes: PrefixStripper | None = None,
+        unmatched: FailureLines | None = None,
+    ) -> None:
         self.catalogue = catalogue
         self.prefixes = prefixes or PrefixStripper()
+        self.unmatched = unmatched
+        """The second layer, for the failure-like lines no entry matched (None: off)."""
         self._first = FirstMatch(
             catalogue.signatures["pattern"].to_list(),
             catalogue.signatures["literals"].to_list(),
@@ -141,6 +160,56 @@ class SignatureMatcher:
         ]
         if missing:
             logs = logs.with_columns(missing)
+        if self.unmatched is not None:
+            logs = logs.with_row_index(_LINE)
+        matched = self._matched(logs)
+        if self.unmatched is None:
+            return matched
+        return self._unmatched(logs, matched)
+
+    def _unmatched(self, logs: pl.DataFrame, matched: pl.DataFrame) -> pl.DataFrame:
+        """The ``matched`` rows (with their ``_line``) and, in line order with them, the rows
+        of the failure-like lines of ``logs`` that no entry matched and that read as
+        failures."""
+        assert self.unmatched is not None
+        marked = logs.filter(self.unmatched.failure_like(pl.col(RAW)))
+        if not matched.is_empty() and not marked.is_empty():
+            marked = marked.filter(~pl.col(_LINE).is_in(matched.get_column(_LINE).implode()))
+        read = self.unmatched.read(marked, RAW, "message") if not marked.is_empty() else marked
+        if read.is_empty():
+            return matched.drop(_LINE, strict=False)
+        rows = read.select(
+            _LINE,
+            "time",
+            "job_id",
+            "node",
+            pl.coalesce("rank", "prefix_rank").cast(pl.Int32).alias("rank"),
+            "source",
+            (pl.lit(UNMATCHED) + pl.col(FAMILY)).alias("signature"),
+            kind=pl.lit("crash"),
+            implicates=pl.lit("none"),
+            severity=pl.lit("error"),
+            role=pl.lit("root"),
+            action=pl.lit("none"),
+            xid=pl.lit(None, pl.Int32),
+            xid_name=pl.lit(None, pl.String),
+            pci=pl.lit(None, pl.String),
+            host=pl.col("prefix_host"),
+            exit_code=pl.lit(None, pl.Int32),
+            pid=pl.lit(None, pl.Int32),
+            peer=pl.lit(None, pl.String),
+            waited_us=pl.lit(None, pl.Int64),
+            cause_xid=pl.lit(None, pl.Int32),
+            message=pl.col(RAW),
+            reading=pl.col(READING),
+        )
+        if matched.is_empty():
+            return rows.drop(_LINE)
+        return pl.concat([matched, rows]).sort(_LINE, maintain_order=True).drop(_LINE)
+
+    def _matched(self, logs: pl.DataFrame) -> pl.DataFrame:
+        """The rows of the lines a catalogue entry matches (``_line`` kept when ``logs`` has
+        it)."""
         candidates = logs.filter(self._prefilter)
         if candidates.is_empty():
             return _EMPTY
@@ -153,6 +222,7 @@ class SignatureMatcher:
             .join(self._entries, on="entry", how="left", maintain_order="left")
         )
         from_table = pl.col("xid_table") & pl.col("xid_kind").is_not_null()
+        line = [_LINE] if _LINE in hits.columns else []
         hits = (
             hits.rename({"_xid": "xid"})
             .join(self._xids, on="xid", how="left", maintain_order="left")
@@ -172,6 +242,7 @@ class SignatureMatcher:
             )
         )
         return self.decide(hits).select(
+            *line,
             "time",
             "job_id",
             "node",
@@ -196,6 +267,7 @@ class SignatureMatcher:
             ).alias("waited_us"),
             pl.col("_cause_xid").alias("cause_xid"),
             pl.col(RAW).alias("message"),
+            pl.lit(None, pl.String).alias("reading"),
         )
 
     def decide(self, hits: pl.DataFrame) -> pl.DataFrame:
@@ -283,6 +355,11 @@ class SignaturesConfig:
     built-in catalogue: their signatures are tried first, their Xid, exit-code, SXid, NVLink5
     and recovery rows replace the built-in ones. The parser and every detector read the same
     catalogue."""
+    unmatched: bool = True
+    """Read the failure-like lines that no signature matches with the second layer
+    (``medic/parse/failure_lexicon.toml``): a line that reads as a failure becomes an
+    ``unmatched:<family>`` sign of the job's crash, acted on only once the job's fate confirms
+    it. false: only the catalogue's lines are signs."""
 
 
 def catalogue_from_settings(parsers: Mapping[str, Any]) -> Catalogue:
@@ -320,7 +397,8 @@ class SignatureParser:
             extra = self.config.extra
             catalogue = site_catalogue(extra) if extra else builtin_catalogue()
         self.catalogue = catalogue
-        self.matcher = SignatureMatcher(catalogue, prefixes)
+        unmatched = FailureLines() if self.config.unmatched else None
+        self.matcher = SignatureMatcher(catalogue, prefixes, unmatched)
 
     def parse(self, batch: Batch) -> Batch | None:
         frame = batch.frame

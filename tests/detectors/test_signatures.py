@@ -12,18 +12,22 @@ from typing import Any
 import polars as pl
 import pytest
 
+from medic.config import from_dict
 from medic.detectors.catalogue import CatalogueError, builtin_catalogue, parse_catalogue
-from medic.detectors.signatures import SIGNATURES, SignatureParser
+from medic.detectors.signatures import SIGNATURES, UNMATCHED, SignatureParser, SignaturesConfig
 from medic.ingest.base import Batch
 from tests.builders import batch, bundled_logs, log
+from tests.detectors.scenarios import Job, detect
 
 CATALOGUE = builtin_catalogue()
 
 
 def match(*messages: str, **fields: Any) -> list[dict[str, Any]]:
+    """The rows that catalogue entries name (the second layer's are tested on their own)."""
     rows = [log(i, m, **fields) for i, m in enumerate(messages)]
     parsed = SignatureParser().parse(batch("logs", rows))
-    return [] if parsed is None else parsed.frame.to_dicts()
+    found = [] if parsed is None else parsed.frame.to_dicts()
+    return [row for row in found if not row["signature"].startswith(UNMATCHED)]
 
 
 def one(message: str, **fields: Any) -> dict[str, Any]:
@@ -478,7 +482,8 @@ def test_every_bundled_log_line_is_named_as_a_line_by_line_reading_names_it() ->
                 break
     parsed = SignatureParser().parse(Batch("logs", logs))
     assert parsed is not None and len(expected) > 1_000
-    assert parsed.frame.get_column("signature").to_list() == expected
+    named = parsed.frame.filter(~pl.col("signature").str.starts_with(UNMATCHED))
+    assert named.get_column("signature").to_list() == expected
 
 
 def test_a_catalogue_without_entries_no_longer_names_their_lines() -> None:
@@ -584,3 +589,51 @@ def test_a_line_naming_several_ranks_is_one_row_per_rank() -> None:
         ("nccl_desync_lagging_ranks", 0, "hang", "root"),
         ("nccl_desync_lagging_ranks", 2, "hang", "root"),
     ]
+
+
+# --- the second layer: failure lines no entry matches -------------------------------------------
+
+UNKNOWN = "[rank{rank}]: quux writer: flushing shard 12 failed (ENOSPC)"
+"""A failure line in no catalogue entry's wording (a made-up library's storage error)."""
+
+
+def rows_of(*messages: str, **settings: Any) -> pl.DataFrame:
+    parser = SignatureParser(from_dict(SignaturesConfig, settings))
+    parsed = parser.parse(batch("logs", [log(i, m) for i, m in enumerate(messages)]))
+    return pl.DataFrame() if parsed is None else parsed.frame
+
+
+def test_a_failure_line_no_entry_matches_is_a_sign_saying_so() -> None:
+    found = rows_of(
+        "step 10 loss 2.1",
+        UNKNOWN.format(rank=3),
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    )
+    assert found.select("signature", "kind", "severity", "role", "rank", "reading").rows() == [
+        ("unmatched:storage", "crash", "error", "root", 3, "crash"),
+        ("cuda_illegal_memory_access", "crash", "fatal", "root", None, None),
+    ]
+    assert found.get_column("implicates").to_list()[0] == "none"
+    assert found.get_column("message").to_list()[0] == UNKNOWN.format(rank=3)
+
+
+def test_the_second_layer_can_be_switched_off() -> None:
+    assert rows_of(UNKNOWN.format(rank=3), unmatched=False).is_empty()
+    assert rows_of(UNKNOWN.format(rank=3), unmatched=True).height == 1
+
+
+def test_a_lone_unmatched_line_of_a_job_that_keeps_training_makes_no_detection() -> None:
+    job = Job()
+    logs = job.progress(0, 200) + job.rank_logs(40, UNKNOWN, ranks=[3])
+    scheduler = [job.start(), job.end(190, "COMPLETED", 0)]
+    assert detect(200, logs, job.telemetry(0, 200), scheduler) == []
+
+
+def test_an_unmatched_line_confirmed_by_the_jobs_failure_is_its_crash_with_that_evidence() -> None:
+    job = Job()
+    logs = job.progress(0, 40) + job.rank_logs(40, UNKNOWN, ranks=[3])
+    scheduler = [job.start(), job.end(45, "FAILED", 1)]
+    found = detect(120, logs, job.telemetry(0, 120), scheduler)
+    assert [(d.kind, d.ranks, d.culprits) for d in found] == [("crash", (3,), ())]
+    assert found[0].evidence["signatures"] == ["unmatched:storage"]
+    assert "flushing shard 12 failed" in found[0].summary
