@@ -11,7 +11,9 @@ replaces each detection's ``score`` by its kind's map of it and keeps the raw va
 A map is a non-decreasing piecewise-linear table, ``raw`` knots to ``probability``, applied
 with ``numpy.interp`` and held flat beyond its end knots: reading one needs nothing of how it
 was fitted (isotonic regression, or a Platt sigmoid sampled at knots). A kind the calibration
-does not name keeps its raw score. The file is TOML::
+does not name keeps its raw score. A detection whose only line evidence is text no signature
+matched (the second layer's ``unmatched:<family>`` signs) reads ``<kind>:unmatched``'s map where
+the calibration has one: such text is worth less than a cited signature. The file is TOML::
 
     format = "medic-calibration/1"
     [provenance]          # what it was fitted on: recordings, seeds, date, commit, check
@@ -45,6 +47,8 @@ FORMAT = "medic-calibration/1"
 DEFAULT_FILE = "default_calibration.toml"
 """The calibration shipped with medic (in this package), used unless the config names one."""
 METHODS = ("isotonic", "sigmoid")
+UNMATCHED = ":unmatched"
+"""Suffix of the map that a kind's detections resting only on unmatched text read."""
 
 
 class CalibrationError(ConfigError):
@@ -73,9 +77,11 @@ class Calibration:
     maps: Mapping[str, ScoreMap]
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
-    def calibrated(self, kind: str, score: float) -> float:
-        """``score`` of a detection of ``kind`` as a probability (unchanged without a map)."""
-        found = self.maps.get(kind)
+    def calibrated(self, kind: str, score: float, unmatched: bool = False) -> float:
+        """``score`` of a detection of ``kind`` as a probability (unchanged without a map);
+        ``unmatched``: its only line evidence is text no signature matched."""
+        found = self.maps.get(kind + UNMATCHED) if unmatched else None
+        found = found or self.maps.get(kind)
         return score if found is None else float(found(np.asarray([score]))[0])
 
     def probabilities(self, kinds: np.ndarray, raw: np.ndarray) -> np.ndarray:
@@ -175,7 +181,7 @@ def parse_calibration(data: Mapping[str, Any], where: str) -> Calibration:
     if not isinstance(provenance, Mapping):
         raise CalibrationError(f"{where}: 'provenance' must be a table")
     maps = {kind: _score_map(table, f"{where}: kinds.{kind}") for kind, table in kinds.items()}
-    unknown = sorted(set(maps) - set(DETECTION_KINDS))
+    unknown = sorted(set(maps) - {*DETECTION_KINDS, *(k + UNMATCHED for k in DETECTION_KINDS)})
     if unknown:
         known = ", ".join(DETECTION_KINDS)
         raise CalibrationError(f"{where}: unknown kind '{unknown[0]}' (known: {known})")

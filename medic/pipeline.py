@@ -23,7 +23,7 @@ from medic.detectors.catalogue import Catalogue
 from medic.detectors.incidents import share_liveness
 from medic.detectors.progress_state import share_watched_jobs
 from medic.detectors.registry import build_detectors, build_parsers
-from medic.detectors.signatures import catalogue_from_settings
+from medic.detectors.signatures import catalogue_from_settings, unmatched_only
 from medic.incident import IncidentCorrelator
 from medic.ingest.base import Batch, Event, Watermark
 from medic.parse.placement import Placement
@@ -289,7 +289,9 @@ class Pipeline:
         return dataclasses.replace(
             detection,
             detected_at=self.now,
-            score=self.calibration.calibrated(detection.kind, detection.score),
+            score=self.calibration.calibrated(
+                detection.kind, detection.score, unmatched_only(detection.evidence)
+            ),
             raw_score=detection.score,
         )
 

@@ -7,10 +7,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+import tomli_w
 
 from medic import schema
 from medic.calibration import (
     FORMAT,
+    UNMATCHED,
     Calibration,
     CalibrationError,
     ScoreMap,
@@ -98,7 +100,7 @@ def test_a_missing_file_is_a_one_line_error(tmp_path: Path) -> None:
 
 def test_the_shipped_calibration_maps_every_kind_monotonically_with_its_provenance() -> None:
     shipped = default_calibration()
-    assert set(shipped.maps) == set(schema.DETECTION_KINDS)
+    assert set(shipped.maps) == {*schema.DETECTION_KINDS, "crash" + UNMATCHED}
     for score_map in shipped.maps.values():
         probability = score_map(np.linspace(0.0, 1.0, 201))
         assert np.all(np.diff(probability) >= 0) and 0 < probability.min() <= 1
@@ -109,3 +111,21 @@ def test_the_shipped_calibration_maps_every_kind_monotonically_with_its_provenan
     assert not any("/" in name for name in named)  # names, not a machine's paths
     assert calibration_of(False, "") is None
     assert calibration_of(True, "") == shipped
+
+
+def test_a_detection_resting_only_on_unmatched_text_reads_its_own_lower_map() -> None:
+    shipped = default_calibration()
+    signature = shipped.calibrated("crash", 0.51)
+    unmatched = shipped.calibrated("crash", 0.51, unmatched=True)
+    assert 0 < unmatched < signature
+    # a kind with no such map keeps its own
+    assert shipped.calibrated("hang", 0.9, unmatched=True) == shipped.calibrated("hang", 0.9)
+
+
+def test_a_map_for_unmatched_text_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
+    data = CALIBRATION.to_dict()
+    data["kinds"]["oops" + UNMATCHED] = data["kinds"]["hang"]
+    file = tmp_path / "c.toml"
+    file.write_text(tomli_w.dumps(data))
+    with pytest.raises(CalibrationError, match="unknown kind 'oops:unmatched'"):
+        read_calibration(file)

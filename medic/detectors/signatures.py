@@ -333,6 +333,13 @@ class SignatureMatcher:
         )
 
 
+def unmatched_only(evidence: Mapping[str, Any]) -> bool:
+    """Whether a detection's evidence names signatures and all of them are the second layer's
+    (text no catalogue entry matched)."""
+    signatures = evidence.get("signatures") or ()
+    return bool(signatures) and all(str(s).startswith(UNMATCHED) for s in signatures)
+
+
 def _per_named_rank(hits: pl.DataFrame) -> pl.DataFrame:
     """One row per rank of the lines naming a list of them (``ranks``: "3, 5"), that rank in
     ``_ranks``; a line names the ranks at fault, not the rank that printed it."""

@@ -14,7 +14,13 @@ import pytest
 
 from medic.config import from_dict
 from medic.detectors.catalogue import CatalogueError, builtin_catalogue, parse_catalogue
-from medic.detectors.signatures import SIGNATURES, UNMATCHED, SignatureParser, SignaturesConfig
+from medic.detectors.signatures import (
+    SIGNATURES,
+    UNMATCHED,
+    SignatureParser,
+    SignaturesConfig,
+    unmatched_only,
+)
 from medic.ingest.base import Batch
 from tests.builders import batch, bundled_logs, log
 from tests.detectors.scenarios import Job, detect
@@ -637,3 +643,10 @@ def test_an_unmatched_line_confirmed_by_the_jobs_failure_is_its_crash_with_that_
     assert [(d.kind, d.ranks, d.culprits) for d in found] == [("crash", (3,), ())]
     assert found[0].evidence["signatures"] == ["unmatched:storage"]
     assert "flushing shard 12 failed" in found[0].summary
+    assert unmatched_only(found[0].evidence)
+
+
+def test_only_evidence_made_of_unmatched_signs_is_unmatched() -> None:
+    assert unmatched_only({"signatures": ["unmatched:fabric", "unmatched:general"]})
+    assert not unmatched_only({"signatures": ["unmatched:fabric", "nccl_watchdog_timeout"]})
+    assert not unmatched_only({"signatures": []}) and not unmatched_only({})
