@@ -13,8 +13,8 @@ Matching is vectorised in two stages so that the common line costs one regex sca
    (144-150) by its unit and error status, an Xid 154 by the recovery action it states.
 
 Below the catalogue, a second layer (``medic.parse.failure_lines``) reads the lines that no
-entry matched and that its fast path marks failure-like: one that reads as a failure is a row
-too, its signature ``unmatched:<family>`` (no signature matched it) and ``reading`` the kind its
+entry matched and that its fast path marks failure-like, of the jobs for which no entry named a
+root cause in the batch: one that reads as a failure is a row too, its signature ``unmatched:<family>`` (no signature matched it) and ``reading`` the kind its
 vocabulary reads as. Such a row is a ``crash`` sign of severity ``error``, blaming nothing:
 the crash detector waits for the job's death (its Slurm state, a fatal line) to confirm it, so
 a lone unmatched line of a job that keeps training never makes a detection.
@@ -170,9 +170,17 @@ class SignatureMatcher:
     def _unmatched(self, logs: pl.DataFrame, matched: pl.DataFrame) -> pl.DataFrame:
         """The ``matched`` rows (with their ``_line``) and, in line order with them, the rows
         of the failure-like lines of ``logs`` that no entry matched and that read as
-        failures."""
+        failures. Only the lines of jobs for which no entry named a root cause in the batch
+        are read: the other failure lines of a job whose failure the catalogue named are that
+        report's context (its traceback, stack frames, a launcher's summary), and reading them
+        would cost without telling more. Lines of no job (a kernel's) make no crash sign."""
         assert self.unmatched is not None
-        marked = logs.filter(self.unmatched.failure_like(pl.col(RAW)))
+        rooted = matched.filter(pl.col("role") == "root").get_column("job_id").drop_nulls()
+        marked = logs.filter(
+            pl.col("job_id").is_not_null()
+            & ~pl.col("job_id").is_in(rooted.unique().implode())
+            & self.unmatched.failure_like(pl.col(RAW))
+        )
         if not matched.is_empty() and not marked.is_empty():
             marked = marked.filter(~pl.col(_LINE).is_in(matched.get_column(_LINE).implode()))
         read = self.unmatched.read(marked, RAW, "message") if not marked.is_empty() else marked

@@ -25,6 +25,8 @@ from typing import Any
 
 import polars as pl
 
+from medic.parse.prefixes import ASCII_CLASSES
+
 GENERAL = "general"
 """The family of a failure line whose vocabulary names no family."""
 GENERAL_KIND = "crash"
@@ -99,6 +101,14 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
     )
 
 
+def _ascii(pattern: str) -> str:
+    """``pattern`` with ASCII word boundaries and classes: what programs print about their
+    failures is ASCII, and the Unicode forms keep the regex engine off its fastest paths."""
+    for unicode, ascii in {r"\b": r"(?-u:\b)", **ASCII_CLASSES}.items():
+        pattern = pattern.replace(unicode, ascii)
+    return pattern
+
+
 def _any(patterns: tuple[str, ...] | list[str], flags: str = "") -> str:
     return (
         f"(?{flags}:" + "|".join(f"(?:{p})" for p in patterns) + ")"
@@ -118,6 +128,7 @@ class FailureLines:
         self._soft_quiet = _any([p for _, p in self.lexicon.soft_quiet])
         self._loud = _any([p for _, p in self.lexicon.loud])
         self._families = self.lexicon.families
+        self._named_marker = "|".join(f"(?P<{n}>{_ascii(p)})" for n, p in self.lexicon.markers)
 
     def failure_like(self, raw: pl.Expr) -> pl.Expr:
         """True on the lines that hold one of the fast path's words (case-blind)."""
@@ -125,7 +136,7 @@ class FailureLines:
 
     def read(self, frame: pl.DataFrame, raw: str, message: str) -> pl.DataFrame:
         """The rows of ``frame`` that read as failures, with ``_marker`` (which marker: the
-        first that the line holds), ``_family`` and ``_reading`` (the family's kind) added.
+        one the line shows first), ``_family`` and ``_reading`` (the family's kind) added.
         ``raw`` names the column of lines as they came (markers and quiet words: a logging
         level is in the prefix), ``message`` the lines without their prefixes (vocabulary)."""
         lines, text = pl.col(raw), pl.col(message)
@@ -140,10 +151,12 @@ class FailureLines:
                 pl.lit(None, pl.String).alias(FAMILY),
                 pl.lit(None, pl.String).alias(READING),
             )
+        found = [column.str.extract_groups(self._named_marker) for column in (text, lines)]
         marker = pl.coalesce(
             *(
-                pl.when(text.str.contains(pattern) | lines.str.contains(pattern)).then(pl.lit(name))
-                for name, pattern in self.lexicon.markers
+                pl.when(groups.struct.field(name).is_not_null()).then(pl.lit(name))
+                for groups in found
+                for name, _ in self.lexicon.markers
             )
         )
         scores = [

@@ -603,9 +603,12 @@ UNKNOWN = "[rank{rank}]: quux writer: flushing shard 12 failed (ENOSPC)"
 """A failure line in no catalogue entry's wording (a made-up library's storage error)."""
 
 
-def rows_of(*messages: str, **settings: Any) -> pl.DataFrame:
+def rows_of(*lines: str | tuple[str | None, str], **settings: Any) -> pl.DataFrame:
+    """The signature rows of ``lines`` (a message of job 100, or a (job, message) pair)."""
+    pairs = [("100", line) if isinstance(line, str) else line for line in lines]
     parser = SignatureParser(from_dict(SignaturesConfig, settings))
-    parsed = parser.parse(batch("logs", [log(i, m) for i, m in enumerate(messages)]))
+    rows = [log(i, message, job_id=job) for i, (job, message) in enumerate(pairs)]
+    parsed = parser.parse(batch("logs", rows))
     return pl.DataFrame() if parsed is None else parsed.frame
 
 
@@ -613,7 +616,7 @@ def test_a_failure_line_no_entry_matches_is_a_sign_saying_so() -> None:
     found = rows_of(
         "step 10 loss 2.1",
         UNKNOWN.format(rank=3),
-        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ("200", "RuntimeError: CUDA error: an illegal memory access was encountered"),
     )
     assert found.select("signature", "kind", "severity", "role", "rank", "reading").rows() == [
         ("unmatched:storage", "crash", "error", "root", 3, "crash"),
@@ -621,6 +624,23 @@ def test_a_failure_line_no_entry_matches_is_a_sign_saying_so() -> None:
     ]
     assert found.get_column("implicates").to_list()[0] == "none"
     assert found.get_column("message").to_list()[0] == UNKNOWN.format(rank=3)
+
+
+def test_the_other_failure_lines_of_a_job_whose_root_cause_an_entry_names_are_not_read() -> None:
+    # the catalogue named job 100's failure: its other lines are that report's context
+    found = rows_of(
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        UNKNOWN.format(rank=3),
+        ("200", UNKNOWN.format(rank=5)),
+    )
+    assert found.select("job_id", "signature").rows() == [
+        ("100", "cuda_illegal_memory_access"),
+        ("200", "unmatched:storage"),
+    ]
+
+
+def test_lines_of_no_job_make_no_unmatched_sign() -> None:
+    assert rows_of((None, UNKNOWN.format(rank=3))).is_empty()
 
 
 def test_the_second_layer_can_be_switched_off() -> None:

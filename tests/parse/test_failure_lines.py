@@ -90,9 +90,9 @@ def test_a_fatal_word_is_heard_under_a_lower_severity() -> None:
     assert reading("host1:4:4 [2] ZZZ WARN net plugin: event on port 1: link down") is None
 
 
-def test_each_line_names_the_first_marker_it_holds() -> None:
+def test_each_line_names_the_marker_it_shows_first() -> None:
     rows = read("ValueError: bad shape", "Segmentation fault (core dumped)", "x: errno 5")
-    assert [r[MARKER] for r in rows] == ["exception", "abort", "error_code"]
+    assert [r[MARKER] for r in rows] == ["exception", "signal", "error_code"]
 
 
 def test_the_fast_path_marks_few_of_a_training_log() -> None:
