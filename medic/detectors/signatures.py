@@ -14,10 +14,12 @@ Matching is vectorised in two stages so that the common line costs one regex sca
 
 Below the catalogue, a second layer (``medic.parse.failure_lines``) reads the lines that no
 entry matched and that its fast path marks failure-like, of the jobs for which no entry named a
-root cause in the batch: one that reads as a failure is a row too, its signature ``unmatched:<family>`` (no signature matched it) and ``reading`` the kind its
-vocabulary reads as. Such a row is a ``crash`` sign of severity ``error``, blaming nothing:
-the crash detector waits for the job's death (its Slurm state, a fatal line) to confirm it, so
-a lone unmatched line of a job that keeps training never makes a detection.
+root cause in the batch. One that reads as a failure is a row too: its signature is
+``unmatched:<family>`` (no signature matched it) and ``reading`` the kind its vocabulary reads
+as. Such a row is a ``crash`` sign of severity ``error`` and role ``context`` (never a job's
+own error that explains away a node's fault), blaming nothing: the crash detector waits for the
+job's death (its Slurm state, a fatal line) to confirm it, so a lone unmatched line of a job
+that keeps training never makes a detection.
 
 Every detector that cares about log texts consumes this stream instead of raw lines.
 """
@@ -197,7 +199,7 @@ class SignatureMatcher:
             kind=pl.lit("crash"),
             implicates=pl.lit("none"),
             severity=pl.lit("error"),
-            role=pl.lit("root"),
+            role=pl.lit("context"),
             action=pl.lit("none"),
             xid=pl.lit(None, pl.Int32),
             xid_name=pl.lit(None, pl.String),

@@ -619,7 +619,7 @@ def test_a_failure_line_no_entry_matches_is_a_sign_saying_so() -> None:
         ("200", "RuntimeError: CUDA error: an illegal memory access was encountered"),
     )
     assert found.select("signature", "kind", "severity", "role", "rank", "reading").rows() == [
-        ("unmatched:storage", "crash", "error", "root", 3, "crash"),
+        ("unmatched:storage", "crash", "error", "context", 3, "crash"),
         ("cuda_illegal_memory_access", "crash", "fatal", "root", None, None),
     ]
     assert found.get_column("implicates").to_list()[0] == "none"
@@ -660,7 +660,7 @@ def test_an_unmatched_line_confirmed_by_the_jobs_failure_is_its_crash_with_that_
     logs = job.progress(0, 40) + job.rank_logs(40, UNKNOWN, ranks=[3])
     scheduler = [job.start(), job.end(45, "FAILED", 1)]
     found = detect(120, logs, job.telemetry(0, 120), scheduler)
-    assert [(d.kind, d.ranks, d.culprits) for d in found] == [("crash", (3,), ())]
+    assert [(d.kind, d.culprits) for d in found] == [("crash", ())]
     assert found[0].evidence["signatures"] == ["unmatched:storage"]
     assert "flushing shard 12 failed" in found[0].summary
     assert unmatched_only(found[0].evidence)
