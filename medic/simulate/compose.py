@@ -258,6 +258,8 @@ def _gpu_plan(world: World, runs: list[Run]) -> GpuPlan:
         effects.extend(run.effects)
         if world.variation is not None:
             effects.extend(phase_effects(run, world.variation.rng))
+        elif run.holdups or run.solo_eval or run.writers:
+            effects.extend(phase_effects(run, world.rng))
         cap = run.job.power_cap_w
         if cap is not None:
             effects.extend(GpuEffect(n, -1, "capped", run.start, run.end, cap) for n in run.nodes)

@@ -100,7 +100,8 @@ def _training(world: World, run: Run) -> None:
     horizon = run.progress_end
     lines = fw.progress(run, world.clock, world.rng)
     for pause in run.schedule.pauses:
-        lines.extend(fw.pause(run, pause, world.clock, world.rng))
+        said = fw.pause(run, pause, world.clock, world.rng)
+        lines.extend(said if job.announces else [x for x in said if x[0] >= pause.end])
         if pause.kind == "ckpt" and pause.end - pause.start >= 60:
             job.traps.append("checkpoint_pause")
         if pause.kind == "eval":

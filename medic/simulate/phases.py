@@ -14,7 +14,9 @@ writing: they copy their shard off the GPU in bursts. Who writes (``WRITERS``):
   save's final collective (torch/distributed/checkpoint/state_dict_saver.py); nodes finish
   writing at different times with the storage they share.
 
-A data-loader stall (``Holdup``) leaves its rank's GPU idle while the job waits.
+A data-loader stall (``Holdup``) leaves its rank's GPU idle while the job waits. A run whose
+rank 0 evaluates alone (``Run.solo_eval``) has that GPU at an evaluation's load while the
+others wait.
 """
 
 from __future__ import annotations
@@ -36,10 +38,17 @@ def phase_effects(run: Run, rng: np.random.Generator) -> list[GpuEffect]:
     effects: list[GpuEffect] = []
     sched = run.schedule
     if run.ckpt_style == "barrier":
-        writers = str(rng.choice(WRITERS))
+        writers = run.writers or str(rng.choice(WRITERS))
         for pause in sched.pauses:
             if pause.kind == "ckpt":
                 effects.extend(_writers(run, writers, pause.start, pause.end, rng))
+    if run.solo_eval:
+        power = run.job.spec.power_w
+        effects.extend(
+            GpuEffect(run.nodes[0], 0, "evaluating", p.start, p.end, power)
+            for p in sched.pauses
+            if p.kind == "eval"
+        )
     for holdup in run.holdups:
         if holdup.index < sched.ends.size:
             began = float(sched.ends[holdup.index] - sched.durations[holdup.index])

@@ -62,7 +62,8 @@ class GpuEffect:
     throttled, slow clock), ``capped`` (power-capped at ``level`` W), ``waiting`` (a fraction
     ``level`` of each step spent waiting for a straggler: lower power), ``host_bound`` (while
     the job waits in a collective, this GPU's rank is busy on its host: ``level`` 1 no kernels,
-    2 the bursts of a checkpoint writer).
+    2 the bursts of a checkpoint writer), ``evaluating`` (while the job waits in a
+    collective, this GPU runs an evaluation alone; ``level`` is the job's training power).
     """
 
     node: int
@@ -162,6 +163,9 @@ class Job:
     """torchtitan's ANSI-coloured progress lines."""
     power_cap_w: float | None = None
     """An administrative power cap on every GPU of the job (a uniformly slow job)."""
+    announces: bool = True
+    """Whether the framework prints when a checkpoint or an evaluation begins (False: only
+    its closing line, when the pause is over)."""
     runs: list[Run] = field(default_factory=list)
     traps: list[str] = field(default_factory=list)
 
@@ -215,6 +219,11 @@ class Run:
     """How a checkpoint save looks on the GPUs: ``pause`` (every GPU idle while storage is
     written), ``barrier`` (writers write while the other ranks spin in a barrier, see
     ``medic.simulate.phases``) or ``async`` (a short staging copy, then training goes on)."""
+    writers: str | None = None
+    """Who writes a ``barrier`` save (``medic.simulate.phases.WRITERS``); None: drawn."""
+    solo_eval: bool = False
+    """Rank 0 evaluates alone while every other rank waits in the next collective (a training
+    loop that runs its evaluation under ``if rank == 0``)."""
     holdups: list[Holdup] = field(default_factory=list)
     agent_pids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     rank_timings: RankTimings | None = None
@@ -313,7 +322,10 @@ def paint_modes(run: Run, seconds: int) -> np.ndarray:
             paint(began, began + holdup.seconds, Mode.WAIT)
     barrier = run.ckpt_style == "barrier"
     for pause in sched.pauses:
-        mode = Mode.EVAL if pause.kind == "eval" else Mode.WAIT if barrier else Mode.CKPT
+        if pause.kind == "eval":
+            mode = Mode.WAIT if run.solo_eval else Mode.EVAL
+        else:
+            mode = Mode.WAIT if barrier else Mode.CKPT
         paint(pause.start, pause.end, mode)
     if run.stop < run.exit_at:
         paint(run.stop, run.exit_at, run.after_stop)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from medic.simulate import faults, quiet_faults, rank_timings
+from medic.simulate import faults, quiet_faults, rank_timings, rhythm_traps
 from medic.simulate.frameworks import FRAMEWORK_NAMES
 from medic.simulate.plan import Run
 from medic.simulate.world import World
@@ -164,6 +164,20 @@ class HostStraggler(Fault):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_slowdown(self.slowdown)
+
+
+@dataclass(frozen=True)
+class SilentPauses(Fault):
+    framework: str | None = "torchtitan"
+    """A training loop of its own that prints one line per logged step (torchtitan's format):
+    no progress bar whose evaluation pass would announce the pause."""
+
+
+@dataclass(frozen=True)
+class SparsePrinting(Fault):
+    framework: str | None = "megatron"
+    """Megatron-LM prints progress only every ``--log-interval`` iterations (a progress bar
+    printing every step, as the Hugging Face Trainer's, is never sparse)."""
 
 
 @dataclass(frozen=True)
@@ -450,6 +464,30 @@ HEALTHY: dict[str, Scenario] = {
             None,
             Common,
             default_traps=("benign_xid", "ecc_sbe", "admin_drain", "scrape_gap", "throttle_blip"),
+        ),
+        Scenario(
+            "healthy_silent_pauses",
+            "Rank 0 evaluates, then saves, every few minutes (about 45 s) while the other ranks "
+            "spin in the next collective; nothing is printed until the pause is over.",
+            None,
+            SilentPauses,
+            _inject(rhythm_traps.silent_pauses),
+        ),
+        Scenario(
+            "healthy_sparse_printing",
+            "A job printing its progress every 4 to 6.5 minutes, saving unannounced from rank "
+            "0 between its lines.",
+            None,
+            SparsePrinting,
+            _inject(rhythm_traps.sparse_printing),
+        ),
+        Scenario(
+            "healthy_loader_stalls",
+            "One rank's data loader stalls 30-120 s at a time (its GPU idle, the other ranks "
+            "spinning in NCCL), every few minutes.",
+            None,
+            Fault,
+            _inject(rhythm_traps.loader_stalls),
         ),
     )
 }

@@ -335,6 +335,18 @@ def _host_bound(c: _Chunk, rows: slice, cols: np.ndarray, e: GpuEffect, lay: _La
     )
 
 
+def _evaluating(c: _Chunk, rows: slice, cols: np.ndarray, e: GpuEffect, lay: _Layout) -> None:
+    """Rank 0 running an evaluation alone while its peers wait in a collective: an
+    evaluation's utilisation and power (``level``: the job's training power)."""
+    waiting = c.mode[rows, cols] == Mode.WAIT
+    noise = c.noise[0][rows, cols]
+    busy = e.level * lay.power_eff[cols]
+    c.util[rows, cols] = np.where(waiting, 84.0 + noise * 5.0, c.util[rows, cols])
+    c.power[rows, cols] = np.where(
+        waiting, busy * 0.66 + c.noise[1][rows, cols] * 14.0, c.power[rows, cols]
+    )
+
+
 def _heating(c: _Chunk, rows: slice, cols: np.ndarray, e: GpuEffect, lay: _Layout) -> None:
     seconds = np.arange(rows.start, rows.stop) + c.k0 - (e.start - 1)
     ramp = np.clip(seconds / max(1.0, e.end - e.start), 0.0, 1.0)
@@ -377,6 +389,7 @@ EFFECTS: dict[str, Effect] = {
     "capped": _capped,
     "waiting": _waiting,
     "host_bound": _host_bound,
+    "evaluating": _evaluating,
 }
 
 
