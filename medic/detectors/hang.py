@@ -39,6 +39,14 @@ phase, learned from the job's earlier such spells. Any other rank apart is held 
 ``stall_silence_s``, and a rank apart on a node whose kernel reports a process blocked on I/O
 (a dead NFS server) gets no allowance at all, nor the stall's hold.
 
+A job's own rhythm (``medic.detectors.hang_rhythm``) holds what its earlier pauses taught:
+a silence that begins at the step interval its pauses came at (an evaluation or a save every
+N steps, announced or not), or the same GPU apart again as in a stall that ended by itself, is
+expected for ``phase_factor`` times the longest such pause; the first pause of a kind has only
+the thresholds above. GPUs waiting for one of theirs that computes (busy at an evaluation's
+power, as rank 0 evaluating alone leaves it) do not corroborate: the others wait for a rank at
+work, not in a frozen collective, so such a silence is judged by the job's step gaps alone.
+
 A job whose own ranks logged a crash (a traceback, a CUDA error, an out-of-memory kill) since
 its last step is crashing, not hung: the crash detector reports it, and the crashed rank's GPU,
 its context still held while the launcher tears the job down, must not read as a stuck GPU.
@@ -81,6 +89,7 @@ from medic.detectors.hang_evidence import (
     held_us,
     verdict,
 )
+from medic.detectors.hang_rhythm import PAUSE, JobRhythm, kind_of
 from medic.detectors.online import QuantileScorer
 from medic.detectors.progress_state import JobProgress, WatchedJobs, WatchesJobs
 from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Window
@@ -195,6 +204,9 @@ class JobWatch:
     longest_save_us: int | None = None
     """The longest spell in which only the writer's GPU was out of the wait (a save by one
     rank) that ended by itself."""
+    rhythm: JobRhythm = field(default_factory=JobRhythm)
+    """The pauses the job has taken and the step interval they come at
+    (``medic.detectors.hang_rhythm``)."""
     alarmed: bool = False
     suspicious: bool = False
     """Its latest snapshot looked hung (jobs that print no progress)."""
@@ -364,11 +376,13 @@ class HangDetector(WatchesJobs):
 
     def _learn(self, rows: pl.DataFrame) -> None:
         config, stuck = self.config, self.stuck
-        for job_id, time, _, gap_us, fresh, clean, _, _, _ in self.jobs.observe_progress(rows):
+        for job_id, time, step, gap_us, fresh, clean, _, _, _ in self.jobs.observe_progress(rows):
             watch = self.watch.get(job_id)
             if watch is None:
                 watch = self._watch(job_id)
             telemetry = watch.telemetry
+            self._learn_rhythm(job_id, watch, time, gap_us)
+            watch.rhythm.step(step)
             if telemetry.corroborated_since is not None or telemetry.ended is not None:
                 self._learn_spell(watch, time, fresh, self._writer(job_id))  # else: no spell
             watch.alarmed = False
@@ -380,6 +394,44 @@ class HangDetector(WatchesJobs):
             if ratio is None or ratio < config.gap_factor:
                 watch.gaps.learn(gap_s)
                 telemetry.progressed(time, config)
+
+    def _learn_rhythm(self, job_id: str, watch: JobWatch, time: int, gap_us: int | None) -> None:
+        """Remember the pause a step at ``time`` ended, if it was one: a spell of one GPU
+        apart from its waiting peers that ended by itself (a stall of that GPU, however long
+        the job's gaps), else a step gap the step model would not learn (a scheduled pause,
+        announced or not)."""
+        telemetry, rhythm = watch.telemetry, watch.rhythm
+        spell = self._spell(telemetry, time)
+        if spell is not None:
+            kind = kind_of(spell[1], self._writer(job_id))
+            if kind != PAUSE:
+                rhythm.learn(rhythm.last_step, spell[0], kind)
+                return
+        if gap_us is not None and self._paused(watch, gap_us):
+            rhythm.learn(rhythm.last_step, gap_us, PAUSE)
+
+    @staticmethod
+    def _spell(telemetry: JobTelemetry, time: int) -> tuple[int, list[tuple[str, int]]] | None:
+        """(length, GPUs apart) of the spell of corroborating GPUs open at ``time``, else of
+        the latest one that ended; None without one."""
+        since, apart = telemetry.corroborated_since, telemetry.apart
+        if since is not None and since < time:
+            length = time - since
+        elif since is None and telemetry.ended is not None and telemetry.ended.since < time:
+            ended = telemetry.ended
+            length, apart = ended.end - ended.since, ended.apart
+        else:
+            return None
+        gpus = [] if apart is None else [(str(n), int(g)) for n, g in apart.iter_rows()]
+        return length, gpus
+
+    def _paused(self, watch: JobWatch, gap_us: int) -> bool:
+        """Whether a step gap was a pause: more than ``gap_factor`` times the job's
+        ``gap_quantile`` step gap (its longest before that is known), the gaps its step model
+        does not learn. A job with no gap yet has no measure of one."""
+        gaps = watch.gaps
+        usual = gaps.reference if gaps.ready else gaps.longest
+        return usual is not None and gap_us > self.config.gap_factor * usual * US
 
     @staticmethod
     def _learn_spell(
@@ -525,7 +577,13 @@ class HangDetector(WatchesJobs):
             # showed before it was the job at work (the save that line closed), so they
             # corroborate the silence only from then on.
             held = min(held, _silence(job, now))
-        corroborated = gpus in CORROBORATING and held >= c.corroborated_hold_s * US
+        # GPUs waiting for a rank at work do not corroborate: the silence is judged by the
+        # job's step gaps alone (the first pause of a kind; the next ones are on its rhythm).
+        corroborated = (
+            gpus in CORROBORATING
+            and held >= c.corroborated_hold_s * US
+            and not watch.telemetry.computing_apart(c)
+        )
         if job is not None and job.last_step_at is not None:
             silence = _silence(job, now)
             quiet_until = self._quiet_until(job, watch, gpus, now)
@@ -539,6 +597,8 @@ class HangDetector(WatchesJobs):
             if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
                 return None
             if silence < self._allowance_us(job, watch, now, held, gpus, self._writer(job_id)):
+                return None
+            if silence < self._rhythm_us(job_id, job, watch, now, held):
                 return None
             threshold = self._threshold_us(watch, gpus, corroborated)
             if silence < threshold and held < c.spin_hold_s * US:
@@ -666,6 +726,23 @@ class HangDetector(WatchesJobs):
         if longest is None:
             return 0
         return _silence(job, since) + round(c.phase_factor * longest)
+
+    def _rhythm_us(
+        self, job_id: str, job: JobProgress, watch: JobWatch, now: int, held: int
+    ) -> int:
+        """Silence a pause on the job's own rhythm is expected to last, announced or not
+        (``medic.detectors.hang_rhythm``): of the kind the open spell shows (one GPU apart: a
+        stall of that GPU; anything else: a scheduled pause). None while a rank apart is
+        blocked on I/O (a dead NFS server ends no pause)."""
+        if held and self._blocked_apart(watch):
+            return 0
+        rhythm, since = watch.rhythm, watch.telemetry.corroborated_since
+        spell = None if since is None else self._spell(watch.telemetry, now)
+        kind = PAUSE if spell is None else kind_of(spell[1], self._writer(job_id))
+        expected = rhythm.expected_us(rhythm.last_step, kind, self.config.phase_factor)
+        if not expected or kind == PAUSE or since is None:
+            return expected
+        return _silence(job, since) + expected  # a stall is timed from the spell's start
 
     def _phase_allowance_us(
         self, kind: str, job: JobProgress, watch: JobWatch, now: int, held: int

@@ -227,6 +227,24 @@ class JobTelemetry:
         self.corroborated_since = self.waited = self.apart = None
         self.spell_states = set()
 
+    def computing_apart(self, config: HangConfig) -> bool:
+        """Whether, in the latest silent window, some of the job's GPUs compute (busy, drawing
+        at least ``spin_power_ratio`` of the job's progressing power) while most wait pegged
+        at low power: the others wait for a rank at work (rank 0 evaluating, or saving, alone
+        under ``if rank == 0``, as nanoGPT's loop does), not in a frozen collective. A stuck
+        GPU draws an idle GPU's power, however pegged."""
+        gpus, baseline = self.latest, self.power.get()
+        if gpus is None or gpus.is_empty() or not baseline:
+            return False
+        util, power = pl.col("util"), pl.col("power_w")
+        floor = config.spin_power_ratio * baseline
+        counts = gpus.select(
+            ((util >= config.busy_util) & (power >= floor)).sum().alias("working"),
+            ((util >= config.spin_util) & (power < floor)).sum().alias("waiting"),
+        ).row(0)
+        working, waiting = int(counts[0]), int(counts[1])
+        return 0 < working < waiting and waiting * 2 > gpus.height
+
     def apart_nodes(self) -> set[str]:
         """Nodes of the GPUs the open run of corroborating windows has shown out of the wait."""
         return set() if self.apart is None else set(self.apart.get_column("node").to_list())
