@@ -17,6 +17,8 @@ from medic.simulate.readme import ReadmeRow, write_readme
 from medic.simulate.scenarios import FAULTS, HEALTHY, QUIET_FAULTS, TRAPS
 
 REGENERATE = "medic simulate suite datasets --out datasets"
+RHYTHM_TRAPS = ("healthy_silent_pauses", "healthy_sparse_printing", "healthy_loader_stalls")
+"""Healthy scenarios whose traps are in a job's own rhythm (``medic.simulate.rhythm_traps``)."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,15 @@ def datasets_entries(seeds: int | None = None) -> list[Entry]:
                 "duration_min": 15.0 + 5 * seed,
             }
             entries.append(Entry(name, seed, params))
-    entries += [Entry(name, 1, {"duration_min": 20.0, "job_nodes": 3}) for name in HEALTHY]
+    entries += [
+        Entry(name, 1, {"duration_min": 20.0, "job_nodes": 3})
+        for name in HEALTHY
+        if name not in RHYTHM_TRAPS
+    ]
+    # A job alone, for long enough to pause several times.
+    entries += [
+        Entry(name, 1, {"jobs": 0, "job_nodes": 2, "duration_min": 30.0}) for name in RHYTHM_TRAPS
+    ]
     entries += [
         Entry("healthy", 2, {"job_nodes": 2, "duration_min": 20.0, "traps": list(TRAPS)}),
         Entry("mixed", 1, {"jobs": 1, "duration_min": 25.0}),
