@@ -138,7 +138,8 @@ class HangConfig:
     (the cold start: synchronous saves of large models take minutes)."""
     phase_factor: Positive = 3.0
     """Once it has: this many times the longest such phase (or unannounced spell of GPUs in
-    the same state that ended by itself) this job has had ..."""
+    the same state that ended by itself, or pause of the kind its rhythm expects: higher holds
+    a recurring pause longer, and a hang at that step too) this job has had ..."""
     phase_floor_s: NonNegative = 120.0
     """... and, for a phase, at least this long."""
     working_silence_s: Positive = 1800.0
