@@ -740,10 +740,15 @@ class HangDetector(WatchesJobs):
         rhythm, since = watch.rhythm, watch.telemetry.corroborated_since
         spell = None if since is None else self._spell(watch.telemetry, now)
         kind = PAUSE if spell is None else kind_of(spell[1], self._writer(job_id))
-        expected = rhythm.expected_us(rhythm.last_step, kind, self.config.phase_factor)
-        if not expected or kind == PAUSE or since is None:
-            return expected
-        return _silence(job, since) + expected  # a stall is timed from the spell's start
+        factor = self.config.phase_factor
+        # A silence on the job's step rhythm is expected whatever its GPUs show (a save by a
+        # rank 0 the scheduler did not name looks like that GPU stalling).
+        scheduled = rhythm.expected_us(rhythm.last_step, PAUSE, factor)
+        if kind == PAUSE or since is None:
+            return scheduled
+        stall = rhythm.expected_us(rhythm.last_step, kind, factor)
+        # A stall is timed from the spell's start.
+        return max(scheduled, _silence(job, since) + stall if stall else 0)
 
     def _phase_allowance_us(
         self, kind: str, job: JobProgress, watch: JobWatch, now: int, held: int
