@@ -36,9 +36,9 @@ from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 
-from medic.diagnose.corpus import Case, load_corpus  # noqa: E402
 from medic.parse.failure_lines import FailureLines  # noqa: E402
 from medic.parse.prefixes import RAW, PrefixStripper  # noqa: E402
+from tests.corpus.failures import Case, load_corpus  # noqa: E402
 
 Reader = Callable[[list[Case], list[Case]], list[str]]
 """Trained on the first cases, the kind of each of the second."""
