@@ -171,10 +171,10 @@ def test_a_drain_whose_command_failed_but_that_shows_in_slurm_is_done() -> None:
 
 def test_a_hold_and_a_cancel_are_judged_by_what_slurm_shows() -> None:
     script = Script(
-        (job(), job_line("RUNNING")),
+        (job(), job_line("PENDING")),
         (["scontrol", "hold", "42"], err("scontrol: error: Unexpected message received")),
-        (job(), job_line("RUNNING", priority=0)),
-        (job(), job_line("RUNNING", priority=0)),
+        (job(), job_line("PENDING", priority=0)),
+        (job(), job_line("PENDING", priority=0)),
         (job(), job_line("RUNNING")),
         (["scancel", "42"], err("scancel: error: Kill job error on job id 42")),
         (job(), job_line("RUNNING")),
@@ -183,7 +183,7 @@ def test_a_hold_and_a_cancel_are_judged_by_what_slurm_shows() -> None:
     held = s.hold("42")
     assert (held.status, held.detail) == (
         "done",
-        "job 42 held (RUNNING) (scontrol hold said: scontrol: error: Unexpected message received)",
+        "job 42 held (PENDING) (scontrol hold said: scontrol: error: Unexpected message received)",
     )
     cancelled = s.cancel("42")
     assert (cancelled.status, cancelled.detail) == (
