@@ -239,6 +239,7 @@ def test_an_unreachable_log_store_shows_at_once_and_cursors_go_to_cursor_dir(
         source = service.sources["victorialogs"].source
         while source.health.failures == 0:  # type: ignore[attr-defined]
             await asyncio.sleep(0.01)
+        source.stats.add("lost_late_rows", 3)  # type: ignore[attr-defined]
         report, metrics = service.health(), generate_latest(service.metrics.registry).decode()
         service.stop()
         await task
@@ -250,6 +251,7 @@ def test_an_unreachable_log_store_shows_at_once_and_cursors_go_to_cursor_dir(
     assert f"VictoriaLogs at {url} is unreachable (ConnectError" in status["error"]
     assert 'medic_source_up{source="victorialogs"} 0.0' in metrics
     assert re.search(r'medic_source_failed_requests_total\{source="victorialogs"\} [1-9]', metrics)
+    assert 'medic_source_events_total{event="lost_late_rows",source="victorialogs"} 3.0' in metrics
 
 
 def test_a_polling_source_is_complete_up_to_the_wall_clock_until_its_next_poll_is_due() -> None:

@@ -21,6 +21,12 @@ only the steps that hold more rows than were delivered. A row delivered at or be
 late: it is still delivered (detectors take rows behind the watermark) and counted, with how
 far behind W it was, in the source's stats (``late_rows``, the lateness histogram).
 
+A row that reaches VictoriaLogs after the horizon has passed its ``_time`` (more than about
+``lateness_s`` late) is never delivered, but it is counted: as the horizon moves on, the rows
+delivered per stream and step move to a ``LateAudit`` for ``lost_audit_s`` more, and each
+sweep asks /hits for that band too (one query); rows stored beyond what was delivered are
+counted once as ``lost_late_rows`` and logged as a warning with their window.
+
 Watermark of the live tail (the one place that reads the wall clock): the server runs its
 first query when the tail opens (covering rows up to ``open - offset``) and one every
 ``refresh_interval`` after, and sends each window's rows at once. When the stream has paused
@@ -62,6 +68,7 @@ import polars as pl
 from medic import schema
 from medic.config import Count, NonNegative, Positive, PositiveCount, Range
 from medic.ingest.base import Batch, Event, Watermark
+from medic.ingest.late_audit import LateAudit
 from medic.ingest.live import (
     Backoff,
     SourceError,
@@ -148,7 +155,13 @@ class VictoriaLogsConfig:
     window stays as small as its later ones."""
     lateness_s: NonNegative = 120.0
     """How late a row may reach VictoriaLogs (after its ``_time``) and still be delivered:
-    log shippers batch and retry for seconds to minutes. Rows later than this are lost."""
+    log shippers batch and retry for seconds to minutes. Rows later than this are not
+    delivered: they are counted (``lost_late_rows``) and logged, see ``lost_audit_s``."""
+    lost_audit_s: NonNegative = 600.0
+    """For how long after the ``lateness_s`` window has passed a step, rows that reach
+    VictoriaLogs too late to be delivered are still counted there (``lost_late_rows``, one more
+    /hits query per sweep; memory of one count per stream and ``sweep_step_s``). Rows later
+    still are neither delivered nor counted; 0 counts none."""
     sweep_interval_s: Positive = 5.0
     """How often the trailing ``lateness_s`` is checked for rows the tail never sent."""
     sweep_step_s: Positive = 10.0
@@ -221,6 +234,8 @@ class TailCursor:
         self.watermark_ns = watermark_ns
         self.seen = seen
         self.reach_ns = reach_ns
+        self.audit: LateAudit | None = None
+        """Where the counts of the rows the horizon passes go (none: they are dropped)."""
 
     @property
     def tail_from(self) -> int:
@@ -231,6 +246,8 @@ class TailCursor:
     def advance(self, watermark_ns: int) -> None:
         if watermark_ns > self.watermark_ns:
             self.watermark_ns = watermark_ns
+            if self.audit is not None:
+                self.audit.forget(self.seen, watermark_ns - self.reach_ns)
             self.seen.advance(watermark_ns - self.reach_ns)
 
     def to_json(self) -> dict[str, Any]:
@@ -352,7 +369,7 @@ class VictoriaLogsSource:
         self._reach_ns = round(reach_s * NS_PER_S)
         self._cursor: TailCursor | None = None
         if cursor is not None:
-            self._cursor = TailCursor.from_json(cursor, self._reach_ns)
+            self._cursor = self._audited(TailCursor.from_json(cursor, self._reach_ns))
         elif start_us is not None:
             self._cursor = self._fresh_cursor(start_us * 1000 - 1)
         self._backoff = Backoff(config.backoff_initial_s, config.backoff_max_s)
@@ -374,7 +391,19 @@ class VictoriaLogsSource:
         are the stream's or come with the message)."""
 
     def _fresh_cursor(self, begin_ns: int) -> TailCursor:
-        return TailCursor(begin_ns, SeenRows(begin_ns), self._reach_ns)
+        return self._audited(TailCursor(begin_ns, SeenRows(begin_ns), self._reach_ns))
+
+    def _audited(self, cursor: TailCursor) -> TailCursor:
+        """``cursor`` counting, from its horizon on, the rows that come too late to deliver
+        (live only: a recorded range is read after the fact)."""
+        if self.until_ns is None:
+            cfg = self.config
+            cursor.audit = LateAudit(
+                cursor.seen.horizon_ns,
+                round(cfg.sweep_step_s * NS_PER_S),
+                round(cfg.lost_audit_s * NS_PER_S),
+            )
+        return cursor
 
     def checkpoint(self) -> dict[str, Any]:
         """The cursor after the rows handed out so far (empty before the first)."""
@@ -583,6 +612,7 @@ class VictoriaLogsSource:
         cursor = self._cursor
         assert cursor is not None
         self._swept_at = self.clock()
+        await self._audit(cursor)
         low, high = cursor.seen.horizon_ns, cursor.watermark_ns
         if high <= low:
             return
@@ -639,6 +669,32 @@ class VictoriaLogsSource:
                 cursor.seen.reconcile(rows, pl.Series(hashes[chunk], dtype=pl.UInt64), start, end)
         self._suspect = self._suspect.filter(pl.col("t") > high)
         self._progress()
+
+    async def _audit(self, cursor: TailCursor) -> None:
+        """Count the rows VictoriaLogs now holds behind the horizon beyond what was delivered
+        there: they came too late to be delivered (see ``LateAudit``)."""
+        audit = cursor.audit
+        window = None if audit is None else audit.window()
+        if audit is None or window is None:
+            return
+        low, high = window
+        lost = audit.settle(await self._hits(low, high, audit.step_ns))
+        if lost.is_empty():
+            return
+        first, last, count = lost.select(
+            pl.col("bucket").min().alias("first"),
+            (pl.col("bucket").max() + audit.step_ns).alias("last"),
+            pl.col("lost").sum(),
+        ).row(0)
+        self.stats.add("lost_late_rows", count)
+        log.warning(
+            "victorialogs: %d rows with _time in [%s, %s) reached VictoriaLogs more than "
+            "lateness_s (%g s) late and were not delivered",
+            count,
+            rfc3339_ns(first),
+            rfc3339_ns(last),
+            self.config.lateness_s,
+        )
 
     async def _count(self, low_ns: int, high_ns: int) -> int:
         """Rows stored with ``low_ns < _time <= high_ns``."""

@@ -429,6 +429,47 @@ async def test_late_shippers_lose_no_line_and_repeat_none(real: VictoriaLogsServ
     assert source.stats["sweep_reads"] > 0
     assert sum(source.stats.lateness) == late
     assert sum(source.stats.lateness[5:]) > 0  # some were found a minute or more behind
+    assert source.stats["lost_late_rows"] == 0
+
+
+async def test_rows_later_than_lateness_are_counted_once_as_lost(
+    real: VictoriaLogsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = virtual_source(real, lateness_s=20)  # horizon 27 s behind the watermark
+    got = Collector()
+
+    async def scenario() -> None:
+        for second in range(0, 200, 2):
+            now = real.clock.now_ns()
+            rows = [line(second, now)]
+            if second == 100:
+                rows += [line(1000 + i, now - 10 * S + i, host="n2") for i in range(3)]
+                rows += [line(2000 + i, now - 60 * S + i, host="n2") for i in range(2)]
+            real.ingest(rows, stream_fields=["host"])
+            await tick(real, source, 2.0)
+
+    async def drain() -> None:
+        await scenario
+        on_time = {f"line {i}" for i in range(0, 200, 2)}
+        for _ in range(60):
+            if on_time <= set(got.messages):
+                return
+            await tick(real, source, 0.5)
+
+    scenario = asyncio.create_task(scenario())
+    drainer = asyncio.create_task(drain())
+    with caplog.at_level("WARNING", logger="medic.ingest.victorialogs"):
+        await got.run(source, lambda c: drainer.done(), timeout=120)
+    await drainer
+    counts = Counter(got.messages)
+    assert max(counts.values()) == 1
+    assert {"line 1000", "line 1001", "line 1002"} <= set(counts)  # late, within lateness_s
+    assert not {"line 2000", "line 2001"} & set(counts)  # a minute late: never delivered
+    assert source.stats["late_rows"] >= 3
+    assert source.stats["lost_late_rows"] == 2  # counted once over the sweeps that followed
+    assert source.stats["sweeps"] > 10
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len([w for w in warnings if w.startswith("victorialogs: 2 rows with _time in [")]) == 1
 
 
 async def test_twenty_disconnects_and_a_five_minute_outage_lose_and_repeat_nothing(
@@ -466,6 +507,7 @@ async def test_twenty_disconnects_and_a_five_minute_outage_lose_and_repeat_nothi
     assert max(counts.values()) == 1
     assert source.stats["duplicates"] > 0  # reconnects did re-send rows; the cursor dropped them
     assert source.stats["backfill_windows"] >= 5  # the outage was read back through /query
+    assert source.stats["lost_late_rows"] == 0
     assert source.health.up
 
 
@@ -493,6 +535,7 @@ async def test_after_a_crash_every_row_the_server_kept_comes_once(real: Victoria
     assert set(stored_messages(real)) <= set(counts)
     # the rows it lost were acknowledged, and some were seen before the crash: nothing else
     assert set(counts) - set(stored_messages(real)) <= lost
+    assert source.stats["lost_late_rows"] == 0
 
 
 async def test_a_quiet_query_keeps_the_watermark_moving(real: VictoriaLogsServer) -> None:
