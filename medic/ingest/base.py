@@ -113,19 +113,6 @@ class _FrameFirst(Batch):
         value = self.frame.get_column("time").to_physical().max()
         return None if value is None else int(value)  # type: ignore[arg-type]
 
-    def without_jobs(self, job_ids: Collection[str]) -> Batch:
-        """The rows whose ``job_id`` is not one of ``job_ids`` (all of them when the stream has
-        no job ids, or none of its rows is one of them)."""
-        if not job_ids or "job_id" not in self.data.schema.names:
-            return self
-        mask = self.frame.select(~pl.col("job_id").is_in(list(job_ids)).fill_null(False))
-        keep = mask.to_series()
-        if keep.all():
-            return self
-        return Batch.with_frame(
-            self.stream, self.data.filter(keep.to_arrow()), self.frame.filter(keep)
-        )
-
     def retimed(self, time: pl.Series) -> Batch:
         return _FrameFirst(self.stream, self.frame.with_columns(time), self.__dict__["_schema"])
 
