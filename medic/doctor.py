@@ -11,7 +11,6 @@ changed in Slurm and no webhook is called.
 from __future__ import annotations
 
 import asyncio
-import getpass
 import glob
 import os
 import re
@@ -24,8 +23,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from medic.actions.config import RulesConfig, SlurmConfig, load_rules
+from medic.actions.config import RulesConfig, load_rules
 from medic.actions.notifiers.config import ReceiverConfig, SecretError
+from medic.actions.registry import executor_class
 from medic.config import ConfigError
 from medic.config_tables import effective_settings
 from medic.history import HistoryError
@@ -40,10 +40,8 @@ from medic.ingest.victorialogs import VictoriaLogsConfig, rfc3339_ns
 from medic.remote_report import held_by_another_process
 from medic.service import ServiceConfig, service_config
 from medic.service_http import parse_listen
-from medic.slurm import run_command
 
 Status = Literal["ok", "warn", "fail"]
-OPERATOR_LEVELS = ("operator", "administrator")
 HOUR_NS = 3600 * 10**9
 
 
@@ -196,62 +194,24 @@ def _slurm_state(config: SlurmSourceConfig | None) -> Check:
 
 
 def _slurm_actions(rules: RulesConfig) -> Check:
+    """The configured executor probed; a warning when it cannot do what the routes ask."""
     name = "slurm actions"
     stakes: Status = "fail" if rules.mode == "enforce" else "warn"
     later = "" if rules.mode == "enforce" else " (monitor mode: nothing is changed yet)"
-    if rules.slurm.executor == "rest":
-        return _slurm_rest(rules.slurm, stakes, later)
-    ping = run_command(["scontrol", "ping"], rules.slurm.timeout_s)
-    if ping.returncode != 0 or "UP" not in ping.stdout:
-        return Check(name, stakes, f"scontrol ping: {ping.message}{later}")
-    who = _privilege(rules.slurm.timeout_s)
-    if who is None:
-        user = getpass.getuser()
+    executor = executor_class(rules.slurm.executor)
+    probe = executor.probe(rules.slurm)
+    if not probe.reached:
+        return Check(name, stakes, f"{probe.detail}{later}")
+    wanted = {action for route in rules.routes for action in route.actions}
+    missing = sorted(wanted - executor.supports)
+    if missing:
         return Check(
             name,
-            stakes,
-            f"{user} may not drain nodes or requeue others' jobs: run medic as root or as "
-            f"SlurmUser, or give {user} AdminLevel=Operator (docs/deployment.md){later}",
+            "warn",
+            f"{probe.detail}, but the {rules.slurm.executor} executor cannot "
+            f"{' or '.join(missing)}, which routes ask for",
         )
-    return Check(name, "ok", f"scontrol reaches slurmctld; {who} may drain and requeue")
-
-
-def _privilege(timeout_s: float) -> str | None:
-    """Why this user may drain and requeue (root, SlurmUser, an operator), or None."""
-    user = getpass.getuser()
-    if os.geteuid() == 0:
-        return "root"
-    config = run_command(["scontrol", "show", "config"], timeout_s)
-    slurm_user = re.search(r"^SlurmUser\s*=\s*(\S+)", config.stdout, re.MULTILINE)
-    if slurm_user and slurm_user.group(1).split("(")[0] == user:
-        return f"{user} (SlurmUser)"
-    level = run_command(["sacctmgr", "-nP", "show", "user", user, "format=adminlevel"], timeout_s)
-    if level.returncode == 0 and level.stdout.strip().lower() in OPERATOR_LEVELS:
-        return f"{user} (AdminLevel={level.stdout.strip()})"
-    return None
-
-
-def _slurm_rest(config: SlurmConfig, stakes: Status, later: str) -> Check:
-    name = "slurm actions"
-    token = os.environ.get(config.rest_token_env)
-    headers = {}
-    if config.rest_user and token:
-        headers = {"X-SLURM-USER-NAME": config.rest_user, "X-SLURM-USER-TOKEN": token}
-    transport = httpx.HTTPTransport(uds=config.rest_socket) if config.rest_socket else None
-    url = f"{config.rest_url.rstrip('/')}/slurm/{config.rest_api}/ping"
-    try:
-        with httpx.Client(transport=transport, headers=headers, timeout=config.timeout_s) as c:
-            answer = c.get(url)
-    except httpx.HTTPError as exc:
-        return Check(name, stakes, f"slurmrestd unreachable at {url} ({exc}){later}")
-    if answer.status_code != 200:
-        return Check(name, stakes, f"{url} answered {answer.status_code}{later}")
-    return Check(
-        name,
-        "warn",
-        f"slurmrestd answers at {url}, but its API cannot drain or requeue; "
-        'use executor = "cli" for those',
-    )
+    return Check(name, "ok", probe.detail)
 
 
 def _receiver(config: ReceiverConfig) -> Check:

@@ -108,8 +108,9 @@ class GuardConfig:
 class SlurmConfig:
     """How actions reach Slurm: its CLI (default) or slurmrestd."""
 
-    executor: Literal["cli", "rest"] = "cli"
-    """``cli``: scontrol on this host; ``rest``: slurmrestd."""
+    executor: str = "cli"
+    """A registered executor: ``cli`` (scontrol on this host, the built-in default) or
+    ``rest`` (slurmrestd)."""
     timeout_s: Positive = 10.0
     """Per command or request."""
     retries: Count = 3

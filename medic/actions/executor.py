@@ -11,15 +11,22 @@ is what Slurm shows afterwards, not a command's exit status: ``done`` when the e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
-from medic.actions.model import JobFacts, Outcome
+from medic.actions.model import JobFacts, Outcome, failed
+
+if TYPE_CHECKING:
+    from medic.actions.config import SlurmConfig
+    from medic.actions.lifecycle import NodeChecks
 
 T = TypeVar("T")
 
 
 class Executor(Protocol):
+    """A backend's verbs and reads; every call answers an ``Outcome`` (or None), never raises."""
+
     name: str
     supports: frozenset[str]
     """The actions it can carry out; the stage refuses routes that ask for others."""
@@ -53,6 +60,70 @@ class Executor(Protocol):
     def drained_nodes(self) -> dict[str, str] | None:
         """Drained (or draining) nodes and their reasons; None when unknown."""
         ...
+
+    def node_checks(self) -> NodeChecks | None:
+        """What the node lifecycle drives (reservations, check jobs), when this backend can;
+        None when it cannot, and the lifecycle stays off."""
+        ...
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What ``medic doctor`` learnt by trying a backend once, harmlessly."""
+
+    reached: bool
+    detail: str
+
+
+class ExecutorClass(Protocol):
+    """A registered executor: built from ``[rules.slurm]`` by its ``kind``, and probed by
+    ``medic doctor``."""
+
+    kind: ClassVar[str]
+    """Its name in ``[rules.slurm] executor``."""
+    supports: frozenset[str]
+
+    def __call__(self, config: SlurmConfig) -> Executor: ...
+
+    def probe(self, config: SlurmConfig) -> Probe:
+        """Reach the backend without changing anything: whether it answers, and may act."""
+        ...
+
+
+@dataclass(frozen=True)
+class Order:
+    """One verb for an executor to carry out, with whatever any verb needs."""
+
+    action: str
+    node: str = ""
+    job_id: str = ""
+    reason: str = ""
+    exclude: tuple[str, ...] = ()
+    restarts: int | None = None
+    """For ``requeue``: the job's restart count when the requeue was planned."""
+
+
+VERBS: Mapping[str, Callable[[Any, Order], Outcome]] = {
+    "drain": lambda executor, order: executor.drain(order.node, order.reason),
+    "resume": lambda executor, order: executor.resume(order.node),
+    "requeue": lambda executor, order: executor.requeue(
+        order.job_id, order.exclude, order.restarts
+    ),
+    "hold": lambda executor, order: executor.hold(order.job_id),
+    "release": lambda executor, order: executor.release(order.job_id),
+    "cancel": lambda executor, order: executor.cancel(order.job_id),
+}
+"""How each verb is asked of an executor: a new verb is one entry here and a method on the
+executors that claim it in ``supports``."""
+
+
+def carry_out(executor: Executor, order: Order) -> Outcome:
+    """``order`` through ``executor``; a verb it does not claim fails (the stage refuses routes
+    that ask for one, so this only answers a journal written under another executor)."""
+    verb = VERBS.get(order.action)
+    if verb is None or order.action not in executor.supports:
+        return failed(f"the {executor.name} executor cannot {order.action}")
+    return verb(executor, order)
 
 
 class Notifier(Protocol):

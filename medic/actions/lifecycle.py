@@ -28,13 +28,15 @@ import getpass
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from medic.actions.check_output import read_check
+from medic.actions.model import Outcome
 from medic.actions.node_journal import NodeEvent, NodeJournal
 from medic.actions.recovery_config import LifecycleConfig
-from medic.actions.slurm_cli import SlurmCli, SlurmError, SlurmNode
+from medic.actions.slurm_cli import SlurmError, SlurmNode
 from medic.ingest.slurm import OWN_JOB_COMMENT
 from medic.slurm import COMPLETED, JOB_ENDED_STATES
 from medic.timeutil import US
@@ -49,13 +51,36 @@ LemonScore = Callable[[str, int], float]
 Alert = Callable[[NodeEvent], None]
 
 
+class NodeChecks(Protocol):
+    """What the lifecycle drives: an executor's ``node_checks()``. Reads and submissions raise
+    ``SlurmError``; the verbs answer an ``Outcome``."""
+
+    def list_nodes(self) -> list[SlurmNode]: ...
+
+    def reservations(self, prefix: str) -> list[tuple[str, str, float]]: ...
+
+    def reserve(self, name: str, node: str, user: str) -> Outcome: ...
+
+    def unreserve(self, name: str) -> Outcome: ...
+
+    def submit(self, options: Sequence[str], command: str) -> str: ...
+
+    def job_outcome(self, job_id: str) -> tuple[str, int | None] | None: ...
+
+    def drain(self, node: str, reason: str) -> Outcome: ...
+
+    def resume(self, node: str) -> Outcome: ...
+
+    def cancel(self, job_id: str) -> Outcome: ...
+
+
 class NodeLifecycle:
     """Drives the lifecycle of medic's drained nodes, one ``tick`` at a time."""
 
     def __init__(
         self,
         config: LifecycleConfig,
-        slurm: SlurmCli,
+        slurm: NodeChecks,
         journal: NodeJournal,
         reason_prefix: str,
         lemon: LemonScore | None = None,

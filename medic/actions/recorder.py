@@ -70,6 +70,9 @@ class RecordingExecutor:
     def node_count(self) -> int | None:
         return len(self.nodes) or None
 
+    def node_checks(self) -> None:
+        return None
+
     def drained_nodes(self) -> dict[str, str] | None:
         return None
 

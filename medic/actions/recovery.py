@@ -22,7 +22,6 @@ from medic.actions.drains import ExternalDrains
 from medic.actions.lifecycle import NodeLifecycle
 from medic.actions.node_journal import NodeEvent, NodeJournal
 from medic.actions.notifiers import Alert, Notifiers
-from medic.actions.slurm_cli import SlurmCli
 from medic.actions.stage import ActionStage
 from medic.history.nodes import LemonScorer
 from medic.history.store import HistoryStore
@@ -57,19 +56,23 @@ class Recovery:
 
     def attach(self, stage: ActionStage) -> None:
         """Follow the stage: its NVRx view of jobs, and its executor, which drives the
-        lifecycle when it can (the Slurm CLI, in enforce mode, ``[rules.lifecycle] enabled``)."""
+        lifecycle when it can (``node_checks``: the Slurm CLI does), in enforce mode, with
+        ``[rules.lifecycle] enabled``."""
         self.stage = stage
-        executor = stage.executor
         lifecycle = self.config.lifecycle
         if not lifecycle.enabled or self.config.mode != "enforce":
             return
-        if not isinstance(executor, SlurmCli):
-            log.warning("rules.lifecycle needs the Slurm CLI executor; node checks are off")
+        checks = stage.executor.node_checks()
+        if checks is None:
+            log.warning(
+                "rules.lifecycle: the %s executor cannot check nodes; node checks are off",
+                stage.executor.name,
+            )
             return
         lemon = LemonScorer(self.store, lifecycle.lemon) if self.store is not None else None
         self.lifecycle = NodeLifecycle(
             lifecycle,
-            executor,
+            checks,
             self.journal,
             self.config.slurm.reason_prefix,
             lemon=lemon,

@@ -12,14 +12,17 @@ then polls until Slurm shows the effect.
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 import logging
+import os
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from medic.actions.config import SlurmConfig
-from medic.actions.executor import Poller, Retrier
+from medic.actions.executor import Poller, Probe, Retrier
 from medic.actions.model import JobFacts, Outcome, done, failed
 from medic.slurm import (
     JOB_DELIBERATE_END_STATES,
@@ -50,6 +53,12 @@ JOB_FORMAT = ",".join(f"{name}:|" for name in JOB_FIELDS)
 class SlurmError(Exception):
     """Slurm refused a command or could not be asked; the message is one line."""
 
+
+OPERATOR_LEVELS = ("operator", "administrator")
+"""``sacctmgr`` admin levels that may drain nodes and requeue others' jobs."""
+
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+"""A node name as sinfo prints it; anything else in its output is not sinfo speaking."""
 
 HOLDS_NODES = frozenset({"RUNNING", "CONFIGURING", "SUSPENDED"})
 """Job states in which the job has nodes allocated."""
@@ -89,6 +98,7 @@ class SlurmCli:
     """Executor over scontrol, scancel, squeue and sinfo."""
 
     name = "slurm-cli"
+    kind = "cli"
     supports = frozenset({"drain", "resume", "requeue", "hold", "release", "cancel"})
 
     def __init__(
@@ -104,6 +114,26 @@ class SlurmCli:
         self.poller = Poller(self.config.verify_timeout_s, self.config.poll_s, sleep, clock)
         self.clock = clock
         self._node_count: tuple[float, int] | None = None
+
+    @classmethod
+    def probe(cls, config: SlurmConfig) -> Probe:
+        """``scontrol ping``, then whether this user may drain and requeue."""
+        ping = run_command(["scontrol", "ping"], config.timeout_s)
+        if ping.returncode != 0 or "UP" not in ping.stdout:
+            return Probe(False, f"scontrol ping: {ping.message}")
+        who = _privilege(config.timeout_s)
+        if who is None:
+            user = getpass.getuser()
+            return Probe(
+                False,
+                f"{user} may not drain nodes or requeue others' jobs: run medic as root or as "
+                f"SlurmUser, or give {user} AdminLevel=Operator (docs/deployment.md)",
+            )
+        return Probe(True, f"scontrol reaches slurmctld; {who} may drain and requeue")
+
+    def node_checks(self) -> SlurmCli:
+        """The CLI drives the node lifecycle itself (reservations, check jobs)."""
+        return self
 
     # -- reading state -------------------------------------------------------------------
 
@@ -219,7 +249,7 @@ class SlurmCli:
 
     def node_names(self) -> set[str]:
         """Every node Slurm knows (read afresh: SlurmError when it cannot tell)."""
-        return set(self._command(["sinfo", "-h", "-N", "-o", "%N"]).split())
+        return set(_node_names(self._command(["sinfo", "-h", "-N", "-o", "%N"]).split()))
 
     def node_count(self) -> int | None:
         """Distinct nodes in the cluster (sinfo lists a node once per partition), cached."""
@@ -240,7 +270,12 @@ class SlurmCli:
         except SlurmError as exc:
             log.warning("cannot list drained nodes: %s", exc)
             return None
-        pairs = (line.partition("|") for line in out.splitlines() if line.strip())
+        pairs = [line.partition("|") for line in out.splitlines() if line.strip()]
+        try:
+            _node_names(name for name, _, _ in pairs)
+        except SlurmError as exc:
+            log.warning("cannot list drained nodes: %s", exc)
+            return None
         return {name: reason for name, _, reason in pairs}
 
     # -- actions -------------------------------------------------------------------------
@@ -516,3 +551,27 @@ class SlurmCli:
         if not ok:
             return self._verify_timeout(f"cancel of job {job_id}", f"state {job.state}")
         return done(f"job {job_id} cancelled{said}")
+
+
+def _privilege(timeout_s: float) -> str | None:
+    """Why this user may drain and requeue (root, SlurmUser, an operator), or None."""
+    user = getpass.getuser()
+    if os.geteuid() == 0:
+        return "root"
+    config = run_command(["scontrol", "show", "config"], timeout_s)
+    slurm_user = re.search(r"^SlurmUser\s*=\s*(\S+)", config.stdout, re.MULTILINE)
+    if slurm_user and slurm_user.group(1).split("(")[0] == user:
+        return f"{user} (SlurmUser)"
+    level = run_command(["sacctmgr", "-nP", "show", "user", user, "format=adminlevel"], timeout_s)
+    if level.returncode == 0 and level.stdout.strip().lower() in OPERATOR_LEVELS:
+        return f"{user} (AdminLevel={level.stdout.strip()})"
+    return None
+
+
+def _node_names(names: Iterable[str]) -> list[str]:
+    """``names`` when each is a node name; SlurmError naming the first that is not."""
+    found = list(names)
+    bad = next((name for name in found if not NODE_NAME.match(name)), None)
+    if bad is not None:
+        raise SlurmError(f"sinfo: unexpected output {bad[:80]!r}")
+    return found

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from medic.actions.config import SlurmConfig
-from medic.actions.executor import Poller, Retrier
+from medic.actions.executor import Poller, Probe, Retrier
 from medic.actions.model import JobFacts, Outcome, done, failed
 from medic.slurm import CANCELLED, JOB_ENDED_STATES, NODE_DRAIN_FLAG
 
@@ -47,6 +47,7 @@ class SlurmRest:
     """Executor over slurmrestd: hold, release, cancel; job and node reads."""
 
     name = "slurmrestd"
+    kind = "rest"
     supports = frozenset({"hold", "release", "cancel"})
 
     def __init__(
@@ -61,6 +62,23 @@ class SlurmRest:
         self.prefix = f"/slurm/{self.config.rest_api}"
         self.retrier = Retrier(self.config.retries, self.config.backoff_s, sleep)
         self.poller = Poller(self.config.verify_timeout_s, self.config.poll_s, sleep, clock)
+
+    @classmethod
+    def probe(cls, config: SlurmConfig) -> Probe:
+        """slurmrestd's ``ping`` with the configured credentials."""
+        url = f"{config.rest_url.rstrip('/')}/slurm/{config.rest_api}/ping"
+        try:
+            with default_client(config) as client:
+                answer = client.get(url)
+        except httpx.HTTPError as exc:
+            return Probe(False, f"slurmrestd unreachable at {url} ({exc})")
+        if answer.status_code != 200:
+            return Probe(False, f"{url} answered {answer.status_code}")
+        return Probe(True, f"slurmrestd answers at {url}")
+
+    def node_checks(self) -> None:
+        """slurmrestd v0.0.38 can neither drain, resume nor reserve: no node lifecycle."""
+        return None
 
     def _send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response | str:
         try:

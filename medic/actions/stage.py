@@ -19,17 +19,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from medic.actions.config import RulesConfig, SlurmConfig, load_rules
-from medic.actions.executor import Executor, Notifier
+from medic.actions.config import RulesConfig, load_rules
+from medic.actions.executor import Executor, Notifier, Order, carry_out
 from medic.actions.guards import Guards, Verdict
 from medic.actions.journal import Entry, Journal, Step, step_key
 from medic.actions.model import NOTIFY, Decision, Intent, JobFacts, Outcome, failed
 from medic.actions.notifiers import Notifiers
 from medic.actions.recorder import ActionLog, RecordingExecutor
+from medic.actions.registry import build_executor
 from medic.actions.restart_loop import JobAttempts, RestartLoopGuard
 from medic.actions.rules import RuleSet, describe
-from medic.actions.slurm_cli import SlurmCli
-from medic.actions.slurmrest import SlurmRest
 from medic.config import ConfigError
 from medic.detectors.base import Detection
 from medic.nvrx import NvrxGuard, NvrxWatch
@@ -39,12 +38,6 @@ from medic.recording import Recording
 log = logging.getLogger(__name__)
 
 MAX_REASON = 200
-
-
-def build_executor(config: SlurmConfig) -> Executor:
-    if config.executor == "rest":
-        return SlurmRest(config)
-    return SlurmCli(config)
 
 
 def drain_reason(prefix: str, detection: Detection) -> str:
@@ -296,18 +289,15 @@ class ActionStage:
         )
 
     def _execute(self, step: Step) -> Outcome:
-        node, job_id = step.node or "", step.job_id or ""
-        if step.action == "drain":
-            return self.executor.drain(node, step.reason or self.config.slurm.reason_prefix)
-        if step.action == "requeue":
-            return self.executor.requeue(job_id, step.exclude, step.restarts)
-        if step.action == "hold":
-            return self.executor.hold(job_id)
-        if step.action == "release":
-            return self.executor.release(job_id)
-        if step.action == "cancel":
-            return self.executor.cancel(job_id)
-        raise AssertionError(f"no executor call for {step.action}")
+        order = Order(
+            step.action,
+            node=step.node or "",
+            job_id=step.job_id or "",
+            reason=step.reason or self.config.slurm.reason_prefix,
+            exclude=tuple(step.exclude),
+            restarts=step.restarts,
+        )
+        return carry_out(self.executor, order)
 
     def _notify(
         self, receiver: str, detection: dict[str, Any], about: str, earlier: Iterable[Decision]

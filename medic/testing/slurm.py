@@ -113,5 +113,8 @@ class FakeSlurm:
     def node_count(self) -> int | None:
         return len(self.nodes) if self.up else None
 
+    def node_checks(self) -> None:
+        return None
+
     def drained_nodes(self) -> dict[str, str] | None:
         return dict(self.drained)

@@ -62,7 +62,6 @@ def test_user_settings_override_defaults_key_by_key_and_replace_lists() -> None:
         ),
         ({"guards": {"node_cooldown_s": "1h"}}, "'rules.guards.node_cooldown_s' must be a number"),
         ({"receivers": [{"name": "x", "url": "ftp://x"}]}, "url must start with http://"),
-        ({"slurm": {"executor": "ssh"}}, "'rules.slurm.executor' must be one of"),
         ({"routes": {"name": "r"}}, "'rules.routes' must be a list"),
     ],
 )
