@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from medic.actions.config import RulesConfig, load_rules
+from medic.actions.registry import executor_class
 from medic.calibration import calibration_of
 from medic.config import ConfigError, from_dict, to_dict
 from medic.detectors.registry import (
@@ -60,7 +61,9 @@ def effective_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     effective: dict[str, Any] = {}
     for name, cls in config_tables().items():
         if name == "rules":
-            values = to_dict(load_rules(settings.get("rules")))
+            rules = load_rules(settings.get("rules"))
+            executor_class(rules.slurm.executor)
+            values = to_dict(rules)
         elif name.startswith("detectors."):
             enabled, config = detectors[name.removeprefix("detectors.")]
             values = {"enabled": enabled, **to_dict(config)}

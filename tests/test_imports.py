@@ -29,6 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "medic.actions.config",
         "medic.actions.recovery_config",
         "medic.actions.notifiers.config",
+        "medic.actions.notifiers.registry",
+        "medic.actions.notifiers.formats",
         "medic.actions.model",
         "medic.actions.executor",
     ),

@@ -10,12 +10,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from medic.actions.notifiers.registry import NotifierKind, notifier_class
 from medic.config import Count, NonNegative, Positive, PositiveCount
-
-ReceiverKind = Literal["webhook", "slack", "pagerduty", "alertmanager"]
-PAGERDUTY_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 class SecretError(ValueError):
@@ -28,9 +25,10 @@ class ReceiverConfig:
 
     name: str
     """What routes and alerts call it in ``notify``."""
-    kind: ReceiverKind = "webhook"
-    """``webhook`` (medic's JSON), ``slack`` (incoming webhook), ``pagerduty`` (Events API v2),
-    ``alertmanager`` (the body Alertmanager's webhook_config posts, for tools that read it)."""
+    kind: str = "webhook"
+    """A registered notifier: ``webhook`` (medic's JSON), ``slack`` (incoming webhook),
+    ``pagerduty`` (Events API v2), ``alertmanager`` (the body Alertmanager's webhook_config
+    posts, for tools that read it)."""
     url: str = ""
     """Where to POST; for Slack prefer ``url_env``/``url_file`` (the URL is the secret); for
     PagerDuty the Events API v2 endpoint by default."""
@@ -56,19 +54,29 @@ class ReceiverConfig:
     group's last one are folded into it: the receiver hears of the group once."""
 
     def __post_init__(self) -> None:
+        try:
+            notifier = notifier_class(self.kind)
+        except ValueError as exc:
+            raise ValueError(f"receiver '{self.name}': {exc}") from None
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"receiver '{self.name}': url must start with http:// or https://")
-        if not (self.url or self.url_env or self.url_file or self.kind == "pagerduty"):
+        if not (self.url or self.url_env or self.url_file or notifier.default_url):
             raise ValueError(f"receiver '{self.name}': give url, url_env or url_file")
-        if self.kind == "pagerduty" and not (self.token_env or self.token_file):
+        if notifier.token_required and not (self.token_env or self.token_file):
             raise ValueError(
-                f"receiver '{self.name}': pagerduty needs a routing key (token_env or token_file)"
+                f"receiver '{self.name}': {self.kind} needs {notifier.token_required} "
+                "(token_env or token_file)"
             )
+
+    @property
+    def notifier(self) -> type[NotifierKind]:
+        """What this receiver is sent, by its kind."""
+        return notifier_class(self.kind)
 
     def endpoint(self) -> str:
         """The URL to POST to (read from its variable or file when configured so)."""
         secret = _secret(self.name, "url", self.url_env, self.url_file)
-        url = secret or self.url or (PAGERDUTY_URL if self.kind == "pagerduty" else "")
+        url = secret or self.url or self.notifier.default_url
         if not url.startswith(("http://", "https://")):
             raise SecretError(f"receiver '{self.name}': its url does not start with http(s)://")
         return url

@@ -22,14 +22,7 @@ from medic.actions.executor import Retrier
 from medic.actions.model import Outcome, done, failed
 from medic.actions.notifiers.config import ReceiverConfig, SecretError
 from medic.actions.notifiers.delivery import DeliveryLog, Entry, RateLimit, within
-from medic.actions.notifiers.formats import (
-    Alert,
-    alertmanager_body,
-    detection_alert,
-    pagerduty_body,
-    slack_body,
-    webhook_body,
-)
+from medic.actions.notifiers.formats import Alert, detection_alert
 
 log = logging.getLogger(__name__)
 
@@ -152,11 +145,6 @@ class Notifiers:
         self, config: ReceiverConfig, alert: Alert
     ) -> tuple[str, dict[str, Any], dict[str, str]]:
         url, token = config.endpoint(), config.token()
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        if config.kind == "slack":
-            return url, slack_body(alert, config.name), {}
-        if config.kind == "pagerduty":
-            return url, pagerduty_body(alert, config.name, token or ""), {}
-        if config.kind == "alertmanager":
-            return url, alertmanager_body(alert, config.name), headers
-        return url, webhook_body(alert, config.name), headers
+        notifier = config.notifier
+        headers = {"Authorization": f"Bearer {token}"} if token and notifier.bearer else {}
+        return url, notifier.body(alert, config.name, token), headers

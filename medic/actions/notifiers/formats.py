@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from medic.timeutil import US
 
@@ -119,6 +119,58 @@ def alertmanager_body(alert: Alert, receiver: str) -> dict[str, Any]:
             }
         ],
     }
+
+
+class Webhook:
+    """medic's own JSON, with a bearer token when one is configured."""
+
+    kind: ClassVar[str] = "webhook"
+    default_url: ClassVar[str] = ""
+    token_required: ClassVar[str] = ""
+    bearer: ClassVar[bool] = True
+
+    @staticmethod
+    def body(alert: Alert, receiver: str, token: str | None) -> dict[str, Any]:
+        return webhook_body(alert, receiver)
+
+
+class Slack:
+    """A Slack incoming webhook (its URL is the secret; no token)."""
+
+    kind: ClassVar[str] = "slack"
+    default_url: ClassVar[str] = ""
+    token_required: ClassVar[str] = ""
+    bearer: ClassVar[bool] = False
+
+    @staticmethod
+    def body(alert: Alert, receiver: str, token: str | None) -> dict[str, Any]:
+        return slack_body(alert, receiver)
+
+
+class PagerDuty:
+    """PagerDuty's Events API v2: the routing key travels in the body."""
+
+    kind: ClassVar[str] = "pagerduty"
+    default_url: ClassVar[str] = "https://events.pagerduty.com/v2/enqueue"
+    token_required: ClassVar[str] = "a routing key"
+    bearer: ClassVar[bool] = False
+
+    @staticmethod
+    def body(alert: Alert, receiver: str, token: str | None) -> dict[str, Any]:
+        return pagerduty_body(alert, receiver, token or "")
+
+
+class Alertmanager:
+    """The body Alertmanager's webhook_config posts, for tools that read it."""
+
+    kind: ClassVar[str] = "alertmanager"
+    default_url: ClassVar[str] = ""
+    token_required: ClassVar[str] = ""
+    bearer: ClassVar[bool] = True
+
+    @staticmethod
+    def body(alert: Alert, receiver: str, token: str | None) -> dict[str, Any]:
+        return alertmanager_body(alert, receiver)
 
 
 def detection_alert(payload: dict[str, Any]) -> Alert:
