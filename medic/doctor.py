@@ -10,18 +10,13 @@ changed in Slurm and no webhook is called.
 
 from __future__ import annotations
 
-import asyncio
-import glob
 import os
-import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from medic.actions.config import RulesConfig, load_rules
 from medic.actions.notifiers.config import ReceiverConfig, SecretError
@@ -31,18 +26,12 @@ from medic.config_tables import effective_settings
 from medic.history import HistoryError
 from medic.history.config import history_config
 from medic.history.store import DuckDBStore
-from medic.ingest.files import FilesConfig, OutputPattern
-from medic.ingest.live import wall_us
-from medic.ingest.prometheus import PrometheusConfig
-from medic.ingest.slurm import SlurmSource, SlurmSourceConfig
-from medic.ingest.sources import SourcesConfig, sources_config
-from medic.ingest.victorialogs import VictoriaLogsConfig, rfc3339_ns
+from medic.ingest.registry import SOURCES
+from medic.ingest.sources import SourcesConfig, chosen, sources_config
+from medic.probe import Status
 from medic.remote_report import held_by_another_process
 from medic.service import ServiceConfig, service_config
 from medic.service_http import parse_listen
-
-Status = Literal["ok", "warn", "fail"]
-HOUR_NS = 3600 * 10**9
 
 
 @dataclass(frozen=True)
@@ -67,9 +56,7 @@ def diagnose(settings: Mapping[str, Any]) -> list[Check]:
     rules = load_rules(settings.get("rules"))
     service = service_config(settings)
     checks = [Check("config", "ok", f"valid; rules in {rules.mode} mode")]
-    checks.extend(_logs(sources))
-    checks.extend(_telemetry(sources.prometheus))
-    checks.append(_slurm_state(sources.slurm))
+    checks.extend(_sources(sources))
     checks.append(_slurm_actions(rules))
     checks.extend(_receiver(r) for r in rules.receivers)
     checks.append(_history(history_config(settings).path))
@@ -78,119 +65,21 @@ def diagnose(settings: Mapping[str, Any]) -> list[Check]:
     return checks
 
 
-def _logs(sources: SourcesConfig) -> list[Check]:
-    if sources.victorialogs is not None:
-        return [_victorialogs(sources.victorialogs)]
-    checks = []
-    for path in (sources.files or FilesConfig()).paths:
-        pattern = OutputPattern(path)
-        found = [p for p in glob.glob(pattern.glob) if pattern.fields(p) is not None]
-        if found:
-            checks.append(Check("logs (files)", "ok", f"{len(found)} file(s) match {path}"))
+def _sources(config: SourcesConfig) -> list[Check]:
+    """Each source the config opens, probed; for a stream none feeds, why that matters; in
+    the registry's order."""
+    picked = {cls.name: table for cls, table in chosen(config)}
+    streams = {SOURCES[name].stream for name in picked}
+    checks: list[Check] = []
+    for cls in SOURCES.values():
+        if cls.name in picked:
+            probes = cls.probe(picked[cls.name])
+        elif cls.stream not in streams:
+            probes = cls.absent()
         else:
-            checks.append(
-                Check(
-                    "logs (files)",
-                    "warn",
-                    f"no file matches {path} yet (a job's output file appears when it starts; "
-                    "check [sources.files] paths)",
-                )
-            )
-    return checks
-
-
-def _victorialogs(config: VictoriaLogsConfig) -> Check:
-    name = "logs (victorialogs)"
-    headers = {"AccountID": str(config.account_id), "ProjectID": str(config.project_id)}
-    timeout = httpx.Timeout(config.query_timeout_s, connect=config.connect_timeout_s)
-    now = wall_us() * 1000
-    data = {
-        "query": config.logsql,
-        "start": rfc3339_ns(now - HOUR_NS),
-        "end": rfc3339_ns(now),
-        "limit": "1000",
-    }
-    try:
-        with httpx.Client(base_url=config.url, headers=headers, timeout=timeout) as client:
-            health = client.get("/health")
-            if health.status_code != 200:
-                return Check(name, "fail", f"{config.url}/health answered {health.status_code}")
-            answer = client.post("/select/logsql/query", data=data)
-    except httpx.HTTPError as exc:
-        return Check(name, "fail", f"{config.url} unreachable ({exc or type(exc).__name__})")
-    if answer.status_code != 200:
-        return Check(name, "fail", f"query answered {answer.status_code}: {_first(answer.text)}")
-    rows = len([line for line in answer.text.splitlines() if line.strip()])
-    shown = f"{rows}{'+' if rows >= 1000 else ''} row(s) in the last hour for {config.query!r}"
-    if not rows:
-        return Check(name, "warn", f"{config.url} reachable, but {shown}")
-    return Check(name, "ok", f"{config.url} reachable; {shown}")
-
-
-def _telemetry(config: PrometheusConfig | None) -> list[Check]:
-    if config is None:
-        return [_nvml_here()]
-    checks = []
-    for target in config.targets:
-        try:
-            answer = httpx.get(target, timeout=config.timeout_s)
-        except httpx.HTTPError as exc:
-            checks.append(Check("telemetry", "fail", f"{target} unreachable ({exc})"))
             continue
-        gpus = len(re.findall(r"^DCGM_FI_DEV_GPU_UTIL\{", answer.text, re.MULTILINE))
-        if answer.status_code != 200:
-            checks.append(Check("telemetry", "fail", f"{target} answered {answer.status_code}"))
-        elif not gpus:
-            checks.append(
-                Check("telemetry", "fail", f"{target} answered without DCGM_FI_DEV_GPU_UTIL")
-            )
-        else:
-            checks.append(Check("telemetry", "ok", f"{target}: {gpus} GPU(s)"))
+        checks.extend(Check(cls.title, probe.status, probe.detail) for probe in probes)
     return checks
-
-
-def _nvml_here() -> Check:
-    advice = "GPU faults and stragglers need [sources.prometheus] (dcgm-exporter or medic agent)"
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            count = pynvml.nvmlDeviceGetCount()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception as exc:  # NVMLError, or a library that cannot load
-        return Check(
-            "telemetry", "warn", f"none configured, no NVML on this host ({exc}); {advice}"
-        )
-    return Check("telemetry", "warn", f"none configured; NVML here sees {count} GPU(s); {advice}")
-
-
-def _slurm_state(config: SlurmSourceConfig | None) -> Check:
-    name = "slurm state"
-    if config is None:
-        return Check(
-            name,
-            "warn",
-            "[sources.slurm] not configured: medic cannot tell which jobs run where, nor see "
-            "jobs end or nodes fail in Slurm",
-        )
-
-    async def fetch() -> tuple[list[Any], list[Any]]:
-        async with httpx.AsyncClient() as client:
-            source = SlurmSource(config, client=client if config.rest_url else None)
-            return await source.fetch()
-
-    how = (
-        f"slurmrestd {config.rest_url}"
-        if config.rest_url
-        else " and ".join(" ".join(argv) for argv in (config.squeue, config.sinfo))
-    )
-    try:
-        jobs, nodes = asyncio.run(fetch())
-    except Exception as exc:  # the check reports whatever stops the service's source
-        return Check(name, "fail", f"{how}: {_first(str(exc))}")
-    return Check(name, "ok", f"{how} answered: {len(jobs)} job(s), {len(nodes)} node(s)")
 
 
 def _slurm_actions(rules: RulesConfig) -> Check:
@@ -200,7 +89,7 @@ def _slurm_actions(rules: RulesConfig) -> Check:
     later = "" if rules.mode == "enforce" else " (monitor mode: nothing is changed yet)"
     executor = executor_class(rules.slurm.executor)
     probe = executor.probe(rules.slurm)
-    if not probe.reached:
+    if probe.status != "ok":
         return Check(name, stakes, f"{probe.detail}{later}")
     wanted = {action for route in rules.routes for action in route.actions}
     missing = sorted(wanted - executor.supports)
@@ -286,10 +175,6 @@ def _listen(config: ServiceConfig) -> Check:
                 "listen", "warn", f"{config.listen}: {exc.strerror} (a medic serve running?)"
             )
     return Check("listen", "ok", f"{config.listen} free for /metrics, /healthz and /report")
-
-
-def _first(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def print_checks(checks: list[Check], echo: Callable[[str], None]) -> bool:

@@ -19,7 +19,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("medic", "medic.timeutil", "medic.schema", "medic.config", "medic.frames", "medic.slurm"),
+    (
+        "medic",
+        "medic.timeutil",
+        "medic.schema",
+        "medic.config",
+        "medic.frames",
+        "medic.slurm",
+        "medic.probe",
+    ),
     ("medic.recording", "medic.calibration", "medic.scoring", "medic.settings", "medic.render"),
     ("medic.ingest", "medic.ingest.*"),
     ("medic.parse", "medic.parse.*"),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from medic.actions.model import JobFacts, Outcome, failed
+from medic.probe import Probe
 
 if TYPE_CHECKING:
     from medic.actions.config import SlurmConfig
@@ -67,14 +68,6 @@ class Executor(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Probe:
-    """What ``medic doctor`` learnt by trying a backend once, harmlessly."""
-
-    reached: bool
-    detail: str
-
-
 class ExecutorClass(Protocol):
     """A registered executor: built from ``[rules.slurm]`` by its ``kind``, and probed by
     ``medic doctor``."""
@@ -86,7 +79,8 @@ class ExecutorClass(Protocol):
     def __call__(self, config: SlurmConfig) -> Executor: ...
 
     def probe(self, config: SlurmConfig) -> Probe:
-        """Reach the backend without changing anything: whether it answers, and may act."""
+        """Reach the backend without changing anything: ``ok`` when it answers and this
+        user may act, else ``fail`` and why."""
         ...
 
 

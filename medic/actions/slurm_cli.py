@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from medic.actions.config import SlurmConfig
-from medic.actions.executor import Poller, Probe, Retrier
+from medic.actions.executor import Poller, Retrier
 from medic.actions.model import JobFacts, Outcome, done, failed
+from medic.probe import Probe
 from medic.slurm import (
     JOB_DELIBERATE_END_STATES,
     JOB_ENDED_STATES,
@@ -120,16 +121,16 @@ class SlurmCli:
         """``scontrol ping``, then whether this user may drain and requeue."""
         ping = run_command(["scontrol", "ping"], config.timeout_s)
         if ping.returncode != 0 or "UP" not in ping.stdout:
-            return Probe(False, f"scontrol ping: {ping.message}")
+            return Probe("fail", f"scontrol ping: {ping.message}")
         who = _privilege(config.timeout_s)
         if who is None:
             user = getpass.getuser()
             return Probe(
-                False,
+                "fail",
                 f"{user} may not drain nodes or requeue others' jobs: run medic as root or as "
                 f"SlurmUser, or give {user} AdminLevel=Operator (docs/deployment.md)",
             )
-        return Probe(True, f"scontrol reaches slurmctld; {who} may drain and requeue")
+        return Probe("ok", f"scontrol reaches slurmctld; {who} may drain and requeue")
 
     def node_checks(self) -> SlurmCli:
         """The CLI drives the node lifecycle itself (reservations, check jobs)."""

@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 
 from medic.actions.config import SlurmConfig
-from medic.actions.executor import Poller, Probe, Retrier
+from medic.actions.executor import Poller, Retrier
 from medic.actions.model import JobFacts, Outcome, done, failed
+from medic.probe import Probe
 from medic.slurm import CANCELLED, JOB_ENDED_STATES, NODE_DRAIN_FLAG
 
 log = logging.getLogger(__name__)
@@ -71,10 +72,10 @@ class SlurmRest:
             with default_client(config) as client:
                 answer = client.get(url)
         except httpx.HTTPError as exc:
-            return Probe(False, f"slurmrestd unreachable at {url} ({exc})")
+            return Probe("fail", f"slurmrestd unreachable at {url} ({exc})")
         if answer.status_code != 200:
-            return Probe(False, f"{url} answered {answer.status_code}")
-        return Probe(True, f"slurmrestd answers at {url}")
+            return Probe("fail", f"{url} answered {answer.status_code}")
+        return Probe("ok", f"slurmrestd answers at {url}")
 
     def node_checks(self) -> None:
         """slurmrestd v0.0.38 can neither drain, resume nor reserve: no node lifecycle."""

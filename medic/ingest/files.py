@@ -50,6 +50,7 @@ from medic import schema
 from medic.config import NonNegative, Positive, PositiveCount
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.live import SourceStats, wall_us
+from medic.probe import Probe
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +223,48 @@ class FileSource:
     carry their read time, so old content would be stamped as new (``medic record``)."""
 
     name = "files"
+    title = "logs (files)"
+    Config = FilesConfig
+    stream = "logs"
+    fallback = True
+    """Opened (with its defaults when ``[sources.files]`` is absent) when no other log source
+    is configured, and only then."""
+
+    @classmethod
+    def open(
+        cls,
+        config: FilesConfig,
+        client: Any,
+        cursor: dict[str, Any] | None,
+        *,
+        start_us: int | None = None,
+        until_us: int | None = None,
+    ) -> FileSource:
+        """From its cursor; a bounded capture (``start_us``) reads only what files gain."""
+        return cls(config, cursor, start_at_end=start_us is not None)
+
+    @classmethod
+    def probe(cls, config: FilesConfig) -> list[Probe]:
+        """Each path's pattern globbed: a warning for one no job output matches yet."""
+        probes = []
+        for path in config.paths:
+            pattern = OutputPattern(path)
+            found = [p for p in glob.glob(pattern.glob) if pattern.fields(p) is not None]
+            if found:
+                probes.append(Probe("ok", f"{len(found)} file(s) match {path}"))
+            else:
+                probes.append(
+                    Probe(
+                        "warn",
+                        f"no file matches {path} yet (a job's output file appears when it "
+                        "starts; check [sources.files] paths)",
+                    )
+                )
+        return probes
+
+    @classmethod
+    def absent(cls) -> list[Probe]:
+        return []
 
     def __init__(
         self,

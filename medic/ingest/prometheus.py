@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
@@ -50,6 +51,7 @@ from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.dcgm import ALIASES, COLUMNS, NVLINK_ERRORS, XID_LAST, XID_TOTAL
 from medic.ingest.infiniband import BY_METRIC, node_totals
 from medic.ingest.live import SourceStats, first_line, wall_us
+from medic.probe import Probe
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,59 @@ class PrometheusSource:
     """dcgm-exporter style endpoints as ``gpu`` batches, one scrape round per interval."""
 
     name = "prometheus"
+    title = "telemetry"
+    Config = PrometheusConfig
+    stream = "gpu"
+    fallback = False
+
+    @classmethod
+    def open(
+        cls,
+        config: PrometheusConfig,
+        client: httpx.AsyncClient,
+        cursor: dict[str, Any] | None,
+        *,
+        start_us: int | None = None,
+        until_us: int | None = None,
+    ) -> PrometheusSource:
+        return cls(config, client, cursor)
+
+    @classmethod
+    def probe(cls, config: PrometheusConfig) -> list[Probe]:
+        """Each target scraped once: it must answer dcgm-exporter's GPU utilisation."""
+        probes = []
+        for target in config.targets:
+            try:
+                answer = httpx.get(target, timeout=config.timeout_s)
+            except httpx.HTTPError as exc:
+                probes.append(Probe("fail", f"{target} unreachable ({exc})"))
+                continue
+            gpus = len(re.findall(r"^DCGM_FI_DEV_GPU_UTIL\{", answer.text, re.MULTILINE))
+            if answer.status_code != 200:
+                probes.append(Probe("fail", f"{target} answered {answer.status_code}"))
+            elif not gpus:
+                probes.append(Probe("fail", f"{target} answered without DCGM_FI_DEV_GPU_UTIL"))
+            else:
+                probes.append(Probe("ok", f"{target}: {gpus} GPU(s)"))
+        return probes
+
+    @classmethod
+    def absent(cls) -> list[Probe]:
+        """No telemetry configured: whether NVML on this host would see GPUs."""
+        advice = (
+            "GPU faults and stragglers need [sources.prometheus] (dcgm-exporter or medic agent)"
+        )
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            try:
+                count = pynvml.nvmlDeviceGetCount()
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception as exc:  # NVMLError, or a library that cannot load
+            return [Probe("warn", f"none configured, no NVML on this host ({exc}); {advice}")]
+        return [Probe("warn", f"none configured; NVML here sees {count} GPU(s); {advice}")]
 
     def __init__(
         self,

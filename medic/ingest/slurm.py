@@ -44,6 +44,7 @@ from medic import schema
 from medic.config import Positive
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.live import SourceError, SourceStats, first_line, wall_us
+from medic.probe import Probe
 from medic.slurm import JOB_ENDED_STATES, MISSING_PROGRAM_RC, CommandRunner, run_command
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,52 @@ class SlurmSource:
     jobs (``OWN_JOB_COMMENT``) are left out: their outcome is the node lifecycle's alone."""
 
     name = "slurm"
+    title = "slurm state"
+    Config = SlurmSourceConfig
+    stream = "scheduler"
+    fallback = False
+
+    @classmethod
+    def open(
+        cls,
+        config: SlurmSourceConfig,
+        client: httpx.AsyncClient,
+        cursor: dict[str, Any] | None,
+        *,
+        start_us: int | None = None,
+        until_us: int | None = None,
+    ) -> SlurmSource:
+        """Never resumed: a fresh snapshot on start tells the detectors which jobs run where."""
+        return cls(config, client=client if config.rest_url else None)
+
+    @classmethod
+    def probe(cls, config: SlurmSourceConfig) -> list[Probe]:
+        """One poll, as the service's first."""
+
+        async def fetch() -> tuple[list[Any], list[Any]]:
+            async with httpx.AsyncClient() as client:
+                return await cls.open(config, client, None).fetch()
+
+        how = (
+            f"slurmrestd {config.rest_url}"
+            if config.rest_url
+            else " and ".join(" ".join(argv) for argv in (config.squeue, config.sinfo))
+        )
+        try:
+            jobs, nodes = asyncio.run(fetch())
+        except Exception as exc:  # the check reports whatever stops the service's source
+            return [Probe("fail", f"{how}: {first_line(str(exc))}")]
+        return [Probe("ok", f"{how} answered: {len(jobs)} job(s), {len(nodes)} node(s)")]
+
+    @classmethod
+    def absent(cls) -> list[Probe]:
+        return [
+            Probe(
+                "warn",
+                "[sources.slurm] not configured: medic cannot tell which jobs run where, nor see "
+                "jobs end or nodes fail in Slurm",
+            )
+        ]
 
     def __init__(
         self,

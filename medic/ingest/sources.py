@@ -18,6 +18,8 @@ poll_interval_s = 5
 Logs come from VictoriaLogs when ``[sources.victorialogs]`` is present, else from files:
 the file source is the embedded default (``slurm-%j.out`` in the working directory when
 ``[sources.files]`` is absent too). Telemetry and Slurm are read only when configured.
+Which source serves what is the sources' own word (``stream``, ``fallback``, ``open``; see
+``medic.ingest.registry``): nothing here branches on a source's type.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ import httpx
 from medic.config import from_dict
 from medic.ingest.base import Source
 from medic.ingest.cursor import CursorStore
-from medic.ingest.files import FilesConfig, FileSource
-from medic.ingest.prometheus import PrometheusConfig, PrometheusSource
-from medic.ingest.slurm import SlurmSource, SlurmSourceConfig
-from medic.ingest.victorialogs import VictoriaLogsConfig, VictoriaLogsSource
+from medic.ingest.files import FilesConfig
+from medic.ingest.prometheus import PrometheusConfig
+from medic.ingest.registry import SOURCES, SourceClass
+from medic.ingest.slurm import SlurmSourceConfig
+from medic.ingest.victorialogs import VictoriaLogsConfig
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,30 @@ def sources_config(settings: Mapping[str, Any]) -> SourcesConfig:
     return from_dict(SourcesConfig, settings.get("sources", {}), "sources")
 
 
+def chosen(config: SourcesConfig) -> list[tuple[SourceClass, Any]]:
+    """The registered sources the config asks for, with their configs, in registry order: each
+    configured one, except a ``fallback`` source, which serves its stream only when no other
+    source of that stream is configured (with its defaults when it is not configured either)."""
+    configured = {name: getattr(config, name, None) for name in SOURCES}
+    served = {
+        SOURCES[n].stream
+        for n, c in configured.items()
+        if c is not None and not SOURCES[n].fallback
+    }
+    picked = []
+    for name, cls in SOURCES.items():
+        table = configured[name]
+        if cls.fallback:
+            if cls.stream in served:
+                continue
+            if table is None:
+                table = cls.Config()
+        elif table is None:
+            continue
+        picked.append((cls, table))
+    return picked
+
+
 def open_sources(
     config: SourcesConfig,
     client: httpx.AsyncClient,
@@ -70,33 +97,13 @@ def open_sources(
     """The configured sources, resumed from ``cursors`` when given. ``start_us``/``until_us``
     bound a capture (``medic record``): the log store is read from ``start_us``, files only
     from what they gain from now on."""
-
-    def saved(name: str) -> dict[str, Any] | None:
-        return cursors.load(name) if cursors is not None else None
-
-    sources: list[Source] = []
-    if config.victorialogs is not None:
-        sources.append(
-            VictoriaLogsSource(
-                config.victorialogs,
-                client,
-                saved(VictoriaLogsSource.name),
-                start_us=start_us,
-                until_us=until_us,
-            )
+    return [
+        cls.open(
+            table,
+            client,
+            cursors.load(cls.name) if cursors is not None else None,
+            start_us=start_us,
+            until_us=until_us,
         )
-    else:
-        sources.append(
-            FileSource(
-                config.files or FilesConfig(),
-                saved(FileSource.name),
-                start_at_end=start_us is not None,
-            )
-        )
-    if config.prometheus is not None:
-        sources.append(PrometheusSource(config.prometheus, client, saved(PrometheusSource.name)))
-    if config.slurm is not None:
-        # Never resumed: a fresh snapshot on start tells the detectors which jobs run where.
-        rest = client if config.slurm.rest_url else None
-        sources.append(SlurmSource(config.slurm, client=rest))
-    return sources
+        for cls, table in chosen(config)
+    ]

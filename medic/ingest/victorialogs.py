@@ -82,6 +82,7 @@ from medic.ingest.live import (
     wall_ns,
 )
 from medic.ingest.seen import SeenRows
+from medic.probe import Probe
 
 log = logging.getLogger(__name__)
 
@@ -346,6 +347,56 @@ class VictoriaLogsSource:
     """
 
     name = "victorialogs"
+    title = "logs (victorialogs)"
+    Config = VictoriaLogsConfig
+    stream = "logs"
+    fallback = False
+
+    @classmethod
+    def open(
+        cls,
+        config: VictoriaLogsConfig,
+        client: httpx.AsyncClient,
+        cursor: dict[str, Any] | None,
+        *,
+        start_us: int | None = None,
+        until_us: int | None = None,
+    ) -> VictoriaLogsSource:
+        return cls(config, client, cursor, start_us=start_us, until_us=until_us)
+
+    @classmethod
+    def probe(cls, config: VictoriaLogsConfig) -> list[Probe]:
+        """``/health``, then the configured query over the last hour (up to 1000 rows)."""
+        headers = {"AccountID": str(config.account_id), "ProjectID": str(config.project_id)}
+        timeout = httpx.Timeout(config.query_timeout_s, connect=config.connect_timeout_s)
+        now = wall_ns()
+        data = {
+            "query": config.logsql,
+            "start": rfc3339_ns(now - 3600 * NS_PER_S),
+            "end": rfc3339_ns(now),
+            "limit": "1000",
+        }
+        try:
+            with httpx.Client(base_url=config.url, headers=headers, timeout=timeout) as client:
+                health = client.get("/health")
+                if health.status_code != 200:
+                    return [Probe("fail", f"{config.url}/health answered {health.status_code}")]
+                answer = client.post("/select/logsql/query", data=data)
+        except httpx.HTTPError as exc:
+            return [Probe("fail", f"{config.url} unreachable ({exc or type(exc).__name__})")]
+        if answer.status_code != 200:
+            return [
+                Probe("fail", f"query answered {answer.status_code}: {first_line(answer.text)}")
+            ]
+        rows = len([line for line in answer.text.splitlines() if line.strip()])
+        shown = f"{rows}{'+' if rows >= 1000 else ''} row(s) in the last hour for {config.query!r}"
+        if not rows:
+            return [Probe("warn", f"{config.url} reachable, but {shown}")]
+        return [Probe("ok", f"{config.url} reachable; {shown}")]
+
+    @classmethod
+    def absent(cls) -> list[Probe]:
+        return []
 
     def __init__(
         self,

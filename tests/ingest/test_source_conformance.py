@@ -1,0 +1,105 @@
+"""The source conformance suite: every registered live source through the same checks, as
+``tests/detectors/test_conformance.py`` runs every detector.
+
+Parametrised over the registry (``medic.ingest.registry.SOURCES``), so a new source is checked
+the moment it registers: its ``[sources.<name>]`` table is a typed field of ``SourcesConfig``
+that round-trips through the plain dict a TOML file gives and names unknown settings in one
+line; it opens from that table with a resume cursor it can hand back as JSON; a fallback source
+serves its stream only when nothing else does; and ``medic doctor``'s probe of a backend that
+is not there, and its word on a missing source, are one-line warnings or failures, never an
+exception. A new source adds a table whose backend is not there to ``UNREACHABLE``
+(``test_every_source_has_an_unreachable_table`` says so).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import httpx
+import pytest
+
+from medic.config import ConfigError, from_dict, to_dict
+from medic.ingest.registry import SOURCES
+from medic.ingest.sources import SourcesConfig, chosen, open_sources, sources_config
+
+NAMES = list(SOURCES)
+UNREACHABLE: dict[str, dict[str, Any]] = {
+    "victorialogs": {"url": "http://127.0.0.1:1", "connect_timeout_s": 1.0},
+    "files": {"paths": ["/nonexistent/medic-conformance/slurm-%j.out"]},
+    "prometheus": {"targets": ["http://127.0.0.1:1/metrics"], "timeout_s": 1.0},
+    "slurm": {"squeue": ["no-such-squeue", "--json"], "sinfo": ["no-such-sinfo", "--json"]},
+}
+"""Per source, a table whose backend is not there."""
+
+
+def test_every_source_has_an_unreachable_table() -> None:
+    assert sorted(UNREACHABLE) == sorted(NAMES)
+
+
+def test_every_table_of_sources_is_a_registered_source() -> None:
+    tables = {f.name for f in fields(SourcesConfig)} - {"cursor_dir"}
+    assert tables == set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_its_table_is_typed_and_round_trips(name: str) -> None:
+    cls = SOURCES[name]
+    hint = get_type_hints(SourcesConfig)[name]
+    assert hint == cls.Config | None
+    config = sources_config({"sources": {name: UNREACHABLE[name]}})
+    table = getattr(config, name)
+    assert isinstance(table, cls.Config)
+    assert from_dict(cls.Config, to_dict(table), f"sources.{name}") == table
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_unknown_setting_is_a_one_line_error(name: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        sources_config({"sources": {name: {**UNREACHABLE[name], "no_such_setting": 1}}})
+    assert "no_such_setting" in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_it_opens_with_a_cursor_it_can_hand_back(name: str, tmp_path: Path) -> None:
+    cls = SOURCES[name]
+    config = sources_config({"sources": {name: UNREACHABLE[name]}})
+    async with httpx.AsyncClient() as client:
+        sources = {s.name: s for s in open_sources(config, client)}
+    source = sources[name]
+    assert isinstance(source, cls)  # type: ignore[arg-type]
+    json.dumps(source.checkpoint())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_fallback_serves_its_stream_only_when_nothing_else_does(name: str) -> None:
+    cls = SOURCES[name]
+    everything = sources_config({"sources": dict(UNREACHABLE)})
+    alone = sources_config({"sources": {name: UNREACHABLE[name]}})
+    nothing = sources_config({})
+    opened = {c.name for c, _ in chosen(everything)}
+    others = [n for n in NAMES if n != name and SOURCES[n].stream == cls.stream]
+    if cls.fallback:
+        assert (name in opened) == (not [n for n in others if not SOURCES[n].fallback])
+        assert name in {c.name for c, _ in chosen(nothing)}
+    else:
+        assert name in opened
+        assert name not in {c.name for c, _ in chosen(nothing)}
+    assert name in {c.name for c, _ in chosen(alone)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_doctor_probes_a_missing_backend_in_one_line_without_raising(name: str) -> None:
+    cls = SOURCES[name]
+    table = from_dict(cls.Config, UNREACHABLE[name], f"sources.{name}")
+    probes = cls.probe(table)
+    assert probes
+    for probe in probes:
+        assert probe.status in ("warn", "fail"), probe
+        assert probe.detail and "\n" not in probe.detail
+    for probe in cls.absent():
+        assert probe.status == "warn", probe
+        assert probe.detail and "\n" not in probe.detail
