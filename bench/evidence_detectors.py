@@ -29,8 +29,8 @@ import polars as pl
 from medic.detectors.crash import CrashDetector
 from medic.detectors.gpu_fault import GpuFaultDetector
 from medic.detectors.node_failure import NodeFailureDetector
-from medic.detectors.signatures import SignatureParser
 from medic.ingest.base import Batch
+from medic.parse.signatures import SignatureParser
 from medic.timeutil import US, to_us
 
 HEALTHY = [

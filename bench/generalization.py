@@ -36,11 +36,11 @@ sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
 
-from medic.detectors.catalogue import Catalogue, builtin_catalogue  # noqa: E402
-from medic.detectors.signatures import SignatureMatcher  # noqa: E402
 from medic.diagnose.lines import lines_frame  # noqa: E402
 from medic.diagnose.run import diagnose  # noqa: E402
+from medic.parse.catalogue import Catalogue, builtin_catalogue  # noqa: E402
 from medic.parse.progress import FORMATS, ProgressParser  # noqa: E402
+from medic.parse.signatures import SignatureMatcher  # noqa: E402
 from tests.corpus import failures as failure_corpus  # noqa: E402
 from tests.corpus import progress as progress_corpus  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The baseline of ``pipeline_throughput.py``: medic's log parsing written the naive way.
 
 One Python loop over the lines, Python's ``re`` per line: the same signature catalogue
-(``medic/detectors/signatures.toml``, first matching entry wins, its named groups extracted,
+(``medic/parse/signatures.toml``, first matching entry wins, its named groups extracted,
 the Xid table applied) and the same progress formats (``medic.parse.progress.FORMATS``, first
 matching format wins, its values read). Each entry's or format's literals gate its regex, as
 anyone writing this loop would. ``pipeline_throughput.py`` checks that it finds exactly the
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from medic.detectors.catalogue import GROUPS, Catalogue
+from medic.parse.catalogue import GROUPS, Catalogue
 from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
 from medic.parse.progress import ANSI_ESCAPE, FORMATS, LOOKALIKE, RANK_IN_TEXT
 

@@ -1,7 +1,7 @@
 """The log parsers' regex floor on one core: the regex work their design cannot skip, timed alone
 on the datasets' lines, against the parsers themselves in the same process.
 
-Both parsers (``medic.ingest.first_match``) scan every line for their literals, route each line
+Both parsers (``medic.parse.first_match``) scan every line for their literals, route each line
 that holds one to the patterns gated by what it holds, and capture the named groups of the
 first pattern that matches. Here each step runs alone, on the same batches, in the cheapest form
 polars offers:
@@ -31,8 +31,8 @@ os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
 import polars as pl
 
-from medic.detectors.catalogue import GROUPS, builtin_catalogue
-from medic.ingest.first_match import PATTERN, ROW, FirstMatch
+from medic.parse.catalogue import GROUPS, builtin_catalogue
+from medic.parse.first_match import PATTERN, ROW, FirstMatch
 from medic.parse.progress import ANSI_ESCAPE, FIELDS, ProgressParser
 
 sys.path.insert(0, str(Path(__file__).parent))

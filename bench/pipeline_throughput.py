@@ -50,12 +50,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from medic import schema
-from medic.detectors.catalogue import builtin_catalogue
-from medic.detectors.signatures import UNMATCHED, SignatureParser
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.replay import ReplaySource
+from medic.parse.catalogue import builtin_catalogue
 from medic.parse.prefixes import PrefixStripper
 from medic.parse.progress import PROGRESS, ProgressParser
+from medic.parse.signatures import UNMATCHED, SignatureParser
 from medic.pipeline import Pipeline
 from medic.recording import Recording, find_recordings
 from medic.simulate import simulate

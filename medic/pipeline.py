@@ -19,15 +19,15 @@ import pyarrow as pa
 from medic.calibration import Calibration, calibration_of
 from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
-from medic.detectors.catalogue import Catalogue
 from medic.detectors.incidents import share_liveness
 from medic.detectors.progress_state import share_watched_jobs
 from medic.detectors.registry import build_detectors, build_parsers
-from medic.detectors.signatures import catalogue_from_settings, unmatched_only
 from medic.incident import IncidentCorrelator
 from medic.ingest.base import Batch, Event, Watermark
+from medic.parse.catalogue import Catalogue
 from medic.parse.placement import Placement
 from medic.parse.registry import prefix_stripper
+from medic.parse.signatures import catalogue_from_settings, unmatched_only
 from medic.readahead import parse_ahead, stretches
 from medic.timeutil import US
 

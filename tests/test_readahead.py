@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 
 from medic import readahead
-from medic.detectors.signatures import SignatureParser
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.replay import Delay, ReplayConfig, ReplaySource
 from medic.parse.progress import ProgressParser
+from medic.parse.signatures import SignatureParser
 from medic.pipeline import Pipeline
 from medic.readahead import parse_ahead, stretches
 from medic.recording import read_recording

@@ -35,10 +35,10 @@ from medic.detectors.attribution import (
     evidence_rows,
 )
 from medic.detectors.base import Detection
-from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
+from medic.parse.catalogue import Catalogue, builtin_catalogue
 from medic.slurm import JOB_CRASH_STATES, JOB_NODE_FAILURE_STATES
 from medic.timeutil import US
 

@@ -33,12 +33,12 @@ import polars as pl
 from medic.config import Count, NonNegative, Positive, PositiveCount
 from medic.detectors.attribution import Evidence, JobEvidence, evidence_rows
 from medic.detectors.base import Detection
-from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.gpu_slots import fitted
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.kernel_context import KernelContext, Located
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
+from medic.parse.catalogue import Catalogue, builtin_catalogue
 from medic.timeutil import US
 
 RETENTION_US = 3600 * US

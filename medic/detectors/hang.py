@@ -81,7 +81,6 @@ from river import stats
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.attribution import excerpt
 from medic.detectors.base import Detection
-from medic.detectors.catalogue import Catalogue, builtin_catalogue
 from medic.detectors.hang_evidence import (
     CORROBORATING,
     JobTelemetry,
@@ -94,6 +93,7 @@ from medic.detectors.online import QuantileScorer
 from medic.detectors.progress_state import JobProgress, WatchedJobs, WatchesJobs
 from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Window
 from medic.ingest.base import Batch
+from medic.parse.catalogue import Catalogue, builtin_catalogue
 from medic.timeutil import US
 
 BLOCKED_IO = ("nfs_server_not_responding", "hung_task_blocked")

@@ -1,8 +1,8 @@
 """The registry of detectors, by name, with the built-in detectors and parsers in it.
 
-Importing this module registers the built-ins from the one explicit list in
-``medic.detectors.builtin`` (detectors here, parsers in ``medic.parse.registry``), so no
-detector or parser module imports a registry; a site's own detector calls ``register``.
+Importing this module registers the built-in detectors from the one explicit list in
+``medic.detectors.builtin`` (the parsers register in ``medic.parse.registry``), so no
+detector module imports a registry; a site's own detector calls ``register``.
 ``build_parsers`` is re-exported so that parsers are built with the built-ins registered.
 """
 
@@ -85,5 +85,3 @@ def build_detectors(
 
 for _detector in builtin.DETECTORS:
     register(_detector)
-for _parser in builtin.PARSERS:
-    register_parser(_parser)

@@ -27,11 +27,11 @@ from medic.actions.model import Decision
 from medic.actions.recorder import RecordingExecutor
 from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
-from medic.detectors.catalogue import Catalogue
-from medic.detectors.signatures import SignatureParser
 from medic.diagnose.lines import LogText, lines_frame
 from medic.incident import Incident
 from medic.ingest.base import Batch, Event, Watermark
+from medic.parse.catalogue import Catalogue
+from medic.parse.signatures import SignatureParser
 from medic.pipeline import Pipeline, pipeline_config
 from medic.timeutil import US
 

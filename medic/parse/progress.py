@@ -38,8 +38,8 @@ import polars as pl
 import pyarrow as pa
 
 from medic.ingest.base import Batch
-from medic.ingest.first_match import PATTERN, ROW, FirstMatch
 from medic.parse.announced_eval import AnnouncedEvaluations
+from medic.parse.first_match import PATTERN, ROW, FirstMatch
 from medic.parse.learned import LearnedProgress
 from medic.parse.prefixes import PrefixStripper
 from medic.parse.progress_formats import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from medic.ingest.first_match import Shortcut
+from medic.parse.first_match import Shortcut
 
 EVENTS = (
     "step",
@@ -106,7 +106,7 @@ class ProgressFormat:
     repeat, no alternatives that begin alike; ``bar_rate`` in place of the two rate groups) that
     reads the plain form of its lines (one match, led by nothing) as the pattern does, where it
     matches. The regex crate captures such a regex's groups three times faster; the lines it
-    does not match are read with the pattern (``medic.ingest.first_match.Shortcut``)."""
+    does not match are read with the pattern (``medic.parse.first_match.Shortcut``)."""
 
     def __post_init__(self) -> None:
         if self.once and not self.pattern.startswith(_TQDM_LAST):

@@ -1,7 +1,7 @@
 """The Parser seam: the protocol and the registry of parsers, by the stream each derives.
 
-The built-in parsers are registered from the one list in ``medic.detectors.builtin`` when
-``medic.detectors.registry`` is imported; a site's own parser calls ``register_parser``.
+The built-in parsers are registered from the one list in ``medic.parse.builtin`` when this
+module is imported; a site's own parser calls ``register_parser``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch
+from medic.parse import builtin
 from medic.parse.prefixes import PrefixConfig, PrefixStripper
 
 
@@ -92,3 +93,7 @@ def _make_parser(
             raise ConfigError(f"parser '{cls.output_stream}' takes no settings")
         return cls(**shared)
     return cls(from_dict(config, values, f"parsers.{cls.output_stream}"), **shared)
+
+
+for _parser in builtin.PARSERS:
+    register_parser(_parser)

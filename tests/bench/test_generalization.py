@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.generalization import Score, failure_families, macro, progress_frameworks, table
-from medic.detectors.catalogue import builtin_catalogue
+from medic.parse.catalogue import builtin_catalogue
 from medic.parse.progress import FORMATS
 from tests.corpus.failures import load_families
 from tests.corpus.progress import load_formats

@@ -6,8 +6,8 @@ import pytest
 
 from medic.config import ConfigError, from_dict
 from medic.detectors.crash import CrashConfig, CrashDetector
-from medic.detectors.liveness import GpuLatestParser
-from medic.detectors.signatures import SignatureParser
+from medic.parse.gpu_latest import GpuLatestParser
+from medic.parse.signatures import SignatureParser
 from tests.builders import at, batch, log
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from medic.detectors.fabric import FabricEvidence
-from medic.detectors.signatures import SignatureParser
+from medic.parse.signatures import SignatureParser
 from medic.timeutil import US
 from tests.builders import at, batch, log
 

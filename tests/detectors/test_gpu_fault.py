@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from medic.detectors.gpu_fault import GpuFaultDetector
-from medic.detectors.liveness import GpuLatestParser
+from medic.parse.gpu_latest import GpuLatestParser
 from medic.timeutil import US
 from tests.builders import at, batch
 from tests.detectors.scenarios import Job, detect, kernel, seconds

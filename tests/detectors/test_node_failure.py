@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from medic.config import ConfigError, from_dict
-from medic.detectors.liveness import GpuLatestParser
 from medic.detectors.node_failure import (
     JobPower,
     NodeFailureConfig,
@@ -13,6 +12,7 @@ from medic.detectors.node_failure import (
     failed_state,
 )
 from medic.ingest.replay import Delay, ReplayConfig
+from medic.parse.gpu_latest import GpuLatestParser
 from medic.slurm import NODE_FAILED_STATES
 from medic.timeutil import US
 from tests.builders import at, batch, log

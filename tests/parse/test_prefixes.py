@@ -7,9 +7,9 @@ import pytest
 
 from medic.config import ConfigError
 from medic.detectors.registry import build_parsers
-from medic.detectors.signatures import SignatureParser
 from medic.parse.prefixes import RAW, PrefixConfig, PrefixStripper
 from medic.parse.progress import ProgressParser
+from medic.parse.signatures import SignatureParser
 from medic.pipeline import Pipeline
 from tests.builders import batch, log
 

@@ -20,7 +20,7 @@ the plain form of the lines (one bar, nothing in front); the lines of its run th
 match are read with the shortcut at once (``_backed_up``), in their places.
 
 A regex that reads fewer than ``ALONE`` lines of a batch reads them inside one tagged regex of
-the patterns and shortcuts those lines need (``medic.ingest.tagged_regex``), one compile per
+the patterns and shortcuts those lines need (``medic.parse.tagged_regex``), one compile per
 batch, instead of alone (polars compiles the regex of every ``extract_groups`` call).
 
 A pattern that is only literal text (``Traceback \\(most recent call last\\)``), gated by literals
@@ -39,7 +39,7 @@ import numpy as np
 import polars as pl
 import polars.selectors as cs
 
-from medic.ingest.tagged_regex import MATCHED, TaggedRegex
+from medic.parse.tagged_regex import MATCHED, TaggedRegex
 
 ROW, PATTERN = "_row", "_pattern"
 """Columns of a reading: the line's index and the pattern that read it."""

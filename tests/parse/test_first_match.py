@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from medic.ingest import first_match
-from medic.ingest.first_match import PATTERN, ROW, FirstMatch, Shortcut
+from medic.parse import first_match
+from medic.parse.first_match import PATTERN, ROW, FirstMatch, Shortcut
 
 PATTERNS = [
     r"alpha (?P<a>\d+) beta",  # 0

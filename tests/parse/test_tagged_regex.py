@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from medic.detectors.catalogue import builtin_catalogue
-from medic.ingest.tagged_regex import MATCHED, TaggedRegex, retagged, taggable
+from medic.parse.catalogue import builtin_catalogue
 from medic.parse.progress_formats import FORMATS
+from medic.parse.tagged_regex import MATCHED, TaggedRegex, retagged, taggable
 
 REAL = Path(__file__).parent.parent / "data" / "real"
 EDGES = [

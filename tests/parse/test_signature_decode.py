@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from medic.detectors.catalogue import CatalogueError, builtin_catalogue, parse_catalogue
-from medic.detectors.signatures import SignatureParser
+from medic.parse.catalogue import CatalogueError, builtin_catalogue, parse_catalogue
+from medic.parse.signatures import SignatureParser
 from tests.builders import batch, log
 
 CATALOGUE = builtin_catalogue()

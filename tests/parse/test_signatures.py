@@ -13,15 +13,15 @@ import polars as pl
 import pytest
 
 from medic.config import from_dict
-from medic.detectors.catalogue import CatalogueError, builtin_catalogue, parse_catalogue
-from medic.detectors.signatures import (
+from medic.ingest.base import Batch
+from medic.parse.catalogue import CatalogueError, builtin_catalogue, parse_catalogue
+from medic.parse.signatures import (
     SIGNATURES,
     UNMATCHED,
     SignatureParser,
     SignaturesConfig,
     unmatched_only,
 )
-from medic.ingest.base import Batch
 from tests.builders import batch, bundled_logs, log
 from tests.detectors.scenarios import Job, detect
 

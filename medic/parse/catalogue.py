@@ -2,7 +2,7 @@
 
 The catalogue is data, not code: each entry says what a log line, an NVIDIA Xid code or a
 job exit code means, what it implicates and where that knowledge comes from. The matcher
-(``medic.detectors.signatures``) and the detectors only read these tables.
+(``medic.parse.signatures``) and the detectors only read these tables.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class CatalogueError(ValueError):
 class Catalogue:
     """The tables of the catalogue; ``signatures`` rows are in match order. ``sxids``,
     ``nvlink5`` and ``recovery`` decide a matched line's verdict from the fields it carries
-    (``medic.detectors.signatures``)."""
+    (``medic.parse.signatures``)."""
 
     signatures: pl.DataFrame
     xids: pl.DataFrame
@@ -304,7 +304,7 @@ def builtin_catalogue() -> Catalogue:
     """The catalogue shipped in the package (loaded once per process)."""
     data: dict[str, list[Any]] = {}
     for name in BUILTIN_FILES:
-        text = resources.files("medic.detectors").joinpath(name).read_text()
+        text = resources.files("medic.parse").joinpath(name).read_text()
         for table, rows in tomllib.loads(text).items():
             data.setdefault(table, []).extend(rows)
     return parse_catalogue(data)

@@ -4,7 +4,7 @@ Matching is vectorised in two stages so that the common line costs one regex sca
 
 1. one combined prefilter (the alternation of every entry's literals) over the whole batch;
 2. on the few candidate rows only, the pattern of each entry whose literals they hold, in
-   catalogue order (``medic.ingest.first_match``); the first match names the line, and that
+   catalogue order (``medic.parse.first_match``); the first match names the line, and that
    entry's named groups (Xid code, PCI address, rank, host, exit code) are extracted. Lines
    whose Xid code is in the catalogue's Xid table take the kind, severity and action NVIDIA
    recommends for that code;
@@ -35,16 +35,16 @@ import pyarrow as pa
 
 from medic import schema
 from medic.config import ConfigError, from_dict
-from medic.detectors.catalogue import (
+from medic.ingest.base import Batch
+from medic.parse.catalogue import (
     GROUPS,
     Catalogue,
     CatalogueError,
     builtin_catalogue,
     site_catalogue,
 )
-from medic.ingest.base import Batch
-from medic.ingest.first_match import PATTERN, ROW, FirstMatch
 from medic.parse.failure_lines import FAMILY, READING, FailureLines
+from medic.parse.first_match import PATTERN, ROW, FirstMatch
 from medic.parse.prefixes import RAW, PrefixStripper
 
 SIGNATURES = pa.schema(
