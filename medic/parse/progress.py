@@ -8,10 +8,11 @@ job). The hang and straggler detectors read it; it is derived once per logs batc
 Lines are read without their launchers' and shippers' prefixes (``medic.parse.prefixes``), in
 two ways:
 
-* the known formats, the fast path: data (``medic.parse.progress_formats.FORMATS``), each
-  citing where its text comes from. One literal prefilter (over every format's anchor) picks
-  the candidate lines; each candidate is tried only with the formats whose anchor it holds, by
-  priority, and the first that matches reads it (``first_match``). A bar whose description
+* the known formats, the fast path: data (``progress_formats.toml``, loaded once by
+  ``medic.parse.progress_formats``), each citing where its text comes from. One literal
+  prefilter (over every format's anchor) picks the candidate lines; each candidate is tried
+  only with the formats whose anchor it holds, by priority, and the first that matches reads
+  it (``first_match``). A bar whose description
   says it is no training loop (loading, evaluating, tokenising, ...) makes no step; the later
   lines of a multi-line record (``part``) complete the step line before them;
 * the learning reader (``medic.parse.learned``), for jobs no format has read a step of: per
