@@ -41,7 +41,7 @@ import pyarrow as pa
 import tomli_w
 
 from medic.config import ConfigError
-from medic.schema import DETECTION_KINDS, DETECTIONS_WRITTEN
+from medic.schema import DETECTION_KINDS, DETECTIONS_WRITTEN, conform
 
 FORMAT = "medic-calibration/1"
 DEFAULT_FILE = "default_calibration.toml"
@@ -105,7 +105,8 @@ class Calibration:
         )
         if "raw_score" in table.column_names:
             table = table.drop_columns(["raw_score"])
-        return table.append_column(DETECTIONS_WRITTEN.field("raw_score"), pa.array(raw))
+        table = table.append_column(DETECTIONS_WRITTEN.field("raw_score"), pa.array(raw))
+        return conform(table, DETECTIONS_WRITTEN)  # the tier kept (null when unknown)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from medic.config import ConfigError
 from medic.history import HistoryError
 from medic.recording import RecordingError, find_recordings, validate_recording
-from medic.schema import DETECTION_KINDS, SchemaError
+from medic.schema import DETECTION_KINDS, DETECTION_TIERS, SchemaError
 from medic.settings import load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -395,6 +395,7 @@ def rules() -> None:
 @click.option("--job", "job_id", help="Job id.")
 @click.option("--culprit", "culprits", multiple=True, help="A blamed node (repeatable).")
 @click.option("--score", type=float, default=1.0, show_default=True)
+@click.option("--tier", type=click.Choice(DETECTION_TIERS), default="confirmed", show_default=True)
 @click.option("--partition", help="The job's partition (Slurm is not asked).")
 @click.option("--user", help="The job's user (Slurm is not asked).")
 @click.option(
@@ -418,6 +419,7 @@ def rules_test(
     job_id: str | None,
     culprits: tuple[str, ...],
     score: float,
+    tier: str,
     partition: str | None,
     user: str | None,
     exit_code: int | None,
@@ -443,7 +445,7 @@ def rules_test(
         elif kind is None:
             raise ValueError("give the detection with --kind (and --job, --culprit, ...) or --json")
         else:
-            detection = make_detection(kind, job_id, culprits, score=score)
+            detection = make_detection(kind, job_id, culprits, score=score, tier=tier)
             facts = make_facts(job_id, partition, user)
     except ValueError as exc:
         fail(str(exc))

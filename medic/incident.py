@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from medic.detectors.base import Detection
+from medic.detectors.base import CONFIRMED, Detection
 from medic.slurm import RUNNING, job_state
 
 # Job states after which a job runs again as a new attempt (a requeued job keeps its id).
@@ -20,17 +20,25 @@ RESTART_STATES = (RUNNING,)
 HARDWARE_KINDS = ("gpu_fault", "node_failure")
 
 
-def strength(detection: Detection) -> tuple[bool, bool]:
-    """How much a detection says: one that blames nodes over one that does not, hardware kinds
-    over the others. An incident is named after its strongest detection."""
-    return bool(detection.culprits), detection.kind in HARDWARE_KINDS
+def strength(detection: Detection) -> tuple[bool, bool, bool]:
+    """How much a detection says: a confirmed one over a suspect, one that blames nodes over
+    one that does not, hardware kinds over the others. An incident is named after its strongest
+    detection."""
+    return detection.confirmed, bool(detection.culprits), detection.kind in HARDWARE_KINDS
+
+
+SUSPECTED = "suspected "
+"""Prefix of the kind of a suspect's findings: a confirmed detection of the same (kind,
+culprit) is news to an incident that only suspected it."""
 
 
 def findings(detection: Detection) -> set[tuple[str, str | None]]:
-    """What a detection tells about its job: (kind, culprit) per blamed node, or (kind, None)."""
+    """What a detection tells about its job: (kind, culprit) per blamed node, or (kind, None);
+    a suspect's kind is ``SUSPECTED`` + its kind."""
+    kind = detection.kind if detection.confirmed else SUSPECTED + detection.kind
     if not detection.culprits:
-        return {(detection.kind, None)}
-    return {(detection.kind, node) for node in detection.culprits}
+        return {(kind, None)}
+    return {(kind, node) for node in detection.culprits}
 
 
 @dataclass
@@ -62,10 +70,24 @@ class Incident:
 
     def news(self, detection: Detection) -> bool:
         """Whether ``detection`` brings a (kind, culprit) the incident has not seen: a new kind,
-        or a node not blamed yet (a detection blaming no node adds nothing to a kind seen)."""
+        or a node not blamed yet (a detection blaming no node adds nothing to a kind seen), or
+        the confirmation of what it only suspected. A suspect of what is confirmed already
+        brings nothing."""
+        seen = self.seen
+        if not detection.confirmed:
+            confirmed = dataclasses.replace(detection, tier=CONFIRMED)
+            seen = seen | {(SUSPECTED + kind, node) for kind, node in self.seen}
+            if not self._brings(confirmed, self.seen):
+                return False
+        return self._brings(detection, seen)
+
+    @staticmethod
+    def _brings(detection: Detection, seen: set[tuple[str, str | None]]) -> bool:
+        found = findings(detection)
         if detection.culprits:
-            return not findings(detection) <= self.seen
-        return not any(kind == detection.kind for kind, _ in self.seen)
+            return not found <= seen
+        kinds = {kind for kind, _ in found}
+        return not any(kind in kinds for kind, _ in seen)
 
     def join(self, detection: Detection, max_symptoms: int) -> None:
         self.last_seen = max(self.last_seen, detection.detected_at)

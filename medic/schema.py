@@ -19,6 +19,11 @@ INT32_LIST = pa.list_(pa.int32())
 
 STREAMS = ("logs", "gpu", "scheduler")
 DETECTION_KINDS = ("crash", "hang", "straggler", "gpu_fault", "node_failure")
+SUSPECT, CONFIRMED = "suspect", "confirmed"
+DETECTION_TIERS = (SUSPECT, CONFIRMED)
+"""A detection's tier: ``suspect`` (silence or slowness alone: logged and notified, not acted
+on by the default rules) or ``confirmed`` (positive evidence, or silence past the job's own
+conservative bound)."""
 LOG_SOURCES = ("app", "system", "slurm")
 FORMAT = "medic-recording/1"
 
@@ -98,10 +103,13 @@ DETECTIONS = pa.schema(
     ]
 )
 
-DETECTIONS_WRITTEN = DETECTIONS.append(_field("raw_score", pa.float64()))
+DETECTIONS_WRITTEN = DETECTIONS.append(_field("raw_score", pa.float64())).append(
+    _field("tier", pa.string())
+)
 """What medic writes to ``detections.parquet``: the spec's columns, then ``raw_score``, the
 detector's evidence score before calibration (``medic.calibration``; ``score`` is then the
-calibrated one). Readers ignore columns they do not know, as the spec says."""
+calibrated one), and ``tier``: ``confirmed`` or ``suspect`` (null in files written before
+tiers: confirmed). Readers ignore columns they do not know, as the spec says."""
 
 ACTIONS = pa.schema(
     [

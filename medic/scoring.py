@@ -6,6 +6,13 @@
    ``detected_at`` lies in ``[onset - 10 s, onset + H(kind)]``; the kind need not match.
 3. Latency ``max(0, detected_at - onset)``; kind and attribution accuracy over detected labels.
 4. A de-duplicated detection outside every window of its job's labels is a false positive.
+
+The rules apply to the detections that act: the ``confirmed`` tier (``tier`` null, in files
+written before tiers, is confirmed). A ``suspect`` (silence or slowness alone, which the
+default rules only notify) is no detection in these rules: suspects are de-duplicated the
+same way among themselves and counted apart (``suspects``, and ``false_suspects`` outside
+every window of their job's labels), so precision, recall and latency mean what the spec says
+of the detections medic acts on, and a suspect later confirmed is scored at its confirmation.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from medic.schema import SUSPECT
 from medic.timeutil import US
 
 DEDUP_WINDOW_US = 600 * US
@@ -66,6 +74,10 @@ class Score:
     matched_rows: list[dict[str, Any]] = field(default_factory=list)
     false_positive_rows: list[dict[str, Any]] = field(default_factory=list)
     detections_by_kind: Counter[str] = field(default_factory=Counter)
+    suspects: int = 0
+    """De-duplicated suspect detections (not scored; see the module docstring)."""
+    false_suspects: int = 0
+    """... of which outside every window of their job's labels."""
 
     @property
     def false_positives(self) -> int:
@@ -105,6 +117,8 @@ class Score:
             matched_rows=self.matched_rows + other.matched_rows,
             false_positive_rows=self.false_positive_rows + other.false_positive_rows,
             detections_by_kind=self.detections_by_kind + other.detections_by_kind,
+            suspects=self.suspects + other.suspects,
+            false_suspects=self.false_suspects + other.false_suspects,
         )
 
     def summary(self) -> dict[str, Any]:
@@ -123,6 +137,8 @@ class Score:
             },
             "kind_accuracy": _round(self.kind_accuracy),
             "attribution_accuracy": _round(self.attribution_accuracy),
+            "suspects": self.suspects,
+            "false_suspects": self.false_suspects,
         }
 
 
@@ -163,14 +179,23 @@ def _window(label: dict[str, Any]) -> tuple[int, int]:
     return onset - EARLY_US, onset + HORIZON_US[label["kind"]]
 
 
+def is_suspect(detection: dict[str, Any]) -> bool:
+    """Whether a detections row is a suspect (``tier``; absent or null: confirmed)."""
+    return detection.get("tier") == SUSPECT
+
+
 def score(detections: pa.Table, labels: pa.Table | None) -> Score:
-    """Score one recording's detections against its labels (none: every detection is false)."""
-    dets = deduplicate(_rows(detections))
+    """Score one recording's confirmed detections against its labels (none: every detection is
+    false), and count its suspects apart."""
+    rows = _rows(detections)
+    dets = deduplicate(d for d in rows if not is_suspect(d))
+    suspects = deduplicate(d for d in rows if is_suspect(d))
     label_rows = _rows(labels) if labels is not None else []
     result = Score(
         labels=len(label_rows),
         detections=len(dets),
         detections_by_kind=Counter(d["kind"] for d in dets),
+        suspects=len(suspects),
     )
     by_job: dict[Any, list[dict[str, Any]]] = {}
     for det in dets:
@@ -187,6 +212,10 @@ def score(detections: pa.Table, labels: pa.Table | None) -> Score:
             result.matched_rows.append(det)
         else:
             result.false_positive_rows.append(det)
+    result.false_suspects = sum(
+        not any(lo <= d["detected_at"] <= hi for lo, hi in windows.get(d["job_id"], []))
+        for d in suspects
+    )
     return result
 
 

@@ -176,8 +176,9 @@ class Service:
         every detection it had, so that what they reported is not reported again."""
         window = round(self.pipeline.config.incident_window_s * US)
         rows = self.store.sql(
-            "SELECT detected_at, job_id, kind, culprits, ranks, score, detector, summary "
-            "FROM detections WHERE job_id IS NOT NULL AND epoch_us(detected_at) >= ? "
+            "SELECT detected_at, job_id, kind, culprits, ranks, score, detector, summary, "
+            "coalesce(tier, 'confirmed') AS tier FROM detections "
+            "WHERE job_id IS NOT NULL AND epoch_us(detected_at) >= ? "
             "ORDER BY detected_at",
             [wall_us() - window],
         )
@@ -192,6 +193,7 @@ class Service:
                 detector=row["detector"],
                 summary=row["summary"],
                 detected_at=int(row["detected_at"].timestamp() * US),
+                tier=row["tier"],
             )
             detections.setdefault(row["job_id"], []).append(detection)
         incidents = [

@@ -73,8 +73,8 @@ class ServiceMetrics:
         )
         self.detections = Counter(
             "medic_detections",
-            "Detections emitted (new incidents)",
-            ["kind", "detector"],
+            "Detections emitted (new incidents, and news to them); tier: suspect or confirmed",
+            ["kind", "detector", "tier"],
             registry=r,
         )
         self.actions = Counter(
@@ -113,7 +113,7 @@ class ServiceMetrics:
     def handle(self, detections: list[Detection], now: int) -> None:
         """Pipeline responder: count what was emitted."""
         for detection in detections:
-            self.detections.labels(detection.kind, detection.detector).inc()
+            self.detections.labels(detection.kind, detection.detector, detection.tier).inc()
 
     def count_actions(self, rows: Iterable[tuple[str, str, str | None]]) -> None:
         for action, status, guard in rows:

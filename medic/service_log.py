@@ -45,6 +45,7 @@ def log_detections(detections: Iterable[Detection]) -> None:
             "detection",
             {
                 "kind": d.kind,
+                "tier": d.tier,
                 "job": d.job_id,
                 "culprits": ",".join(d.culprits) or None,
                 "ranks": ",".join(map(str, d.ranks)) or None,

@@ -1,5 +1,7 @@
+import pyarrow as pa
 import pytest
 
+from medic import schema
 from medic.scoring import deduplicate, score
 from tests.builders import at, detection, label, table
 
@@ -107,3 +109,21 @@ def test_no_detections_gives_undefined_precision_and_zero_recall() -> None:
     result = run([], [label("i", "hang", 10)])
     assert result.precision is None and result.recall == 0.0
     assert result.summary()["latency_s"]["p50"] is None
+
+
+def test_suspects_are_counted_apart_and_a_confirmation_is_scored_at_its_time() -> None:
+    # A hang suspected at +60 s and confirmed at +180 s is detected at +180 s; a suspect on a
+    # healthy job is no false positive, only a false suspect.
+    dets = [
+        detection(160, "hang", "1") | {"tier": "suspect"},
+        detection(280, "hang", "1") | {"tier": "confirmed"},
+        detection(500, "hang", "2") | {"tier": "suspect"},
+    ]
+    written = pa.Table.from_pylist(
+        dets, schema=schema.DETECTIONS.append(pa.field("tier", pa.string()))
+    )
+    s = score(written, table("labels", [label("h", "hang", 100, job_id="1")]))
+    assert (s.detections, s.matched, s.false_positives) == (1, 1, 0)
+    assert s.latencies_s == [180.0]
+    assert (s.suspects, s.false_suspects) == (2, 1)
+    assert s.summary()["suspects"] == 2 and s.summary()["false_suspects"] == 1

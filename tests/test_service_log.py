@@ -66,8 +66,8 @@ def test_one_line_per_detection_and_decision_in_text_and_json(
     )
     text = [TextFormatter().format(r).split(": ", 1)[1] for r in captured]
     assert text == [
-        "detection kind=gpu_fault job=42 culprits=n3 score=0.9 raw_score=0.8 detector=gpu_fault "
-        "detected_at=2026-03-01T10:02:10Z onset=2026-03-01T10:01:40Z "
+        "detection kind=gpu_fault tier=confirmed job=42 culprits=n3 score=0.9 raw_score=0.8 "
+        "detector=gpu_fault detected_at=2026-03-01T10:02:10Z onset=2026-03-01T10:01:40Z "
         f'id={found.id} summary="Xid 79 on n3 GPU 2 \\"fallen off the bus\\""',
         "action decision=executed action=drain node=n3 job=42 mode=enforce "
         f'detection={found.id} at=2026-03-01T10:02:11Z reason="drain for {found.id}"',

@@ -43,6 +43,9 @@ class RouteConfig:
     """True: only detections that blame nodes; False: only those that blame none."""
     min_score: NonNegative = 0.0
     """Least detection score the route matches."""
+    tiers: tuple[str, ...] = ()
+    """Detection tiers the route matches (``confirmed``, ``suspect``; empty: both). The default
+    routes that act ask for ``confirmed``: a suspect is silence or slowness alone."""
     partitions: tuple[str, ...] = ()
     """Partitions of the jobs the route matches."""
     users: tuple[str, ...] = ()
@@ -66,6 +69,10 @@ class RouteConfig:
         if unknown:
             known = ", ".join(schema.DETECTION_KINDS)
             raise ValueError(f"route '{self.name}': unknown kind '{unknown[0]}' ({known})")
+        odd = [t for t in self.tiers if t not in schema.DETECTION_TIERS]
+        if odd:
+            known = ", ".join(schema.DETECTION_TIERS)
+            raise ValueError(f"route '{self.name}': unknown tier '{odd[0]}' ({known})")
         if len(set(self.actions)) != len(self.actions):
             raise ValueError(f"route '{self.name}': an action is listed twice")
         if "cancel" in self.actions and {"requeue", "hold", "release"} & set(self.actions):

@@ -26,7 +26,7 @@ from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
 from medic.timeutil import iso, to_us
 
-DETECTION_KEYS = ("job_id", "kind", "culprits", "ranks", "score", "detector", "summary")
+DETECTION_KEYS = ("job_id", "kind", "culprits", "ranks", "score", "detector", "summary", "tier")
 FACT_KEYS = ("partition", "user", "exit_code")
 TIME_KEYS = ("detected_at", "onset")
 
@@ -86,6 +86,7 @@ def make_detection(
     summary: str = "",
     detected_at: int = 0,
     onset: int | None = None,
+    tier: str = "confirmed",
 ) -> Detection:
     """A Detection from loosely typed input; ValueError on a bad kind, score or list."""
     try:
@@ -99,6 +100,7 @@ def make_detection(
             summary=str(summary),
             detected_at=int(detected_at),
             onset=onset,
+            tier=str(tier),
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"detection: {exc}") from None

@@ -74,6 +74,8 @@ def _mismatch(route: RouteConfig, d: Detection, facts: JobFacts | None) -> str |
         return "the detection blames no node"
     if route.culprits is False and d.culprits:
         return f"the detection blames {', '.join(d.culprits)}"
+    if route.tiers and d.tier not in route.tiers:
+        return f"tier {d.tier} not in {', '.join(route.tiers)}"
     if d.score < route.min_score:
         return f"score {d.score:.3g} below min_score {route.min_score:.3g}"
     return (
@@ -101,7 +103,8 @@ def describe(d: Detection) -> str:
     """The detection in a few words, for verdicts and reasons."""
     blamed = f"on {', '.join(d.culprits)}" if d.culprits else "no culprit"
     job = f"job {d.job_id}" if d.job_id else "no job"
-    return f"{d.kind} of {job}, {blamed}, score {d.score:.3g}"
+    tier = "" if d.confirmed else f"{d.tier} "
+    return f"{tier}{d.kind} of {job}, {blamed}, score {d.score:.3g}"
 
 
 class RuleSet:

@@ -5,6 +5,12 @@ A detector consumes batches of the streams it names and watermarks, owns its per
 per-rank / per-GPU state, never reads the wall clock, and exposes its parameters as a
 frozen dataclass (``Config``) so backtests and notebooks can sweep them. The pipeline
 stamps ``detected_at`` with the event time it had reached when the detection came out.
+
+Every detection carries a *tier* (``TIERS``): ``confirmed`` when positive evidence shows the
+fault (a line saying so, hardware or kernel events, Slurm's view, GPUs showing a rank apart
+as its peers wait, or a silence past the bound the job's own history sets), ``suspect`` when
+all there is is silence or slowness. The default rules act on confirmed detections only;
+suspects are logged and notified (docs/rules.md, "Tiers").
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import pyarrow as pa
 
 from medic import schema
 from medic.ingest.base import Batch
+
+SUSPECT, CONFIRMED, TIERS = schema.SUSPECT, schema.CONFIRMED, schema.DETECTION_TIERS
 
 
 @dataclass(frozen=True)
@@ -40,10 +48,19 @@ class Detection:
     raw_score: float | None = None
     """The detector's own (evidence) score, once a calibration replaced ``score`` by the
     probability that the detection is real (``medic.calibration``); None: ``score`` is it."""
+    tier: str = CONFIRMED
+    """``confirmed`` or ``suspect`` (``TIERS``). A suspect confirmed later is a second
+    detection, ``confirmed``, that keeps the suspect's ``onset``."""
 
     def __post_init__(self) -> None:
         if self.kind not in schema.DETECTION_KINDS:
             raise ValueError(f"unknown detection kind {self.kind!r}")
+        if self.tier not in TIERS:
+            raise ValueError(f"unknown detection tier {self.tier!r}")
+
+    @property
+    def confirmed(self) -> bool:
+        return self.tier == CONFIRMED
 
     @property
     def id(self) -> str:
@@ -61,6 +78,7 @@ class Detection:
             "detector": self.detector,
             "summary": self.summary,
             "raw_score": float(self.score if self.raw_score is None else self.raw_score),
+            "tier": self.tier,
         }
 
 
@@ -70,8 +88,8 @@ def detection_id(detected_at: int, job_id: str | None, kind: str, detector: str)
 
 
 def detections_table(detections: Iterable[Detection]) -> pa.Table:
-    """Detections as ``detections.parquet`` holds them (the spec's columns and ``raw_score``:
-    ``schema.DETECTIONS_WRITTEN``), in emission order."""
+    """Detections as ``detections.parquet`` holds them (the spec's columns, ``raw_score`` and
+    ``tier``: ``schema.DETECTIONS_WRITTEN``), in emission order."""
     rows = [d.row() for d in detections]
     if not rows:
         return schema.empty(schema.DETECTIONS_WRITTEN)

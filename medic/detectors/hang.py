@@ -72,6 +72,7 @@ jobs silent for ``watch_after_s`` or more, or whose snapshot looks hung.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar
 
@@ -80,9 +81,10 @@ from river import stats
 
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.attribution import excerpt
-from medic.detectors.base import Detection
+from medic.detectors.base import CONFIRMED, SUSPECT, Detection
 from medic.detectors.hang_evidence import (
     CORROBORATING,
+    Blame,
     JobTelemetry,
     culprits,
     held_us,
@@ -184,6 +186,15 @@ class HangConfig:
     kernel_lookback_s: NonNegative = 120.0
     """A hardware error line in a node's kernel log this long before the silence began, or
     during it, is evidence against the node."""
+    confirm_floor_s: Positive = 180.0
+    """A hang with no positive evidence (no stuck GPU, hardware counter or kernel error
+    against a node, no rank blocked on I/O: silence, and GPUs waiting, alone) is a suspect until
+    its silence lasts this long ... Lower confirms (and acts on) such hangs sooner; higher
+    spares healthy jobs whose first unannounced pause outlasts the thresholds above."""
+    confirm_factor: Positive = 2.0
+    """... and this many times the longest pause the job has had (its longest step gap, save or
+    spell of waiting GPUs). Higher spares jobs whose pauses vary more; lower confirms sooner in
+    jobs that pause long (a job whose longest pause is 150 s confirms after 300 s)."""
     forget_after_s: Positive = 7200.0
     """Drop a job not heard of for this long (no scheduler end seen)."""
 
@@ -208,7 +219,12 @@ class JobWatch:
     rhythm: JobRhythm = field(default_factory=JobRhythm)
     """The pauses the job has taken and the step interval they come at
     (``medic.detectors.hang_rhythm``)."""
+    longest_gap_us: int = 0
+    """The job's longest step gap of any kind (pauses included)."""
+    suspect: Detection | None = None
+    """The suspect reported for the current silence, until it is confirmed or the job goes on."""
     alarmed: bool = False
+    """A confirmed hang was reported for the current silence."""
     suspicious: bool = False
     """Its latest snapshot looked hung (jobs that print no progress)."""
 
@@ -354,9 +370,15 @@ class HangDetector(WatchesJobs):
             if watch.alarmed:
                 continue
             detection = self._check(job_id, job, watch, watermark)
-            if detection is not None:
+            if detection is None or (watch.suspect is not None and not detection.confirmed):
+                continue
+            if detection.confirmed:
                 watch.alarmed = True
-                found.append(detection)
+                if watch.suspect is not None:  # a suspect confirmed keeps its onset
+                    detection = dataclasses.replace(detection, onset=watch.suspect.onset)
+            else:
+                watch.suspect = detection
+            found.append(detection)
         self._forget(gone)
         resumed = self._silent_jobs - watched
         for job_id in resumed:
@@ -386,9 +408,12 @@ class HangDetector(WatchesJobs):
             watch.rhythm.step(step)
             if telemetry.corroborated_since is not None or telemetry.ended is not None:
                 self._learn_spell(watch, time, fresh, self._writer(job_id))  # else: no spell
-            watch.alarmed = False
+            watch.alarmed, watch.suspect = False, None
             stuck.pop(job_id, None)
-            if not clean or gap_us is None:
+            if gap_us is None:
+                continue
+            watch.longest_gap_us = max(watch.longest_gap_us, gap_us)
+            if not clean:
                 continue
             gap_s = gap_us / US
             ratio = watch.gaps.score(gap_s)
@@ -541,6 +566,8 @@ class HangDetector(WatchesJobs):
                 continue
             if watch is not None:
                 watch.alarmed = True
+                if watch.suspect is not None and watch.suspect.onset is not None:
+                    onset = min(onset, watch.suspect.onset)  # the suspect keeps its onset
             stuck_s = (time_us - onset) / US
             lagging = f"; lagging rank(s) {', '.join(map(str, ranks))}" if ranks else ""
             found.append(
@@ -633,6 +660,14 @@ class HangDetector(WatchesJobs):
             whom = f"; stuck {ranks}{blame.stuck}; no node at fault"
         else:
             whom = "; no node at fault"
+        evidence = self._positive_evidence(blame, watch, held)
+        bound = self._confirm_us(watch)
+        if evidence:
+            tier, why = CONFIRMED, ""  # the culprit, or the stuck ranks, say what shows it
+        elif silence >= bound:
+            tier, why = CONFIRMED, f"; confirmed: silent past {bound / US:.0f}s"
+        else:
+            tier, why = SUSPECT, f"; suspect: silence alone until {bound / US:.0f}s"
         return Detection(
             job_id=job_id,
             kind="node_failure" if blame.nodes_went_silent else "hang",
@@ -640,15 +675,43 @@ class HangDetector(WatchesJobs):
             ranks=blame.ranks,
             score=score_of(silence, threshold, corroborated),
             detector=self.name,
-            summary=f"job {job_id} {what}; GPUs: {gpus}{whom}",
+            summary=f"job {job_id} {what}; GPUs: {gpus}{whom}{why}",
             onset=onset,
             evidence={
                 "silence_s": silence / US,
                 "threshold_s": threshold / US,
                 "gpus": gpus,
                 "corroborated": corroborated,
+                "confirmed_by": evidence,
+                "confirm_after_s": bound / US,
             },
+            tier=tier,
         )
+
+    def _positive_evidence(self, blame: Blame, watch: JobWatch, held: int) -> list[str]:
+        """What shows the hang beyond silence and waiting GPUs (which a healthy job's pauses
+        show too): evidence against a node (a stuck GPU, hardware counters, a kernel hardware
+        error, its telemetry stopped while the others wait), a rank apart on a node whose kernel
+        reports a process blocked on I/O. A rank idle while its peers wait is not enough: a
+        data-loader stall looks the same for minutes."""
+        found = []
+        if blame.nodes:
+            found.append("evidence against " + ", ".join(blame.nodes))
+        if held and self._blocked_apart(watch):
+            found.append("a rank apart on a node blocked on I/O")
+        return found
+
+    def _confirm_us(self, watch: JobWatch) -> int:
+        """The silence that confirms a hang with no positive evidence: ``confirm_factor``
+        times the longest pause the job has had, at least ``confirm_floor_s``."""
+        c = self.config
+        longest = max(
+            watch.longest_gap_us,
+            watch.longest_save_us or 0,
+            max(watch.longest_spell_us.values(), default=0),
+            int(watch.rhythm.lengths.max()) if watch.rhythm.lengths.size else 0,
+        )
+        return round(max(c.confirm_floor_s * US, c.confirm_factor * longest))
 
     @staticmethod
     def _quiet_until(job: JobProgress, watch: JobWatch, gpus: str, now: int) -> int | None:

@@ -104,3 +104,32 @@ def test_a_drain_route_on_a_detection_without_culprits_yields_an_unblamed_drain(
     ruleset = rules({"name": "any", "actions": ["drain"]})
     match = ruleset.match(detection(culprits=()))
     assert match.intents == (Intent("drain", "any", node=None, job_id="42"),)
+
+
+def test_default_routes_act_on_confirmed_detections_only() -> None:
+    # A suspect (silence alone) is logged and notified, never acted on by the shipped routes.
+    rule_set = RuleSet(load_rules())
+    for culprits in ((), ("n3",)):
+        hang = Detection("42", "hang", culprits, score=0.9, detector="hang", tier="suspect")
+        match = rule_set.match(hang)
+        assert match.intents == ()
+        assert any("tier suspect not in confirmed" in v.why for v in match.verdicts)
+        confirmed = rule_set.match(Detection("42", "hang", culprits, detector="hang"))
+        assert confirmed.intents
+
+
+def test_a_route_matches_the_tiers_it_names() -> None:
+    notify = {"name": "suspects", "tiers": ["suspect"], "actions": ["hold"]}
+    rule_set = rules(notify)
+    suspect = Detection("42", "hang", (), detector="hang", tier="suspect")
+    assert rule_set.match(suspect).intents == (Intent("hold", "suspects", job_id="42"),)
+    assert rule_set.match(Detection("42", "hang", (), detector="hang")).intents == ()
+
+
+def test_an_unknown_tier_is_refused_naming_the_route() -> None:
+    import pytest
+
+    from medic.config import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown tier 'maybe'"):
+        rules({"name": "x", "tiers": ["maybe"], "actions": ["hold"]})

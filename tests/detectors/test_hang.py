@@ -5,11 +5,22 @@ from typing import Any
 import pytest
 
 from medic.config import ConfigError, from_dict
+from medic.detectors.base import Detection
 from medic.detectors.hang import HangConfig, HangDetector
 from medic.ingest.replay import Delay
 from medic.timeutil import US
 from tests.builders import at, log
 from tests.detectors.training import COMPUTE, EVAL, IDLE, SPIN, Job, constant, megatron_line, run
+
+
+def suspected(found: list[Detection]) -> Detection:
+    """The first of a hang's detections when nothing but silence and waiting GPUs shows it: a
+    suspect, then the same hang confirmed, with the suspect's onset, once the silence passed
+    the job's conservative bound."""
+    suspect, confirmed = found
+    assert (suspect.tier, confirmed.tier) == ("suspect", "confirmed")
+    assert confirmed.onset == suspect.onset and confirmed.detected_at > suspect.detected_at
+    return suspect
 
 
 def healthy_until(t: float, **job: Any) -> Job:
@@ -22,7 +33,7 @@ def silence_s(job: Job, detected_at: int) -> float:
 
 def test_gpus_spinning_in_a_wait_fire_within_a_minute_and_blame_no_node() -> None:
     job = healthy_until(400).telemetry(400, 700, constant(SPIN))
-    (found,) = run(HangDetector(), [job], 700)
+    found = suspected(run(HangDetector(), [job], 700))
     assert found.kind == "hang" and found.job_id == "100"
     assert found.culprits == ()
     assert 45 <= silence_s(job, found.detected_at) <= 60
@@ -37,7 +48,7 @@ def test_one_gpu_idle_while_the_others_spin_names_the_stuck_rank_and_no_node() -
         return IDLE if (node, gpu) == ("n3", 2) else SPIN
 
     job = healthy_until(400).telemetry(400, 700, stuck)
-    (found,) = run(HangDetector(), [job], 700)
+    found = suspected(run(HangDetector(), [job], 700))
     assert (found.kind, found.culprits) == ("hang", ())
     # Past a data-loader stall's length, as the GPUs showed it (from the first telemetry
     # window in which the rank's GPU was idle, 400-410 s).
@@ -56,7 +67,7 @@ def test_when_every_rank_of_the_node_prints_the_stuck_rank_is_named() -> None:
 
     job.telemetry(400, 700, stuck)
     job.logs.sort(key=lambda r: r["time"])
-    (found,) = run(HangDetector(), [job], 700)
+    found = suspected(run(HangDetector(), [job], 700))
     assert (found.culprits, found.ranks) == ((), (10,))
 
 
@@ -82,7 +93,7 @@ def test_telemetry_every_15_s_still_shows_the_idle_rank() -> None:
 
     job = healthy_until(400).telemetry(400, 700, stalled)
     job.gpu = [r for r in job.gpu if (r["time"] // US + 3 * r["gpu"] + len(r["node"])) % 15 == 0]
-    (found,) = run(HangDetector(), [job], 700)
+    found = suspected(run(HangDetector(), [job], 700))
     assert found.evidence["gpus"] == "rank stopped"
     assert silence_s(job, found.detected_at) >= 90
 
@@ -171,7 +182,7 @@ def test_hardware_counters_rising_during_the_silence_name_their_node() -> None:
 
 def test_without_telemetry_the_silence_floor_applies() -> None:
     job = Job().start().steps(10, 400)
-    (found,) = run(HangDetector(), [job], 700)
+    found = suspected(run(HangDetector(), [job], 700))
     assert 60 <= silence_s(job, found.detected_at) <= 62
     assert found.culprits == ()
     assert 0.5 <= found.score < 0.55  # the silence alone, just past its threshold
@@ -179,7 +190,7 @@ def test_without_telemetry_the_silence_floor_applies() -> None:
 
 def test_long_step_gaps_scale_the_allowance() -> None:
     job = Job().start().steps(10, 1200, every=30.0)
-    (found,) = run(HangDetector(), [job], 1500)
+    found = suspected(run(HangDetector(), [job], 1500))
     # p99 of ~30 s gaps -> three of them before it is improbable.
     assert 90 <= silence_s(job, found.detected_at) <= 100
 
@@ -272,7 +283,7 @@ def test_a_job_printing_no_progress_is_watched_through_its_gpus() -> None:
         return IDLE if (node, gpu) == ("n2", 3) else SPIN
 
     job = Job().start().telemetry(0, 200, constant(COMPUTE)).telemetry(200, 600, stuck)
-    (found,) = run(HangDetector(), [job], 600)
+    found = suspected(run(HangDetector(), [job], 600))
     assert found.culprits == ()
     # The first snapshot to look hung samples 240-270 s: spin_hold_s is timed from 240 s, not
     # from the full windows that begin when that snapshot's period closes (300 s).
@@ -465,7 +476,7 @@ def test_a_save_by_rank_zero_does_not_stretch_the_hold_of_another_rank_left_idle
     job = healthy_until(400).telemetry(400, 530, writer_saves)
     job.steps(530, 800).telemetry(530, 800, constant(COMPUTE))
     job.telemetry(800, 1100, rank_stuck)
-    (found,) = run(HangDetector(), [job], 1100)
+    found = suspected(run(HangDetector(), [job], 1100))
     assert 90 <= (found.detected_at - at(810)) / US <= 100
     assert "n3 GPU 2 went idle while the others wait" in found.summary
 
@@ -528,7 +539,9 @@ def test_a_rank_left_idle_on_a_node_blocked_on_nfs_is_not_held_as_a_data_loader_
         job = healthy_until(400).telemetry(400, 700, rank_stuck)
         lines = [*job.logs, log(450, nfs, node, None, source="system")]
         shipped = Job(logs=sorted(lines, key=lambda r: r["time"]), gpu=job.gpu)
-        (found,) = run(HangDetector(), [shipped.start()], 700)
+        found, *_ = run(HangDetector(), [shipped.start()], 700)
+        # Blocked I/O on the idle rank's node is positive evidence; elsewhere it is none.
+        assert found.tier == ("confirmed" if node == "n3" else "suspect")
         assert at(after_s[0]) <= found.detected_at <= at(after_s[1])
         assert (found.culprits, "n3 GPU 2 went idle while the others wait" in found.summary) == (
             (),
@@ -544,7 +557,7 @@ def test_an_xid_nvidia_says_to_ignore_during_the_silence_names_no_node() -> None
         return {**values, "xid": 63} if (node, gpu, t) == ("n2", 1, 450.0) else values
 
     job = healthy_until(400).telemetry(400, 700, stuck)
-    (found,) = run(HangDetector(), [job], 700)
+    found = suspected(run(HangDetector(), [job], 700))
     assert (found.kind, found.culprits) == ("hang", ())
     # An Xid that says the GPU failed still names its node.
     fallen = healthy_until(400).telemetry(
@@ -580,7 +593,7 @@ def test_a_node_whose_exporter_restarts_while_a_rank_elsewhere_is_stuck_is_not_b
     # stuck rank, not on n4: a hang of that rank, no node failure.
     job = healthy_until(400).telemetry(400, 700, rank_stuck)
     job.gpu = [r for r in job.gpu if r["node"] != "n4" or not at(460) <= r["time"] < at(560)]
-    (found,) = run(HangDetector(), [job], 700)
+    found = suspected(run(HangDetector(), [job], 700))
     assert (found.kind, found.culprits) == ("hang", ())
     assert "n3 GPU 2 went idle while the others wait" in found.summary
 
@@ -594,7 +607,7 @@ def test_a_deadlock_inside_a_checkpoint_with_no_rank_writing_fires_before_the_al
         job = healthy_until(400)
         job.say(401, "saving checkpoint at iteration     200 to /ckpt in torch_dist format")
         job.telemetry(400, writer_until, writer_saves).telemetry(writer_until, 1200, constant(SPIN))
-        (found,) = run(HangDetector(), [job], 1200)
+        found = suspected(run(HangDetector(), [job], 1200))
         assert found.culprits == ()
         began = max(401, writer_until)
         assert at(began + 120) <= found.detected_at <= at(began + 150)
@@ -612,3 +625,36 @@ def test_an_announced_save_whose_writer_is_blocked_on_a_dead_nfs_server_is_a_han
     (found,) = run(HangDetector(), [shipped.start()], 900)
     assert at(480) <= found.detected_at <= at(490)
     assert "n1 GPU 0 went idle while the others wait" in found.summary
+
+
+def test_silence_alone_is_a_suspect_confirmed_past_the_jobs_own_bound() -> None:
+    # Steps every 2 s and one pause of about 100 s, which is suspected and never confirmed
+    # (the job went on by itself). The hang after it is suspected at the step model's
+    # threshold and confirmed once it lasts twice the job's longest pause (above the 180 s
+    # floor), keeping the suspect's onset.
+    job = Job().start().steps(10, 300).steps(400, 600)
+    pause, suspect, confirmed = run(HangDetector(), [job], 1200)
+    assert pause.tier == "suspect" and "until 180s" in pause.summary
+    assert suspect.tier == "suspect" and "suspect: silence alone until 204s" in suspect.summary
+    assert 60 <= silence_s(job, suspect.detected_at) <= 62
+    assert confirmed.tier == "confirmed" and confirmed.onset == suspect.onset
+    assert 204 <= silence_s(job, confirmed.detected_at) <= 206
+    assert "confirmed: silent past 204s" in confirmed.summary
+
+
+def test_evidence_against_a_node_confirms_at_once() -> None:
+    def replays(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return SPIN | {"pcie_replay": int(50 * (t - 400)) if (node, gpu) == ("n2", 1) else 0}
+
+    job = healthy_until(400).telemetry(400, 700, replays)
+    (found,) = run(HangDetector(), [job], 700)
+    assert (found.tier, found.culprits) == ("confirmed", ("n2",))
+    assert found.evidence["confirmed_by"] == ["evidence against n2"]
+
+
+def test_the_confirmation_bound_is_configurable() -> None:
+    job = Job().start().steps(10, 400)
+    config = HangConfig(confirm_floor_s=90.0)
+    suspect, confirmed = run(HangDetector(config), [job], 700)
+    assert suspect.tier == "suspect"
+    assert 90 <= silence_s(job, confirmed.detected_at) <= 92

@@ -376,3 +376,33 @@ def test_deferred_writes_store_what_immediate_writes_do() -> None:
             query = f"SELECT * FROM {table} ORDER BY ALL"
             assert deferred.sql(query) == immediate.sql(query), table
         assert deferred.sql("SELECT count(*) AS n FROM gpu_minutes").column("n")[0].as_py() > 0
+
+
+def test_a_suspect_and_its_confirmation_are_recorded_with_their_tiers(store: DuckDBStore) -> None:
+    import dataclasses
+
+    writer = HistoryWriter(store)
+    suspect = dataclasses.replace(detection(30, "hang", "7", onset=12), tier="suspect")
+    confirmed = dataclasses.replace(detection(150, "hang", "7", onset=12), tier="confirmed")
+    writer.handle([suspect, confirmed], at(150))
+    stored = store.sql("SELECT tier, epoch_us(onset) AS onset FROM detections ORDER BY detected_at")
+    assert stored.to_pylist() == [
+        {"tier": "suspect", "onset": at(12)},
+        {"tier": "confirmed", "onset": at(12)},
+    ]
+
+
+def test_a_confirmation_is_news_to_an_incident_that_only_suspected_it() -> None:
+    import dataclasses
+
+    correlator = IncidentCorrelator(600 * US, 10)
+    suspect = dataclasses.replace(detection(30, "hang", "7"), tier="suspect")
+    again = dataclasses.replace(detection(40, "hang", "7"), tier="suspect")
+    confirmed = dataclasses.replace(detection(150, "hang", "7"), tier="confirmed")
+    late = dataclasses.replace(detection(160, "hang", "7"), tier="suspect")
+    assert correlator.admit(suspect) is not None
+    assert correlator.admit(again) is None
+    admitted = correlator.admit(confirmed)
+    assert admitted is not None and admitted.incident == suspect.id
+    assert correlator.admit(late) is None
+    assert correlator.open["7"].strongest == confirmed

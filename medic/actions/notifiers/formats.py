@@ -175,10 +175,10 @@ class Alertmanager:
 
 def detection_alert(payload: dict[str, Any]) -> Alert:
     """The alert for the stage's notification payload (a detection and the decisions on it):
-    grouped by job, or by the nodes blamed when there is no job; its news are the nodes blamed
-    (a suspect confirmed) and the actions taken (or that monitor mode would take), each with its
-    outcome. A later detection of the incident that blames no one new and has nothing new done
-    (a consequence, a repeat) tells nothing new."""
+    grouped by job, or by the nodes blamed when there is no job; its news are the nodes blamed,
+    the detection's tier (a suspect confirmed) and the actions taken (or that monitor
+    mode would take), each with its outcome. A later detection of the incident that blames no
+    one new and has nothing new done (a consequence, a repeat) tells nothing new."""
     detection = payload.get("detection", {})
     job_id = detection.get("job_id")
     culprits = sorted(detection.get("culprits") or [])
@@ -196,6 +196,8 @@ def detection_alert(payload: dict[str, Any]) -> Alert:
         for d in payload.get("decisions", [])
     ]
     news = [f"culprit {node}" for node in culprits]
+    if detection.get("tier"):
+        news.append(str(detection["tier"]))  # a suspect confirmed is news
     for d in payload.get("decisions", []):
         if d.get("action") == "notify":
             continue  # telling someone else is no news to this receiver
@@ -204,6 +206,8 @@ def detection_alert(payload: dict[str, Any]) -> Alert:
         outcome = "would run" if d.get("guard") == "monitor" else d["status"]
         news.append(f"{d['action']} {d.get('node') or d.get('job_id') or ''}: {outcome}")
     labels = {"kind": kind, "mode": str(payload.get("mode", ""))}
+    if detection.get("tier"):
+        labels["tier"] = str(detection["tier"])
     if job_id:
         labels["job_id"] = str(job_id)
     if culprits:
