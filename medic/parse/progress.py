@@ -93,8 +93,24 @@ PROGRESS = pa.schema(
         pa.field("step_time_s", pa.float64()),
         pa.field("throughput", pa.float64()),
         pa.field("throughput_unit", pa.string()),
+        pa.field("loss", pa.float64()),
     ]
 )
+LOSS = (
+    r"(?i)(?:^|[^\w/.-])(?P<other>(?:val(?:id(?:ation)?)?|eval|dev|test)[ _/])?"
+    r"(?:train(?:ing)?[ _/]|reduced_train_|lm[ _]|total_|train/ce |train/crossentropy)?"
+    r"loss(?:/train/total| train)?['\"]?(?:\s*[:=]\s*|\s+is\s+|\s+)"
+    r"(?:tensor\()?(?P<loss>[-+]?(?:nan|inf(?:inity)?|[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?))"
+)
+"""A training loss on a step line, whatever its format: ``loss``, ``train_loss``,
+``train/loss``, ``lm loss``, ``lm_loss``, ``total_loss``, ``reduced_train_loss``,
+``train/CE loss``, ``train/CrossEntropyLoss``, ``loss/train/total`` or ``loss train`` (any
+case), then ``:``, ``=``, ``': ``, ``is`` or spaces, then a number, ``nan`` or ``inf`` (also
+inside ``tensor(...)``). The first such key on the line is read; one qualified as
+validation, evaluation or test (``valid loss``) gives none (``other``); ``val_loss`` and
+``eval/loss`` are not keys (a word character or a slash before ``loss``)."""
+CARRIED = (*FIELDS, "loss")
+"""The values a later line of a record (``part``) fills in on its step line."""
 
 
 @dataclass(frozen=True)
@@ -244,6 +260,7 @@ class ProgressParser:
             text = message.clone().scatter(coloured, uncoloured)
         read = self._first.read(message, text)
         rows = candidates[read.get_column(ROW)].hstack(_plain_numbers(read.drop(ROW)))
+        rows = rows.with_columns(_losses(text.gather(read.get_column(ROW))))
         rows = rows.with_columns(self._rank().alias(RANK))
         matched = rows.get_column(LINE)
         if self._bars:
@@ -299,7 +316,7 @@ class ProgressParser:
             return steps.drop("_framework")
         owners = steps.select(LINE, "job_id", "_framework", pl.col(LINE).alias("_owner"))
         values = (
-            parts.select(LINE, "job_id", "_framework", *FIELDS)
+            parts.select(LINE, "job_id", "_framework", *CARRIED)
             .join_asof(
                 owners,
                 on=LINE,
@@ -310,12 +327,12 @@ class ProgressParser:
             )
             .filter(pl.col("_owner").is_not_null())
             .group_by("_owner")
-            .agg(pl.col(FIELDS).drop_nulls().first().name.suffix("_part"))
+            .agg(pl.col(CARRIED).drop_nulls().first().name.suffix("_part"))
         )
         return (
             steps.join(values, left_on=LINE, right_on="_owner", how="left", maintain_order="left")
-            .with_columns(pl.coalesce(name, f"{name}_part").alias(name) for name in FIELDS)
-            .drop("_framework", *(f"{name}_part" for name in FIELDS))
+            .with_columns(pl.coalesce(name, f"{name}_part").alias(name) for name in CARRIED)
+            .drop("_framework", *(f"{name}_part" for name in CARRIED))
         )
 
     def _learned(self, lines: pl.DataFrame) -> pl.DataFrame | None:
@@ -335,7 +352,9 @@ class ProgressParser:
             return None
         rank = self._rank()
         step_time = pl.col("step_time_s")
-        return lines.join(steps, on=LINE, how="inner").select(
+        lines = lines.join(steps, on=LINE, how="inner")
+        text = lines.get_column("message").str.replace_all(ANSI_ESCAPE, "")
+        return lines.with_columns(_losses(text)).select(
             LINE,
             "time",
             "job_id",
@@ -347,6 +366,7 @@ class ProgressParser:
             pl.when(step_time.is_finite() & (step_time > 0)).then(step_time).alias("step_time_s"),
             pl.lit(None, pl.Float64).alias("throughput"),
             pl.lit(None, pl.String).alias("throughput_unit"),
+            pl.col("loss").cast(pl.Float64),
         )
 
     def _pick(self, attribute: str) -> pl.Expr:
@@ -402,6 +422,7 @@ class ProgressParser:
             pl.when(step_time.is_finite() & (step_time > 0)).then(step_time).alias("step_time_s"),
             throughput.alias("throughput"),
             pl.when(throughput.is_not_null()).then(pick("unit")).alias("throughput_unit"),
+            pl.when(pick("event") == "step").then(pl.col("loss").cast(pl.Float64)).alias("loss"),
         ]
         return measures, output
 
@@ -412,6 +433,18 @@ def _sorted_by(rows: pl.DataFrame, column: str) -> pl.DataFrame:
     if rows.get_column(column).is_sorted():
         return rows
     return rows.sort(column, maintain_order=True)
+
+
+def _losses(text: pl.Series) -> pl.Series:
+    """The training loss each line of ``text`` names (``LOSS``), as text; null where it names
+    none. Only the lines holding ``oss`` are read (most progress lines name no loss)."""
+    held = text.str.contains("oss", literal=True).fill_null(False).arg_true()
+    losses = pl.repeat(None, len(text), dtype=pl.String, eager=True).alias("loss")
+    if held.is_empty():
+        return losses
+    found = text.gather(held).str.extract_groups(LOSS).struct.unnest()
+    named = found.select(pl.when(pl.col("other").is_null()).then(pl.col("loss")))
+    return losses.scatter(held, named.to_series())
 
 
 def _plain_numbers(values: pl.DataFrame) -> pl.DataFrame:

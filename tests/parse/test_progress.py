@@ -596,3 +596,39 @@ def test_a_strict_form_reads_what_its_pattern_reads_wherever_it_matches() -> Non
 def test_a_strict_form_needs_once_and_an_anchor() -> None:
     with pytest.raises(ValueError, match="'strict' needs"):
         ProgressFormat("x", "step", ("a",), r"a(?P<step>\d+)", "src", strict=r"^a(?P<step>\d+)")
+
+
+@pytest.mark.parametrize(
+    ("line", "loss"),
+    [
+        (MEGATRON_STEP, 2.345678),
+        ("{'loss': 2.8384, 'grad_norm': 4.9596, 'learning_rate': 8.7e-06, 'epoch': 2.55}", 2.8384),
+        ("{'loss': nan, 'grad_norm': nan, 'learning_rate': 8.757e-06, 'epoch': 2.55}", math.nan),
+        ("iter 130: loss inf, time 568.59ms, mfu 34.79%", math.inf),
+        ("steps: 50 loss: 7.7539 iter time (s): 2.897 samples/sec: 88.367", 7.7539),
+        ("epoch: 1 step: 250, loss is 1.3757", 1.3757),
+        (
+            " 900/1875 ━━━━━━━━━━━━━━━━━━━━ 6s 31ms/step - accuracy: 0.7917 - loss: 0.3305"
+            " - val_loss: 0.4",
+            0.3305,
+        ),
+        ("Epoch 1 | iter 100 step 25 | loss train: 2.661, val: n/a | iter time: 1747.52 ms", 2.661),
+    ],
+)
+def test_a_step_line_carries_its_training_loss(line: str, loss: float) -> None:
+    read = one(line)["loss"]
+    assert read == pytest.approx(loss, nan_ok=True)
+
+
+def test_no_loss_from_a_validation_key_a_phase_line_or_a_line_without_one() -> None:
+    rows = parse(
+        "step: 10  eval loss:  9.2077  memory: 48.89GiB(55.58%)  tps: 6,818  tflops: 205.89",
+        "saving checkpoint at iteration     200 to /ckpt in torch_dist format",
+        " iteration      300/  500000 | consumed samples:        51200 |"
+        " elapsed time per iteration (ms): 1234.5 | learning rate: 1.5E-04 |",
+    )
+    assert [(row["event"], row["loss"]) for row in rows] == [
+        ("step", None),
+        ("checkpoint_start", None),
+        ("step", None),
+    ]
