@@ -18,7 +18,7 @@ STRING_LIST = pa.list_(pa.string())
 INT32_LIST = pa.list_(pa.int32())
 
 STREAMS = ("logs", "gpu", "scheduler")
-DETECTION_KINDS = ("crash", "hang", "straggler", "gpu_fault", "node_failure")
+DETECTION_KINDS = ("crash", "hang", "straggler", "gpu_fault", "node_failure", "nan_divergence")
 SUSPECT, CONFIRMED = "suspect", "confirmed"
 DETECTION_TIERS = (SUSPECT, CONFIRMED)
 """A detection's tier: ``suspect`` (silence or slowness alone: logged and notified, not acted

@@ -36,6 +36,7 @@ HORIZON_US = {
     "node_failure": 900 * US,
     "hang": 1800 * US,
     "straggler": 3600 * US,
+    "nan_divergence": 1800 * US,
 }
 
 

@@ -18,7 +18,10 @@ from typing import Any
 
 import polars as pl
 
-KINDS = ("crash", "gpu_fault", "node_failure", "hang", "straggler", "none")
+from medic.schema import DETECTION_KINDS
+
+KINDS = (*DETECTION_KINDS, "none")
+"""What a signature may be evidence of: a detection kind, or none (benign)."""
 IMPLICATES = ("gpu", "node", "peer", "rank", "none")
 SEVERITIES = ("fatal", "error", "warning", "info")
 ROLES = ("root", "collateral", "context", "benign")
