@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -221,8 +220,33 @@ def backtest_path(
     try:
         return backtest_recording(open_recording(path), settings, history)
     except UNREADABLE as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return RecordingFailure(path, text if str(path) in text else f"{path}: {text}")
+        return unreadable(path, exc)
+
+
+def unreadable(path: Path, exc: BaseException) -> RecordingFailure:
+    """The failure of a recording that raised ``exc`` (one of ``UNREADABLE``) while read."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return RecordingFailure(path, text if str(path) in text else f"{path}: {text}")
+
+
+Task = tuple[Path, Mapping[str, Any] | None]
+"""One replay: a recording's path and the settings to replay it with."""
+
+Runner = Callable[[list[Task]], Iterator[RecordingResult | RecordingFailure]]
+"""Replays tasks, each with a fresh pipeline, and gives their results in input order: worker
+processes here (``local_runner``) or a Ray cluster (``medic.ray_cluster``)."""
+
+
+def local_runner(jobs: int = 1) -> Runner:
+    """Tasks replayed in this process (``jobs`` 1) or in up to ``jobs`` worker processes."""
+
+    def run(tasks: list[Task]) -> Iterator[RecordingResult | RecordingFailure]:
+        workers = min(jobs, len(tasks))
+        if workers > 1:
+            return replay_tasks(tasks, lambda: _worker_pool(workers))
+        return (backtest_path(path, settings) for path, settings in tasks)
+
+    return run
 
 
 def run_backtest(
@@ -232,19 +256,24 @@ def run_backtest(
     on_result: Callable[[RecordingResult | RecordingFailure], None] | None = None,
     history: HistoryStore | None = None,
     jobs: int = 1,
+    runner: Runner | None = None,
 ) -> BacktestReport:
     """Backtest every recording in ``paths`` (already expanded); results come in input order.
 
     With ``jobs`` > 1 and several recordings, up to ``jobs`` worker processes replay them at
-    once: each recording gets a fresh pipeline either way, so the results are the same as in
-    one process. A ``history`` store is written by this process alone, so it replays in order.
+    once; a ``runner`` (a Ray cluster) replays them wherever it runs tasks. Each recording gets
+    a fresh pipeline either way, so the results are the same as in one process. A ``history``
+    store is written by this process alone, so it replays here, in order, without a runner.
     """
     paths = list(paths)
-    workers = min(jobs, len(paths)) if history is None else 1
-    if workers > 1:
-        results = in_workers(paths, settings, lambda: _worker_pool(workers))
+    if history is not None:
+        if runner is not None:
+            raise ValueError("a backtest that writes a history replays in this process")
+        results: Iterable[RecordingResult | RecordingFailure] = (
+            backtest_path(path, settings, history) for path in paths
+        )
     else:
-        results = (backtest_path(path, settings, history) for path in paths)
+        results = (runner or local_runner(jobs))([(path, settings) for path in paths])
     return _collect(results, out_dir, on_result)
 
 
@@ -259,22 +288,30 @@ def _worker_pool(workers: int) -> Executor:
 def in_workers(
     paths: list[Path], settings: Mapping[str, Any] | None, pool: Callable[[], Executor]
 ) -> Iterator[RecordingResult | RecordingFailure]:
-    """Results of ``paths`` from a pool of workers, in input order. A worker that dies (killed
-    for memory, say) breaks the pool: the recordings without a result yet are then replayed in
-    this process, with a warning, rather than losing the results already made."""
+    """Results of ``paths``, all replayed with ``settings``, from a pool of workers."""
+    return replay_tasks([(path, settings) for path in paths], pool)
+
+
+def replay_tasks(
+    tasks: list[Task], pool: Callable[[], Executor]
+) -> Iterator[RecordingResult | RecordingFailure]:
+    """Results of ``tasks`` from a pool of workers, in input order. A worker that dies (killed
+    for memory, say) breaks the pool: the tasks without a result yet are then replayed in this
+    process, with a warning, rather than losing the results already made."""
     done = 0
     try:
         with pool() as executor:
-            for result in executor.map(backtest_path, paths, repeat(settings)):
+            paths = [path for path, _ in tasks]
+            for result in executor.map(backtest_path, paths, [s for _, s in tasks]):
                 done += 1
                 yield result
     except BrokenExecutor as exc:
         log.warning(
             "backtest: a worker process died (%s); replaying the other %d recording(s) here",
             exc,
-            len(paths) - done,
+            len(tasks) - done,
         )
-        for path in paths[done:]:
+        for path, settings in tasks[done:]:
             yield backtest_path(path, settings)
 
 

@@ -75,6 +75,47 @@ def expand_recordings(paths: tuple[Path, ...]) -> list[Path]:
     return found
 
 
+def ray_options(func: F) -> F:
+    """``--ray`` and ``--ray-data``: replay on a Ray cluster (docs/scaling.md)."""
+    func = click.option(
+        "--ray-data",
+        type=click.Choice(["auto", "shared", "ship"]),
+        default="auto",
+        show_default=True,
+        help="With --ray: read recordings where they are (shared: a shared file system), ship "
+        "them through Ray's object store (ship), or ship those some node does not see (auto).",
+    )(func)
+    return click.option(
+        "--ray",
+        "ray_address",
+        metavar="auto|ADDRESS",
+        help="Replay on this Ray cluster (auto: the one started on this machine or named by "
+        "RAY_ADDRESS; else its head's host:port) instead of --jobs local processes; "
+        "needs pip install 'medic[ray]'.",
+    )(func)
+
+
+@contextlib.contextmanager
+def replay_runner(
+    jobs: int | None, ray_address: str | None, ray_data: str
+) -> Iterator[Callable[..., Any]]:
+    """Where recordings are replayed: ``jobs`` local worker processes, or a Ray cluster."""
+    from medic.backtest import default_jobs, local_runner
+
+    if ray_address is None:
+        yield local_runner(default_jobs() if jobs is None else jobs)
+        return
+    try:
+        from medic.ray_cluster import RayClusterError, RayRunner
+    except ImportError:
+        fail("--ray needs Ray: pip install 'medic[ray]'")
+    try:
+        with RayRunner(ray_address, ray_data) as runner:
+            yield runner
+    except RayClusterError as exc:
+        fail(str(exc))
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="medic")
 def main() -> None:
@@ -156,6 +197,7 @@ def diagnose(
     help="Deliver a stream's rows MIN-MAX s late, per node, jittered (e.g. logs=0:30); "
     "overrides [[replay.delays]].",
 )
+@ray_options
 @user_errors
 def backtest(
     paths: tuple[Path, ...],
@@ -165,6 +207,8 @@ def backtest(
     history_path: Path | None,
     jobs: int | None,
     delays: tuple[str, ...],
+    ray_address: str | None,
+    ray_data: str,
 ) -> None:
     """Replay recordings through the detectors and rules (recording executor: nothing is
     touched) and score them against their labels. Progress goes to stderr: a bar on a terminal,
@@ -173,17 +217,20 @@ def backtest(
     the exit status is then 1."""
     import contextlib
 
-    from medic.backtest import default_jobs, run_backtest
+    from medic.backtest import run_backtest
     from medic.history.store import DuckDBStore
     from medic.ingest.replay import with_delays
     from medic.render import print_backtest
 
+    if history_path is not None and ray_address is not None:
+        fail("--history is written while replaying in this process: leave out --ray")
     settings = load_settings(config_file)
     if delays:
         settings = with_delays(settings, delays)
     recordings = expand_recordings(paths)
     history = None if history_path is None else DuckDBStore(history_path)
     with (
+        replay_runner(jobs, ray_address, ray_data) as runner,
         backtest_progress(len(recordings), lines=not as_json) as progress,
         contextlib.closing(history) if history else contextlib.nullcontext(),
     ):
@@ -193,7 +240,7 @@ def backtest(
             out_dir,
             on_result=progress,
             history=history,
-            jobs=default_jobs() if jobs is None else jobs,
+            runner=None if history else runner,
         )
     data = report.to_json()
     if as_json:
@@ -245,6 +292,7 @@ def backtest(
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="As for medic backtest.")
 @click.option("--delay", "delays", multiple=True, metavar="STREAM=MIN:MAX", help="As for backtest.")
+@ray_options
 @user_errors
 def calibrate(
     paths: tuple[Path, ...],
@@ -255,11 +303,13 @@ def calibrate(
     config_file: Path | None,
     jobs: int | None,
     delays: tuple[str, ...],
+    ray_address: str | None,
+    ray_data: str,
 ) -> None:
     """Fit what detection scores mean: per kind, the probability that a detection with a given
     raw score is real, from labelled recordings' outcomes (a backtest replayed here, or read
     from --detections). Prints the held-out check, writes the calibration file."""
-    from medic.backtest import default_jobs, read_backtest, run_backtest
+    from medic.backtest import read_backtest, run_backtest
     from medic.calibrate import calibrate_backtest, require_labels
     from medic.ingest.replay import with_delays
     from medic.render import print_calibration
@@ -273,13 +323,11 @@ def calibrate(
         settings = load_settings(config_file)
         if delays:
             settings = with_delays(settings, delays)
-        with backtest_progress(len(recordings)) as progress:
-            report = run_backtest(
-                recordings,
-                settings,
-                on_result=progress,
-                jobs=default_jobs() if jobs is None else jobs,
-            )
+        with (
+            replay_runner(jobs, ray_address, ray_data) as runner,
+            backtest_progress(len(recordings)) as progress,
+        ):
+            report = run_backtest(recordings, settings, on_result=progress, runner=runner)
         if report.failures:
             fail(f"{report.failures[0].error} (calibration needs every recording)")
         source = "replayed"

@@ -138,6 +138,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 @pytest.hookimpl(trylast=True)
@@ -169,3 +171,18 @@ def slurm() -> Iterator[SlurmCluster]:
     found.reset()
     yield found
     found.reset()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """The address of a Ray cluster on this machine (tests/ray_local.py: a head and one worker
+    node, one CPU each), stopped with every process it started at the end of the session. The
+    tests that use it run in one xdist group, so one cluster serves them all."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
+    from tests.ray_local import start_cluster
+
+    cluster = start_cluster()
+    try:
+        yield cluster.address
+    finally:
+        cluster.stop()

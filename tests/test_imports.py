@@ -62,6 +62,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "medic.config_reference",
         "medic.doctor",
         "medic.remote_report",
+        "medic.ray_cluster",
     ),
     ("medic.cli", "medic.__main__"),
     ("medic.testing", "medic.testing.*"),
