@@ -53,10 +53,8 @@ from medic.history.writer import HistoryWriter
 from medic.incident import Incident
 from medic.ingest.base import Batch, Event, Source, Watermark
 from medic.ingest.cursor import CursorStore
-from medic.ingest.files import FileSource
 from medic.ingest.live import Backoff, SourceHealth, wall_us
-from medic.ingest.prometheus import PrometheusSource
-from medic.ingest.slurm import SlurmSource
+from medic.ingest.registry import SOURCES
 from medic.ingest.sources import open_sources, sources_config
 from medic.pipeline import Pipeline
 from medic.service_http import HttpEndpoints, ServiceMetrics, SourceCollector, parse_listen
@@ -160,7 +158,7 @@ class Service:
         sources = sources_config(settings)
         self.cursors = CursorStore(sources.cursor_dir or state_dir / "cursors")
         self.sources = {
-            source.name: SourceState(source, resumable=source.name != SlurmSource.name)
+            source.name: SourceState(source, resumable=SOURCES[source.name].resumable)
             for source in open_sources(sources, self.client, self.cursors)
         }
         self.metrics.watch_sources(self.source_counters)
@@ -424,14 +422,12 @@ def complete_until(source: Source, watermark: int | None, now: int) -> int | Non
     one interval after the last: between polls it is complete up to the wall clock, so a quiet
     Slurm source polled every 5 s does not hold a crash's 3 s hold back for 5 s more. A poll
     that is late or failing holds it at the poll that was due. Other sources (a log store's
-    event time): their own watermark."""
+    event time, a replay): their own watermark. A polling source says so by its
+    ``poll_interval_s``."""
     if watermark is None:
         return None
-    if isinstance(source, FileSource | SlurmSource):
-        interval = source.config.poll_interval_s
-    elif isinstance(source, PrometheusSource):
-        interval = source.config.interval_s
-    else:
+    interval: float | None = getattr(source, "poll_interval_s", None)
+    if interval is None:
         return watermark
     return max(watermark, min(now, watermark + round(interval * US)))
 

@@ -223,6 +223,7 @@ class FileSource:
     carry their read time, so old content would be stamped as new (``medic record``)."""
 
     name = "files"
+    resumable = True
     title = "logs (files)"
     Config = FilesConfig
     stream = "logs"
@@ -265,6 +266,11 @@ class FileSource:
     @classmethod
     def absent(cls) -> list[Probe]:
         return []
+
+    @property
+    def poll_interval_s(self) -> float | None:
+        """How often it polls; None: its watermark is its own (event time)."""
+        return self.config.poll_interval_s
 
     def __init__(
         self,

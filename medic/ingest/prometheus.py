@@ -95,6 +95,7 @@ class PrometheusSource:
     """dcgm-exporter style endpoints as ``gpu`` batches, one scrape round per interval."""
 
     name = "prometheus"
+    resumable = True
     title = "telemetry"
     Config = PrometheusConfig
     stream = "gpu"
@@ -148,6 +149,11 @@ class PrometheusSource:
         except Exception as exc:  # NVMLError, or a library that cannot load
             return [Probe("warn", f"none configured, no NVML on this host ({exc}); {advice}")]
         return [Probe("warn", f"none configured; NVML here sees {count} GPU(s); {advice}")]
+
+    @property
+    def poll_interval_s(self) -> float | None:
+        """How often it polls; None: its watermark is its own (event time)."""
+        return self.config.interval_s
 
     def __init__(
         self,

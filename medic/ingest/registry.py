@@ -28,6 +28,8 @@ class SourceClass(Protocol):
     """What ``medic doctor`` calls its lines."""
     stream: ClassVar[str]
     fallback: ClassVar[bool]
+    resumable: ClassVar[bool]
+    """Whether the service saves its cursor to resume from after a restart."""
 
     def open(
         self,

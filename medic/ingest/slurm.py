@@ -96,6 +96,8 @@ class SlurmSource:
     jobs (``OWN_JOB_COMMENT``) are left out: their outcome is the node lifecycle's alone."""
 
     name = "slurm"
+    resumable = False
+    """A fresh snapshot on start tells the detectors which jobs run where."""
     title = "slurm state"
     Config = SlurmSourceConfig
     stream = "scheduler"
@@ -142,6 +144,11 @@ class SlurmSource:
                 "jobs end or nodes fail in Slurm",
             )
         ]
+
+    @property
+    def poll_interval_s(self) -> float | None:
+        """How often it polls; None: its watermark is its own (event time)."""
+        return self.config.poll_interval_s
 
     def __init__(
         self,

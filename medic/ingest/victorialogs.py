@@ -347,6 +347,7 @@ class VictoriaLogsSource:
     """
 
     name = "victorialogs"
+    resumable = True
     title = "logs (victorialogs)"
     Config = VictoriaLogsConfig
     stream = "logs"
@@ -397,6 +398,11 @@ class VictoriaLogsSource:
     @classmethod
     def absent(cls) -> list[Probe]:
         return []
+
+    @property
+    def poll_interval_s(self) -> float | None:
+        """How often it polls; None: its watermark is its own (event time)."""
+        return None
 
     def __init__(
         self,

@@ -103,3 +103,14 @@ def test_doctor_probes_a_missing_backend_in_one_line_without_raising(name: str) 
     for probe in cls.absent():
         assert probe.status == "warn", probe
         assert probe.detail and "\n" not in probe.detail
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_it_says_how_often_it_polls_and_whether_it_resumes(name: str) -> None:
+    cls = SOURCES[name]
+    assert isinstance(cls.resumable, bool)
+    config = sources_config({"sources": {name: UNREACHABLE[name]}})
+    async with httpx.AsyncClient() as client:
+        source = {s.name: s for s in open_sources(config, client)}[name]
+    interval = source.poll_interval_s  # type: ignore[attr-defined]
+    assert interval is None or interval > 0
