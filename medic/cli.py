@@ -573,7 +573,7 @@ def actions(config_file: Path | None, journal_path: Path | None, unfinished: boo
     how far each got (planned, issued, done, partial, failed). Reads the file only, so it
     works while serve runs; unfinished decisions are resumed when serve starts."""
     from medic.actions.journal import Journal, render
-    from medic.service import service_config
+    from medic.service_config import service_config
     from medic.settings import load_settings
 
     if journal_path is None:
@@ -898,7 +898,7 @@ def serve(config_file: Path, log_level: str) -> None:
     into the history, with /metrics, /healthz and /report (loopback by default). Logs one line
     per detection and per action decision. Stops on SIGTERM."""
     from medic.service import serve as run_service
-    from medic.service import service_config
+    from medic.service_config import service_config
     from medic.service_log import configure_logging
 
     settings = load_settings(config_file)

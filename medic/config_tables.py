@@ -25,8 +25,8 @@ from medic.history.config import HistoryConfig
 from medic.ingest.replay import ReplayConfig
 from medic.ingest.sources import SourcesConfig
 from medic.parse.prefixes import PrefixConfig
-from medic.pipeline import PipelineConfig
-from medic.service import ServiceConfig
+from medic.pipeline_config import PipelineConfig
+from medic.service_config import ServiceConfig
 
 
 def config_tables() -> dict[str, type]:

@@ -30,8 +30,7 @@ from medic.ingest.registry import SOURCES
 from medic.ingest.sources import SourcesConfig, chosen, sources_config
 from medic.probe import Status
 from medic.remote_report import held_by_another_process
-from medic.service import ServiceConfig, service_config
-from medic.service_http import parse_listen
+from medic.service_config import ServiceConfig, parse_listen, service_config
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import polars as pl
 import pyarrow as pa
 
 from medic.calibration import Calibration, calibration_of
-from medic.config import Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
 from medic.detectors.incidents import share_liveness
 from medic.detectors.progress_state import share_watched_jobs
@@ -28,31 +26,10 @@ from medic.parse.catalogue import Catalogue
 from medic.parse.placement import Placement
 from medic.parse.registry import prefix_stripper
 from medic.parse.signatures import catalogue_from_settings, unmatched_only
+from medic.pipeline_config import PipelineConfig
+from medic.pipeline_config import pipeline_config as pipeline_config  # re-exported
 from medic.readahead import parse_ahead, stretches
 from medic.timeutil import US
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """Settings of the composition itself (detector settings live with each detector)."""
-
-    incident_window_s: Positive = 600.0
-    """A job's detections within this span of the previous one are one incident, which the
-    guards' once-per-incident check uses too: medic's one incident window (docs/rules.md,
-    Incidents)."""
-    max_symptoms: PositiveCount = 64
-    """Symptoms kept per incident for the history; the count keeps growing past it."""
-    calibrate: bool = True
-    """Replace each detection's score by the probability that a detection of its kind with
-    that score is a real incident (the calibration's map, docs/scores.md); the detector's own
-    score is kept as ``raw_score``. False: scores stay as the detectors give them."""
-    calibration: str = ""
-    """A calibration file written by ``medic calibrate``; empty: the one shipped with medic."""
-
-
-def pipeline_config(settings: Mapping[str, Any]) -> PipelineConfig:
-    """The ``[pipeline]`` table of a settings mapping, checked (the defaults when absent)."""
-    return from_dict(PipelineConfig, settings.get("pipeline", {}), "pipeline")
 
 
 class Responder(Protocol):

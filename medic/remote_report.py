@@ -21,8 +21,7 @@ from medic.history import HistoryError
 from medic.history.config import history_config
 from medic.history.nodes import history_nodes
 from medic.history.store import DuckDBStore, HistoryStore
-from medic.service import service_config
-from medic.service_http import parse_listen
+from medic.service_config import parse_listen, service_config
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

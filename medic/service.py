@@ -43,7 +43,6 @@ from medic.actions.executor import Executor
 from medic.actions.journal import Journal
 from medic.actions.recovery import Recovery, RecoveryMetrics
 from medic.actions.stage import ActionStage
-from medic.config import Count, Positive, PositiveCount, from_dict
 from medic.detectors.base import Detection
 from medic.history.config import history_config
 from medic.history.nodes import history_nodes
@@ -57,42 +56,14 @@ from medic.ingest.live import Backoff, SourceHealth, wall_us
 from medic.ingest.registry import SOURCES
 from medic.ingest.sources import open_sources, sources_config
 from medic.pipeline import Pipeline
-from medic.service_http import HttpEndpoints, ServiceMetrics, SourceCollector, parse_listen
-from medic.service_log import LogFormat, log_decisions, log_detections
+from medic.service_config import ServiceConfig as ServiceConfig  # re-exported
+from medic.service_config import parse_listen
+from medic.service_config import service_config as service_config  # re-exported
+from medic.service_http import HttpEndpoints, ServiceMetrics, SourceCollector
+from medic.service_log import log_decisions, log_detections
 from medic.timeutil import US
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ServiceConfig:
-    """``[service]``."""
-
-    listen: str = "127.0.0.1:9464"
-    """Where /metrics and /healthz are served (loopback by default)."""
-    state_dir: str = ".medic"
-    """Source cursors (``cursors/``) and the action journal (``journal.jsonl``)."""
-    checkpoint_interval_s: Positive = 5.0
-    """How often the cursors of what went through the pipeline are saved."""
-    queue_events: PositiveCount = 256
-    """Events waiting for the pipeline; sources pause when it is full."""
-    retry_initial_s: Positive = 1.0
-    retry_max_s: Positive = 60.0
-    """Backoff for a source that failed (it is retried for ever and reported meanwhile)."""
-    stale_after_s: Positive = 120.0
-    """/healthz reports a source unhealthy once its data lags the wall clock this much."""
-    log_format: LogFormat = "text"
-    """The service log: `text` lines (`key=value` fields) or `json` lines for log shippers;
-    either way one line per detection and per action decision."""
-    log_file: str = ""
-    """Write the log to this file, rotated by medic, instead of stderr (journald)."""
-    log_file_max_mb: Positive = 100.0
-    """A log file this large is rotated (`serve.log` becomes `serve.log.1`, ...)."""
-    log_file_backups: Count = 5
-    """Rotated log files kept."""
-
-    def __post_init__(self) -> None:
-        parse_listen(self.listen)
 
 
 @dataclass
@@ -441,11 +412,6 @@ def _action_rows(table: pa.Table) -> list[tuple[str, str, str | None]]:
             strict=True,
         )
     )
-
-
-def service_config(settings: Mapping[str, Any]) -> ServiceConfig:
-    """The ``[service]`` table of a loaded config, checked (one-line ConfigError)."""
-    return from_dict(ServiceConfig, settings.get("service", {}), "service")
 
 
 def serve(settings: Mapping[str, Any]) -> None:

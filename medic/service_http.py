@@ -29,6 +29,7 @@ from prometheus_client.registry import Collector
 
 from medic.detectors.base import Detection
 from medic.ingest.live import LATENESS_BUCKETS_S, SourceHealth, SourceStats
+from medic.service_config import parse_listen as parse_listen  # re-exported
 
 StartResponse = Callable[..., Any]
 ReportPage = Callable[[str, Mapping[str, str]], str]
@@ -292,11 +293,3 @@ class HttpEndpoints:
         content = "text/html; charset=utf-8" if kind == "html" else "text/plain; charset=utf-8"
         start_response("200 OK", [("Content-Type", content)])
         return [body.encode()]
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    """``host:port`` (``[::1]:9464`` for IPv6) into its parts; ValueError names the problem."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"listen must be host:port, got {listen!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)

@@ -14,15 +14,14 @@ import json
 import logging
 import logging.handlers
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 
 from medic.detectors.base import Detection
 from medic.ingest.live import printable
+from medic.service_config import LogFormat as LogFormat  # re-exported
 from medic.timeutil import iso
-
-LogFormat = Literal["text", "json"]
 
 events = logging.getLogger("medic.events")
 """The logger of detections and decisions (``medic.events``)."""

@@ -28,7 +28,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "medic.slurm",
         "medic.probe",
     ),
-    ("medic.recording", "medic.calibration", "medic.scoring", "medic.settings", "medic.render"),
+    (
+        "medic.recording",
+        "medic.calibration",
+        "medic.scoring",
+        "medic.render",
+        "medic.pipeline_config",
+        "medic.service_config",
+    ),
     ("medic.ingest", "medic.ingest.*"),
     ("medic.parse", "medic.parse.*"),
     ("medic.detectors", "medic.detectors.*"),
@@ -43,6 +50,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "medic.actions.executor",
     ),
     ("medic.history", "medic.history.*"),
+    ("medic.settings",),
     ("medic.pipeline",),
     ("medic.actions", "medic.actions.*", "medic.nvrx"),
     (

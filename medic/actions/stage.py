@@ -32,7 +32,7 @@ from medic.actions.rules import RuleSet, describe
 from medic.config import ConfigError
 from medic.detectors.base import Detection
 from medic.nvrx import NvrxGuard, NvrxWatch
-from medic.pipeline import PipelineConfig, pipeline_config
+from medic.pipeline_config import PipelineConfig, pipeline_config
 from medic.recording import Recording
 
 log = logging.getLogger(__name__)
