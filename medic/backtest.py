@@ -25,16 +25,15 @@ import pyarrow.parquet as pq
 from medic import schema
 from medic.actions.stage import ActionStage
 from medic.calibration import Calibration, raw_scores
-from medic.config import from_dict
 from medic.detectors.base import detection_id, detections_table
-from medic.history.config import history_config
 from medic.history.store import HistoryStore
 from medic.history.writer import HistoryWriter
-from medic.ingest.replay import ReplayConfig, ReplaySource
+from medic.ingest.replay import ReplaySource
 from medic.pipeline import Pipeline
 from medic.recording import Recording, RecordingError, open_recording
 from medic.schema import SchemaError
 from medic.scoring import Score, score
+from medic.settings_tree import Settings
 
 log = logging.getLogger(__name__)
 
@@ -145,24 +144,22 @@ class BacktestReport:
 
 def backtest_recording(
     recording: Recording,
-    settings: Mapping[str, Any] | None = None,
+    settings: Settings | Mapping[str, Any] | None = None,
     history: HistoryStore | None = None,
 ) -> RecordingResult:
     """Replay one recording through a fresh pipeline built from ``settings`` (detectors, and
     the ``[rules]`` with the recording executor) and score it. With ``history``, the replay
     also writes what ``medic serve`` would have: detections, actions, incidents, summaries."""
-    settings = settings or {}
+    settings = Settings.load(settings)
     started = time.perf_counter()
     stage = ActionStage.for_recording(recording, settings)
-    writer = (
-        None if history is None else HistoryWriter(history, history_config(settings), deferred=True)
-    )
+    writer = None if history is None else HistoryWriter(history, settings.history, deferred=True)
     pipeline = Pipeline.from_settings(
         settings,
         responders=[stage] if writer is None else [stage, writer],
         observers=[*stage.observers] if writer is None else [*stage.observers, writer],
     )
-    replay = ReplaySource(recording, from_dict(ReplayConfig, settings.get("replay", {}), "replay"))
+    replay = ReplaySource(recording, settings.replay)
     detections = detections_table(pipeline.run(replay))
     actions = stage.actions_table()
     scored = score(detections, recording.labels)
@@ -213,7 +210,9 @@ def default_jobs() -> int:
 
 
 def backtest_path(
-    path: Path, settings: Mapping[str, Any] | None = None, history: HistoryStore | None = None
+    path: Path,
+    settings: Settings | Mapping[str, Any] | None = None,
+    history: HistoryStore | None = None,
 ) -> RecordingResult | RecordingFailure:
     """Read and backtest one recording (what a worker process of ``run_backtest`` runs); its
     GPU telemetry is read from disk a batch at a time as the replay goes."""
@@ -229,7 +228,7 @@ def unreadable(path: Path, exc: BaseException) -> RecordingFailure:
     return RecordingFailure(path, text if str(path) in text else f"{path}: {text}")
 
 
-Task = tuple[Path, Mapping[str, Any] | None]
+Task = tuple[Path, Settings | Mapping[str, Any] | None]
 """One replay: a recording's path and the settings to replay it with."""
 
 Runner = Callable[[list[Task]], Iterator[RecordingResult | RecordingFailure]]
@@ -251,7 +250,7 @@ def local_runner(jobs: int = 1) -> Runner:
 
 def run_backtest(
     paths: Iterable[Path],
-    settings: Mapping[str, Any] | None = None,
+    settings: Settings | Mapping[str, Any] | None = None,
     out_dir: Path | None = None,
     on_result: Callable[[RecordingResult | RecordingFailure], None] | None = None,
     history: HistoryStore | None = None,
@@ -265,6 +264,7 @@ def run_backtest(
     a fresh pipeline either way, so the results are the same as in one process. A ``history``
     store is written by this process alone, so it replays here, in order, without a runner.
     """
+    settings = Settings.load(settings)
     paths = list(paths)
     if history is not None:
         if runner is not None:
@@ -286,7 +286,7 @@ def _worker_pool(workers: int) -> Executor:
 
 
 def in_workers(
-    paths: list[Path], settings: Mapping[str, Any] | None, pool: Callable[[], Executor]
+    paths: list[Path], settings: Settings, pool: Callable[[], Executor]
 ) -> Iterator[RecordingResult | RecordingFailure]:
     """Results of ``paths``, all replayed with ``settings``, from a pool of workers."""
     return replay_tasks([(path, settings) for path in paths], pool)

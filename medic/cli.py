@@ -8,9 +8,9 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -22,6 +22,9 @@ from medic.recording import RecordingError, find_recordings, validate_recording
 from medic.schema import DETECTION_KINDS, DETECTION_TIERS, SchemaError
 from medic.settings import load_settings
 
+if TYPE_CHECKING:
+    from medic.settings_tree import Settings
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 USER_ERRORS: tuple[type[Exception], ...] = (
@@ -31,6 +34,14 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     SchemaError,
     OSError,
 )
+
+
+def load_tree(raw: Mapping[str, Any]) -> Settings:
+    """A loaded config file checked into the settings tree (imported here: the tree pulls in
+    every part of medic, and the CLI starts before it knows what it will run)."""
+    from medic.settings_tree import Settings
+
+    return Settings.load(raw)
 
 
 def fail(message: str) -> None:
@@ -164,7 +175,7 @@ def diagnose(
         texts = read_paths(paths)
     except DiagnoseError as exc:
         fail(str(exc))
-    found = run_diagnose(texts, load_settings(config_file), year)
+    found = run_diagnose(texts, load_tree(load_settings(config_file)), year)
     if as_json:
         click.echo(json.dumps(findings_json(found)))
     else:
@@ -224,9 +235,8 @@ def backtest(
 
     if history_path is not None and ray_address is not None:
         fail("--history is written while replaying in this process: leave out --ray")
-    settings = load_settings(config_file)
-    if delays:
-        settings = with_delays(settings, delays)
+    raw = load_settings(config_file)
+    settings = load_tree(with_delays(raw, delays) if delays else raw)
     recordings = expand_recordings(paths)
     history = None if history_path is None else DuckDBStore(history_path)
     with (
@@ -320,9 +330,8 @@ def calibrate(
         report = read_backtest(recordings, detections_dir)
         source = detections_dir.resolve().name
     else:
-        settings = load_settings(config_file)
-        if delays:
-            settings = with_delays(settings, delays)
+        raw = load_settings(config_file)
+        settings = load_tree(with_delays(raw, delays) if delays else raw)
         with (
             replay_runner(jobs, ray_address, ray_data) as runner,
             backtest_progress(len(recordings)) as progress,
@@ -474,7 +483,6 @@ def rules_test(
     cluster_nodes: int,
 ) -> None:
     """Show what a detection would trigger under a config, and why (touches nothing)."""
-    from medic.actions.config import load_rules
     from medic.actions.explain import (
         detection_from_json,
         exit_code_from_json,
@@ -484,7 +492,7 @@ def rules_test(
         render,
     )
 
-    config = load_rules(load_settings(config_file).get("rules"))
+    config = load_tree(load_settings(config_file)).rules
     try:
         if json_text is not None:
             text = sys.stdin.read() if json_text == "-" else json_text
@@ -528,15 +536,13 @@ def report(
     comes from the service's /report endpoint ([service] listen, or --url). --html writes one
     self-contained file with plots; --top bounds the node, GPU and job lists; --watchdog-s
     overrides [history] watchdog_timeout_s."""
-    from medic.actions.config import load_rules
-    from medic.history.config import history_config
     from medic.history.pages import render_report
     from medic.history.store import DuckDBStore
     from medic.remote_report import fetch_report, held_by_another_process, service_url
 
-    settings = load_settings(config_file)
-    config = history_config(settings)
-    lemon = load_rules(settings.get("rules")).lifecycle.lemon
+    settings = load_tree(load_settings(config_file))
+    config = settings.history
+    lemon = settings.rules.lifecycle.lemon
     params = {"top": str(top)}
     if watchdog_s is not None:
         params["watchdog_s"] = repr(watchdog_s)
@@ -573,11 +579,10 @@ def actions(config_file: Path | None, journal_path: Path | None, unfinished: boo
     how far each got (planned, issued, done, partial, failed). Reads the file only, so it
     works while serve runs; unfinished decisions are resumed when serve starts."""
     from medic.actions.journal import Journal, render
-    from medic.service_config import service_config
     from medic.settings import load_settings
 
     if journal_path is None:
-        state_dir = Path(service_config(load_settings(config_file)).state_dir)
+        state_dir = Path(load_tree(load_settings(config_file)).service.state_dir)
         journal_path = state_dir / "journal.jsonl"
     if not journal_path.exists():
         raise click.ClickException(f"no journal at {journal_path}")
@@ -599,7 +604,7 @@ def nodes(db_path: Path | None, config_file: Path | None, slurm: bool) -> None:
     from medic.remote_report import history_node_table
     from medic.settings import load_settings
 
-    settings = load_settings(config_file)
+    settings = load_tree(load_settings(config_file))
     table = history_node_table(settings, db_path)
     print_nodes(nodes_report(settings, table, slurm), wide_console())
 
@@ -632,15 +637,14 @@ def history_import(
     """Load backtest results (the detections.parquet and actions.parquet files under RESULTS,
     as `medic backtest --out` writes them) into the history database ([history] path unless
     --db), created if needed. Importing the same files again adds nothing."""
-    from medic.history.config import history_config
     from medic.history.store import DuckDBStore
     from medic.history_import import import_backtest
 
     if not results and not recording_paths:
         fail("nothing to import: name backtest result directories or --recordings")
-    settings = load_settings(config_file)
+    settings = load_tree(load_settings(config_file))
     recordings = expand_recordings(recording_paths) if recording_paths else []
-    path = db_path or Path(history_config(settings).path)
+    path = db_path or Path(settings.history.path)
     with DuckDBStore(path) as store:
         counts = import_backtest(store, results, recordings, settings)
     for table in sorted(counts.inserted.keys() | counts.read.keys()):
@@ -811,7 +815,7 @@ def record(
     from medic.record import parse_when
     from medic.record import record as capture_range
 
-    settings = load_settings(config_file)
+    settings = load_tree(load_settings(config_file))
     now = wall_us()
     start_us, end_us = parse_when(start, now), parse_when(end, now)
     try:
@@ -898,11 +902,10 @@ def serve(config_file: Path, log_level: str) -> None:
     into the history, with /metrics, /healthz and /report (loopback by default). Logs one line
     per detection and per action decision. Stops on SIGTERM."""
     from medic.service import serve as run_service
-    from medic.service_config import service_config
     from medic.service_log import configure_logging
 
-    settings = load_settings(config_file)
-    config = service_config(settings)
+    settings = load_tree(load_settings(config_file))
+    config = settings.service
     configure_logging(
         log_level,
         config.log_format,

@@ -18,19 +18,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from medic.actions.config import RulesConfig, load_rules
+from medic.actions.config import RulesConfig
 from medic.actions.notifiers.config import ReceiverConfig, SecretError
 from medic.actions.registry import executor_class
 from medic.config import ConfigError
 from medic.config_tables import effective_settings
 from medic.history import HistoryError
-from medic.history.config import history_config
 from medic.history.store import DuckDBStore
 from medic.ingest.registry import SOURCES
-from medic.ingest.sources import SourcesConfig, chosen, sources_config
+from medic.ingest.sources import SourcesConfig, chosen
 from medic.probe import Status
 from medic.remote_report import held_by_another_process
-from medic.service_config import ServiceConfig, parse_listen, service_config
+from medic.service_config import ServiceConfig, parse_listen
+from medic.settings_tree import Settings
 
 
 @dataclass(frozen=True)
@@ -45,20 +45,19 @@ class Check:
         return f"{self.status:<4}  {self.name}: {self.detail}"
 
 
-def diagnose(settings: Mapping[str, Any]) -> list[Check]:
+def diagnose(settings: Settings | Mapping[str, Any]) -> list[Check]:
     """Every check the config calls for, in the order a service starts its parts."""
     try:
-        effective_settings(settings)
+        tree = Settings.load(settings)
+        effective_settings(tree)
     except ConfigError as exc:
         return [Check("config", "fail", str(exc))]
-    sources = sources_config(settings)
-    rules = load_rules(settings.get("rules"))
-    service = service_config(settings)
+    sources, rules, service = tree.sources, tree.rules, tree.service
     checks = [Check("config", "ok", f"valid; rules in {rules.mode} mode")]
     checks.extend(_sources(sources))
     checks.append(_slurm_actions(rules))
     checks.extend(_receiver(r) for r in rules.receivers)
-    checks.append(_history(history_config(settings).path))
+    checks.append(_history(tree.history.path))
     checks.append(_state_dir(service))
     checks.append(_listen(service))
     return checks

@@ -15,14 +15,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from medic import schema
-from medic.detectors.registry import build_parsers
+from medic.detectors.registry import parsers_from
 from medic.history import HistoryError
-from medic.history.config import history_config
 from medic.history.store import HistoryStore
 from medic.history.writer import DETECTION_ROWS, HistoryWriter
 from medic.ingest.replay import ReplaySource
+from medic.parse.prefixes import PrefixStripper
 from medic.pipeline import Pipeline
 from medic.recording import open_recording
+from medic.settings_tree import Settings
 
 RESULT_FILES = {
     "detections": ("detections.parquet", DETECTION_ROWS),
@@ -65,12 +66,12 @@ def import_backtest(
     store: HistoryStore,
     results: Iterable[Path],
     recordings: Iterable[Path] = (),
-    settings: Mapping[str, Any] | None = None,
+    settings: Settings | Mapping[str, Any] | None = None,
 ) -> ImportCounts:
     """Append the backtest results under ``results`` and replay ``recordings`` into ``store``
     (``settings``: the config file's tables; [history] and [parsers] apply)."""
-    settings = settings or {}
-    config = history_config(settings)
+    settings = Settings.load(settings)
+    config = settings.history
     counts = ImportCounts()
     results = list(results)
     for table, (name, target) in RESULT_FILES.items():
@@ -80,7 +81,9 @@ def import_backtest(
             counts.inserted[table] += store.append(table, rows)
     for path in recordings:
         writer = HistoryWriter(store, config)
-        parsers = build_parsers([writer], settings.get("parsers", {}))
+        parsers = parsers_from(
+            [writer], settings.parser_configs(), prefixes=PrefixStripper(settings.prefixes)
+        )
         pipeline = Pipeline([], parsers=parsers, observers=[writer])
         pipeline.run(ReplaySource(open_recording(path)))
         writer.flush()

@@ -19,16 +19,17 @@ from medic.calibration import Calibration, calibration_of
 from medic.detectors.base import Detection
 from medic.detectors.incidents import share_liveness
 from medic.detectors.progress_state import share_watched_jobs
-from medic.detectors.registry import build_detectors, build_parsers
+from medic.detectors.registry import build_parsers, detectors_from, parsers_from
 from medic.incident import IncidentCorrelator
 from medic.ingest.base import Batch, Event, Watermark
 from medic.parse.catalogue import Catalogue
 from medic.parse.placement import Placement
-from medic.parse.registry import prefix_stripper
-from medic.parse.signatures import catalogue_from_settings, unmatched_only
+from medic.parse.prefixes import PrefixStripper
+from medic.parse.signatures import catalogue_of, unmatched_only
 from medic.pipeline_config import PipelineConfig
 from medic.pipeline_config import pipeline_config as pipeline_config  # re-exported
 from medic.readahead import parse_ahead, stretches
+from medic.settings_tree import Settings
 from medic.timeutil import US
 
 
@@ -119,27 +120,28 @@ class Pipeline:
     @classmethod
     def from_settings(
         cls,
-        settings: Mapping[str, Any] | None = None,
+        settings: Settings | Mapping[str, Any] | None = None,
         responders: Iterable[Responder] = (),
         observers: Iterable[Observer] = (),
         catalogue: Catalogue | None = None,
     ) -> Pipeline:
-        """Build from a config mapping with ``[pipeline]``, ``[parsers.<name>]`` and
-        ``[detectors.<name>]`` tables. One signature catalogue (``catalogue``, or else the
+        """Build from the settings' ``[pipeline]``, ``[parsers.<name>]`` and
+        ``[detectors.<name>]`` tables (a ``Settings``, or the plain tables, checked here once).
+        One signature catalogue (``catalogue``, or else the
         built-in one plus the site files of ``[parsers.signatures] extra``) goes to the parser
         and the detectors alike; the calibration is ``[pipeline] calibration`` (the shipped one
         unless ``calibrate = false``)."""
-        settings = settings or {}
-        config = pipeline_config(settings)
+        tree = Settings.load(settings)
+        config = tree.pipeline
         calibration = calibration_of(config.calibrate, config.calibration)
         if catalogue is None:
-            catalogue = catalogue_from_settings(settings.get("parsers", {}))
-        detectors = build_detectors(settings.get("detectors", {}), catalogue=catalogue)
+            catalogue = catalogue_of(tree.signatures)
+        detectors = detectors_from(tree.detector_configs(), catalogue=catalogue)
         observers = list(observers)
-        placement = Placement(prefix_stripper(settings.get("parsers", {})))
-        parsers = build_parsers(
+        placement = Placement(PrefixStripper(tree.prefixes))
+        parsers = parsers_from(
             [*detectors, *observers],
-            settings.get("parsers", {}),
+            tree.parser_configs(),
             catalogue=catalogue,
             prefixes=placement.prefixes,
         )

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from medic import schema
 from medic.ingest.base import Batch, Source, Watermark
 from medic.ingest.live import wall_us
-from medic.ingest.sources import open_sources, sources_config
+from medic.ingest.sources import open_sources
 from medic.recording import (
     TABLE_FILES,
     Recording,
@@ -42,6 +42,7 @@ from medic.recording import (
     read_recording,
     write_recording,
 )
+from medic.settings_tree import Settings
 from medic.timeutil import US, iso, to_us
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ def parse_when(text: str, now_us: int) -> int:
 
 
 async def record(
-    settings: dict[str, Any],
+    settings: Settings | Mapping[str, Any],
     start_us: int,
     end_us: int,
     out: Path,
@@ -140,7 +141,7 @@ async def record(
     """Capture ``[start_us, end_us]`` from the sources of ``settings`` into ``out``."""
     if end_us <= start_us:
         raise RecordingError("the end of the range must come after its start")
-    config = sources_config(settings)
+    config = Settings.load(settings).sources
     async with httpx.AsyncClient() as client:
         sources = open_sources(config, client, start_us=start_us, until_us=end_us)
         streams, late = await capture(sources, start_us, end_us, grace_s=grace_s)

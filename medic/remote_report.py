@@ -16,12 +16,11 @@ from typing import Any, TypeVar
 import httpx
 import polars as pl
 
-from medic.actions.config import load_rules
 from medic.history import HistoryError
-from medic.history.config import history_config
 from medic.history.nodes import history_nodes
 from medic.history.store import DuckDBStore, HistoryStore
-from medic.service_config import parse_listen, service_config
+from medic.service_config import parse_listen
+from medic.settings_tree import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -32,16 +31,16 @@ def held_by_another_process(error: HistoryError) -> bool:
     return "lock" in str(error).lower()
 
 
-def service_url(settings: Mapping[str, Any]) -> str:
+def service_url(settings: Settings | Mapping[str, Any]) -> str:
     """The base URL of the service ``[service] listen`` describes."""
-    host, port = parse_listen(service_config(settings).listen)
+    host, port = parse_listen(Settings.load(settings).service.listen)
     host = "127.0.0.1" if host in ("0.0.0.0", "") else host
     host = f"[{host}]" if ":" in host else host
     return f"http://{host}:{port}"
 
 
 def read_history(
-    settings: Mapping[str, Any],
+    settings: Settings | Mapping[str, Any],
     path: Path,
     local: Callable[[HistoryStore], T],
     remote: Callable[[str], T],
@@ -59,11 +58,14 @@ def read_history(
     return remote(url)
 
 
-def history_node_table(settings: Mapping[str, Any], db_path: Path | None) -> pl.DataFrame:
+def history_node_table(
+    settings: Settings | Mapping[str, Any], db_path: Path | None
+) -> pl.DataFrame:
     """The history's node table scored now: read-only from the file, or from the running
     service's ``/nodes`` while it holds the history."""
-    lemon = load_rules(settings.get("rules")).lifecycle.lemon
-    path = db_path or Path(history_config(settings).path)
+    settings = Settings.load(settings)
+    lemon = settings.rules.lifecycle.lemon
+    path = db_path or Path(settings.history.path)
     return read_history(settings, path, lambda store: history_nodes(store, lemon), fetch_nodes)
 
 

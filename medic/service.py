@@ -44,7 +44,6 @@ from medic.actions.journal import Journal
 from medic.actions.recovery import Recovery, RecoveryMetrics
 from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
-from medic.history.config import history_config
 from medic.history.nodes import history_nodes
 from medic.history.pages import render_report
 from medic.history.store import DuckDBStore
@@ -54,13 +53,14 @@ from medic.ingest.base import Batch, Event, Source, Watermark
 from medic.ingest.cursor import CursorStore
 from medic.ingest.live import Backoff, SourceHealth, wall_us
 from medic.ingest.registry import SOURCES
-from medic.ingest.sources import open_sources, sources_config
+from medic.ingest.sources import open_sources
 from medic.pipeline import Pipeline
 from medic.service_config import ServiceConfig as ServiceConfig  # re-exported
 from medic.service_config import parse_listen
 from medic.service_config import service_config as service_config  # re-exported
 from medic.service_http import HttpEndpoints, ServiceMetrics, SourceCollector
 from medic.service_log import log_decisions, log_detections
+from medic.settings_tree import Settings
 from medic.timeutil import US
 
 log = logging.getLogger(__name__)
@@ -94,17 +94,18 @@ class Service:
 
     def __init__(
         self,
-        settings: Mapping[str, Any],
+        settings: Settings | Mapping[str, Any],
         *,
         client: httpx.AsyncClient | None = None,
         executor: Executor | None = None,
     ) -> None:
-        self.config = service_config(settings)
+        settings = Settings.load(settings)
+        self.config = settings.service
         state_dir = Path(self.config.state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
         self.metrics = ServiceMetrics()
-        self.history = history_config(settings)
+        self.history = settings.history
         self.store = DuckDBStore(self.history.path)
         self.writer = HistoryWriter(self.store, self.history, wall_clock=wall_us)
         self.recovery = Recovery.from_settings(settings, self.store, state_dir, wall_us())
@@ -126,7 +127,7 @@ class Service:
         self.actions.resume(wall_us())
         self._record_actions()
         self._restore_requeues()
-        sources = sources_config(settings)
+        sources = settings.sources
         self.cursors = CursorStore(sources.cursor_dir or state_dir / "cursors")
         self.sources = {
             source.name: SourceState(source, resumable=SOURCES[source.name].resumable)
@@ -414,6 +415,6 @@ def _action_rows(table: pa.Table) -> list[tuple[str, str, str | None]]:
     )
 
 
-def serve(settings: Mapping[str, Any]) -> None:
+def serve(settings: Settings | Mapping[str, Any]) -> None:
     """Run the service in the foreground until SIGTERM or SIGINT."""
     asyncio.run(Service(settings).run())

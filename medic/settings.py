@@ -1,8 +1,10 @@
-"""Loading medic's TOML configuration file into plain tables, with one-line errors.
+"""Loading medic's TOML configuration file, once, into one typed, frozen ``Settings`` tree.
 
 One file configures everything: ``[pipeline]``, ``[parsers.<name>]``, ``[detectors.<name>]``,
-``[rules]``, ``[sources.*]``, ``[history]``, ``[service]``. Each part validates its own table
-into a typed config when it is built; this module only reads the file.
+``[rules]``, ``[sources.*]``, ``[history]``, ``[service]``, ``[replay]``. ``load_settings``
+reads the file into plain tables (one-line errors); ``medic.settings_tree.Settings.load``
+checks every table into the dataclass that documents it, and each part of medic is handed its
+own. This module stays light: the CLI imports it before it knows what it will run.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "medic.calibration",
         "medic.scoring",
         "medic.render",
+        "medic.settings",
         "medic.pipeline_config",
         "medic.service_config",
     ),
@@ -50,7 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "medic.actions.executor",
     ),
     ("medic.history", "medic.history.*"),
-    ("medic.settings",),
+    ("medic.settings_tree",),
     ("medic.pipeline",),
     ("medic.actions", "medic.actions.*", "medic.nvrx"),
     (

@@ -8,18 +8,20 @@ from typing import Any
 
 import polars as pl
 
-from medic.actions.config import load_rules
 from medic.actions.slurm_cli import SlurmCli, SlurmError
 from medic.history.nodes import with_slurm
+from medic.settings_tree import Settings
 
 log = logging.getLogger(__name__)
 
 
-def nodes_report(settings: Mapping[str, Any], table: pl.DataFrame, ask_slurm: bool) -> pl.DataFrame:
+def nodes_report(
+    settings: Settings | Mapping[str, Any], table: pl.DataFrame, ask_slurm: bool
+) -> pl.DataFrame:
     """What ``medic nodes`` shows: the history's nodes (``table``, see
     ``medic.remote_report.history_node_table``) and, unless told not to ask or Slurm cannot
     answer, Slurm's current state of each node."""
-    rules = load_rules(settings.get("rules"))
+    rules = Settings.load(settings).rules
     slurm = None
     if ask_slurm:
         try:

@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from medic.actions.config import RulesConfig, load_rules
+from medic.actions.config import RulesConfig
 from medic.actions.deadman import DeadMan
 from medic.actions.drains import ExternalDrains
 from medic.actions.lifecycle import NodeLifecycle
@@ -26,6 +26,7 @@ from medic.actions.stage import ActionStage
 from medic.history.nodes import LemonScorer
 from medic.history.store import HistoryStore
 from medic.nvrx import write_exclusions
+from medic.settings_tree import Settings
 from medic.timeutil import US
 
 log = logging.getLogger(__name__)
@@ -50,9 +51,13 @@ class Recovery:
 
     @classmethod
     def from_settings(
-        cls, settings: Mapping[str, Any], store: HistoryStore | None, state_dir: Path, now: int
+        cls,
+        settings: Settings | Mapping[str, Any],
+        store: HistoryStore | None,
+        state_dir: Path,
+        now: int,
     ) -> Recovery:
-        return cls(load_rules(settings.get("rules")), store, state_dir, now)
+        return cls(Settings.load(settings).rules, store, state_dir, now)
 
     def attach(self, stage: ActionStage) -> None:
         """Follow the stage: its NVRx view of jobs, and its executor, which drives the

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from medic.actions.config import RulesConfig, load_rules
+from medic.actions.config import RulesConfig
 from medic.actions.executor import Executor, Notifier, Order, carry_out
 from medic.actions.guards import Guards, Verdict
 from medic.actions.journal import Entry, Journal, Step, step_key
@@ -32,8 +32,9 @@ from medic.actions.rules import RuleSet, describe
 from medic.config import ConfigError
 from medic.detectors.base import Detection
 from medic.nvrx import NvrxGuard, NvrxWatch
-from medic.pipeline_config import PipelineConfig, pipeline_config
+from medic.pipeline_config import PipelineConfig
 from medic.recording import Recording
+from medic.settings_tree import Settings
 
 log = logging.getLogger(__name__)
 
@@ -82,26 +83,28 @@ class ActionStage:
     @classmethod
     def from_settings(
         cls,
-        settings: Mapping[str, Any],
+        settings: Settings | Mapping[str, Any],
         executor: Executor | None = None,
         notifier: Notifier | None = None,
         journal: Journal | None = None,
     ) -> ActionStage:
-        """From a settings mapping's ``[rules]`` table (the shipped defaults when absent)."""
-        config = load_rules(settings.get("rules"))
-        executor = executor or build_executor(config.slurm)
-        window = pipeline_config(settings).incident_window_s
-        return cls(config, executor, notifier, journal, incident_window_s=window)
+        """From the settings' ``[rules]`` (the shipped defaults when absent) and incident
+        window."""
+        tree = Settings.load(settings)
+        executor = executor or build_executor(tree.rules.slurm)
+        window = tree.pipeline.incident_window_s
+        return cls(tree.rules, executor, notifier, journal, incident_window_s=window)
 
     @classmethod
-    def for_recording(cls, recording: Recording, settings: Mapping[str, Any]) -> ActionStage:
+    def for_recording(
+        cls, recording: Recording, settings: Settings | Mapping[str, Any]
+    ) -> ActionStage:
         """The backtest's actions stage: ``[rules]`` from ``settings``, the recording executor
         (which also takes the notifications down instead of sending them)."""
+        tree = Settings.load(settings)
         recorder = RecordingExecutor.for_recording(recording)
-        window = pipeline_config(settings).incident_window_s
-        return cls(
-            load_rules(settings.get("rules")), recorder, notifier=recorder, incident_window_s=window
-        )
+        window = tree.pipeline.incident_window_s
+        return cls(tree.rules, recorder, notifier=recorder, incident_window_s=window)
 
     def handle(self, detections: list[Detection], now: int) -> None:
         for detection in detections:

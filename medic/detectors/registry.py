@@ -13,7 +13,15 @@ from typing import Any
 
 from medic.config import ConfigError, from_dict
 from medic.detectors import builtin
-from medic.parse.registry import PARSERS, PREFIXES_TABLE, build_parsers, register_parser
+from medic.parse.registry import (
+    PARSERS,
+    PREFIXES_TABLE,
+    build_parsers,
+    parser_configs,
+    parsers_from,
+    prefix_config,
+    register_parser,
+)
 
 __all__ = [
     "DETECTORS",
@@ -22,6 +30,10 @@ __all__ = [
     "build_detectors",
     "build_parsers",
     "detector_configs",
+    "detectors_from",
+    "parser_configs",
+    "parsers_from",
+    "prefix_config",
     "register",
     "register_parser",
 ]
@@ -69,13 +81,22 @@ def build_detectors(
     """Instantiate the detectors ``settings`` leave on (see ``detector_configs``), or only
     those named in ``enabled``. Detectors that read the signature catalogue
     (``uses_catalogue``) get ``catalogue`` (None: the built-in one)."""
-    configs = detector_configs(settings)
+    return detectors_from(detector_configs(settings), enabled, catalogue)
+
+
+def detectors_from(
+    configs: Mapping[str, tuple[bool, Any]],
+    enabled: Iterable[str] | None = None,
+    catalogue: Any = None,
+) -> list[Any]:
+    """``build_detectors`` from checked configs (``detector_configs``); a detector registered
+    after they were checked runs with its defaults."""
     names = list(enabled) if enabled is not None else sorted(DETECTORS)
     detectors = []
     for name in names:
         if name not in DETECTORS:
             raise ConfigError(f"unknown detector '{name}'")
-        on, config = configs[name]
+        on, config = configs.get(name) or (True, DETECTORS[name].Config())
         if on:
             cls = DETECTORS[name]
             uses = getattr(cls, "uses_catalogue", False)

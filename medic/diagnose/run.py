@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from medic import schema
-from medic.actions.config import RulesConfig, load_rules
+from medic.actions.config import RulesConfig
 from medic.actions.explain import explain
 from medic.actions.model import Decision
 from medic.actions.recorder import RecordingExecutor
@@ -32,7 +32,8 @@ from medic.incident import Incident
 from medic.ingest.base import Batch, Event, Watermark
 from medic.parse.catalogue import Catalogue
 from medic.parse.signatures import SignatureParser
-from medic.pipeline import Pipeline, pipeline_config
+from medic.pipeline import Pipeline
+from medic.settings_tree import Settings
 from medic.timeutil import US
 
 TAIL_S = 45
@@ -169,16 +170,16 @@ def _ticks(after: int, upto: int) -> range:
 
 def diagnose(
     texts: Sequence[LogText],
-    settings: Mapping[str, Any] | None = None,
+    settings: Settings | Mapping[str, Any] | None = None,
     year: int | None = None,
     catalogue: Catalogue | None = None,
 ) -> list[Finding]:
     """The incidents the pipeline finds in ``texts`` under ``settings`` (a medic config as a
     mapping: detectors, parsers, pipeline and rules), earliest first; with ``catalogue`` in
     place of the one the settings name."""
-    settings = settings or {}
+    settings = Settings.load(settings)
     matched = MatchedLines()
-    rules = load_rules(settings.get("rules"))
+    rules = settings.rules
     stage = _stage(rules, settings)
     pipeline = Pipeline.from_settings(
         settings,
@@ -201,12 +202,12 @@ def diagnose(
     return sorted(findings, key=lambda f: (f.onset or f.detected_at, f.job_id))
 
 
-def _stage(rules: RulesConfig, settings: Mapping[str, Any]) -> ActionStage:
+def _stage(rules: RulesConfig, settings: Settings) -> ActionStage:
     """The actions stage serve runs, on a recorder: it sees the lines' streams as serve's does
     (its NVRx and restart-loop observers included) and decides at each detection's time, so its
     guards say what serve's would."""
     recorder = RecordingExecutor()
-    window = pipeline_config(settings).incident_window_s
+    window = settings.pipeline.incident_window_s
     return ActionStage(rules, recorder, notifier=recorder, incident_window_s=window)
 
 

@@ -41,10 +41,37 @@ def register_parser(cls: type[Any]) -> type[Any]:
     return cls
 
 
+def prefix_config(settings: Mapping[str, Mapping[str, Any]] | None = None) -> PrefixConfig:
+    """The ``prefixes`` table of a ``[parsers]`` table, checked."""
+    values = (settings or {}).get(PREFIXES_TABLE, {})
+    return from_dict(PrefixConfig, values, f"parsers.{PREFIXES_TABLE}")
+
+
 def prefix_stripper(settings: Mapping[str, Mapping[str, Any]] | None = None) -> PrefixStripper:
     """The prefix stripper a ``[parsers]`` table configures (its ``prefixes`` table)."""
-    values = (settings or {}).get(PREFIXES_TABLE, {})
-    return PrefixStripper(from_dict(PrefixConfig, values, f"parsers.{PREFIXES_TABLE}"))
+    return PrefixStripper(prefix_config(settings))
+
+
+def parser_configs(settings: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Every registered parser's checked config (None for one that takes no settings), by
+    output stream, from a ``[parsers]`` table (its ``prefixes`` table aside)."""
+    tables = dict(settings or {})
+    tables.pop(PREFIXES_TABLE, None)
+    unknown = sorted(set(tables) - set(PARSERS))
+    if unknown:
+        known = ", ".join(sorted([*PARSERS, PREFIXES_TABLE]))
+        raise ConfigError(f"unknown parser '{unknown[0]}' (known: {known})")
+    configs: dict[str, Any] = {}
+    for stream, cls in sorted(PARSERS.items()):
+        values = tables.get(stream, {})
+        config = getattr(cls, "Config", None)
+        if config is None:
+            if values:
+                raise ConfigError(f"parser '{stream}' takes no settings")
+            configs[stream] = None
+        else:
+            configs[stream] = from_dict(config, values, f"parsers.{stream}")
+    return configs
 
 
 def build_parsers(
@@ -58,13 +85,22 @@ def build_parsers(
     one that reads the signature catalogue (``uses_catalogue``) gets ``catalogue``; the parsers
     that read log lines (``strips_prefixes``) share one prefix stripper, configured from
     ``settings["prefixes"]`` ([parsers.prefixes]) unless ``prefixes`` is that stripper."""
-    prefixes = prefixes or prefix_stripper(settings)
-    settings = dict(settings or {})
-    settings.pop(PREFIXES_TABLE, None)
-    unknown = sorted(set(settings) - set(PARSERS))
-    if unknown:
-        known = ", ".join(sorted([*PARSERS, PREFIXES_TABLE]))
-        raise ConfigError(f"unknown parser '{unknown[0]}' (known: {known})")
+    return parsers_from(
+        detectors,
+        parser_configs(settings),
+        catalogue=catalogue,
+        prefixes=prefixes or prefix_stripper(settings),
+    )
+
+
+def parsers_from(
+    detectors: Iterable[Any],
+    configs: Mapping[str, Any],
+    catalogue: Any = None,
+    prefixes: PrefixStripper | None = None,
+) -> list[Any]:
+    """``build_parsers`` from checked configs (``parser_configs``)."""
+    prefixes = prefixes or PrefixStripper(PrefixConfig())
     wanted = set().union(*(d.streams for d in detectors)) if detectors else set()
     parsers: list[Any] = []
     pending = [stream for stream in sorted(wanted) if stream in PARSERS]
@@ -73,26 +109,21 @@ def build_parsers(
         cls = PARSERS[stream]
         if any(isinstance(p, cls) for p in parsers):
             continue
-        parsers.insert(0, _make_parser(cls, settings.get(stream, {}), catalogue, prefixes))
+        parsers.insert(0, _make_parser(cls, configs.get(stream), catalogue, prefixes))
         if cls.input_stream in PARSERS:
             pending.append(cls.input_stream)
     return parsers
 
 
-def _make_parser(
-    cls: type[Any], values: Mapping[str, Any], catalogue: Any, prefixes: PrefixStripper
-) -> Any:
+def _make_parser(cls: type[Any], config: Any, catalogue: Any, prefixes: PrefixStripper) -> Any:
     shared: dict[str, Any] = {}
     if getattr(cls, "uses_catalogue", False) and catalogue is not None:
         shared["catalogue"] = catalogue
     if getattr(cls, "strips_prefixes", False):
         shared["prefixes"] = prefixes
-    config = getattr(cls, "Config", None)
-    if config is None:
-        if values:
-            raise ConfigError(f"parser '{cls.output_stream}' takes no settings")
+    if getattr(cls, "Config", None) is None:
         return cls(**shared)
-    return cls(from_dict(config, values, f"parsers.{cls.output_stream}"), **shared)
+    return cls(config if config is not None else cls.Config(), **shared)
 
 
 for _parser in builtin.PARSERS:

@@ -382,6 +382,11 @@ class SignaturesConfig:
 def catalogue_from_settings(parsers: Mapping[str, Any]) -> Catalogue:
     """The catalogue a config's ``[parsers.signatures]`` table asks for (one-line errors)."""
     config = from_dict(SignaturesConfig, parsers.get("signatures", {}), "parsers.signatures")
+    return catalogue_of(config)
+
+
+def catalogue_of(config: SignaturesConfig) -> Catalogue:
+    """The catalogue a checked ``[parsers.signatures]`` asks for (one-line errors)."""
     if not config.extra:
         return builtin_catalogue()
     try:
