@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from medic.cli import main
-from tests.builders import label, log, recording, write
+from medic.testing.builders import label, log, recording, write
 
 
 def test_a_corrupt_recording_is_skipped_and_the_run_exits_non_zero(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from medic.backtest import read_backtest
 from medic.calibration import Calibration, ScoreMap, read_calibration
 from medic.cli import main
-from tests.builders import detection, label, recording, table, write
+from medic.testing.builders import detection, label, recording, table, write
 
 ROOT = Path(__file__).parents[1]
 

@@ -20,7 +20,7 @@ from medic.calibration import (
     default_calibration,
     read_calibration,
 )
-from tests.builders import detection, table
+from medic.testing.builders import detection, table
 
 HANG = ScoreMap("isotonic", (0.5, 0.6, 0.7, 1.0), (0.4, 0.4, 0.9, 0.95), true=12, false=3)
 CALIBRATION = Calibration({"hang": HANG}, {"recordings": 4, "seeds": [1, 2]})

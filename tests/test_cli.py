@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from medic.cli import main
-from tests.builders import label, log, recording, write
+from medic.testing.builders import label, log, recording, write
 
 
 def test_validate_reports_problems_one_per_line_and_exits_2(tmp_path: Path) -> None:

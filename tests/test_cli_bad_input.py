@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from medic.cli import main
-from tests.builders import label, log, recording, write
+from medic.testing.builders import label, log, recording, write
 
 BAD_INPUTS = [
     ["validate", "{junk}"],

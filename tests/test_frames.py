@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from medic.frames import newest_by
-from tests.builders import at
+from medic.testing.builders import at
 
 
 def rows(*pairs: tuple[str | None, float]) -> pl.DataFrame:

@@ -11,7 +11,7 @@ from medic.detectors.base import detections_table
 from medic.history import HistoryError
 from medic.history.store import DuckDBStore
 from medic.history_import import import_backtest
-from tests.builders import log, recording, write
+from medic.testing.builders import log, recording, write
 from tests.history.rows import action, actions, detection, gpu, job
 
 CRASH = detection(30, "crash", "100", ["n1"])

@@ -19,8 +19,8 @@ import duckdb
 import pytest
 
 from medic.ingest.nvml import Agent, AgentConfig
+from medic.testing.nvml import FakeGpu, FakeNvml
 from tests.conftest import SlurmCluster
-from tests.ingest.fake_nvml import FakeGpu, FakeNvml
 from tests.test_service import Served, append, rows, wait_for
 
 # NVIDIA's Xid 79; the kernel line's format as leptonai/gpud#46 shows it

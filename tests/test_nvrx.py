@@ -22,8 +22,8 @@ from medic.actions.recovery import Recovery
 from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
 from medic.nvrx import NvrxWatch, expand_hostlist, read_cycles, write_exclusions
+from medic.testing.builders import T0, at, batch, log
 from medic.timeutil import US
-from tests.builders import T0, at, batch, log
 
 PREFIX = "[INFO] [ft_launcher@gpu-a017] [default] "
 RULES: dict[str, Any] = {

@@ -13,7 +13,7 @@ from medic.detectors.base import Detection, detections_table
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.replay import ReplaySource
 from medic.pipeline import Pipeline, PipelineConfig
-from tests.builders import at, batch, log, recording
+from medic.testing.builders import at, batch, log, recording
 
 
 @dataclass(frozen=True)

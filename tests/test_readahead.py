@@ -15,7 +15,7 @@ from medic.parse.signatures import SignatureParser
 from medic.pipeline import Pipeline
 from medic.readahead import parse_ahead, stretches
 from medic.recording import read_recording
-from tests.builders import at, batch, log
+from medic.testing.builders import at, batch, log
 
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 LINES = [

@@ -16,10 +16,10 @@ from medic.ingest.files import FilesConfig, FileSource
 from medic.ingest.live import wall_us
 from medic.record import capture, parse_when, record
 from medic.recording import RecordingError, read_recording, validate_recording
+from medic.testing.builders import T0, log, recording, write
+from medic.testing.nvml import FakeGpu, FakeNvml
 from medic.testing.victorialogs import VictoriaLogsServer
 from medic.timeutil import US, iso
-from tests.builders import T0, log, recording, write
-from tests.ingest.fake_nvml import FakeGpu, FakeNvml
 
 
 @pytest.fixture

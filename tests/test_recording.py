@@ -17,7 +17,7 @@ from medic.recording import (
     validate_recording,
     write_recording,
 )
-from tests.builders import at, label, log, recording, table
+from medic.testing.builders import at, label, log, recording, table
 
 
 def sample(tmp_path: Path, name: str = "rec") -> Path:

@@ -2,7 +2,7 @@ import pyarrow as pa
 import pytest
 
 from medic import schema
-from tests.builders import T0, table
+from medic.testing.builders import T0, table
 
 
 @pytest.mark.parametrize("name", sorted(schema.SCHEMAS))

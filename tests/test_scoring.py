@@ -3,7 +3,7 @@ import pytest
 
 from medic import schema
 from medic.scoring import deduplicate, score
-from tests.builders import at, detection, label, table
+from medic.testing.builders import at, detection, label, table
 
 
 def run(dets, labels):  # type: ignore[no-untyped-def]

@@ -258,7 +258,7 @@ def test_a_polling_source_is_complete_up_to_the_wall_clock_until_its_next_poll_i
     from medic.ingest.files import FilesConfig, FileSource
     from medic.ingest.replay import ReplaySource
     from medic.service import complete_until
-    from tests.builders import at, recording
+    from medic.testing.builders import at, recording
 
     files = FileSource(FilesConfig(paths=("x-%j.out",), poll_interval_s=0.5))
     assert complete_until(files, None, at(10)) is None

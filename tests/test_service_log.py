@@ -18,7 +18,7 @@ from medic.service_log import (
     log_decisions,
     log_detections,
 )
-from tests.builders import at
+from medic.testing.builders import at
 from tests.history.rows import action, actions
 
 

@@ -12,6 +12,7 @@ from medic import schema, scoring
 from medic.backtest import BacktestReport, RecordingResult
 from medic.calibration import Calibration
 from medic.scoring import Score
+from medic.testing.builders import detection, label, recording, table
 from medic.tuning import (
     calibration_outcomes,
     expected_calibration_error,
@@ -21,7 +22,6 @@ from medic.tuning import (
     reliability,
     rethreshold,
 )
-from tests.builders import detection, label, recording, table
 
 
 def report(true: list[float], false: list[float], kind: str = "hang") -> BacktestReport:

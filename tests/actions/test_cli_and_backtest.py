@@ -14,7 +14,7 @@ from medic.detectors.base import Detection
 from medic.ingest.base import Batch
 from medic.ingest.replay import ReplaySource
 from medic.pipeline import Pipeline
-from tests.builders import at, log, recording, write
+from medic.testing.builders import at, log, recording, write
 
 
 @dataclass(frozen=True)

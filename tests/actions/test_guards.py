@@ -4,7 +4,7 @@ from medic.actions.config import GuardConfig
 from medic.actions.guards import Guards, Verdict
 from medic.actions.model import Intent, JobFacts
 from medic.detectors.base import Detection
-from tests.builders import at
+from medic.testing.builders import at
 
 
 def guards(mode: str = "enforce", window_s: float = 600, **config: Any) -> Guards:

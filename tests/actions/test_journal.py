@@ -10,8 +10,8 @@ from medic.actions.journal import Journal, Step, step_key
 from medic.actions.model import done
 from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
+from medic.testing.builders import at
 from medic.testing.slurm import FakeSlurm
-from tests.builders import at
 
 NODES = [f"n{i}" for i in range(10)]
 

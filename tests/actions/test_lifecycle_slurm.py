@@ -24,9 +24,9 @@ from medic.history.store import DuckDBStore
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.slurm import OWN_JOB_COMMENT, SlurmSource, SlurmSourceConfig
 from medic.pipeline import Pipeline
+from medic.testing.builders import at, batch, log
 from medic.timeutil import US
 from tests.actions.test_check_output import DCGM_4
-from tests.builders import at, batch, log
 from tests.conftest import SlurmCluster
 
 pytestmark = pytest.mark.slurm

@@ -14,8 +14,8 @@ from medic.detectors.base import Detection
 from medic.history.nodes import LemonScorer, lemon_scores, node_table
 from medic.history.store import DuckDBStore
 from medic.history.writer import detection_rows
+from medic.testing.builders import at, batch
 from medic.timeutil import US
-from tests.builders import at, batch
 
 DAY = 86_400
 

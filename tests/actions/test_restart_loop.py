@@ -21,8 +21,8 @@ from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
 from medic.ingest.base import Batch
 from medic.parse.progress import PROGRESS
+from medic.testing.builders import at, batch
 from tests.actions.notifiers.server import serve
-from tests.builders import at, batch
 from tests.conftest import SlurmCluster
 
 RULES: dict[str, Any] = {

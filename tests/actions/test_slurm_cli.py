@@ -1,10 +1,10 @@
-from collections.abc import Sequence
-
 import pytest
 
 from medic.actions.config import SlurmConfig
 from medic.actions.slurm_cli import JOB_FORMAT, SlurmCli
 from medic.slurm import CommandResult, run_command
+from medic.testing.clock import FakeClock
+from medic.testing.slurm import ScriptedRunner
 
 REASON = "medic: gpu_fault job 42 detection abc: Xid 79"
 
@@ -17,39 +17,8 @@ def err(message: str, rc: int = 1) -> CommandResult:
     return CommandResult(rc, "", message)
 
 
-class Script:
-    """A command runner that expects exactly these argv, in order, and answers each."""
-
-    def __init__(self, *steps: tuple[list[str], CommandResult]) -> None:
-        self.steps = list(steps)
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv: Sequence[str], timeout_s: float) -> CommandResult:
-        assert self.steps, f"unexpected command {list(argv)}"
-        expected, result = self.steps.pop(0)
-        assert list(argv) == expected
-        self.calls.append(list(argv))
-        return result
-
-    def finished(self) -> bool:
-        return not self.steps
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def cli(script: Script, clock: Clock | None = None, **config: object) -> SlurmCli:
-    clock = clock or Clock()
+def cli(script: ScriptedRunner, clock: FakeClock | None = None, **config: object) -> SlurmCli:
+    clock = clock or FakeClock()
     settings = SlurmConfig(**config)  # type: ignore[arg-type]
     return SlurmCli(settings, runner=script, sleep=clock.sleep, clock=clock)
 
@@ -89,7 +58,7 @@ DRAIN = ["scontrol", "update", "nodename=n3", "state=drain", f"reason={REASON}"]
 
 
 def test_drain_sets_the_reason_and_verifies_it() -> None:
-    script = Script(
+    script = ScriptedRunner(
         (node("n3"), node_line("n3", "allocated")),
         (DRAIN, ok()),
         (node("n3"), node_line("n3", "allocated")),
@@ -103,7 +72,7 @@ def test_drain_sets_the_reason_and_verifies_it() -> None:
 
 
 def test_draining_a_drained_node_succeeds_without_touching_it() -> None:
-    script = Script((node("n3"), node_line("n3", "drained", "bad DIMM (operator)")))
+    script = ScriptedRunner((node("n3"), node_line("n3", "drained", "bad DIMM (operator)")))
     outcome = cli(script).drain("n3", REASON)
     assert outcome.status == "done"
     assert not outcome.changed
@@ -111,15 +80,15 @@ def test_draining_a_drained_node_succeeds_without_touching_it() -> None:
 
 
 def test_an_unknown_node_fails_with_the_reason() -> None:
-    outcome = cli(Script((node("n9"), ok("")))).drain("n9", REASON)
+    outcome = cli(ScriptedRunner((node("n9"), ok("")))).drain("n9", REASON)
     assert outcome.status == "failed"
     assert outcome.detail == "node n9 is not known to Slurm"
 
 
 def test_transient_failures_are_retried_with_backoff() -> None:
-    clock = Clock()
+    clock = FakeClock()
     down = err("slurm_update error: Unable to contact slurm controller (connect failure)")
-    script = Script(
+    script = ScriptedRunner(
         (node("n3"), node_line("n3", "idle")),
         (DRAIN, down),
         (DRAIN, err("scontrol: timed out after 10 s", rc=124)),
@@ -133,7 +102,7 @@ def test_transient_failures_are_retried_with_backoff() -> None:
 
 def test_retries_end_in_a_failed_outcome_naming_the_attempts() -> None:
     down = err("Unable to contact slurm controller (connect failure)")
-    script = Script(*[(node("n3"), down) for _ in range(3)])
+    script = ScriptedRunner(*[(node("n3"), down) for _ in range(3)])
     outcome = cli(script, retries=2).drain("n3", REASON)
     assert outcome.status == "failed"
     assert outcome.detail == (
@@ -142,7 +111,7 @@ def test_retries_end_in_a_failed_outcome_naming_the_attempts() -> None:
 
 
 def test_a_refusal_is_not_retried() -> None:
-    script = Script(
+    script = ScriptedRunner(
         (node("n3"), node_line("n3", "idle")),
         (DRAIN, err("slurm_update error: Invalid user id")),
         (node("n3"), node_line("n3", "idle")),
@@ -154,7 +123,7 @@ def test_a_refusal_is_not_retried() -> None:
 
 
 def test_a_drain_whose_command_failed_but_that_shows_in_slurm_is_done() -> None:
-    script = Script(
+    script = ScriptedRunner(
         (node("n3"), node_line("n3", "allocated")),
         (DRAIN, err("scontrol: error: Unexpected message received")),
         (node("n3"), node_line("n3", "draining", REASON)),
@@ -170,7 +139,7 @@ def test_a_drain_whose_command_failed_but_that_shows_in_slurm_is_done() -> None:
 
 
 def test_a_hold_and_a_cancel_are_judged_by_what_slurm_shows() -> None:
-    script = Script(
+    script = ScriptedRunner(
         (job(), job_line("PENDING")),
         (["scontrol", "hold", "42"], err("scontrol: error: Unexpected message received")),
         (job(), job_line("PENDING", priority=0)),
@@ -194,16 +163,18 @@ def test_a_hold_and_a_cancel_are_judged_by_what_slurm_shows() -> None:
 
 
 def test_an_effect_that_never_shows_fails_verification() -> None:
-    clock = Clock()
+    clock = FakeClock()
     steps = [(node("n3"), node_line("n3", "idle")), (DRAIN, ok())]
     steps += [(node("n3"), node_line("n3", "idle")) for _ in range(6)]
-    outcome = cli(Script(*steps), clock, verify_timeout_s=0.5, poll_s=0.1).drain("n3", REASON)
+    outcome = cli(ScriptedRunner(*steps), clock, verify_timeout_s=0.5, poll_s=0.1).drain(
+        "n3", REASON
+    )
     assert outcome.status == "failed"
     assert outcome.detail == "drain of n3 not seen within 0.5 s (state idle)"
 
 
 def test_resume_is_idempotent() -> None:
-    script = Script(
+    script = ScriptedRunner(
         (node("n3"), node_line("n3", "drained", REASON)),
         (["scontrol", "update", "nodename=n3", "state=resume"], ok()),
         (node("n3"), node_line("n3", "idle")),
@@ -215,7 +186,7 @@ def test_resume_is_idempotent() -> None:
 
 
 def test_requeue_waits_for_pending_then_excludes_the_culprits_and_starts_now() -> None:
-    script = Script(
+    script = ScriptedRunner(
         CLUSTER,
         (job(), job_line("RUNNING", allocated="n3")),
         (["scontrol", "show", "hostnames", "n3"], ok("n3\n")),
@@ -240,7 +211,7 @@ def test_requeue_waits_for_pending_then_excludes_the_culprits_and_starts_now() -
 def test_a_job_that_may_land_on_a_node_it_ran_on_is_not_started_at_once() -> None:
     """Slurm kills a requeued job started before cred_expire on a node it ran on ("Job
     credential revoked", FAILED): restart_now only when the culprits were all its nodes."""
-    script = Script(
+    script = ScriptedRunner(
         CLUSTER,
         (job(), job_line("RUNNING", allocated="n[3,5]")),
         (["scontrol", "show", "hostnames", "n[3,5]"], ok("n3\nn5\n")),
@@ -260,7 +231,7 @@ def test_a_job_that_may_land_on_a_node_it_ran_on_is_not_started_at_once() -> Non
 
 
 def test_requeue_of_a_pending_job_only_moves_it_off_the_culprits() -> None:
-    script = Script(
+    script = ScriptedRunner(
         CLUSTER,
         (job(), job_line("PENDING", restarts=1, required="n[2-3]")),
         (excluded(), ok("\n")),
@@ -279,7 +250,7 @@ def test_requeue_of_a_pending_job_only_moves_it_off_the_culprits() -> None:
 def test_a_job_ended_on_purpose_is_not_brought_back(state: str) -> None:
     """Slurm requeues an ended job too (it runs again): one cancelled by its user after medic's
     detection (Slurm sources poll every few seconds) must stay ended."""
-    script = Script(CLUSTER, (job(), job_line(state)))
+    script = ScriptedRunner(CLUSTER, (job(), job_line(state)))
     outcome = cli(script).requeue("42", ("n3",))
     assert (outcome.status, outcome.changed) == ("done", False)
     assert outcome.detail == f"job 42 ended on purpose ({state}): not requeued"
@@ -287,7 +258,7 @@ def test_a_job_ended_on_purpose_is_not_brought_back(state: str) -> None:
 
 
 def test_a_failed_job_is_requeued() -> None:
-    script = Script(
+    script = ScriptedRunner(
         (job(), job_line("FAILED")),
         (["scontrol", "requeue", "42"], ok()),
         (job(), job_line("PENDING", restarts=1)),
@@ -299,13 +270,13 @@ def test_a_failed_job_is_requeued() -> None:
 
 
 def test_requeue_of_a_job_slurm_forgot_fails() -> None:
-    script = Script((job("99"), err("slurm_load_jobs error: Invalid job id specified")))
+    script = ScriptedRunner((job("99"), err("slurm_load_jobs error: Invalid job id specified")))
     outcome = cli(script).requeue("99", ())
     assert outcome.detail == "job 99 is not known to Slurm"
 
 
 def test_requeue_refused_by_slurm() -> None:
-    script = Script(
+    script = ScriptedRunner(
         (job(), job_line("RUNNING")),
         (
             ["scontrol", "requeue", "42"],
@@ -321,7 +292,7 @@ def test_requeue_refused_by_slurm() -> None:
 
 def test_a_requeue_whose_command_failed_but_happened_is_done() -> None:
     """The outcome is what Slurm shows afterwards: the restart count went up."""
-    script = Script(
+    script = ScriptedRunner(
         CLUSTER,
         (job(), job_line("RUNNING", restarts=2, allocated="n3")),
         (["scontrol", "show", "hostnames", "n3"], ok("n3\n")),
@@ -343,7 +314,7 @@ def test_a_requeue_whose_command_failed_but_happened_is_done() -> None:
 
 
 def test_a_requeue_without_its_exclusion_is_partial() -> None:
-    script = Script(
+    script = ScriptedRunner(
         CLUSTER,
         (job(), job_line("RUNNING", restarts=2, allocated="n3")),
         (["scontrol", "show", "hostnames", "n3"], ok("n3\n")),
@@ -366,7 +337,7 @@ def test_a_requeue_without_its_exclusion_is_partial() -> None:
 def test_a_requeue_already_seen_in_slurm_is_not_issued_again() -> None:
     """After a restart, a requeue planned when the job had restarted twice, and whose restart
     count is now 3, happened: only its exclusion is made sure of."""
-    script = Script(
+    script = ScriptedRunner(
         CLUSTER,
         (job(), job_line("PENDING", restarts=3)),
         (excluded(), ok("n3\n")),
@@ -379,7 +350,7 @@ def test_a_requeue_already_seen_in_slurm_is_not_issued_again() -> None:
 
 
 def test_a_requeue_naming_a_node_slurm_does_not_know_is_refused_before_anything_runs() -> None:
-    script = Script(CLUSTER)
+    script = ScriptedRunner(CLUSTER)
     outcome = cli(script).requeue("42", ("vm",))
     assert outcome.status == "failed"
     assert outcome.detail == "node vm is not known to Slurm: requeue of job 42 refused, nothing run"
@@ -387,7 +358,7 @@ def test_a_requeue_naming_a_node_slurm_does_not_know_is_refused_before_anything_
 
 
 def test_hold_and_release_verify_the_priority() -> None:
-    script = Script(
+    script = ScriptedRunner(
         (job(), job_line("PENDING", priority=100)),
         (["scontrol", "hold", "42"], ok()),
         (job(), job_line("PENDING", priority=0)),
@@ -404,7 +375,7 @@ def test_hold_and_release_verify_the_priority() -> None:
 
 
 def test_cancel_is_idempotent_for_ended_jobs() -> None:
-    script = Script(
+    script = ScriptedRunner(
         (job(), job_line("RUNNING")),
         (["scancel", "42"], ok()),
         (job(), job_line("CANCELLED")),
@@ -416,13 +387,13 @@ def test_cancel_is_idempotent_for_ended_jobs() -> None:
 
 
 def test_garbage_from_squeue_is_a_failed_outcome() -> None:
-    outcome = cli(Script((job(), ok("what is this\n")))).cancel("42")
+    outcome = cli(ScriptedRunner((job(), ok("what is this\n")))).cancel("42")
     assert outcome.status == "failed"
     assert outcome.detail == "squeue: unexpected output 'what is this'"
 
 
 def test_job_facts_node_count_and_drained_nodes() -> None:
-    script = Script(
+    script = ScriptedRunner(
         (job(), job_line("RUNNING")),
         (["sinfo", "-h", "-N", "-o", "%N"], ok("n1\nn2\nn2\nn3\n")),
         (["sinfo", "-h", "-N", "-t", "drain", "-o", "%N|%E"], ok("n2|medic: x|y\n")),
@@ -447,5 +418,5 @@ def test_run_command_turns_timeouts_and_missing_programs_into_results() -> None:
 
 @pytest.mark.parametrize("state", ["drained", "draining", "drng", "drained*"])
 def test_drained_states(state: str) -> None:
-    script = Script((node("n3"), node_line("n3", state, "x")))
+    script = ScriptedRunner((node("n3"), node_line("n3", state, "x")))
     assert not cli(script).drain("n3", REASON).changed

@@ -12,7 +12,7 @@ from medic.actions.slurm_cli import SlurmCli
 from medic.actions.slurmrest import SlurmRest
 from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
-from tests.builders import at
+from medic.testing.builders import at
 from tests.conftest import SlurmCluster
 
 pytestmark = pytest.mark.slurm

@@ -1,51 +1,12 @@
-import json
 from typing import Any
 
 import httpx
 
 from medic.actions.config import SlurmConfig
 from medic.actions.slurmrest import SlurmRest
+from medic.testing.slurm import REST_API, REST_META, FakeSlurmrestd
 
-API = "/slurm/v0.0.38"
-META = {"meta": {"plugin": {"type": "openapi/v0.0.38"}}}
-
-
-class FakeSlurmrestd:
-    """Answers like slurmrestd 22.05 for one job and two nodes (as the notes record it)."""
-
-    def __init__(self, state: str = "PENDING", priority: int = 100) -> None:
-        self.job = {
-            "job_id": 42,
-            "job_state": state,
-            "priority": priority,
-            "partition": "gpu",
-            "user_name": "alice",
-        }
-        self.requests: list[tuple[str, str, Any]] = []
-        self.fail_next: list[int] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else None
-        self.requests.append((request.method, request.url.path, body))
-        if self.fail_next:
-            return httpx.Response(self.fail_next.pop(0), text="<html>bad gateway</html>")
-        path = request.url.path.removeprefix(API)
-        if path == "/job/42":
-            if request.method == "POST":
-                self.job["priority"] = 0 if body["hold"] else 90
-            if request.method == "DELETE":
-                self.job["job_state"] = "CANCELLED"
-            return httpx.Response(200, json={**META, "errors": [], "jobs": [self.job]})
-        if path.startswith("/job/"):
-            error = {"error": "Invalid job id specified", "description": "Unable to find JobId"}
-            return httpx.Response(500, json={**META, "errors": [error]})
-        if path == "/nodes":
-            nodes = [
-                {"name": "n1", "state": "idle", "state_flags": [], "reason": ""},
-                {"name": "n2", "state": "mixed", "state_flags": ["DRAIN"], "reason": "medic: x"},
-            ]
-            return httpx.Response(200, json={**META, "errors": [], "nodes": nodes})
-        return httpx.Response(404, text="not found")
+API = REST_API
 
 
 def rest(fake: FakeSlurmrestd, **config: Any) -> SlurmRest:
@@ -76,7 +37,7 @@ def test_cancel_deletes_and_verifies() -> None:
 def test_errors_in_the_answer_are_failures_even_with_http_200() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         error = {"description": 'Disabled key: "excluded_nodes"', "error_number": 9001}
-        return httpx.Response(200, json={**META, "errors": [error]})
+        return httpx.Response(200, json={**REST_META, "errors": [error]})
 
     client = httpx.Client(transport=httpx.MockTransport(refuse), base_url="http://slurm")
     outcome = SlurmRest(SlurmConfig(executor="rest"), client=client).hold("42")

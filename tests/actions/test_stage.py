@@ -17,8 +17,8 @@ from medic.actions.slurmrest import SlurmRest
 from medic.actions.stage import ActionStage, drain_reason
 from medic.config import ConfigError
 from medic.detectors.base import Detection
-from medic.slurm import CommandResult
-from tests.builders import at
+from medic.testing.builders import at
+from medic.testing.slurm import CommandJob, SlurmCommands
 
 NODES = [f"n{i}" for i in range(100)]
 
@@ -110,52 +110,34 @@ def test_routes_asking_for_what_the_executor_cannot_do_are_refused_at_load() -> 
     )
 
 
-class Runner:
-    """Answers squeue/sinfo like a small cluster and records every command."""
-
-    def __init__(self, partition: str = "gpu", drain_rc: int = 0) -> None:
-        self.partition = partition
-        self.drain_rc = drain_rc
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv: Sequence[str], timeout_s: float) -> CommandResult:
-        argv = list(argv)
-        self.calls.append(argv)
-        if argv[:1] == ["squeue"] and JOB_FORMAT in argv:
-            return CommandResult(0, f"42|PENDING|{self.partition}|alice|100|0||\n", "")
-        if argv[:3] == ["sinfo", "-h", "-N"] and "-n" in argv:
-            return CommandResult(0, "n3|allocated|none\n", "")
-        if argv[:1] == ["sinfo"] and "%N" in argv:
-            return CommandResult(0, "\n".join(NODES[:10]) + "\n", "")
-        if argv[:1] == ["sinfo"]:
-            return CommandResult(0, "", "")
-        if argv[:2] == ["scontrol", "update"]:
-            return CommandResult(self.drain_rc, "", "slurm_update error: Invalid user id")
-        if argv[:2] == ["scontrol", "hold"]:
-            return CommandResult(1, "", "slurm_suspend error: Access/permission denied")
-        raise AssertionError(argv)
+def slurm(partition: str = "gpu") -> SlurmCommands:
+    """Ten nodes, job 42 pending in ``partition`` and job 7 running on n3."""
+    jobs = {"42": CommandJob("PENDING", partition), "7": CommandJob(nodes=("n3",))}
+    return SlurmCommands(NODES[:10], jobs)
 
 
-def cli_stage(runner: Runner, rules: dict[str, Any]) -> ActionStage:
+def cli_stage(runner: SlurmCommands, rules: dict[str, Any]) -> ActionStage:
     config = load_rules({"mode": "enforce", **rules})
     return ActionStage(config, SlurmCli(config.slurm, runner=runner, sleep=lambda _: None))
 
 
 def test_partition_filters_ask_slurm_for_the_job() -> None:
     route = {"name": "gpu", "partitions": ["gpu"], "actions": ["hold"]}
-    runner = Runner(partition="gpu")
+    runner = slurm("gpu")
+    runner.refuse["hold"] = "slurm_suspend error: Access/permission denied"
     decisions = cli_stage(runner, {"routes": [route]}).respond(fault(), at(0))
     assert runner.calls[0] == ["squeue", "-h", "-t", "all", "-j", "42", "-O", JOB_FORMAT]
     assert [(d.action, d.status) for d in decisions] == [("hold", "failed")]
     assert decisions[0].reason.endswith(
         "scontrol hold: slurm_suspend error: Access/permission denied"
     )
-    other = cli_stage(Runner(partition="cpu"), {"routes": [route]}).respond(fault(), at(0))
+    other = cli_stage(slurm("cpu"), {"routes": [route]}).respond(fault(), at(0))
     assert other == []
 
 
 def test_a_failed_drain_does_not_use_up_the_drained_fraction() -> None:
-    runner = Runner(drain_rc=1)
+    runner = slurm()
+    runner.refuse["update"] = "slurm_update error: Invalid user id"
     rules = {"routes": [{"name": "d", "actions": ["drain"]}], "guards": {"node_cooldown_s": 0}}
     s = cli_stage(runner, rules)
     first = s.respond(fault("1", "n3"), at(0))

@@ -11,8 +11,8 @@ from medic.detectors.base import Detection
 from medic.detectors.registry import build_detectors
 from medic.ingest.replay import ReplayConfig, ReplaySource
 from medic.pipeline import Pipeline
+from medic.testing.builders import T0, at, log, recording
 from medic.timeutil import US
-from tests.builders import T0, at, log, recording
 
 EVIDENCE_DETECTORS = ("crash", "gpu_fault", "node_failure")
 

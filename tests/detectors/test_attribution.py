@@ -5,7 +5,7 @@ collateral complaints of peers blame nobody."""
 from __future__ import annotations
 
 from medic.detectors.attribution import Evidence, JobEvidence, root_cause
-from tests.builders import at
+from medic.testing.builders import at
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 
 # hiyouga/LlamaFactory#6849

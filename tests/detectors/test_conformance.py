@@ -35,8 +35,8 @@ from medic.ingest.replay import ReplaySource
 from medic.parse.rank_timings import RANK_TIMING
 from medic.pipeline import Pipeline
 from medic.recording import Recording, read_recording
-from tests.builders import at
-from tests.builders import recording as build_recording
+from medic.testing.builders import at
+from medic.testing.builders import recording as build_recording
 from tests.detectors.training import COMPUTE, Job, constant
 
 NAMES = sorted(DETECTORS)

@@ -8,7 +8,7 @@ from medic.config import ConfigError, from_dict
 from medic.detectors.crash import CrashConfig, CrashDetector
 from medic.parse.gpu_latest import GpuLatestParser
 from medic.parse.signatures import SignatureParser
-from tests.builders import at, batch, log
+from medic.testing.builders import at, batch, log
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 
 JOB = Job()

@@ -7,8 +7,8 @@ import polars as pl
 
 from medic.detectors.fabric import FabricEvidence
 from medic.parse.signatures import SignatureParser
+from medic.testing.builders import at, batch, log
 from medic.timeutil import US
-from tests.builders import at, batch, log
 
 OOB = "{host}:811:811 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:{ip}<0>"
 RETRY = (

@@ -6,8 +6,8 @@ import pytest
 
 from medic.detectors.gpu_fault import GpuFaultDetector
 from medic.parse.gpu_latest import GpuLatestParser
+from medic.testing.builders import at, batch
 from medic.timeutil import US
-from tests.builders import at, batch
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 
 # formats of leptonai/gpud#46 and NVIDIA/NVSentinel#155, our own values

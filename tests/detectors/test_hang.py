@@ -8,8 +8,8 @@ from medic.config import ConfigError, from_dict
 from medic.detectors.base import Detection
 from medic.detectors.hang import HangConfig, HangDetector
 from medic.ingest.replay import Delay
+from medic.testing.builders import at, log
 from medic.timeutil import US
-from tests.builders import at, log
 from tests.detectors.training import COMPUTE, EVAL, IDLE, SPIN, Job, constant, megatron_line, run
 
 

@@ -7,7 +7,7 @@ from river import stats
 
 from medic.detectors.hang import HangConfig
 from medic.detectors.hang_evidence import EVIDENCE_COLUMNS, JobTelemetry
-from tests.builders import at
+from medic.testing.builders import at
 
 
 def test_counter_rises_add_up_over_the_silence_whichever_gpus_each_window_holds() -> None:

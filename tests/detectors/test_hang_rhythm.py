@@ -6,8 +6,8 @@ from typing import Any
 
 from medic.detectors.hang import HangDetector
 from medic.detectors.hang_rhythm import PAUSE, JobRhythm, kind_of
+from medic.testing.builders import at
 from medic.timeutil import US
-from tests.builders import at
 from tests.detectors.training import (
     COMPUTE,
     EVAL,

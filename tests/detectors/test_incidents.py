@@ -112,7 +112,7 @@ def test_a_gpu_fault_after_a_straggler_of_the_same_job_is_acted_on_too() -> None
     from medic.actions.stage import ActionStage
     from medic.detectors.registry import build_detectors
     from medic.pipeline import Pipeline
-    from tests.builders import log, recording
+    from medic.testing.builders import log, recording
     from tests.detectors.test_straggler import HOT, job_slowing, one_gpu
 
     job = job_slowing(1.4, one_gpu("n2", 3, HOT), until=1200)

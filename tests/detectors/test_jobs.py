@@ -1,5 +1,5 @@
 from medic.detectors.jobs import JobTracker
-from tests.builders import at, batch, log
+from medic.testing.builders import at, batch, log
 
 
 def test_tracks_state_nodes_ranks_and_reports_end_once() -> None:

@@ -12,8 +12,8 @@ from medic.detectors.node_failure import NodeFailureDetector
 from medic.ingest.base import Batch
 from medic.parse.gpu_latest import GpuLatestParser
 from medic.pipeline import Pipeline
+from medic.testing.builders import at, batch, log
 from medic.timeutil import US
-from tests.builders import at, batch, log
 
 
 def sample(t: float, node: str, gpu: int, **fields: object) -> dict[str, object]:

@@ -14,8 +14,8 @@ from medic.detectors.node_failure import (
 from medic.ingest.replay import Delay, ReplayConfig
 from medic.parse.gpu_latest import GpuLatestParser
 from medic.slurm import NODE_FAILED_STATES
+from medic.testing.builders import at, batch, log
 from medic.timeutil import US
-from tests.builders import at, batch, log
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 from tests.detectors.training import megatron_line
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from medic.detectors.straggler import StragglerDetector
+from medic.testing.builders import at
 from medic.timeutil import US
-from tests.builders import at
 from tests.detectors.test_straggler import ONSET, job_slowing, link_down, slow_from_the_start
 from tests.detectors.training import COMPUTE, GpuState, Job, run
 

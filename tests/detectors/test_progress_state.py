@@ -8,8 +8,8 @@ from medic.detectors.hang import HangConfig, HangDetector
 from medic.detectors.progress_state import ProgressTracker, WatchedJobs, share_watched_jobs
 from medic.detectors.straggler import StragglerConfig, StragglerDetector
 from medic.parse.progress import PROGRESS
+from medic.testing.builders import at, batch
 from medic.timeutil import US
-from tests.builders import at, batch
 
 NUMBER, GAP_US, CLEAN = 2, 3, 5
 """Fields of a ``Step`` (a plain tuple) that the tests read."""

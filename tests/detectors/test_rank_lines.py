@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from medic.detectors.progress_state import ProgressTracker
 from medic.parse.progress import ProgressParser
-from tests.builders import batch, log
+from medic.testing.builders import batch, log
 
 LINE = (
     "{rank}: [2026-11-30 04:00:{second:02d}] iteration {step:8d}/  100000 | consumed samples: "

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from medic.detectors.straggler import StragglerDetector
+from medic.testing.builders import at
 from medic.timeutil import US
-from tests.builders import at
 from tests.detectors.training import COMPUTE, GPUS_PER_NODE, NODES, Job, constant, run
 
 ONSET = 600.0

@@ -6,8 +6,8 @@ import pytest
 
 from medic.config import ConfigError, from_dict
 from medic.detectors.straggler import StragglerConfig, StragglerDetector
+from medic.testing.builders import at, log
 from medic.timeutil import US
-from tests.builders import at, log
 from tests.detectors.scenarios import kernel
 from tests.detectors.training import (
     COMPUTE,

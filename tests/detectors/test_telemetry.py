@@ -5,7 +5,7 @@ import pytest
 
 from medic.detectors.jobs import JobTracker
 from medic.detectors.telemetry import GpuWindows, node_jobs
-from tests.builders import at, batch
+from medic.testing.builders import at, batch
 
 
 def sample(t: float, node: str = "n1", gpu: int = 0, job: str | None = "7", **values: Any) -> dict:

@@ -12,7 +12,7 @@ from typing import Any
 from medic.detectors.base import Detection
 from medic.ingest.replay import Delay, ReplayConfig, ReplaySource
 from medic.pipeline import Pipeline, PipelineConfig
-from tests.builders import at, log, recording
+from medic.testing.builders import at, log, recording
 
 NODES = ("n1", "n2", "n3", "n4")
 GPUS_PER_NODE = 4

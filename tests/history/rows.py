@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from medic.detectors.base import Detection
 from medic.ingest.base import Batch
-from tests.builders import at, table
+from medic.testing.builders import at, table
 
 
 def detection(

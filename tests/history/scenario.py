@@ -4,7 +4,7 @@ tests)."""
 from medic.history.store import DuckDBStore
 from medic.history.writer import HistoryWriter, detection_rows
 from medic.incident import Incident
-from tests.builders import at, batch
+from medic.testing.builders import at, batch
 from tests.history.rows import action, actions, detection, gpu, job
 
 # Job 100 runs on n1 and n2 (4 GPUs reporting telemetry); n1's GPU 1 logs Xid 79 at 100 s and

@@ -10,7 +10,7 @@ from medic.history.goodput import goodput
 from medic.history.report import build_report
 from medic.history.store import DuckDBStore
 from medic.history.writer import HistoryWriter
-from tests.builders import at, batch
+from medic.testing.builders import at, batch
 from tests.history.rows import action, actions, detection, job, progress
 
 

@@ -152,7 +152,7 @@ def test_report_command_errors_are_one_line(tmp_path: Path, setup: str, message:
 
 def test_plots_that_would_show_nothing_are_left_out(store: DuckDBStore) -> None:
     from medic.history.writer import HistoryWriter
-    from tests.builders import batch
+    from medic.testing.builders import batch
     from tests.history.rows import action, actions, job
     from tests.history.scenario import B
 
@@ -179,7 +179,7 @@ def test_time_to_detect_is_reported_in_event_time_and_by_the_wall_clock(
 ) -> None:
     from medic.detectors.base import Detection
     from medic.history.writer import HistoryWriter
-    from tests.builders import at
+    from medic.testing.builders import at
 
     writer = HistoryWriter(store, wall_clock=lambda: at(104))
     xid = Detection("7", "gpu_fault", ("n2",), detector="gpu_fault", onset=at(100))

@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 
 from medic.history.rollup import GPU_ROLLUP, PROGRESS_ROLLUP, MinuteBuffer
-from tests.builders import at, batch
+from medic.testing.builders import at, batch
 from tests.history.rows import gpu, progress
 
 

@@ -9,7 +9,7 @@ from medic import schema
 from medic.history import HistoryError
 from medic.history.store import DuckDBStore
 from medic.history.writer import detection_rows
-from tests.builders import at
+from medic.testing.builders import at
 from tests.history.rows import action, actions, detection
 
 

@@ -7,7 +7,7 @@ import pytest
 from medic.history.store import DuckDBStore
 from medic.history.writer import HistoryWriter, detection_rows
 from medic.incident import Incident
-from tests.builders import at, batch
+from medic.testing.builders import at, batch
 from tests.history.rows import detection, job, progress
 from tests.history.scenario import A, B, C, fill
 

@@ -16,8 +16,8 @@ from medic.incident import IncidentCorrelator
 from medic.ingest.base import Batch
 from medic.ingest.replay import ReplaySource
 from medic.pipeline import Pipeline
+from medic.testing.builders import at, batch, recording
 from medic.timeutil import US
-from tests.builders import at, batch, recording
 from tests.history.rows import action, actions, detection, gpu, job, progress
 
 

@@ -7,7 +7,7 @@ import polars as pl
 import pyarrow as pa
 
 from medic.ingest.base import Batch, polars_schema
-from tests.builders import at
+from medic.testing.builders import at
 
 SCHEMA = pa.schema(
     [

@@ -14,16 +14,8 @@ from medic import schema
 from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.files import FilesConfig, FileSource, OutputPattern
-from tests.builders import T0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        self.now += 1_000_000
-        return self.now
+from medic.testing.builders import T0
+from medic.testing.clock import TickingClock
 
 
 def source(
@@ -31,7 +23,7 @@ def source(
 ) -> FileSource:
     paths = [str(tmp_path / p) for p in patterns] or [str(tmp_path / "slurm-%j.out")]
     config = from_dict(FilesConfig, {"paths": paths, "node": "login1", **settings})
-    return FileSource(config, cursor, clock=Clock())
+    return FileSource(config, cursor, clock=TickingClock(T0, 1_000_000))
 
 
 def rows(events: list[Batch | Watermark]) -> list[dict[str, object]]:

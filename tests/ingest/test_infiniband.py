@@ -13,8 +13,8 @@ from medic import schema
 from medic.ingest.base import Batch
 from medic.ingest.infiniband import NODE_EXPORTER, SysfsCounters, port_totals
 from medic.ingest.prometheus import PrometheusConfig, PrometheusSource
-from tests.builders import T0
-from tests.ingest.test_prometheus import dcgm_exporter
+from medic.testing.builders import T0
+from medic.testing.dcgm import exposition as dcgm_exporter
 
 DATA = Path(__file__).parent / "data"
 

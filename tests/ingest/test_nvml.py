@@ -22,8 +22,8 @@ from medic.ingest.nvml import (
     readings_table,
 )
 from medic.ingest.prometheus import PrometheusConfig, PrometheusSource
-from tests.builders import T0
-from tests.ingest.fake_nvml import FakeGpu, FakeNvml
+from medic.testing.builders import T0
+from medic.testing.nvml import FakeGpu, FakeNvml
 from tests.ingest.test_infiniband import port as ib_port
 
 FLIT, DATA = pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT, pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA

@@ -11,58 +11,22 @@ from medic import schema
 from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.prometheus import PrometheusConfig, PrometheusSource
-from tests.builders import T0
+from medic.testing.builders import T0
+from medic.testing.dcgm import DcgmExporter
+from medic.testing.dcgm import exposition as dcgm_exporter
 
 DATA = Path(__file__).parent / "data"
 
-LABELS = (
-    'gpu="{gpu}",UUID="GPU-{gpu}abc",pci_bus_id="00000000:{gpu}7:00.0",device="nvidia{gpu}",'
-    'modelName="NVIDIA A100-SXM4-80GB",Hostname="{host}",DCGM_FI_DRIVER_VERSION="535.104.05"'
-    "{job}"
-)
+
+def exporter() -> DcgmExporter:
+    fake = DcgmExporter({"gpu001": dcgm_exporter("gpu001", job="4242")})
+    fake.refused.add("down")
+    fake.errors["broken"] = (500, "internal error\nmore")
+    fake.pages["garbage"] = "{not: prometheus}\n"
+    return fake
 
 
-def dcgm_exporter(host: str, xid: int = 0, job: str = "", ecc_dbe: int = 0) -> str:
-    """Text as dcgm-exporter 3.x serves it with its default counters plus ECC and NVLink."""
-    lines = []
-    metrics = [
-        ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", [1410, 1395]),
-        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", [34, 36]),
-        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", [61.239, 423.5]),
-        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", [0, 2]),
-        ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", [0, 100]),
-        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", [0, xid]),
-        ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", [81050, 1000]),
-        ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", [0, 80050]),
-        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Throttle reasons.", [0, 4]),
-        ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Double-bit volatile ECC.", [0, ecc_dbe]),
-        ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter", "CRC flit.", [0, 3]),
-        ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "Replays.", [0, 1]),
-    ]
-    for name, kind, text, values in metrics:
-        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
-        for gpu, value in enumerate(values):
-            labels = LABELS.format(gpu=gpu, host=host, job=f',hpc_job="{job}"' if job else "")
-            lines.append(f"{name}{{{labels}}} {value}")
-    return "\n".join(lines) + "\n"
-
-
-class Endpoints:
-    def __init__(self) -> None:
-        self.text = {"gpu001": dcgm_exporter("gpu001", job="4242")}
-
-    def handler(self, request: httpx.Request) -> httpx.Response:
-        host = request.url.host
-        if host == "down":
-            raise httpx.ConnectError("connection refused", request=request)
-        if host == "broken":
-            return httpx.Response(500, text="internal error\nmore")
-        if host == "garbage":
-            return httpx.Response(200, text="{not: prometheus}\n")
-        return httpx.Response(200, text=self.text[host])
-
-
-def source(endpoints: Endpoints, *hosts: str, cursor: dict | None = None) -> PrometheusSource:
+def source(endpoints: DcgmExporter, *hosts: str, cursor: dict | None = None) -> PrometheusSource:
     config = PrometheusConfig(targets=tuple(f"http://{h}:9400/metrics" for h in hosts))
     client = httpx.AsyncClient(transport=httpx.MockTransport(endpoints.handler))
     return PrometheusSource(config, client, cursor, clock=lambda: T0)
@@ -78,7 +42,7 @@ async def rows(src: PrometheusSource) -> list[dict[str, object]]:
 
 
 async def test_dcgm_exporter_text_becomes_gpu_rows() -> None:
-    got = await rows(source(Endpoints(), "gpu001"))
+    got = await rows(source(exporter(), "gpu001"))
     assert [(r["node"], r["gpu"], r["job_id"]) for r in got] == [
         ("gpu001", 0, "4242"),
         ("gpu001", 1, "4242"),
@@ -92,11 +56,11 @@ async def test_dcgm_exporter_text_becomes_gpu_rows() -> None:
 
 
 async def test_xid_is_reported_once_when_the_last_xid_changes() -> None:
-    endpoints = Endpoints()
+    endpoints = exporter()
     src = source(endpoints, "gpu001")
-    endpoints.text["gpu001"] = dcgm_exporter("gpu001", xid=31)
+    endpoints.pages["gpu001"] = dcgm_exporter("gpu001", xid=31)
     assert [r["xid"] for r in await rows(src)] == [None, None]  # seen before medic started
-    endpoints.text["gpu001"] = dcgm_exporter("gpu001", xid=79)
+    endpoints.pages["gpu001"] = dcgm_exporter("gpu001", xid=79)
     assert [r["xid"] for r in await rows(src)] == [None, 79]
     assert [r["xid"] for r in await rows(src)] == [None, None]
     restarted = source(endpoints, "gpu001", cursor=src.checkpoint())
@@ -104,18 +68,18 @@ async def test_xid_is_reported_once_when_the_last_xid_changes() -> None:
 
 
 async def test_xid_counters_catch_repeats_of_one_code() -> None:
-    endpoints = Endpoints()
+    endpoints = exporter()
     total = 'DCGM_EXP_XID_ERRORS_TOTAL{{gpu="1",Hostname="gpu001",xid="{code}"}} {n}\n'
     base = dcgm_exporter("gpu001", xid=79)
     src = source(endpoints, "gpu001")
-    endpoints.text["gpu001"] = base + total.format(code=79, n=1)
+    endpoints.pages["gpu001"] = base + total.format(code=79, n=1)
     await rows(src)
-    endpoints.text["gpu001"] = base + total.format(code=79, n=2)
+    endpoints.pages["gpu001"] = base + total.format(code=79, n=2)
     assert [r["xid"] for r in await rows(src)] == [None, 79]
 
 
 async def test_failing_endpoints_are_skipped_and_counted() -> None:
-    src = source(Endpoints(), "down", "broken", "garbage", "gpu001")
+    src = source(exporter(), "down", "broken", "garbage", "gpu001")
     got = await rows(src)
     assert {r["node"] for r in got} == {"gpu001"}
     assert src.stats["scrape_errors"] == 3
@@ -131,8 +95,8 @@ def test_config_is_checked() -> None:
 async def test_medic_agent_text_from_a_real_h200_becomes_gpu_rows() -> None:
     """What ``medic agent`` served on an NVIDIA H200 (driver 580.159.04) under a bf16 matmul load;
     the GPU has no active NVLink, so its NVLink counters are absent and the column stays null."""
-    endpoints = Endpoints()
-    endpoints.text["h200-node"] = (DATA / "h200_agent_busy.prom").read_text()
+    endpoints = exporter()
+    endpoints.pages["h200-node"] = (DATA / "h200_agent_busy.prom").read_text()
     [row] = await rows(source(endpoints, "h200-node"))
     assert row["node"] == "h200-node" and row["gpu"] == 0 and row["job_id"] is None
     assert row["util"] == 100 and row["power_w"] == pytest.approx(690.835)

@@ -12,8 +12,8 @@ from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch, Watermark
 from medic.ingest.replay import ReplayConfig, ReplaySource
 from medic.recording import TableFile, open_recording, read_recording, write_recording
+from medic.testing.builders import T0, at, log, recording
 from medic.timeutil import US
-from tests.builders import T0, at, log, recording
 
 
 def times(batch: Batch) -> list[int]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -17,38 +16,14 @@ from medic.ingest.base import Batch, Watermark
 from medic.ingest.live import SourceError
 from medic.ingest.slurm import SlurmSource, SlurmSourceConfig
 from medic.slurm import CommandResult
-from tests.builders import T0
-
-DATA = Path(__file__).parent / "data"
-
-
-class Slurm:
-    """Answers squeue/sinfo --json from documents captured on the local Slurm 22.05."""
-
-    def __init__(self) -> None:
-        self.jobs = json.loads((DATA / "squeue-22.05.json").read_text())
-        self.nodes = json.loads((DATA / "sinfo-22.05.json").read_text())
-        self.fail: CommandResult | None = None
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv: Sequence[str], timeout_s: float) -> CommandResult:
-        self.calls.append(list(argv))
-        if self.fail is not None:
-            return self.fail
-        doc = self.jobs if argv[0] == "squeue" else self.nodes
-        return CommandResult(0, json.dumps(doc), "")
-
-    def job(self, job_id: int) -> dict[str, Any]:
-        return next(j for j in self.jobs["jobs"] if j["job_id"] == job_id)
+from medic.testing.builders import T0
+from medic.testing.clock import TickingClock
+from medic.testing.slurm import SlurmJson
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        self.now += 5_000_000
-        return self.now
+def polls() -> TickingClock:
+    """Five seconds between polls."""
+    return TickingClock(T0, 5_000_000)
 
 
 def rows(events: list[Batch | Watermark]) -> list[dict[str, Any]]:
@@ -77,8 +52,8 @@ def brief(found: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
 async def test_the_first_poll_emits_every_job_and_node_as_slurm_shows_them() -> None:
     """... except the jobs that had ended before (squeue lists them for MinJobAge): a failure
     from before medic started is no news to detect or act on."""
-    slurm = Slurm()
-    source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=Clock())
+    slurm = SlurmJson()
+    source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=polls())
     found = rows(await source.poll())
     assert brief(found) == {
         ("job", "1", "RUNNING", ("n1", "n2"), None, None),
@@ -97,9 +72,9 @@ async def test_the_first_poll_emits_every_job_and_node_as_slurm_shows_them() -> 
 
 
 async def test_jobs_that_end_while_medic_runs_or_is_stopped_are_emitted() -> None:
-    slurm = Slurm()
+    slurm = SlurmJson()
     failed_before = slurm.job(3)
-    source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=Clock())
+    source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=polls())
     slurm.fail = CommandResult(1, "", "slurm_load_jobs error: Unable to contact slurm controller")
     await source.poll()
     stopped_early = json.loads(json.dumps(source.checkpoint()))
@@ -110,15 +85,15 @@ async def test_jobs_that_end_while_medic_runs_or_is_stopped_are_emitted() -> Non
     assert brief(rows(await source.poll())) == {("job", "1", "FAILED", ("n1", "n2"), 1, None)}
     cursor = json.loads(json.dumps(source.checkpoint()))
     slurm.job(2).update(job_state="FAILED", exit_code=512)
-    restarted = SlurmSource(SlurmSourceConfig(), cursor, runner=slurm, clock=Clock())
+    restarted = SlurmSource(SlurmSourceConfig(), cursor, runner=slurm, clock=polls())
     assert {r["job_id"] for r in rows(await restarted.poll())} == {"2_2"}
-    never_polled = SlurmSource(SlurmSourceConfig(), stopped_early, runner=slurm, clock=Clock())
+    never_polled = SlurmSource(SlurmSourceConfig(), stopped_early, runner=slurm, clock=polls())
     assert "5" not in {r["job_id"] for r in rows(await never_polled.poll())}
 
 
 async def test_later_polls_emit_only_changes_and_a_restart_resumes_from_the_cursor() -> None:
-    slurm = Slurm()
-    source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=Clock())
+    slurm = SlurmJson()
+    source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=polls())
     await source.poll()
     assert rows(await source.poll()) == []
     slurm.job(1)["job_state"] = "COMPLETED"
@@ -138,8 +113,8 @@ async def test_later_polls_emit_only_changes_and_a_restart_resumes_from_the_curs
 
 
 async def test_an_unreachable_controller_skips_the_poll_and_holds_the_watermark() -> None:
-    slurm = Slurm()
-    source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=Clock())
+    slurm = SlurmJson()
+    source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=polls())
     await source.poll()
     held = source.watermark
     slurm.fail = CommandResult(1, "", "slurm_load_jobs error: Unable to contact slurm controller")
@@ -153,7 +128,7 @@ async def test_an_unreachable_controller_skips_the_poll_and_holds_the_watermark(
 
 
 async def test_documents_of_slurm_23_and_later_are_read_too() -> None:
-    slurm = Slurm()
+    slurm = SlurmJson()
     job = slurm.job(5)
     job.update(
         job_state=["RUNNING"],
@@ -185,13 +160,13 @@ async def test_documents_of_slurm_23_and_later_are_read_too() -> None:
 
 
 async def test_partitions_filter_on_this_side() -> None:
-    slurm = Slurm()
+    slurm = SlurmJson()
     config = SlurmSourceConfig(partitions=("gpu",))
     assert rows(await SlurmSource(config, runner=slurm).poll()) == []
 
 
 async def test_slurmrestd_answers_are_read_the_same_way() -> None:
-    slurm = Slurm()
+    slurm = SlurmJson()
 
     def answer(request: httpx.Request) -> httpx.Response:
         assert request.headers["X-SLURM-USER-TOKEN"] == "jwt"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from medic.parse.progress import ProgressParser
-from tests.builders import batch, log
+from medic.testing.builders import batch, log
 
 ANNOUNCED = "[INFO|trainer.py:4181] 2026-11-30 06:02:11,204 >> ***** Running Evaluation *****"
 TRAINING = "[INFO|trainer.py:2414] 2026-11-30 06:02:24,771 >> ***** Running training *****"

@@ -6,7 +6,7 @@ import polars as pl
 
 from medic.ingest.base import Batch
 from medic.parse.gpu_latest import GPU_LATEST, GpuLatestParser
-from tests.builders import at, batch
+from medic.testing.builders import at, batch
 
 
 def sample(t: float, node: str, gpu: int, **fields: object) -> dict[str, object]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from medic.parse.progress import ProgressParser
-from tests.builders import batch, log
+from medic.testing.builders import batch, log
 
 
 def steps(parser: ProgressParser, *messages: str, **extra: object) -> list[tuple]:

@@ -14,7 +14,7 @@ from medic.ingest.base import Batch, Watermark
 from medic.parse.placement import UNKNOWN_NODE, Placement, line_host
 from medic.parse.prefixes import PrefixStripper
 from medic.pipeline import Pipeline
-from tests.builders import at, batch, log
+from medic.testing.builders import at, batch, log
 
 XID = "NVRM: Xid (PCI:0000:5d:00): 79, pid=2718, GPU has fallen off the bus."
 

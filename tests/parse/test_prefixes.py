@@ -11,7 +11,7 @@ from medic.parse.prefixes import RAW, PrefixConfig, PrefixStripper
 from medic.parse.progress import ProgressParser
 from medic.parse.signatures import SignatureParser
 from medic.pipeline import Pipeline
-from tests.builders import batch, log
+from medic.testing.builders import batch, log
 
 MEGATRON = (
     " [2026-03-01 10:12:03] iteration      120/  500000 | consumed samples:        61440 | "

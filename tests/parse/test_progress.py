@@ -25,7 +25,8 @@ from medic.parse.progress import (
     _bar_seconds,
 )
 from medic.pipeline import Pipeline
-from tests.builders import batch, bundled_logs, log
+from medic.testing.builders import batch, log
+from tests.corpus.bundled import bundled_logs
 from tests.corpus.progress import load_corpus
 
 

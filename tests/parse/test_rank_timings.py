@@ -15,7 +15,7 @@ from medic.parse.rank_timings import (
     RankTimingParser,
     RankTimingPattern,
 )
-from tests.builders import batch, log
+from medic.testing.builders import batch, log
 
 KEEP = ["rank", "rank_node", "source", "metric", "kind", "value"]
 

@@ -12,7 +12,7 @@ import pytest
 
 from medic.parse.catalogue import CatalogueError, builtin_catalogue, parse_catalogue
 from medic.parse.signatures import SignatureParser
-from tests.builders import batch, log
+from medic.testing.builders import batch, log
 
 CATALOGUE = builtin_catalogue()
 

@@ -22,7 +22,8 @@ from medic.parse.signatures import (
     SignaturesConfig,
     unmatched_only,
 )
-from tests.builders import batch, bundled_logs, log
+from medic.testing.builders import batch, log
+from tests.corpus.bundled import bundled_logs
 from tests.detectors.scenarios import Job, detect
 
 CATALOGUE = builtin_catalogue()

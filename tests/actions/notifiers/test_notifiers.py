@@ -20,8 +20,9 @@ from medic.actions.recovery import Recovery
 from medic.actions.stage import ActionStage
 from medic.config import ConfigError
 from medic.detectors.base import Detection
+from medic.testing.builders import at
+from medic.testing.clock import FakeClock
 from tests.actions.notifiers.server import HookServer, serve
-from tests.builders import at
 
 KINDS = ("webhook", "slack", "pagerduty", "alertmanager")
 
@@ -29,14 +30,6 @@ KINDS = ("webhook", "slack", "pagerduty", "alertmanager")
 @pytest.fixture
 def hooks() -> Iterator[HookServer]:
     yield from serve()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def receiver(hooks: HookServer, kind: str = "webhook", **extra: Any) -> ReceiverConfig:
@@ -134,7 +127,7 @@ def test_exactly_once_per_group_across_a_restart(
 
 
 def test_a_rate_limited_notification_waits_and_goes_out_later(hooks: HookServer) -> None:
-    clock = Clock()
+    clock = FakeClock()
     hub = notifiers(receiver(hooks, max_per_minute=2), clock=clock)
     outcomes = [hub.notify("oncall", payload(str(job), job)) for job in (1, 2, 3)]
     assert [o.changed for o in outcomes] == [True, True, False]

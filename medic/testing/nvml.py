@@ -1,6 +1,10 @@
 """A fake ``pynvml`` for tests: the real module's constants and exception classes, with the
 device functions answered from in-memory GPUs. Only the functions medic's agent calls exist,
-so a call to anything else fails loudly."""
+so a call to anything else fails loudly.
+
+Hand it to the node agent where it takes its NVML module (``medic.ingest.nvml``); set a GPU's
+counters, or post an Xid with ``xid()``, and the next poll reads them as the driver's.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,107 @@
+"""Builders for small hand-made tables, batches and recordings in tests.
+
+Times are event times in microseconds, written as seconds after ``T0`` (``at(1.5)``). A row is
+a dict with the schema's column names (``medic.schema``); a column left out of a nullable
+field is null. ``batch("logs", [log(0, "NCCL WARN ...")])`` is one batch of the ``logs``
+stream; ``recording(logs=[...], gpu=[...], scheduler=[...], labels=[...])`` a recording to
+replay (``write`` puts it on disk in the recording format).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from medic import schema
+from medic.ingest.base import Batch
+from medic.recording import Recording, make_meta, write_recording
+from medic.timeutil import US, to_us
+
+T0 = to_us("2026-03-01T10:00:00Z")
+
+
+def at(seconds: float) -> int:
+    """Event time ``seconds`` after T0, in microseconds."""
+    return T0 + round(seconds * US)
+
+
+def table(name: str, rows: Sequence[dict[str, Any]]) -> pa.Table:
+    """A table of schema ``name`` from row dicts; omitted nullable columns are null."""
+    target = schema.SCHEMAS[name]
+    columns = {f.name: [row.get(f.name) for row in rows] for f in target}
+    return pa.Table.from_pydict(columns, schema=target)
+
+
+def batch(name: str, rows: Sequence[dict[str, Any]]) -> Batch:
+    return Batch(name, table(name, rows))
+
+
+def log(
+    t: float, message: str, node: str = "n1", job_id: str | None = "100", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "time": at(t),
+        "job_id": job_id,
+        "node": node,
+        "source": "app",
+        "message": message,
+        **extra,
+    }
+
+
+def label(
+    incident_id: str,
+    kind: str,
+    onset_s: float,
+    job_id: str = "100",
+    culprits: Sequence[str] = (),
+    ranks: Sequence[int] = (),
+) -> dict[str, Any]:
+    return {
+        "incident_id": incident_id,
+        "job_id": job_id,
+        "kind": kind,
+        "onset": at(onset_s),
+        "culprit_nodes": list(culprits),
+        "culprit_ranks": list(ranks),
+        "note": None,
+    }
+
+
+def detection(
+    t: float, kind: str = "crash", job_id: str | None = "100", culprits: Sequence[str] = ()
+) -> dict[str, Any]:
+    return {
+        "detected_at": at(t),
+        "job_id": job_id,
+        "kind": kind,
+        "culprits": list(culprits),
+        "ranks": [],
+        "score": 1.0,
+        "detector": "test",
+        "summary": "test detection",
+    }
+
+
+def recording(
+    duration_s: float = 60,
+    logs: Sequence[dict[str, Any]] = (),
+    gpu: Sequence[dict[str, Any]] = (),
+    scheduler: Sequence[dict[str, Any]] = (),
+    labels: Sequence[dict[str, Any]] | None = None,
+    name: str = "test",
+) -> Recording:
+    return Recording(
+        meta=make_meta(name, T0, at(duration_s)),
+        logs=table("logs", logs),
+        gpu=table("gpu", gpu),
+        scheduler=table("scheduler", scheduler),
+        labels=None if labels is None else table("labels", labels),
+    )
+
+
+def write(path: Path, rec: Recording) -> Path:
+    return write_recording(path, rec)
