@@ -156,18 +156,24 @@ class CommandJob:
 
 
 CONTROLLER_DOWN = "Unable to contact slurm controller (connect failure)"
+META_22_05 = {
+    "plugin": {"type": "openapi/v0.0.38", "name": "Slurm OpenAPI v0.0.38"},
+    "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5}, "release": "22.05.8"},
+}
+"""The ``meta`` of a 22.05 ``--json`` answer."""
 
 
 class SlurmCommands:
     """A command runner (``medic.slurm.CommandRunner``) that answers the commands medic's Slurm
-    executor runs as Slurm 22.05 does, over an in-memory cluster: ``squeue`` and ``sinfo`` in
-    the formats medic asks for, ``scontrol update``/``requeue``/``requeuehold``/``hold``/
-    ``release``/``show job``/``show hostnames`` and ``scancel``, with Slurm's own refusals
-    (an unknown node or job, a drain without a reason, a resume of a node that is not drained,
-    a requeue of a pending job or of one submitted with ``--no-requeue``; ``scancel`` of an
-    unknown job is silent). ``refuse`` makes a command fail as it does for a user without
-    the rights; ``up = False`` makes every command fail as when the controller is down.
-    Every command is recorded in ``calls``; a command it does not know fails with rc 2 and is
+    executor and its Slurm source run as Slurm 22.05 does, over an in-memory cluster:
+    ``squeue`` and ``sinfo`` in the formats medic asks for (``--json`` included),
+    ``scontrol update``/``requeue``/``requeuehold``/``hold``/``release``/``show job``/
+    ``show hostnames`` and ``scancel``, with Slurm's own refusals (an unknown node or job, a
+    drain without a reason, a resume of a node that is not drained, a requeue of a pending job
+    or of one submitted with ``--no-requeue``; ``scancel`` of an unknown job is silent).
+    ``refuse`` makes a command fail as it does for a user without the rights; ``up = False``
+    makes every command fail as when the controller is down. Every command is recorded in
+    ``calls``; a command it does not know fails with rc 2 and is
     recorded in ``unanswered``."""
 
     def __init__(self, nodes: Iterable[str], jobs: dict[str, CommandJob] | None = None) -> None:
@@ -200,6 +206,12 @@ class SlurmCommands:
 
     def _answer(self, argv: list[str]) -> CommandResult | None:
         match argv:
+            case ["squeue", "--json"]:
+                jobs = [self._job_json(job_id, job) for job_id, job in self.jobs.items()]
+                return _ok(json.dumps({"meta": META_22_05, "errors": [], "jobs": jobs}))
+            case ["sinfo", "--json"]:
+                nodes = [self._node_json(node) for node in self.nodes]
+                return _ok(json.dumps({"meta": META_22_05, "errors": [], "nodes": nodes}))
             case ["squeue", "-h", "-t", "all", "-j", job_id, "-O", _]:
                 job = self.jobs.get(job_id)
                 if job is None:
@@ -249,8 +261,44 @@ class SlurmCommands:
                 return _ok()
         return None
 
+    def _job_json(self, job_id: str, job: CommandJob) -> dict[str, Any]:
+        """The job as 22.05's ``squeue --json`` lists it (the fields medic reads)."""
+        allocated = [{"nodename": node} for node in job.nodes]
+        return {
+            "job_id": int(job_id) if job_id.isdigit() else job_id,
+            "array_job_id": 0,
+            "array_task_id": None,
+            "name": job.name,
+            "job_state": job.state,
+            "state_reason": "None",
+            "partition": job.partition,
+            "user_name": job.user,
+            "priority": job.priority,
+            "restart_cnt": job.restarts,
+            "comment": "",
+            "exit_code": job.exit_code << 8,  # 22.05 gives the raw wait status
+            "nodes": ",".join(job.nodes),
+            "job_resources": {"nodes": ",".join(job.nodes), "allocated_nodes": allocated}
+            if job.nodes
+            else {},
+        }
+
+    def _node_json(self, node: str) -> dict[str, Any]:
+        """The node as 22.05's ``sinfo --json`` lists it (the fields medic reads)."""
+        busy = self._busy(node)
+        return {
+            "name": node,
+            "state": "allocated" if busy else "idle",
+            "state_flags": ["DRAIN"] if node in self.drained else [],
+            "reason": self.drained.get(node, ""),
+            "partitions": sorted({job.partition for job in self.jobs.values()}) or ["gpu"],
+        }
+
+    def _busy(self, node: str) -> bool:
+        return any(node in job.nodes for job in self.jobs.values() if job.state == "RUNNING")
+
     def _node_line(self, node: str, width: int) -> str:
-        busy = any(node in job.nodes for job in self.jobs.values() if job.state == "RUNNING")
+        busy = self._busy(node)
         if node in self.drained:
             state, reason = ("draining" if busy else "drained"), self.drained[node]
             fields = [node, state, reason, "root", "2026-03-01T10:00:00"]

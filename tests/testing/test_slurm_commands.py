@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from medic.actions.config import SlurmConfig
 from medic.actions.slurm_cli import SlurmCli
-from medic.testing.clock import FakeClock
+from medic.ingest.base import Batch
+from medic.ingest.slurm import SlurmSource, SlurmSourceConfig
+from medic.testing.builders import T0
+from medic.testing.clock import FakeClock, TickingClock
 from medic.testing.slurm import CommandJob, SlurmCommands, hostnames
 
 
@@ -78,3 +81,15 @@ def test_the_clock_moves_only_when_told() -> None:
     clock.sleep(0.5)
     clock.advance(1)
     assert clock() == 11.5 and clock.sleeps == [0.5]
+
+
+async def test_the_slurm_source_sees_what_the_executor_did() -> None:
+    slurm = cluster()
+    source = SlurmSource(SlurmSourceConfig(), runner=slurm, clock=TickingClock(T0))
+    await source.poll()
+    cli(slurm).drain("n1", "medic: test")
+    events = await source.poll()
+    rows = [row for e in events if isinstance(e, Batch) for row in e.data.to_pylist()]
+    assert [(r["node"], r["state"], r["reason"]) for r in rows if r["kind"] == "node"] == [
+        ("n1", "ALLOCATED+DRAIN", "medic: test")
+    ]
