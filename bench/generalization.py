@@ -7,7 +7,8 @@ catalogue and the formats. Here each family is taken out in turn and read with w
 Failures: per family (a ``tests/data/real/failures`` file), its catalogue entries (its
 ``[source] signatures``) are left out of the catalogue, and its failure cases go through
 ``medic diagnose``'s path with the rest: recognised (an incident found), kind right, culprit
-right (of the cases whose truth names a node). Look-alikes: every look-alike of the corpus
+right (of the cases whose truth names a node or ranks: the node, and the ranks among the
+incident's). Look-alikes: every look-alike of the corpus
 whose matched lines differ under the reduced catalogue is diagnosed with it; each incident it
 gives is a firing (a look-alike whose lines match as before is diagnosed as before: none).
 
@@ -56,9 +57,9 @@ class Score:
     kind: int
     """Failures: kind right; progress: step right."""
     named: int
-    """Failures: cases whose truth names a culprit node; progress: progress cases."""
+    """Failures: cases whose truth names a culprit node or ranks; progress: progress cases."""
     culprit: int
-    """Failures: culprit right of ``named``; progress: timing right."""
+    """Failures: culprit (node and ranks) right of ``named``; progress: timing right."""
     lookalikes: int
     fired: int
     problems: tuple[str, ...] = ()
@@ -91,7 +92,7 @@ def failure_families(
         verdicts = [
             failure_corpus.score(c, diagnose(c.texts, year=c.year, catalogue=reduced)) for c in mine
         ]
-        named = [v for c, v in zip(mine, verdicts, strict=True) if c.culprit]
+        named = [v for c, v in zip(mine, verdicts, strict=True) if c.culprit or c.ranks]
         changed = [
             c
             for c, before, after in zip(
@@ -114,7 +115,7 @@ def failure_families(
                 sum(v.recognised for v in verdicts),
                 sum(v.kind for v in verdicts),
                 len(named),
-                sum(v.culprit for v in named),
+                sum(v.culprit and v.ranks for v in named),
                 len(lookalikes),
                 len(fired),
                 tuple(problems),

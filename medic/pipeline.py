@@ -51,7 +51,7 @@ class Observer(Protocol):
     def advance(self, watermark: int) -> object: ...
 
 
-NAMED_HOSTS = {"signatures": "host"}
+NAMED_HOSTS = {"signatures": "host", "failed_ranks": "host"}
 """Derived streams with a column of hosts that lines name in their text (``srun: error: <host>:
 task 3``), each checked against the job's nodes as the lines' own nodes are."""
 

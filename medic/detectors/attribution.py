@@ -99,6 +99,10 @@ class JobEvidence:
     job_id: str
     evidence: list[Evidence] = field(default_factory=list)
     count: int = 0
+    reported: list[Evidence] = field(default_factory=list)
+    """Ranks a launcher or runtime reports dead (``medic.parse.failed_ranks``), the first or
+    root failure it names first: who failed, by the launcher's own account. They name the
+    incident's ranks and where they ran, and add nothing to its score or culprits."""
 
     def add(self, items: Iterable[Evidence], total: int | None = None) -> None:
         """Keep ``items`` (bounded); ``total`` counts signs summarised by them, when more."""
@@ -128,6 +132,9 @@ class JobEvidence:
 
     def ranks(self) -> tuple[int, ...]:
         """Ranks of the root items (or of the root's node, for hardware), earliest first."""
+        reported = tuple(dict.fromkeys(e.rank for e in self.reported if e.rank is not None))
+        if reported and (self.root is None or not self.root.hardware):
+            return reported[:MAX_RANKS]
         root = self.root
         if root is None or not (root.hardware or root.role == "root"):
             return ()
@@ -161,15 +168,25 @@ class JobEvidence:
             return headline
         others = self.count - 1
         tail = f"; {others} more sign{'s' if others != 1 else ''} followed" if others > 0 else ""
+        if self.reported and not root.hardware:
+            first = self.reported[0]
+            where = first.where() if first.rank is not None or first.node else ""
+            said = f"{where} ({first.what})" if where else first.what
+            tail += f"; reported failed: {said}"
         return f"{headline}: {root.what} at {root.where()}{tail}"
 
     def details(self) -> dict[str, Any]:
         """Structured evidence for the history and the rules (not part of the spec's row)."""
-        return {
+        details: dict[str, Any] = {
             "signatures": sorted({e.signature for e in self.evidence if e.signature}),
             "nodes": sorted({e.node for e in self.evidence if e.node}),
             "evidence": self.count,
         }
+        if self.reported:
+            details["failed_ranks"] = [
+                {"rank": e.rank, "node": e.node, "end": e.what} for e in self.reported
+            ]
+        return details
 
 
 def evidence_rows(frame: pl.DataFrame, hardware: bool) -> list[Evidence]:

@@ -14,7 +14,9 @@ the errors of a job after hardware evidence against one of its GPUs or nodes, ho
 follow a line reporting the job stuck (a watchdog timeout aborts the process: that is the
 ``hang`` detector's, from the moment the line says the job got stuck).
 
-A crash blames no node: software errors and the collateral NCCL errors of peers never do.
+A crash blames no node: software errors and the collateral NCCL errors of peers never do. Its
+ranks are those its launcher reports dead when it reports any (``failed_ranks``: torchrun's
+root cause, mpirun's first failed process, srun's failed tasks), with the hosts they ran on.
 Errors that a program may survive (a traceback, an exception line) wait up to ``confirm_s``
 for the process death that confirms them. Signs that follow a deliberate end (a user's
 cancel, the time limit, a preemption) are its consequence and are dropped.
@@ -35,6 +37,7 @@ from medic.detectors.attribution import (
     evidence_rows,
 )
 from medic.detectors.base import Detection
+from medic.detectors.failed_ranks import FailedRanks
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
@@ -82,7 +85,7 @@ class CrashDetector(WatchesLiveness):
     """Fatal errors on ranks and failed jobs, held briefly for hardware evidence."""
 
     name = "crash"
-    streams = frozenset({"signatures", "scheduler", "gpu_latest"})
+    streams = frozenset({"signatures", "scheduler", "gpu_latest", "failed_ranks"})
     Config = CrashConfig
 
     uses_catalogue = True
@@ -105,6 +108,8 @@ class CrashDetector(WatchesLiveness):
         self.complaints = Complaints()
         """Peers' complaints per node: a root error right after one on its node (torchrun's
         traceback for a rank that died of it) is that complaint's consequence."""
+        self.failed = FailedRanks()
+        """The ranks launchers report dead, per job: they name a crash's ranks."""
 
     def state_size(self) -> int:
         return (
@@ -115,6 +120,7 @@ class CrashDetector(WatchesLiveness):
             + len(self.faulted)
             + len(self.fabric)
             + len(self.complaints)
+            + len(self.failed)
         )
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -126,6 +132,8 @@ class CrashDetector(WatchesLiveness):
             self._scheduler(batch)
         elif batch.stream == "signatures":
             self._signatures(batch.frame)
+        elif batch.stream == "failed_ranks":
+            self.failed.observe(batch.frame)
         return []
 
     def advance(self, watermark: int) -> list[Detection]:
@@ -163,6 +171,7 @@ class CrashDetector(WatchesLiveness):
         self.book.forget_ended(stale)
         self.liveness.forget_before(stale)
         self.complaints.forget_before(stale)
+        self.failed.forget_before(stale)
         return found
 
     def _gap(self, pending: _Pending, before: int) -> int:
@@ -304,6 +313,8 @@ class CrashDetector(WatchesLiveness):
 
     def _detection(self, pending: _Pending) -> Detection:
         incident = pending.incident
+        since = incident.onset - round(self.config.confirm_s * US)
+        incident.reported = self.failed.reported(incident.job_id, since)
         return Detection(
             job_id=incident.job_id,
             kind="crash",

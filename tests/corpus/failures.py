@@ -67,6 +67,8 @@ class Verdict:
     culprit: bool
     onset: bool
     problems: tuple[str, ...] = field(default=())
+    ranks: bool = True
+    """The ranks the truth names are among the incident's."""
 
     @property
     def right(self) -> bool:
@@ -159,6 +161,7 @@ def score(case: Case, findings: Sequence[Finding]) -> Verdict:
     onset = case.onset is None or (first.onset is not None and abs(first.onset - case.onset) <= US)
     if not onset:
         problems.append(f"onset {first.onset}, not {case.onset}")
-    if not set(case.ranks) <= set(first.ranks):
+    ranks = set(case.ranks) <= set(first.ranks)
+    if not ranks:
         problems.append(f"ranks {first.ranks}, not including {case.ranks}")
-    return Verdict(True, kind, culprit, onset, tuple(problems))
+    return Verdict(True, kind, culprit, onset, tuple(problems), ranks)

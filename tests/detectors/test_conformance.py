@@ -32,6 +32,7 @@ from medic.detectors.base import Detection
 from medic.detectors.registry import DETECTORS, build_detectors
 from medic.ingest.base import Batch, Event, Watermark
 from medic.ingest.replay import ReplaySource
+from medic.parse.failed_ranks import FAILED_RANKS
 from medic.parse.rank_timings import RANK_TIMING
 from medic.pipeline import Pipeline
 from medic.recording import Recording, read_recording
@@ -187,7 +188,12 @@ def _first_batches() -> dict[str, Batch]:
     firsts: dict[str, Batch] = {}
 
     class Keep:
-        streams = frozenset(schema.STREAMS) | {"progress", "signatures", "gpu_latest"}
+        streams = frozenset(schema.STREAMS) | {
+            "progress",
+            "signatures",
+            "gpu_latest",
+            "failed_ranks",
+        }
 
         def update(self, batch: Batch) -> None:
             firsts.setdefault(batch.stream, batch)
@@ -199,6 +205,7 @@ def _first_batches() -> dict[str, Batch]:
     Pipeline(detectors, observers=[Keep()]).run(ReplaySource(recording(FIRES["crash"])))
     # The crash recording's job prints no per-rank timings: that stream's batches are empty.
     firsts["rank_timing"] = Batch("rank_timing", RANK_TIMING.empty_table())
+    firsts.setdefault("failed_ranks", Batch("failed_ranks", FAILED_RANKS.empty_table()))
     return firsts
 
 

@@ -122,8 +122,10 @@ def test_a_crash_is_headed_by_the_line_that_says_what_failed() -> None:
     (found,) = diagnose([LogText("slurm-4301.out", text)])
     assert found.kind == "crash"
     assert found.summary == (
-        "Job 4301 crashed: \"KeyError: 'input_ids'\" at rank 3; 2 more signs followed"
+        "Job 4301 crashed: \"KeyError: 'input_ids'\" at rank 3; 2 more signs followed; "
+        "reported failed: rank 3 on n2 (exit code 1)"
     )
+    assert found.ranks == (3,)
 
 
 def test_diagnose_applies_the_nvrx_guard_serve_applies(tmp_path: Path) -> None:

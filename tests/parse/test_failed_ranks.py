@@ -1,0 +1,118 @@
+"""Failed ranks from launchers' and runtimes' own reports, read by shape: records of fields and
+single lines naming who, where and how it ended (values ours, formats as each case says)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from medic.parse.failed_ranks import FAILED_RANKS, FailedRankParser
+from tests.builders import batch, log
+
+KEEP = ["rank", "local_rank", "host", "exit_code", "signal", "end", "primary"]
+
+
+def parse(*messages: str, job_id: str | None = "100") -> list[dict[str, Any]]:
+    rows = [log(0.001 * i, m, job_id=job_id) for i, m in enumerate(messages)]
+    out = FailedRankParser().parse(batch("logs", rows))
+    if out is None:
+        return []
+    assert out.data.schema == FAILED_RANKS
+    return out.frame.select(KEEP).to_dicts()
+
+
+def test_torchrun_summary_names_the_root_cause_first_and_skips_stopped_ranks() -> None:
+    """torch/distributed/elastic/multiprocessing/errors: one record of fields per failure."""
+    rows = parse(
+        "Failures:",
+        "[1]:",
+        "  time      : 2026-12-04_08:12:31",
+        "  host      : gpu-b09",
+        "  rank      : 22 (local_rank: 6)",
+        "  exitcode  : -15 (pid: 91871)",
+        "  traceback : Signal 15 (SIGTERM) received by PID 91871",
+        "[2]:",
+        "  host      : gpu-b10",
+        "  rank      : 30 (local_rank: 6)",
+        "  exitcode  : 1 (pid: 91872)",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  host      : gpu-b09",
+        "  rank      : 21 (local_rank: 5)",
+        "  exitcode  : -9 (pid: 91870)",
+        "  traceback : Signal 9 (SIGKILL) received by PID 91870",
+    )
+    assert rows == [
+        dict(rank=30, local_rank=6, host="gpu-b10", exit_code=1, signal=None, end="exit code 1",
+             primary=0),
+        dict(rank=21, local_rank=5, host="gpu-b09", exit_code=-9, signal="SIGKILL",
+             end="SIGKILL", primary=1),
+    ]  # fmt: skip
+
+
+def test_mpi_process_names_in_both_runtimes_forms() -> None:
+    """Open MPI's ``[[job,vpid],rank]`` and PRRTE's ``[nspace@job,rank]`` under "The first
+    process to do so was:"."""
+    rows = parse(
+        "the job to be terminated. The first process to do so was:",
+        "",
+        "  Process name: [[41872,1],6]",
+        "  Exit code:    1",
+        "----",
+        "thus causing the job to be terminated. The first process to do so was:",
+        "   Process name: [prterun-gpu-b02-81234@1,12]",
+        "   Exit code:    134",
+    )
+    assert [(r["rank"], r["exit_code"], r["primary"]) for r in rows] == [(6, 1, 1), (12, 134, 1)]
+
+
+def test_single_lines_name_who_where_and_how() -> None:
+    rows = parse(
+        "mpirun noticed that process rank 33 with PID 98239 on node dgx-b200-014 exited on "
+        "signal 9 (Killed).",
+        "srun: error: gpu-a05: tasks 8-9: Exited with exit code 2",
+        "srun: error: dgx-b200-003: task 17: Segmentation fault (core dumped)",
+    )
+    assert [(r["rank"], r["host"], r["end"]) for r in rows] == [
+        (33, "dgx-b200-014", "SIGKILL"),
+        (8, "gpu-a05", "exit code 2"),
+        (9, "gpu-a05", "exit code 2"),
+        (17, "dgx-b200-003", "segmentation fault"),
+    ]
+
+
+def test_clean_ends_stopped_ranks_and_ranks_without_an_end_are_none() -> None:
+    assert (
+        parse(
+            "rank 3 finished training in 7214.2 s",
+            "worker rank 2 exited with exit code 0",
+            "process rank 1 exited normally (exit code 0)",
+            "  Process name: [[41873,1],4]",
+            "  Exit code:    0",
+            "srun: error: nid002888: tasks 0-57,59-63: Terminated",
+            "gpu-a01:1234:1234 [3] NCCL INFO comm 0x5 rank 3 nranks 8 cudaDev 3 - Init COMPLETE",
+            "  exitcode  : 1 (pid: 4411)",
+        )
+        == []
+    )
+
+
+def test_lines_of_no_job_are_not_read() -> None:
+    assert parse("srun: error: gpu-a05: task 8: Exited with exit code 2", job_id=None) == []
+
+
+def test_a_local_rank_alone_is_read_and_more_wordings_of_an_end() -> None:
+    rows = parse(
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: 0 "
+        "(pid: 16) of binary: /opt/conda/bin/python",
+        "[launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=4'] "
+        "exits with return code = 1",
+        "worker rank 3 (pid 170) terminated with code 1",
+        "srun: error: gpu-a04: task 4: Out Of Memory",
+    )
+    assert [(r["rank"], r["local_rank"], r["end"]) for r in rows] == [
+        (None, 0, "SIGABRT"),
+        (None, 4, "exit code 1"),
+        (3, None, "exit code 1"),
+        (4, None, "out of memory"),
+    ]
