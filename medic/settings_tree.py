@@ -10,11 +10,11 @@ from typing import Any
 from medic.actions.config import RulesConfig, load_rules
 from medic.config import ConfigError, from_dict
 from medic.detectors.registry import detector_configs, parser_configs, prefix_config
-from medic.detectors.signatures import SignaturesConfig
 from medic.history.config import HistoryConfig
 from medic.ingest.replay import ReplayConfig
 from medic.ingest.sources import SourcesConfig
 from medic.parse.prefixes import PrefixConfig
+from medic.parse.signatures import SignaturesConfig
 from medic.pipeline_config import PipelineConfig
 from medic.service_config import ServiceConfig
 from medic.settings import KNOWN_TABLES
