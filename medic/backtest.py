@@ -26,6 +26,7 @@ from medic import schema
 from medic.actions.stage import ActionStage
 from medic.calibration import Calibration, raw_scores
 from medic.detectors.base import detection_id, detections_table
+from medic.evidence_features import features_table
 from medic.history.store import HistoryStore
 from medic.history.writer import HistoryWriter
 from medic.ingest.replay import ReplaySource
@@ -49,6 +50,9 @@ class RecordingResult:
     elapsed_s: float
     rows: int
     actions: pa.Table
+    features: pa.Table | None = None
+    """Each detection's evidence features (``medic.evidence_features``), by detection id: what
+    a calibration fits on; None where a backtest was read back without them."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,9 @@ def backtest_recording(
         observers=[*stage.observers] if writer is None else [*stage.observers, writer],
     )
     replay = ReplaySource(recording, settings.replay)
-    detections = detections_table(pipeline.run(replay))
+    emitted = list(pipeline.run(replay))
+    detections = detections_table(emitted)
+    features = features_table([d.id for d in emitted], emitted)
     actions = stage.actions_table()
     scored = score(detections, recording.labels)
     if writer is not None:
@@ -177,6 +183,7 @@ def backtest_recording(
         elapsed_s=time.perf_counter() - started,
         rows=rows,
         actions=actions,
+        features=features,
     )
 
 
@@ -191,13 +198,18 @@ def label_onsets(scored: Score) -> dict[str, int]:
 
 
 def write_result(result: RecordingResult, out_dir: Path) -> Path:
-    """``out_dir/<recording directory name>/detections.parquet`` (and ``actions.parquet``)."""
+    """``out_dir/<recording directory name>/detections.parquet`` (and ``actions.parquet``, and
+    ``features.parquet``: each detection's evidence features, for ``medic calibrate``)."""
     target = out_dir / result.name
     target.mkdir(parents=True, exist_ok=True)
     pq.write_table(result.detections, target / "detections.parquet")
     pq.write_table(result.actions, target / "actions.parquet")
+    if result.features is not None:
+        pq.write_table(result.features, target / FEATURES_FILE)
     return target
 
+
+FEATURES_FILE = "features.parquet"
 
 MAX_DEFAULT_JOBS = 4
 """Each worker holds a recording's logs, its detectors' state and its own polars thread pool, so
@@ -369,8 +381,9 @@ def read_backtest(
             schema.DETECTIONS_WRITTEN.field("raw_score"),
             pa.array(raw_scores(detections), pa.float64()),
         )
+        features = _read_features(out_dir / path.name / FEATURES_FILE)
         if calibration is not None:
-            detections = calibration.rescore(detections)
+            detections = calibration.rescore(detections, features)
         recording = open_recording(path)
         report.results.append(
             RecordingResult(
@@ -381,6 +394,19 @@ def read_backtest(
                 elapsed_s=0.0,
                 rows=0,
                 actions=schema.empty(schema.ACTIONS),
+                features=features,
             )
         )
     return report
+
+
+def _read_features(file: Path) -> pa.Table | None:
+    """A backtest's ``features.parquet``; None when it has none (written before features were,
+    or damaged: a calibration then reads the raw scores alone)."""
+    if not file.is_file():
+        return None
+    try:
+        return pq.read_table(file)
+    except (pa.ArrowException, OSError) as exc:
+        log.warning("%s: unreadable, features left out (%s)", file, str(exc).splitlines()[0])
+        return None

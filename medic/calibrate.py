@@ -57,7 +57,7 @@ def calibrate_backtest(
     report: BacktestReport,
     paths: Sequence[Path],
     holdout: Sequence[str] = (),
-    method: str = "isotonic",
+    method: str = "logistic",
     source: str = "replayed",
 ) -> CalibrationRun:
     """Fit the calibration on every recording of ``report`` (the recordings at ``paths``);
@@ -131,7 +131,11 @@ def check_provenance(
     kinds = {}
     for row in check.iter_rows(named=True):
         kind = row.pop("kind")
-        kinds[kind] = {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
+        kinds[kind] = {
+            k: round(v, 4) if isinstance(v, float) else v
+            for k, v in row.items()
+            if v is not None  # no AUC where the held-out detections were all real
+        }
     return {
         "held_out": list(patterns),
         "fitted_recordings": len(paths) - len(names),

@@ -280,10 +280,12 @@ def backtest(
 )
 @click.option(
     "--detections",
-    "detections_dir",
+    "detections_dirs",
+    multiple=True,
     type=click.Path(path_type=Path),
-    help="A medic backtest --out directory: read each recording's detections.parquet there "
-    "instead of replaying.",
+    help="A medic backtest --out directory: read each recording's detections.parquet (and "
+    "features.parquet) there instead of replaying; repeatable, e.g. a default replay and a "
+    "near-miss one (bench/calibration/near_miss.toml).",
 )
 @click.option(
     "--holdout",
@@ -294,10 +296,11 @@ def backtest(
 )
 @click.option(
     "--method",
-    type=click.Choice(["isotonic", "sigmoid"]),
-    default="isotonic",
+    type=click.Choice(["logistic", "isotonic", "sigmoid"]),
+    default="logistic",
     show_default=True,
-    help="isotonic regression, or Platt's sigmoid for few detections.",
+    help="A logistic model of each detection's evidence features, or a map of the raw score "
+    "alone: isotonic regression, or Platt's sigmoid for few detections.",
 )
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="As for medic backtest.")
@@ -307,7 +310,7 @@ def backtest(
 def calibrate(
     paths: tuple[Path, ...],
     out_file: Path,
-    detections_dir: Path | None,
+    detections_dirs: tuple[Path, ...],
     holdout: tuple[str, ...],
     method: str,
     config_file: Path | None,
@@ -319,16 +322,18 @@ def calibrate(
     """Fit what detection scores mean: per kind, the probability that a detection with a given
     raw score is real, from labelled recordings' outcomes (a backtest replayed here, or read
     from --detections). Prints the held-out check, writes the calibration file."""
-    from medic.backtest import read_backtest, run_backtest
+    from medic.backtest import BacktestReport, read_backtest, run_backtest
     from medic.calibrate import calibrate_backtest, require_labels
     from medic.ingest.replay import with_delays
     from medic.render import print_calibration
 
     recordings = expand_recordings(paths)
     require_labels(recordings)
-    if detections_dir is not None:
-        report = read_backtest(recordings, detections_dir)
-        source = detections_dir.resolve().name
+    if detections_dirs:
+        report = BacktestReport(
+            [r for d in detections_dirs for r in read_backtest(recordings, d).results]
+        )
+        source = ", ".join(d.resolve().name for d in detections_dirs)
     else:
         raw = load_settings(config_file)
         settings = load_tree(with_delays(raw, delays) if delays else raw)

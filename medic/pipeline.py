@@ -20,6 +20,7 @@ from medic.detectors.base import Detection
 from medic.detectors.incidents import share_liveness
 from medic.detectors.progress_state import share_watched_jobs
 from medic.detectors.registry import build_parsers, detectors_from, parsers_from
+from medic.evidence_features import features_of
 from medic.incident import IncidentCorrelator
 from medic.ingest.base import Batch, Event, Watermark
 from medic.parse.catalogue import Catalogue
@@ -269,7 +270,10 @@ class Pipeline:
             detection,
             detected_at=self.now,
             score=self.calibration.calibrated(
-                detection.kind, detection.score, unmatched_only(detection.evidence)
+                detection.kind,
+                detection.score,
+                unmatched_only(detection.evidence),
+                features_of(detection),
             ),
             raw_score=detection.score,
         )

@@ -8,7 +8,7 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from medic.calibration import Calibration
+from medic.calibration import Calibration, EvidenceModel, KindMap
 
 COLUMNS = (
     ("labels", "labels"),
@@ -68,30 +68,39 @@ def print_backtest(report: dict[str, Any], console: Console) -> None:
 def print_calibration(
     calibration: Calibration, check: pl.DataFrame | None, console: Console
 ) -> None:
-    """A fitted calibration's maps (the detections each was fitted on and the probabilities it
-    gives) and, when there was one, its held-out check."""
+    """A fitted calibration's maps (the detections each was fitted on and what it reads) and,
+    when there was one, its held-out check."""
     table = Table(title="Calibration (fitted on every recording)", title_justify="left")
-    for column in ("kind", "method", "real", "false", "lowest", "highest"):
-        table.add_column(column, justify="left" if column in ("kind", "method") else "right")
+    for column in ("kind", "method", "real", "false", "reads"):
+        table.add_column(column, justify="right" if column in ("real", "false") else "left")
     for kind, score_map in sorted(calibration.maps.items()):
         table.add_row(
-            kind,
-            score_map.method,
-            str(score_map.true),
-            str(score_map.false),
-            f"{score_map.probability[0]:.3f}",
-            f"{score_map.probability[-1]:.3f}",
+            kind, score_map.method, str(score_map.true), str(score_map.false), _reads(score_map)
         )
     console.print(table)
     if check is None:
         return
-    title = "Held-out check (Brier score and expected calibration error; lower is better)"
+    title = (
+        "Held-out check (Brier score and expected calibration error: lower is better; "
+        "ROC AUC of real against false detections: higher is better)"
+    )
     held = Table(title=title, title_justify="left")
-    columns = ("kind", "detections", "real", "brier", "brier_raw", "ece", "ece_raw")
-    for column in columns:
+    columns = ("kind", "detections", "real", "brier", "brier_raw", "ece", "ece_raw", "auc")
+    for column in (*columns, "auc_raw"):
         held.add_column(column, justify="left" if column == "kind" else "right")
     for row in check.iter_rows(named=True):
-        held.add_row(
-            *(f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in columns)
-        )
+        held.add_row(*(_figure(row.get(c)) for c in (*columns, "auc_raw")))
     console.print(held)
+
+
+def _reads(score_map: KindMap) -> str:
+    if isinstance(score_map, EvidenceModel):
+        weights = ", ".join(f"{n} {w:.2f}" for n, w in score_map.weights.items() if w > 0)
+        return f"logit {score_map.intercept:.2f}" + (f" + {weights}" if weights else "")
+    return f"raw score to {score_map.probability[0]:.3f}..{score_map.probability[-1]:.3f}"
+
+
+def _figure(value: object) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)

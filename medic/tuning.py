@@ -32,10 +32,12 @@ import polars as pl
 import tomli_w
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import brier_score_loss, precision_recall_curve
+from sklearn.metrics import brier_score_loss, precision_recall_curve, roc_auc_score
 
-from medic.backtest import BacktestReport, backtest_recording
-from medic.calibration import METHODS, Calibration, ScoreMap
+from medic.backtest import BacktestReport, RecordingResult, backtest_recording
+from medic.calibration import METHODS, Calibration, EvidenceModel, KindMap, ScoreMap
+from medic.detectors.base import detection_id
+from medic.evidence_features import FEATURES, raw_only
 from medic.recording import Recording, find_recordings, read_recording
 from medic.scoring import score
 
@@ -170,22 +172,64 @@ def fit_min_score(report: BacktestReport, kind: str, min_precision: float = 0.97
 
 def calibration_outcomes(report: BacktestReport) -> pl.DataFrame:
     """One row per de-duplicated detection of a backtest: ``recording``, ``kind``, ``raw``
-    (its evidence score: ``raw_score``, or ``score`` in detections written before calibration)
-    and ``real`` (it fell in a label's window of its job, by the scoring rules)."""
-    rows = [
-        (result.name, det["kind"], _raw(det), real)
-        for result in report.results
-        for real, dets in (
-            (True, result.score.matched_rows),
-            (False, result.score.false_positive_rows),
+    (its evidence score: ``raw_score``, or ``score`` in detections written before calibration),
+    ``real`` (it fell in a label's window of its job, by the scoring rules), then its evidence
+    features (``medic.evidence_features.FEATURES``; the raw score alone where the backtest
+    kept none)."""
+    frames = [_outcomes(result) for result in report.results]
+    return pl.concat(frames) if frames else _outcomes_frame([], [], np.zeros(0), [], {})
+
+
+def _outcomes(result: RecordingResult) -> pl.DataFrame:
+    dets = [(True, d) for d in result.score.matched_rows]
+    dets += [(False, d) for d in result.score.false_positive_rows]
+    raw = np.array([_raw(d) for _, d in dets], dtype=float)
+    columns = raw_only(raw)
+    if result.features is not None and dets:
+        where = {d: i for i, d in enumerate(result.features.column("detection_id").to_pylist())}
+        rows = np.array(
+            [
+                where.get(detection_id(d["detected_at"], d["job_id"], d["kind"], d["detector"]), -1)
+                for _, d in dets
+            ]
         )
-        for det in dets
-    ]
-    return pl.DataFrame(
-        rows,
-        schema={"recording": pl.String, "kind": pl.String, "raw": pl.Float64, "real": pl.Boolean},
-        orient="row",
+        found = rows >= 0
+        for name in FEATURES[1:]:
+            values = result.features.column(name).to_numpy(zero_copy_only=False)
+            columns[name] = np.where(found, np.asarray(values)[np.maximum(rows, 0)], 0.0)
+    return _outcomes_frame(
+        [result.name] * len(dets), [d["kind"] for _, d in dets], raw, [r for r, _ in dets], columns
     )
+
+
+def _outcomes_frame(
+    names: list[str],
+    kinds: list[str],
+    raw: np.ndarray,
+    real: list[bool],
+    features: Mapping[str, np.ndarray],
+) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "recording": pl.Series(names, dtype=pl.String),
+            "kind": pl.Series(kinds, dtype=pl.String),
+            "raw": pl.Series(raw, dtype=pl.Float64),
+            "real": pl.Series(real, dtype=pl.Boolean),
+            **{
+                name: pl.Series(features.get(name, np.zeros(raw.size)), dtype=pl.Float64)
+                for name in FEATURES[1:]
+            },
+        }
+    )
+
+
+def outcome_features(outcomes: pl.DataFrame) -> dict[str, np.ndarray]:
+    """The evidence features of ``outcomes`` (``calibration_outcomes``), a column per name."""
+    columns = raw_only(outcomes.get_column("raw").to_numpy())
+    for name in FEATURES[1:]:
+        if name in outcomes.columns:
+            columns[name] = outcomes.get_column(name).to_numpy()
+    return columns
 
 
 def _raw(detection: Mapping[str, Any]) -> float:
@@ -193,6 +237,8 @@ def _raw(detection: Mapping[str, Any]) -> float:
     return float(detection["score"] if raw is None else raw)
 
 
+RAW_METHODS = ("isotonic", "sigmoid")
+"""The methods that map the raw score alone (``fit_score_map``)."""
 SIGMOID_KNOTS = 101
 """Points a fitted sigmoid is sampled at for the file (between 0 and 1, the scores' range)."""
 
@@ -207,14 +253,56 @@ def smoothed_targets(real: np.ndarray) -> np.ndarray:
     return np.where(real, (positives + 1) / (positives + 2), 1 / (negatives + 2))
 
 
+LOGISTIC_C = 1.0
+"""Inverse strength of the logistic fit's L2 penalty on the standardised features: with a few
+dozen detections of a kind, the weights stay moderate and a feature seen in only a handful of
+them cannot claim certainty."""
+
+
+def fit_evidence_model(features: Mapping[str, np.ndarray], real: np.ndarray) -> EvidenceModel:
+    """A kind's logistic model of ``real`` on its detections' evidence ``features``, fitted to
+    Platt's smoothed targets (each detection once as real with weight t and once as false with
+    weight 1 - t). Every feature is oriented so that more is stronger evidence: one whose
+    weight comes out negative (more evidence reading as less likely, a quirk of the sample)
+    is dropped and the model refitted, as is one constant over the detections. Deterministic:
+    the same outcomes give the same model."""
+    if real.size == 0:
+        raise ValueError("no detections to fit a calibration on")
+    targets = smoothed_targets(real)
+    positives = int(real.sum())
+    negatives = int(real.size - positives)
+    used = [n for n in FEATURES if np.ptp(np.asarray(features[n], dtype=float)) > 0]
+    labels = np.concatenate([np.ones(real.size), np.zeros(real.size)])
+    weights = np.concatenate([targets, 1 - targets])
+    while True:
+        if not used:
+            share = float(targets.mean())
+            return EvidenceModel(float(np.log(share / (1 - share))), {}, positives, negatives)
+        matrix = np.column_stack([np.asarray(features[n], dtype=float) for n in used])
+        # Standardised, so that the penalty weighs every feature alike whatever its units;
+        # the file holds the weights of the features as they are.
+        mean, scale = matrix.mean(axis=0), matrix.std(axis=0)
+        standard = (matrix - mean) / scale
+        model = LogisticRegression(C=LOGISTIC_C).fit(
+            np.concatenate([standard, standard]), labels, sample_weight=weights
+        )
+        coef = model.coef_[0] / scale
+        if (coef >= 0).all():
+            intercept = float(model.intercept_[0] - (coef * mean).sum())
+            fitted = {n: round(float(w), 6) for n, w in zip(used, coef, strict=True)}
+            return EvidenceModel(round(intercept, 6), fitted, positives, negatives)
+        used = [n for n, w in zip(used, coef, strict=True) if w >= 0]
+
+
 def fit_score_map(raw: np.ndarray, real: np.ndarray, method: str = "isotonic") -> ScoreMap:
     """One kind's map from its detections' raw scores and outcomes. ``isotonic``: scikit-learn's
     isotonic regression (non-decreasing by construction; flat where the raw score tells the
     outcomes apart no better than chance). ``sigmoid``: Platt's logistic fit, for few
     detections; one that would fall as the raw score rises is replaced by its flat form, the
     kind's smoothed share of real detections (a calibration never ranks surer evidence lower)."""
-    if method not in METHODS:
-        raise ValueError(f"unknown calibration method {method!r} (known: {', '.join(METHODS)})")
+    if method not in RAW_METHODS:
+        known = ", ".join(RAW_METHODS)
+        raise ValueError(f"unknown calibration method {method!r} for a raw score (known: {known})")
     if raw.size == 0:
         raise ValueError("no detections to fit a calibration on")
     targets = smoothed_targets(real)
@@ -242,16 +330,23 @@ def fit_score_map(raw: np.ndarray, real: np.ndarray, method: str = "isotonic") -
 
 def fit_calibration(
     outcomes: pl.DataFrame,
-    method: str = "isotonic",
+    method: str = "logistic",
     provenance: Mapping[str, Any] | None = None,
 ) -> Calibration:
     """A calibration fitted on ``outcomes`` (``calibration_outcomes``): a map per kind that has
-    detections; the kinds with none keep their raw scores."""
-    maps = {}
-    for (kind,), part in outcomes.group_by("kind"):
-        raw = part.get_column("raw").to_numpy()
+    detections (``logistic``: a model of the evidence features; ``isotonic``, ``sigmoid``: a
+    table of the raw score); the kinds with none keep their raw scores."""
+    if method not in METHODS:
+        raise ValueError(f"unknown calibration method {method!r} (known: {', '.join(METHODS)})")
+    maps: dict[str, KindMap] = {}
+    for (kind,), part in outcomes.sort(outcomes.columns, maintain_order=True).group_by(
+        "kind", maintain_order=True
+    ):
         real = part.get_column("real").to_numpy()
-        maps[str(kind)] = fit_score_map(raw, real, method)
+        if method == "logistic":
+            maps[str(kind)] = fit_evidence_model(outcome_features(part), real)
+        else:
+            maps[str(kind)] = fit_score_map(part.get_column("raw").to_numpy(), real, method)
     return Calibration(dict(sorted(maps.items())), dict(provenance or {}))
 
 
@@ -269,12 +364,23 @@ def expected_calibration_error(
     return float(np.abs(said - seen).sum() / probability.size)
 
 
+def roc_auc(probability: np.ndarray, real: np.ndarray) -> float | None:
+    """How well ``probability`` ranks real detections above false ones (ROC AUC: the chance
+    that a real one scores above a false one, ties counting half); None without both."""
+    if real.all() or not real.any():
+        return None
+    return float(roc_auc_score(real, probability))
+
+
 def reliability(calibration: Calibration, outcomes: pl.DataFrame) -> pl.DataFrame:
     """How well ``calibration`` predicts ``outcomes``, per kind and over ``all``: detections,
     real ones, Brier score and expected calibration error of the calibrated score, and of the
-    raw score read as a probability (``*_raw``) for comparison. Lower is better."""
+    raw score read as a probability (``*_raw``) for comparison (lower is better), and the ROC
+    AUC between real and false detections of each (higher is better; null without both)."""
     probability = calibration.probabilities(
-        outcomes.get_column("kind").to_numpy(), outcomes.get_column("raw").to_numpy()
+        outcomes.get_column("kind").to_numpy(),
+        outcomes.get_column("raw").to_numpy(),
+        outcome_features(outcomes),
     )
     scored = outcomes.with_columns(pl.Series("probability", probability, dtype=pl.Float64))
     kinds = sorted(scored.get_column("kind").unique())
@@ -293,13 +399,15 @@ def reliability(calibration: Calibration, outcomes: pl.DataFrame) -> pl.DataFram
                 "brier_raw": brier_score_loss(real, raw, pos_label=True),
                 "ece": expected_calibration_error(calibrated, real),
                 "ece_raw": expected_calibration_error(raw, real),
+                "auc": roc_auc(calibrated, real),
+                "auc_raw": roc_auc(raw, real),
             }
         )
-    return pl.DataFrame(rows)
+    return pl.DataFrame(rows, schema_overrides={"auc": pl.Float64, "auc_raw": pl.Float64})
 
 
 def held_out_check(
-    outcomes: pl.DataFrame, held_out: Iterable[str], method: str = "isotonic"
+    outcomes: pl.DataFrame, held_out: Iterable[str], method: str = "logistic"
 ) -> pl.DataFrame:
     """Fit on the recordings not in ``held_out`` and measure ``reliability`` on those in it
     (names of recordings); ValueError when either side has no detection."""

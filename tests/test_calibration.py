@@ -15,6 +15,7 @@ from medic.calibration import (
     UNMATCHED,
     Calibration,
     CalibrationError,
+    EvidenceModel,
     ScoreMap,
     calibration_of,
     default_calibration,
@@ -24,6 +25,7 @@ from medic.testing.builders import detection, table
 
 HANG = ScoreMap("isotonic", (0.5, 0.6, 0.7, 1.0), (0.4, 0.4, 0.9, 0.95), true=12, false=3)
 CALIBRATION = Calibration({"hang": HANG}, {"recordings": 4, "seeds": [1, 2]})
+STRAGGLER = EvidenceModel(-1.5, {"raw": 0.5, "slowdown": 2.0}, true=30, false=9)
 
 
 def test_a_map_interpolates_between_its_knots_and_holds_flat_beyond_them() -> None:
@@ -37,6 +39,8 @@ def test_a_map_interpolates_between_its_knots_and_holds_flat_beyond_them() -> No
 def test_the_file_round_trips(tmp_path: Path) -> None:
     again = read_calibration(CALIBRATION.write(tmp_path / "c.toml"))
     assert again == CALIBRATION
+    both = Calibration({**CALIBRATION.maps, "straggler": STRAGGLER}, CALIBRATION.provenance)
+    assert read_calibration(both.write(tmp_path / "both.toml")) == both
     assert (tmp_path / "c.toml").read_text().startswith(f'format = "{FORMAT}"')
 
 
@@ -68,8 +72,14 @@ BROKEN_MAPS = [
     ("[0.5, 1.0]", "[1.0, 0.5]", "kinds.hang.raw must increase"),
     ("0.4, 0.9", "0.4", "raw has 2 knots but probability 1"),
     ("0.9]", "1.5]", "kinds.hang.probability must lie in [0, 1]"),
-    ("isotonic", "magic", "kinds.hang.method must be one of isotonic, sigmoid"),
+    ("isotonic", "magic", "kinds.hang.method must be one of logistic, isotonic, sigmoid"),
     ("[0.5, 1.0]", "['a', 1.0]", "kinds.hang.raw must be a non-empty list of numbers"),
+]
+LOGISTIC = 'method = "logistic"\nintercept = -1.0\nweights = { raw = 2.0 }\n'
+BROKEN_MODELS = [
+    ("raw = 2.0", "raw = -2.0", "kinds.hang.weights must be >= 0"),
+    ("raw = 2.0", "loudness = 2.0", "kinds.hang.weights: unknown feature 'loudness'"),
+    ("-1.0", "'x'", "kinds.hang.intercept must be a number"),
 ]
 
 
@@ -81,6 +91,7 @@ BROKEN_MAPS = [
         (f'format = "{FORMAT}"\n', "no [kinds.<kind>] table"),
         (f'format = "{FORMAT}"\n[kinds.hnag]\n{MAP}', "unknown kind 'hnag'"),
         *((HANG_TABLE + MAP.replace(old, new), problem) for old, new, problem in BROKEN_MAPS),
+        *((HANG_TABLE + LOGISTIC.replace(o, n), problem) for o, n, problem in BROKEN_MODELS),
     ],
 )
 def test_a_malformed_file_is_a_one_line_error_naming_it(

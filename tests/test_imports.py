@@ -30,9 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     (
         "medic.recording",
-        "medic.calibration",
         "medic.scoring",
-        "medic.render",
         "medic.settings",
         "medic.pipeline_config",
         "medic.service_config",
@@ -41,6 +39,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("medic.parse", "medic.parse.*"),
     ("medic.detectors", "medic.detectors.*"),
     ("medic.incident", "medic.readahead"),
+    # A calibration reads the detections' evidence.
+    ("medic.evidence_features", "medic.calibration", "medic.render"),
     (
         "medic.actions.config",
         "medic.actions.recovery_config",

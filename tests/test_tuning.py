@@ -10,7 +10,7 @@ import pytest
 
 from medic import schema, scoring
 from medic.backtest import BacktestReport, RecordingResult
-from medic.calibration import Calibration
+from medic.calibration import Calibration, EvidenceModel, ScoreMap
 from medic.scoring import Score
 from medic.testing.builders import detection, label, recording, table
 from medic.tuning import (
@@ -91,8 +91,9 @@ def test_a_calibration_fitted_on_outcomes_reads_as_the_share_that_was_real() -> 
     low = [0.5 + 0.01 * i for i in range(40)]
     high = [0.9 + 0.002 * i for i in range(40)]
     real = [i % 4 == 0 for i in range(40)] + [True] * 40
-    fitted = fit_calibration(outcomes("hang", low + high, real))
+    fitted = fit_calibration(outcomes("hang", low + high, real), method="isotonic")
     hang = fitted.maps["hang"]
+    assert isinstance(hang, ScoreMap)
     assert (hang.true, hang.false) == (50, 30)
     assert fitted.calibrated("hang", 0.6) == pytest.approx(0.25, abs=0.1)
     assert 0.95 < fitted.calibrated("hang", 0.95) < 1.0
@@ -102,9 +103,11 @@ def test_a_calibration_fitted_on_outcomes_reads_as_the_share_that_was_real() -> 
 
 
 def test_a_kind_never_wrong_in_the_backtest_is_likely_not_certain() -> None:
-    fitted = fit_calibration(outcomes("crash", [0.3, 0.8, 1.0], [True, True, True]))
-    assert fitted.calibrated("crash", 0.3) == pytest.approx(4 / 5)  # (N+ + 1) / (N+ + 2)
-    assert fitted.calibrated("crash", 1.0) == pytest.approx(4 / 5)
+    for method in ("logistic", "isotonic"):
+        fitted = fit_calibration(outcomes("crash", [0.3, 0.8, 1.0], [True] * 3), method)
+        # (N+ + 1) / (N+ + 2), whatever the raw score
+        assert fitted.calibrated("crash", 0.3) == pytest.approx(4 / 5, abs=1e-3)
+        assert fitted.calibrated("crash", 1.0) == pytest.approx(4 / 5, abs=1e-3)
 
 
 def test_a_sigmoid_rises_with_the_raw_score_and_never_falls() -> None:
@@ -113,8 +116,10 @@ def test_a_sigmoid_rises_with_the_raw_score_and_never_falls() -> None:
     rising = fit_calibration(outcomes("straggler", raw, real), method="sigmoid")
     assert rising.calibrated("straggler", 0.2) < 0.2 < 0.8 < rising.calibrated("straggler", 0.8)
     inverted = fit_calibration(outcomes("straggler", raw, [not r for r in real]), "sigmoid")
-    flat = inverted.maps["straggler"].probability
-    assert max(flat) == pytest.approx(min(flat))  # a falling fit is replaced by its flat form
+    flat = inverted.maps["straggler"]
+    assert isinstance(flat, ScoreMap)
+    # a falling fit is replaced by its flat form
+    assert max(flat.probability) == pytest.approx(min(flat.probability))
     with pytest.raises(ValueError, match="unknown calibration method 'magic'"):
         fit_calibration(outcomes("hang", [0.5], [True]), "magic")
 
@@ -163,3 +168,66 @@ def test_rethreshold_can_bar_the_raw_score_instead() -> None:
     assert raw_bar.by_kind()["hang"]["precision"] == 1.0
     calibrated_bar = rethreshold(BacktestReport([result]), [rec], {"hang": 0.6})
     assert calibrated_bar.by_kind()["hang"]["precision"] == 0.5
+
+
+def hangs(seed: int) -> pl.DataFrame:
+    """Hang outcomes whose truth rests on the evidence: the silence, in the job's own step
+    gaps, and whether the GPUs corroborate it; the raw score alone says less."""
+    rng = np.random.default_rng(seed)
+    silence = rng.uniform(0.0, 6.0, 400)
+    positive = (rng.uniform(size=400) < 0.5).astype(float)
+    truth = rng.uniform(size=400) < 1 / (1 + np.exp(-(-4.0 + 1.2 * silence + 2.5 * positive)))
+    return pl.DataFrame(
+        {
+            "recording": [f"r-p{i % 4}" for i in range(400)],
+            "kind": ["hang"] * 400,
+            "raw": rng.uniform(0.5, 1.0, 400),
+            "real": truth,
+            "silence": silence,
+            "positive": positive,
+        }
+    )
+
+
+def test_a_logistic_calibration_scores_stronger_evidence_higher() -> None:
+    fitted = fit_calibration(hangs(1))
+    model = fitted.maps["hang"]
+    assert isinstance(model, EvidenceModel)
+    assert model.weights["silence"] > 0 and model.weights["positive"] > 0
+    weak = fitted.calibrated("hang", 0.7, features={"silence": 1.0, "positive": 0.0})
+    longer = fitted.calibrated("hang", 0.7, features={"silence": 4.0, "positive": 0.0})
+    corroborated = fitted.calibrated("hang", 0.7, features={"silence": 1.0, "positive": 1.0})
+    assert weak < 0.3 < 0.6 < longer and weak < corroborated
+    # Measured on outcomes it never saw, the score is a probability and ranks real first.
+    check = reliability(fitted, hangs(2)).row(0, named=True)
+    assert check["ece"] < 0.08 and check["auc"] > 0.85 and check["auc_raw"] < 0.65
+
+
+def test_a_refit_on_the_same_outcomes_is_the_same_calibration() -> None:
+    seen = hangs(3)
+    first = fit_calibration(seen)
+    assert fit_calibration(seen.sample(fraction=1.0, shuffle=True, seed=5)) == first
+    assert first.to_dict() == fit_calibration(seen).to_dict()
+
+
+def test_a_weight_that_would_read_stronger_evidence_as_less_likely_is_dropped() -> None:
+    seen = hangs(4).with_columns(agree=pl.col("real").cast(pl.Float64).mul(-1).add(1))
+    model = fit_calibration(seen).maps["hang"]
+    assert isinstance(model, EvidenceModel)
+    assert "agree" not in model.weights and all(w >= 0 for w in model.weights.values())
+
+
+def test_brier_ece_and_auc_on_a_known_case() -> None:
+    probability = np.array([0.9, 0.9, 0.9, 0.9, 0.2, 0.2])
+    real = np.array([True, True, True, False, False, True])
+    seen = pl.DataFrame(
+        {"recording": ["r"] * 6, "kind": ["crash"] * 6, "raw": probability, "real": real}
+    )
+    figures = reliability(Calibration({}), seen).row(0, named=True)
+    # Brier: (3 * 0.01 + 0.81 + 0.04 + 0.64) / 6
+    assert figures["brier"] == pytest.approx(1.52 / 6)
+    # ECE: bin 0.9 holds 4 (said 3.6, 3 real), bin 0.2 holds 2 (said 0.4, 1 real): 1.2 / 6
+    assert figures["ece"] == pytest.approx(1.2 / 6)
+    # AUC: of the 4 x 2 real/false pairs, real above false in 3 + 3 * 1 ... ties count half:
+    # reals 0.9, 0.9, 0.9, 0.2 against falses 0.9, 0.2: 0.5 + 1, three times, then 0 + 0.5
+    assert figures["auc"] == pytest.approx((3 * 1.5 + 0.5) / 8)

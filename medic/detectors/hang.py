@@ -680,6 +680,7 @@ class HangDetector(WatchesJobs):
             evidence={
                 "silence_s": silence / US,
                 "threshold_s": threshold / US,
+                "gap_s": watch.gaps.reference if watch.gaps.ready else None,
                 "gpus": gpus,
                 "corroborated": corroborated,
                 "confirmed_by": evidence,
