@@ -32,12 +32,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
+import tomli_w  # noqa: E402
 from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.metrics import brier_score_loss  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 
+from medic.calibration import EvidenceModel  # noqa: E402
+from medic.evidence_features import evidence_features  # noqa: E402
 from medic.parse.failure_lines import FailureLines  # noqa: E402
 from medic.parse.prefixes import RAW, PrefixStripper  # noqa: E402
+from medic.tuning import (  # noqa: E402
+    expected_calibration_error,
+    fit_calibration,
+    outcome_features,
+    roc_auc,
+)
 from tests.corpus.failures import Case, load_corpus  # noqa: E402
 
 Reader = Callable[[list[Case], list[Case]], list[str]]
@@ -51,6 +61,11 @@ def case_text(case: Case) -> str:
 def lexicon_reader(train: list[Case], test: list[Case]) -> list[str]:
     """The lexicon's reading of each case (``train`` unused: nothing is learned)."""
     del train
+    return [kind for kind, _ in lexicon_readings(test)]
+
+
+def lexicon_readings(test: list[Case]) -> list[tuple[str, int]]:
+    """Each case's reading by the lexicon and how many of its lines read as failures."""
     layer, stripper = FailureLines(), PrefixStripper()
     lines = [
         (i, line)
@@ -63,9 +78,9 @@ def lexicon_reader(train: list[Case], test: list[Case]) -> list[str]:
     )
     marked = frame.filter(layer.failure_like(pl.col(RAW)))
     read = layer.read(marked, RAW, "message")
-    first = read.group_by("case").agg(pl.col("_reading").first())
-    kinds = dict(first.iter_rows())
-    return [kinds.get(i, "none") for i in range(len(test))]
+    first = read.group_by("case").agg(pl.col("_reading").first(), pl.len())
+    kinds = {case: (kind, count) for case, kind, count in first.iter_rows()}
+    return [kinds.get(i, ("none", 0)) for i in range(len(test))]
 
 
 def _folded(text: str) -> str:
@@ -141,6 +156,57 @@ def calibration(read: dict[str, list[tuple[Case, str]]]) -> str:
     )
 
 
+def layer_outcomes(cases: list[Case]) -> pl.DataFrame:
+    """One row per case the lexicon fired on, as ``medic.tuning.calibration_outcomes`` has
+    them: the case's family as its ``recording`` (for leave-one-family-out), ``real`` when it
+    is a failure and not a look-alike (a detection is real when an incident is, whatever its
+    kind, as the scoring rules count), and the evidence feature the layer's detections carry:
+    ``agree``, from the lines that read as failures (``medic.evidence_features``)."""
+    rows = [
+        (case.family, "crash", not case.negative, count)
+        for case, (kind, count) in zip(cases, lexicon_readings(cases), strict=True)
+        if kind != "none"
+    ]
+    frame = pl.DataFrame(
+        rows, schema=["recording", "kind", "real", "lines"], orient="row"
+    ).with_columns(raw=pl.lit(0.0))
+    agree = [evidence_features(0.0, {"evidence": n})["agree"] for n in frame["lines"]]
+    return frame.drop("lines").with_columns(agree=pl.Series(agree, dtype=pl.Float64))
+
+
+def layer_calibration(cases: list[Case]) -> str:
+    """The ``crash:unmatched`` model, flat and on ``agree``: each one's leave-one-family-out
+    check (each family's cases scored by a model fitted on the others': Brier, ECE, ROC AUC),
+    then the model fitted on every case, as ``medic/default_calibration.toml`` would hold it.
+    A feature whose check does not separate real cases from look-alikes better than chance
+    (AUC <= 0.5) does not generalise to a family not seen: ship the flat model then."""
+    outcomes = layer_outcomes(cases)
+    lines = []
+    for name, frame in (("flat", outcomes.drop("agree")), ("agree", outcomes)):
+        scored = []
+        for family in sorted(set(frame["recording"])):
+            fitted = fit_calibration(frame.filter(pl.col("recording") != family))
+            held = frame.filter(pl.col("recording") == family)
+            probability = fitted.probabilities(
+                held["kind"].to_numpy(), held["raw"].to_numpy(), outcome_features(held)
+            )
+            scored.append(held.with_columns(probability=probability))
+        every = pl.concat(scored)
+        real = every["real"].to_numpy()
+        probability = every["probability"].to_numpy()
+        auc = roc_auc(probability, real)
+        model = fit_calibration(frame).maps["crash"]
+        assert isinstance(model, EvidenceModel)
+        lines.append(
+            f"crash:unmatched {name}, leave-one-family-out over {len(real)} fired cases "
+            f"({int(real.sum())} real): brier {brier_score_loss(real, probability):.4f}, "
+            f"ece {expected_calibration_error(probability, real):.4f}, "
+            f"auc {'-' if auc is None else f'{auc:.3f}'}"
+        )
+        lines.append(tomli_w.dumps({"kinds": {"crash:unmatched": model.table()}}))
+    return "\n".join(lines)
+
+
 def print_table(title: str, rows: list[list[str]]) -> None:
     header = ["family", "cases", "look-alikes", "recognised", "kind", "look-alikes fired"]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -164,6 +230,7 @@ def main() -> None:
     )
     print()
     print(calibration(lexicon))
+    print(layer_calibration(cases))
 
 
 if __name__ == "__main__":

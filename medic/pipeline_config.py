@@ -21,8 +21,8 @@ class PipelineConfig:
     """Symptoms kept per incident for the history; the count keeps growing past it."""
     calibrate: bool = True
     """Replace each detection's score by the probability that a detection of its kind with
-    that score is a real incident (the calibration's map, docs/scores.md); the detector's own
-    score is kept as ``raw_score``. False: scores stay as the detectors give them."""
+    that evidence is a real incident (the calibration's model, docs/scores.md); the detector's
+    own score is kept as ``raw_score``. False: scores stay as the detectors give them."""
     calibration: str = ""
     """A calibration file written by ``medic calibrate``; empty: the one shipped with medic."""
 

@@ -289,7 +289,8 @@ def fit_evidence_model(features: Mapping[str, np.ndarray], real: np.ndarray) -> 
         coef = model.coef_[0] / scale
         if (coef >= 0).all():
             intercept = float(model.intercept_[0] - (coef * mean).sum())
-            fitted = {n: round(float(w), 6) for n, w in zip(used, coef, strict=True)}
+            rounded = {n: round(float(w), 6) for n, w in zip(used, coef, strict=True)}
+            fitted = {n: w for n, w in rounded.items() if w > 0}
             return EvidenceModel(round(intercept, 6), fitted, positives, negatives)
         used = [n for n, w in zip(used, coef, strict=True) if w >= 0]
 

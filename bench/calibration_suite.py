@@ -1,0 +1,42 @@
+"""Write the recordings ``medic calibrate`` fits the shipped calibration on and checks it with.
+
+Every fault scenario, quiet or not, and every healthy scenario, rhythm traps included
+(``medic.simulate.rhythm_traps``: unannounced evaluation and checkpoint pauses, sparse
+printing, data-loader stalls; ``medic.simulate.traps``: throttling within spec, slow jobs,
+benign Xids, normal endings), under the perturbation suite's realistic variation, one job
+alone over ``--minutes`` per recording: short enough to replay seeds on a laptop's two cores.
+The healthy recordings carry no label, so every detection on them is false.
+
+    python bench/calibration_suite.py --seeds 1-4 --out /tmp/calib-suite
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from medic.recording import write_recording
+from medic.simulate.catalog import simulate
+from medic.simulate.scenarios import FAULTS, HEALTHY, QUIET_FAULTS
+
+
+def seeds_of(text: str) -> list[int]:
+    """``3`` or ``1-4``."""
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="1-4", help="a seed or a range, e.g. 1-4")
+    parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    for seed in seeds_of(args.seeds):
+        for name in sorted({*FAULTS, *QUIET_FAULTS, *HEALTHY}):
+            recording = simulate(name, seed, True, jobs=0, duration_min=args.minutes)
+            print(write_recording(args.out / f"{name}-p{seed}", recording))
+
+
+if __name__ == "__main__":
+    main()
