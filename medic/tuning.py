@@ -259,40 +259,57 @@ dozen detections of a kind, the weights stay moderate and a feature seen in only
 them cannot claim certainty."""
 
 
-def fit_evidence_model(features: Mapping[str, np.ndarray], real: np.ndarray) -> EvidenceModel:
-    """A kind's logistic model of ``real`` on its detections' evidence ``features``, fitted to
-    Platt's smoothed targets (each detection once as real with weight t and once as false with
-    weight 1 - t). Every feature is oriented so that more is stronger evidence: one whose
-    weight comes out negative (more evidence reading as less likely, a quirk of the sample)
-    is dropped and the model refitted, as is one constant over the detections. Deterministic:
-    the same outcomes give the same model."""
+def fit_evidence_models(
+    features: Mapping[str, np.ndarray], real: np.ndarray, kinds: np.ndarray
+) -> dict[str, EvidenceModel]:
+    """Per kind, a logistic model of ``real`` on the detections' evidence ``features``, all
+    kinds fitted at once: the features' weights are shared, each kind has its own intercept
+    (a one-hot column per kind, penalised like the rest, so a kind with few detections leans
+    on the others). Fitted to Platt's smoothed targets over all the detections (each once as
+    real with weight t and once as false with weight 1 - t). Every evidence feature is oriented so
+    that more is stronger evidence: one whose weight comes out negative (more evidence reading
+    as less likely, a quirk of the sample) is dropped and the model refitted, as is one
+    constant over the detections. Deterministic: the same outcomes give the same models."""
     if real.size == 0:
         raise ValueError("no detections to fit a calibration on")
+    names = sorted({str(k) for k in kinds})
     targets = smoothed_targets(real)
-    positives = int(real.sum())
-    negatives = int(real.size - positives)
-    used = [n for n in FEATURES if np.ptp(np.asarray(features[n], dtype=float)) > 0]
+    onehot = {kind: (kinds == kind).astype(float) for kind in names}
+    columns = {**{n: np.asarray(features[n], dtype=float) for n in FEATURES}, **onehot}
+    used = [n for n in FEATURES if np.ptp(columns[n]) > 0]
+    kind_columns = [k for k in names if np.ptp(onehot[k]) > 0]
     labels = np.concatenate([np.ones(real.size), np.zeros(real.size)])
     weights = np.concatenate([targets, 1 - targets])
     while True:
-        if not used:
+        fitted_on = used + kind_columns
+        if not fitted_on:
             share = float(targets.mean())
-            return EvidenceModel(float(np.log(share / (1 - share))), {}, positives, negatives)
-        matrix = np.column_stack([np.asarray(features[n], dtype=float) for n in used])
+            weight, intercept, offsets = {}, float(np.log(share / (1 - share))), {}
+            break
+        matrix = np.column_stack([columns[n] for n in fitted_on])
         # Standardised, so that the penalty weighs every feature alike whatever its units;
         # the file holds the weights of the features as they are.
         mean, scale = matrix.mean(axis=0), matrix.std(axis=0)
-        standard = (matrix - mean) / scale
         model = LogisticRegression(C=LOGISTIC_C).fit(
-            np.concatenate([standard, standard]), labels, sample_weight=weights
+            np.concatenate([(matrix - mean) / scale] * 2), labels, sample_weight=weights
         )
         coef = model.coef_[0] / scale
-        if (coef >= 0).all():
+        evidence = coef[: len(used)]
+        if (evidence >= 0).all():
             intercept = float(model.intercept_[0] - (coef * mean).sum())
-            rounded = {n: round(float(w), 6) for n, w in zip(used, coef, strict=True)}
-            fitted = {n: w for n, w in rounded.items() if w > 0}
-            return EvidenceModel(round(intercept, 6), fitted, positives, negatives)
-        used = [n for n, w in zip(used, coef, strict=True) if w >= 0]
+            weight = {n: round(float(w), 6) for n, w in zip(used, evidence, strict=True)}
+            offsets = dict(zip(kind_columns, coef[len(used) :].tolist(), strict=True))
+            break
+        used = [n for n, w in zip(used, evidence, strict=True) if w >= 0]
+    return {
+        kind: EvidenceModel(
+            round(intercept + offsets.get(kind, 0.0), 6),
+            {n: w for n, w in weight.items() if w > 0},
+            int(real[kinds == kind].sum()),
+            int((~real[kinds == kind]).sum()),
+        )
+        for kind in names
+    }
 
 
 def fit_score_map(raw: np.ndarray, real: np.ndarray, method: str = "isotonic") -> ScoreMap:
@@ -339,14 +356,15 @@ def fit_calibration(
     table of the raw score); the kinds with none keep their raw scores."""
     if method not in METHODS:
         raise ValueError(f"unknown calibration method {method!r} (known: {', '.join(METHODS)})")
+    ordered = outcomes.sort(outcomes.columns, maintain_order=True)
     maps: dict[str, KindMap] = {}
-    for (kind,), part in outcomes.sort(outcomes.columns, maintain_order=True).group_by(
-        "kind", maintain_order=True
-    ):
-        real = part.get_column("real").to_numpy()
-        if method == "logistic":
-            maps[str(kind)] = fit_evidence_model(outcome_features(part), real)
-        else:
+    if method == "logistic" and not ordered.is_empty():
+        real = ordered.get_column("real").to_numpy()
+        kinds = ordered.get_column("kind").to_numpy()
+        maps.update(fit_evidence_models(outcome_features(ordered), real, kinds))
+    for (kind,), part in ordered.group_by("kind", maintain_order=True):
+        if method != "logistic":
+            real = part.get_column("real").to_numpy()
             maps[str(kind)] = fit_score_map(part.get_column("raw").to_numpy(), real, method)
     return Calibration(dict(sorted(maps.items())), dict(provenance or {}))
 
