@@ -5,6 +5,8 @@ calibrate`` does), scores the held-out ones' detections of each backtest directo
 and prints, per directory, kind and bar, the detections kept, how many of them were real,
 the precision, and the share of the real ones kept (recall of true detections). A bar is
 worth having when it bars the near misses and keeps the default replay's real detections.
+With ``--compare``, another calibration file (the one shipped before) is measured on the
+same held-out detections.
 
     python bench/calibration_gate.py SUITE --detections results/ --detections near/ \\
         --holdout '*-p4' [--bars 0.5 0.7 0.8 0.9]
@@ -24,8 +26,14 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from medic.backtest import BacktestReport, read_backtest  # noqa: E402
+from medic.calibration import read_calibration  # noqa: E402
 from medic.recording import find_recordings  # noqa: E402
-from medic.tuning import calibration_outcomes, fit_calibration, outcome_features  # noqa: E402
+from medic.tuning import (  # noqa: E402
+    calibration_outcomes,
+    fit_calibration,
+    outcome_features,
+    reliability,
+)
 
 
 def main() -> None:
@@ -34,6 +42,9 @@ def main() -> None:
     parser.add_argument("--detections", type=Path, action="append", required=True)
     parser.add_argument("--holdout", action="append", required=True)
     parser.add_argument("--bars", type=float, nargs="+", default=[0.5, 0.7, 0.8, 0.9, 0.95])
+    parser.add_argument(
+        "--compare", type=Path, help="a calibration file to measure on the held-out detections too"
+    )
     args = parser.parse_args()
     paths = find_recordings([args.suite])
     outcomes = {}
@@ -47,6 +58,12 @@ def main() -> None:
         lambda n: any(fnmatch.fnmatchcase(n, g) for g in args.holdout), return_dtype=pl.Boolean
     )
     calibration = fit_calibration(every.filter(~held))
+    with pl.Config(tbl_rows=20, tbl_cols=12, tbl_width_chars=160):
+        print("fitted on the others, measured on the held-out detections:")
+        print(reliability(calibration, every.filter(held)))
+        if args.compare is not None:
+            print(f"{args.compare.name}, measured on the same:")
+            print(reliability(read_calibration(args.compare), every.filter(held)))
     print("directory  kind  bar  kept  real  precision  real kept")
     for name, frame in outcomes.items():
         checked = frame.filter(
