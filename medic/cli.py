@@ -285,7 +285,7 @@ def backtest(
     type=click.Path(path_type=Path),
     help="A medic backtest --out directory: read each recording's detections.parquet (and "
     "features.parquet) there instead of replaying; repeatable, e.g. a default replay and a "
-    "near-miss one (bench/calibration/near_miss.toml).",
+    "near-miss one (bench/calibration/near_miss.toml), each recording in at least one.",
 )
 @click.option(
     "--holdout",
@@ -329,9 +329,22 @@ def calibrate(
 
     recordings = expand_recordings(paths)
     require_labels(recordings)
+
+    def replayed(out: Path) -> list[Path]:
+        """The recordings ``out`` holds detections of; with one directory, every one (a
+        missing one is an error there); with several, each recording in at least one."""
+        if len(detections_dirs) == 1:
+            return recordings
+        return [p for p in recordings if (out / p.name / "detections.parquet").is_file()]
+
+    if len(detections_dirs) > 1:
+        held = {p.name for d in detections_dirs for p in replayed(d)}
+        missing = [p for p in recordings if p.name not in held]
+        if missing:
+            fail(f"{missing[0]}: no detections of it in any --detections directory")
     if detections_dirs:
         report = BacktestReport(
-            [r for d in detections_dirs for r in read_backtest(recordings, d).results]
+            [r for d in detections_dirs for r in read_backtest(replayed(d), d).results]
         )
         source = ", ".join(d.resolve().name for d in detections_dirs)
     else:

@@ -56,6 +56,25 @@ def test_it_fits_on_a_backtest_checks_on_held_out_recordings_and_writes_the_file
     assert CliRunner().invoke(main, ["config", "check", "--quiet", str(config)]).exit_code == 0
 
 
+def test_it_reads_several_backtests_each_recording_in_at_least_one(tmp_path: Path) -> None:
+    suite, out = backtest_dir(tmp_path)
+    near = tmp_path / "near"
+    (near / "hangs-p1").mkdir(parents=True)
+    rows = [detection(3000, "hang", job_id="300") | {"score": 0.5}]
+    pq.write_table(table("detections", rows), near / "hangs-p1" / "detections.parquet")
+    target = tmp_path / "calibration.toml"
+    args = ["calibrate", str(suite), "--detections", str(out), "--detections", str(near)]
+    result = CliRunner().invoke(main, [*args, "--out", str(target)])
+    assert result.exit_code == 0, result.output
+    hang = read_calibration(target).maps["hang"]
+    assert (hang.true, hang.false) == (4, 5)  # the near-miss backtest's false one too
+    assert read_calibration(target).provenance["detections"] == "out, near"
+    write(suite / "hangs-p9", recording(60, labels=[], name="hangs-p9"))
+    result = CliRunner().invoke(main, [*args, "--out", str(target)])
+    assert result.exit_code != 0
+    assert "hangs-p9: no detections of it in any --detections directory" in result.stderr
+
+
 def test_it_replays_recordings_when_given_no_backtest(tmp_path: Path) -> None:
     target = tmp_path / "c.toml"
     rec = ROOT / "datasets" / "oom-s1"
