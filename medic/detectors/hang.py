@@ -1,5 +1,14 @@
 """``hang``: a job stopped making progress while it still runs.
 
+Three parts, as Merlion keeps a model's scorer apart from its alarm policy: the *evidence*
+(``medic.detectors.hang_evidence``: what the GPUs show and whom it blames;
+``medic.detectors.hang_rhythm``: the job's own pauses), the *score*
+(``medic.detectors.hang_score``: the silence against the job's step gaps) and the *policy*
+(``medic.detectors.hang_policy``: the tier, suspect or confirmed, from one function per kind of
+positive evidence and the bound the job's history sets). This module keeps the per-job state,
+learns it, and holds the pauses a job may be in (``HangDetector.expected``: one method per kind
+of expected pause).
+
 A hung job prints nothing until NCCL's watchdog fires 10 to 30 minutes later. This detector
 learns, per job, how long the gaps between training steps usually are (river rolling quantile
 over clean gaps, scored before learned, flagged gaps never learned) and fires when the current
@@ -73,6 +82,7 @@ jobs silent for ``watch_after_s`` or more, or whose snapshot looks hung.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar
 
@@ -81,16 +91,17 @@ from river import stats
 
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.attribution import excerpt
-from medic.detectors.base import CONFIRMED, SUSPECT, Detection
+from medic.detectors.base import Detection
 from medic.detectors.hang_evidence import (
     CORROBORATING,
-    Blame,
     JobTelemetry,
     culprits,
     held_us,
     verdict,
 )
+from medic.detectors.hang_policy import Silence, tier_of
 from medic.detectors.hang_rhythm import PAUSE, JobRhythm, kind_of
+from medic.detectors.hang_score import holding_s, score_of, threshold_us
 from medic.detectors.online import QuantileScorer
 from medic.detectors.progress_state import JobProgress, WatchedJobs, WatchesJobs
 from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Window
@@ -108,84 +119,108 @@ class HangConfig:
     """Parameters of the hang detector; every one can be swept by backtests."""
 
     min_silence_s: Positive = 60.0
-    """Never fire on a shorter silence (without corroborating telemetry)."""
+    """Never fire on a shorter silence (without corroborating telemetry). Lower: hangs of jobs
+    that print often are found sooner; more healthy pauses are suspected."""
     corroborated_silence_s: Positive = 45.0
-    """Shortest silence that fires while telemetry shows the job's GPUs waiting."""
+    """Shortest silence that fires while telemetry shows the job's GPUs waiting. Lower: sooner
+    on corroborated hangs; more barrier waits and short saves suspected."""
     corroborated_gap_factor: Positive = 1.5
-    """... and it must exceed this many times the job's ``gap_quantile`` step gap."""
+    """... and it must exceed this many times the job's ``gap_quantile`` step gap (lower:
+    sooner, and more of a slow-printing job's gaps suspected)."""
     stall_silence_s: Positive = 90.0
     """While the only sign is a rank left without work (its GPU idle, and reporting itself idle)
     as the others wait, the GPUs must have shown it this long (telemetry time): a data-loader
     stall or a rank's own host work looks like that for up to a minute. (A save written by rank 0
     alone, or by the last of one writer per node, is held as a checkpoint phase instead.) Not
     when that rank's node reports a process blocked on I/O (a dead NFS server): no stall that
-    ends by itself."""
+    ends by itself. Lower: a rank stuck in host code is found sooner; longer stalls suspected."""
     corroborated_hold_s: NonNegative = 20.0
     """The GPUs must have corroborated this long (two windows) before a silence counts as
-    corroborated."""
+    corroborated. Lower: sooner; a barrier's edge or a stall's first seconds counts too."""
     gap_quantile: Annotated[float, Range(gt=0, le=1)] = 0.99
-    """Quantile of the job's step gaps the silence is compared with."""
+    """Quantile of the job's step gaps the silence is compared with. Higher: a job's rare long
+    gaps raise its bar (fewer suspects, later detections)."""
     gap_factor: Positive = 3.0
-    """Fire when the silence exceeds this many times the job's ``gap_quantile`` step gap."""
+    """Fire when the silence exceeds this many times the job's ``gap_quantile`` step gap.
+    Lower: sooner; more unannounced pauses suspected."""
     gap_window: PositiveCount = 256
-    """Step gaps the per-job model keeps."""
+    """Step gaps the per-job model keeps. More: a steadier quantile, slower to follow a job
+    whose pace changes, more state."""
     grace_gaps: Count = 8
-    """Gaps learned before the model is trusted; until then ``cold_silence_s`` applies."""
+    """Gaps learned before the model is trusted; until then ``cold_silence_s`` applies. Fewer:
+    a job's first hang is found sooner; a quantile of few gaps misjudges its pauses."""
     cold_silence_s: Positive = 600.0
     """Silence tolerated before ``grace_gaps`` are learned (or ``gap_factor`` times the longest
-    gap learned so far, if longer)."""
+    gap learned so far, if longer). Lower: hangs at start-up found sooner; long model builds
+    and first saves suspected."""
     phase_allowance_s: NonNegative = 600.0
     """Silence tolerated while a checkpoint or an evaluation runs, or while only the writers of
     a save are out of the wait (announced or not), before the job has finished one of that kind
-    (the cold start: synchronous saves of large models take minutes)."""
+    (the cold start: synchronous saves of large models take minutes). Lower: a hang in a job's
+    first save is found sooner; a slow first save is suspected."""
     phase_factor: Positive = 3.0
     """Once it has: this many times the longest such phase (or unannounced spell of GPUs in
     the same state that ended by itself, or pause of the kind its rhythm expects: higher holds
     a recurring pause longer, and a hang at that step too) this job has had ..."""
     phase_floor_s: NonNegative = 120.0
-    """... and, for a phase, at least this long."""
+    """... and, for a phase, at least this long (lower: hangs in short phases sooner; a phase
+    that varies more than its longest so far is suspected)."""
     working_silence_s: Positive = 1800.0
-    """Silence tolerated while the GPUs work (not pegged, or drawing more than a wait does)."""
+    """Silence tolerated while the GPUs work (not pegged, or drawing more than a wait does).
+    Lower: a livelock keeping GPUs busy is found sooner; long unprinted evaluations suspected."""
     idle_silence_s: Positive = 480.0
     """Silence tolerated while most GPUs idle, or one rank per node does as the others wait (a
-    checkpoint or data stall printing nothing)."""
+    checkpoint or data stall printing nothing). Lower: hangs with idle GPUs found sooner; long
+    unannounced saves suspected."""
     spin_hold_s: Positive = 120.0
     """GPUs corroborating a hang this long fire even if the step model would wait longer (never
     inside an open phase or a learned spell allowance, except a checkpoint in which every GPU
     sat in the wait this long: no rank writing); it is also all that fires for a job printing
-    no progress."""
+    no progress. Lower: sooner; longer healthy waits suspected."""
     watch_after_s: NonNegative = 15.0
-    """Silence after which the job's telemetry is kept in full ``window_s`` windows."""
+    """Silence after which the job's telemetry is kept in full ``window_s`` windows. Lower:
+    more jobs watched in full (cost); higher: a hang's first seconds of telemetry are lost."""
     window_s: Positive = 10.0
-    """Telemetry window of a silent job (its GPUs' means per window)."""
+    """Telemetry window of a silent job (its GPUs' means per window). Shorter: a state change
+    seen sooner, noisier states, more work per silent job."""
     carry_s: NonNegative = 35.0
     """A GPU missing from a silent job's window keeps its latest values this long (telemetry
-    sampled every 15 or 30 s leaves most GPUs out of a 10 s window)."""
+    sampled every 15 or 30 s leaves most GPUs out of a 10 s window). Longer: sparse telemetry
+    judged on every GPU; a GPU that stopped reporting is noticed later."""
     baseline_every_s: Positive = 60.0
-    """Period of a progressing job's healthy snapshots."""
+    """Period of a progressing job's healthy snapshots. Shorter: a fresher baseline, more work
+    per progressing job."""
     baseline_sample_s: Positive = 30.0
     """A progressing job's healthy snapshot: this much telemetry out of every baseline period
     (at least the telemetry's sampling interval, 30 s at most in practice, or the GPUs sampled
-    outside it are never in a snapshot)."""
+    outside it are never in a snapshot). More: more work per progressing job."""
     busy_util: Percent = 50.0
-    """A GPU at this utilisation or more is working."""
+    """A GPU at this utilisation or more is working (higher: more windows read as waiting or
+    idle)."""
     idle_util: Percent = 10.0
-    """A GPU below this utilisation is idle."""
+    """A GPU below this utilisation is idle (higher: a rank barely working counts as left
+    without work)."""
     spin_util: Percent = 95.0
-    """A GPU at this utilisation or more is pegged (working, or spinning in a wait)."""
+    """A GPU at this utilisation or more is pegged (working, or spinning in a wait); lower
+    reads more busy GPUs as possibly spinning."""
     spin_power_ratio: Fraction = 0.5
     """GPUs pegged at ``spin_util`` or more while drawing less than this share of the job's
-    progressing power are spinning in a wait."""
+    progressing power are spinning in a wait. Higher: waits seen sooner; a light evaluation
+    may read as a wait."""
     stuck_power_ratio: Fraction = 0.6
-    """A pegged GPU drawing less than this share of its spinning peers' power has stopped."""
+    """A pegged GPU drawing less than this share of its spinning peers' power has stopped.
+    Higher: more stuck GPUs named (their nodes drained); power noise may name one."""
     power_window: PositiveCount = 9
     """Healthy snapshots whose median power makes the job's power baseline (river rolling
-    median: a stand-in snapshot taken while the job was still warming up is outvoted)."""
+    median: a stand-in snapshot taken while the job was still warming up is outvoted). More:
+    steadier, slower to follow a job whose power changes."""
     max_culprit_fraction: Fraction = 0.5
-    """Evidence pointing at more of the job than this blames nobody."""
+    """Evidence pointing at more of the job than this blames nobody. Higher: more nodes
+    drained on shared evidence (a fabric-wide event blamed on many)."""
     kernel_lookback_s: NonNegative = 120.0
     """A hardware error line in a node's kernel log this long before the silence began, or
-    during it, is evidence against the node."""
+    during it, is evidence against the node. Longer: an older, unrelated error may blame a
+    node; shorter: a fault logged just before the silence is missed."""
     confirm_floor_s: Positive = 180.0
     """A hang with no positive evidence (no stuck GPU, hardware counter or kernel error
     against a node, no rank blocked on I/O: silence, and GPUs waiting, alone) is a suspect until
@@ -196,7 +231,8 @@ class HangConfig:
     spell of waiting GPUs). Higher spares jobs whose pauses vary more; lower confirms sooner in
     jobs that pause long (a job whose longest pause is 150 s confirms after 300 s)."""
     forget_after_s: Positive = 7200.0
-    """Drop a job not heard of for this long (no scheduler end seen)."""
+    """Drop a job not heard of for this long (no scheduler end seen). Shorter: less state; a
+    job silent that long loses what was learned of it."""
 
     def __post_init__(self) -> None:
         if self.baseline_sample_s > self.baseline_every_s:
@@ -227,6 +263,11 @@ class JobWatch:
     """A confirmed hang was reported for the current silence."""
     suspicious: bool = False
     """Its latest snapshot looked hung (jobs that print no progress)."""
+
+
+ExpectedPause = Callable[[str, JobProgress, JobWatch, int, int, str], int]
+"""(job id, its progress, its watch, now, how long the GPUs held, their state) -> the silence a
+pause the job may be in is allowed."""
 
 
 class HangDetector(WatchesJobs):
@@ -272,6 +313,10 @@ class HangDetector(WatchesJobs):
         """node -> time of the latest line of its kernel reporting a process blocked on I/O."""
         self.feed_at: int | None = None
         """Time of the newest GPU sample of any job: how far the telemetry feed has come."""
+        self.expected: tuple[ExpectedPause, ...] = (self._allowance_us, self._rhythm_us)
+        """The pauses a silent job may be in, each the silence it is allowed (0: none): a
+        new kind of expected pause is one more method here, not one more clause in ``_check``.
+        No evidence cuts them short; the silence thresholds still apply past them."""
 
     def state_size(self) -> int:
         return (
@@ -615,7 +660,7 @@ class HangDetector(WatchesJobs):
         if job is not None and job.last_step_at is not None:
             silence = _silence(job, now)
             quiet_until = self._quiet_until(job, watch, gpus, now)
-            holding = round(self._holding_s(gpus) * US)
+            holding = round(holding_s(self.config, gpus) * US)
             if quiet_until is not None and not holding:
                 # The GPUs were evidently busy with something until then (an evaluation or a
                 # checkpoint printing nothing): the next step is due counting from there.
@@ -624,9 +669,7 @@ class HangDetector(WatchesJobs):
                 return None  # a quiet spell (a save) right after one of another kind
             if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
                 return None
-            if silence < self._allowance_us(job, watch, now, held, gpus, self._writer(job_id)):
-                return None
-            if silence < self._rhythm_us(job_id, job, watch, now, held):
+            if any(silence < pause(job_id, job, watch, now, held, gpus) for pause in self.expected):
                 return None
             threshold = self._threshold_us(watch, gpus, corroborated)
             if silence < threshold and held < c.spin_hold_s * US:
@@ -660,14 +703,8 @@ class HangDetector(WatchesJobs):
             whom = f"; stuck {ranks}{blame.stuck}; no node at fault"
         else:
             whom = "; no node at fault"
-        evidence = self._positive_evidence(blame, watch, held)
-        bound = self._confirm_us(watch)
-        if evidence:
-            tier, why = CONFIRMED, ""  # the culprit, or the stuck ranks, say what shows it
-        elif silence >= bound:
-            tier, why = CONFIRMED, f"; confirmed: silent past {bound / US:.0f}s"
-        else:
-            tier, why = SUSPECT, f"; suspect: silence alone until {bound / US:.0f}s"
+        facts = Silence(silence, blame, bool(held) and self._blocked_apart(watch), _longest(watch))
+        tier = tier_of(c, facts)
         return Detection(
             job_id=job_id,
             kind="node_failure" if blame.nodes_went_silent else "hang",
@@ -675,7 +712,7 @@ class HangDetector(WatchesJobs):
             ranks=blame.ranks,
             score=score_of(silence, threshold, corroborated),
             detector=self.name,
-            summary=f"job {job_id} {what}; GPUs: {gpus}{whom}{why}",
+            summary=f"job {job_id} {what}; GPUs: {gpus}{whom}{tier.why}",
             onset=onset,
             evidence={
                 "silence_s": silence / US,
@@ -683,36 +720,11 @@ class HangDetector(WatchesJobs):
                 "gap_s": watch.gaps.reference if watch.gaps.ready else None,
                 "gpus": gpus,
                 "corroborated": corroborated,
-                "confirmed_by": evidence,
-                "confirm_after_s": bound / US,
+                "confirmed_by": list(tier.evidence),
+                "confirm_after_s": tier.bound_us / US,
             },
-            tier=tier,
+            tier=tier.tier,
         )
-
-    def _positive_evidence(self, blame: Blame, watch: JobWatch, held: int) -> list[str]:
-        """What shows the hang beyond silence and waiting GPUs (which a healthy job's pauses
-        show too): evidence against a node (a stuck GPU, hardware counters, a kernel hardware
-        error, its telemetry stopped while the others wait), a rank apart on a node whose kernel
-        reports a process blocked on I/O. A rank idle while its peers wait is not enough: a
-        data-loader stall looks the same for minutes."""
-        found = []
-        if blame.nodes:
-            found.append("evidence against " + ", ".join(blame.nodes))
-        if held and self._blocked_apart(watch):
-            found.append("a rank apart on a node blocked on I/O")
-        return found
-
-    def _confirm_us(self, watch: JobWatch) -> int:
-        """The silence that confirms a hang with no positive evidence: ``confirm_factor``
-        times the longest pause the job has had, at least ``confirm_floor_s``."""
-        c = self.config
-        longest = max(
-            watch.longest_gap_us,
-            watch.longest_save_us or 0,
-            max(watch.longest_spell_us.values(), default=0),
-            int(watch.rhythm.lengths.max()) if watch.rhythm.lengths.size else 0,
-        )
-        return round(max(c.confirm_floor_s * US, c.confirm_factor * longest))
 
     @staticmethod
     def _quiet_until(job: JobProgress, watch: JobWatch, gpus: str, now: int) -> int | None:
@@ -737,13 +749,7 @@ class HangDetector(WatchesJobs):
         return gpus == "rank stopped" or (gpus == "spinning" and "rank stopped" in states)
 
     def _allowance_us(
-        self,
-        job: JobProgress,
-        watch: JobWatch,
-        now: int,
-        held: int,
-        gpus: str,
-        writer: tuple[str, int] | None,
+        self, job_id: str, job: JobProgress, watch: JobWatch, now: int, held: int, gpus: str
     ) -> int:
         """Silence no evidence can cut short: an open phase's allowance; while the GPUs
         corroborate with no phase open and only writers are out of the wait, a save's
@@ -771,7 +777,7 @@ class HangDetector(WatchesJobs):
         the last writer joins the wait, the collective completes and training resumes. So an
         announced checkpoint in which every GPU has sat in the wait (pegged at low power, no
         rank apart) for ``spin_hold_s`` is no longer writing anything: its allowance lapses."""
-        c = self.config
+        c, writer = self.config, self._writer(job_id)
         if held and self._blocked_apart(watch):
             return 0  # a rank apart is blocked on I/O: neither a save nor a stall ending soon
         if job.phase is not None:
@@ -793,7 +799,7 @@ class HangDetector(WatchesJobs):
         return _silence(job, since) + round(c.phase_factor * longest)
 
     def _rhythm_us(
-        self, job_id: str, job: JobProgress, watch: JobWatch, now: int, held: int
+        self, job_id: str, job: JobProgress, watch: JobWatch, now: int, held: int, gpus: str
     ) -> int:
         """Silence a pause on the job's own rhythm is expected to last, announced or not
         (``medic.detectors.hang_rhythm``): of the kind the open spell shows (one GPU apart: a
@@ -857,41 +863,15 @@ class HangDetector(WatchesJobs):
         return None if node is None else (node, 0)
 
     def _threshold_us(self, watch: JobWatch, gpus: str, corroborated: bool) -> int:
-        """The silence that fires: scaled by the job's step gaps once they are known, lower
-        while the GPUs corroborate. Before the step gaps are known, only GPUs that have
-        corroborated for ``corroborated_hold_s`` lower it: a single window of GPUs in a wait
-        (a data-loader stall's few seconds, a barrier's edge) says nothing of a job whose
-        printing interval is still unknown."""
-        c = self.config
+        """The silence that fires (``hang_score.threshold_us``)."""
         reference = watch.gaps.reference if watch.gaps.ready else None
-        if corroborated:
-            scaled = c.corroborated_gap_factor * reference if reference is not None else 0.0
-            seconds = max(c.corroborated_silence_s, scaled)
-        elif reference is not None:
-            seconds = max(c.min_silence_s, c.gap_factor * reference)
-        else:
-            seconds = self._cold_s(watch)
-        return round(max(seconds, self._holding_s(gpus)) * US)
-
-    def _holding_s(self, gpus: str) -> float:
-        """Silence a quiet state of the GPUs is allowed by itself (0 for the others)."""
-        if gpus == "working":
-            return self.config.working_silence_s
-        return self.config.idle_silence_s if gpus in ("idle", "writers") else 0.0
+        return threshold_us(self.config, reference, watch.gaps.longest, gpus, corroborated)
 
     def _kernel_lines(self, job: JobProgress | None, now: int) -> dict[str, str]:
         """Nodes whose kernel logged a hardware error since shortly before the silence."""
         began = job.last_step_at if job is not None and job.last_step_at is not None else now
         since = began - round(self.config.kernel_lookback_s * US)
         return {node: what for node, (time, what) in self.kernel.items() if time >= since}
-
-    def _cold_s(self, watch: JobWatch) -> float:
-        """Before the step model is trusted: ``cold_silence_s``, or ``gap_factor`` times the
-        longest gap the job has already shown (one that prints every ten minutes is not hung
-        after ten)."""
-        longest = watch.gaps.longest
-        c = self.config
-        return max(c.cold_silence_s, c.gap_factor * longest) if longest else c.cold_silence_s
 
     # -- forgetting -----------------------------------------------------------------------
 
@@ -909,13 +889,15 @@ class HangDetector(WatchesJobs):
         self.silent.forget(job_ids)
 
 
-def score_of(silence: int, threshold: int, corroborated: bool) -> float:
-    """How sure the detection is, in [0, 1]: ``1 - 2^(-silence / threshold)`` (0.5 at the
-    threshold, towards 1 as the silence goes on), its remaining doubt cut by 60% when the GPUs
-    corroborate (0.8 at the threshold). Monotone in the silence, so a higher bar on cached
-    scores is a longer silence, without replaying."""
-    doubt = 0.5 ** (silence / max(threshold, 1))
-    return float(1.0 - doubt * (0.4 if corroborated else 1.0))
+def _longest(watch: JobWatch) -> int:
+    """The longest pause the job has had: step gap, save, spell of waiting GPUs, or pause of
+    its rhythm."""
+    return max(
+        watch.longest_gap_us,
+        watch.longest_save_us or 0,
+        max(watch.longest_spell_us.values(), default=0),
+        int(watch.rhythm.lengths.max()) if watch.rhythm.lengths.size else 0,
+    )
 
 
 def _silence(job: JobProgress, now: int) -> int:

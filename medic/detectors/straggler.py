@@ -1,5 +1,11 @@
 """``straggler``: a job runs markedly slower because of one or a few of its GPUs or nodes.
 
+Evidence, score and policy apart: each kind of evidence is one function that yields suspects
+per job (``StragglerDetector.evidence``: GPUs and ports unlike their peers, flapping links,
+ranks' printed shares); ``medic.detectors.straggler_policy`` decides from the suspects and the
+job's pace whether it is a straggler (always ``confirmed``: slowness alone never fires), and
+``medic.detectors.straggler_score`` says how sure that is.
+
 Two signals must agree:
 
 1. **The job slowed against its own baseline** (``medic.detectors.pace``): once per window the
@@ -60,6 +66,7 @@ job slowed against its own baseline; a cause of slowness on the GPU).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
@@ -72,7 +79,9 @@ from medic.detectors.pace import PaceModel
 from medic.detectors.port_errors import EARLY_ERRORS_PER_S, PortErrorPeers
 from medic.detectors.port_errors import FEATURE as IB_ERRORS
 from medic.detectors.progress_state import WatchedJobs, WatchesJobs
-from medic.detectors.rank_share import RankShares, RankSuspect
+from medic.detectors.rank_share import RankShares
+from medic.detectors.straggler_policy import Suspect, firing
+from medic.detectors.straggler_score import score_of, strength_of
 from medic.detectors.telemetry import DEFAULT_THROTTLE_MASK, GpuWindows, Window
 from medic.ingest.base import Batch
 from medic.timeutil import US
@@ -112,8 +121,6 @@ _GPUS = pl.Schema(
 """Per job and GPU, over its latest windows (newest last): the bit histories of its flags and
 causes (newest in bit 0), how many windows it had been watched when its current run of causes
 began, its samples and its clock ratio (the job's median SM clock over its own) per window."""
-CLOCK_FEATURES = frozenset({"sm_clock_mhz", "cause"})
-"""Suspect features that slow a GPU through its SM clock (the rest: link retries)."""
 LINK_DOWN = ("mlx5_link_down", "ib_port_error")
 """The catalogue's signatures of an InfiniBand/RoCE port going down (a flap when it comes back):
 the kernel's mlx5 line, and NCCL's async event on the host whose port it is."""
@@ -138,33 +145,44 @@ class StragglerConfig:
     """Parameters of the straggler detector; every one can be swept by backtests."""
 
     slowdown_ratio: Annotated[float, Range(gt=1)] = 1.07
-    """A current pace this many times the job's baseline is a slow vote."""
+    """A current pace this many times the job's baseline is a slow vote. Lower: milder
+    stragglers found; a job's own drift votes slow more often (a GPU must still stand out)."""
     pace_window: PositiveCount = 256
-    """Healthy paces the per-job baseline keeps."""
+    """Healthy paces the per-job baseline keeps. More: a steadier baseline, slower to follow a
+    job whose pace changes on purpose."""
     grace_steps: PositiveCount = 20
-    """Training steps the learned paces must cover before the baseline votes."""
+    """Training steps the learned paces must cover before the baseline votes. Fewer: votes
+    sooner on a baseline of a warming-up job."""
     pace_span_s: Positive = 120.0
-    """The current pace is the median of the paces seen this long before a vote."""
+    """The current pace is the median of the paces seen this long before a vote. Longer:
+    steadier, slower to see a slowdown begin."""
     slow_k: PositiveCount = 2
     slow_n: PositiveCount = 3
-    """Slow votes (one per window) out of the last ones that make the job slowed."""
+    """Slow votes (one per window) out of the last ones that make the job slowed. A higher
+    share: fewer passing slowdowns, later detections."""
     stale_s: Positive = 420.0
     """No vote without a pace this recent, or within three of the job's usual print intervals
-    if longer (a silent job is the hang detector's business)."""
+    if longer (a silent job is the hang detector's business). Longer: a job printing rarely
+    still votes; a stale pace may vote."""
     window_s: Positive = 30.0
-    """Peer-comparison window."""
+    """Peer-comparison window. Shorter: sooner, noisier comparisons (more windows to persist
+    through), more work."""
     sample_s: Positive = 30.0
     """Telemetry used per window (its first seconds): the comparison needs means, not every
     sample. It must cover the telemetry's sampling interval (15 or 30 s with dcgm-exporter
     behind Prometheus), or the GPUs sampled outside it are never compared; with 1 Hz telemetry
-    a third of each window (10 s) is enough and costs a third."""
+    a third of each window (10 s) is enough and costs a third. Shorter: cheaper, fewer
+    samples per comparison."""
     z_threshold: Positive = 4.0
-    """Robust z-score of a GPU against its peers (per feature) that makes a deviation."""
+    """Robust z-score of a GPU against its peers (per feature) that makes a deviation. Lower:
+    milder stragglers flagged; more GPUs at their power limit flagged by chance."""
     busy_util: Percent = 50.0
-    """A job whose median GPU utilisation is below this in a window is not compared then."""
+    """A job whose median GPU utilisation is below this in a window is not compared then.
+    Lower: more windows compared, including pauses in which every GPU is odd its own way."""
     peer_k: PositiveCount = 3
     peer_n: Annotated[int, Range(ge=1, le=62)] = 4
-    """Deviating windows out of the last ones that make a GPU (and its node) a straggler."""
+    """Deviating windows out of the last ones that make a GPU (and its node) a straggler. A
+    higher share: fewer chance flags, later detections."""
     min_samples: Annotated[int, Range(ge=1, le=62)] = 8
     """Telemetry samples of a GPU that the windows judged must hold: fewer, and the span grows
     to more windows (``peer_k`` of each ``peer_n`` of them must deviate). An SM clock reading
@@ -174,20 +192,24 @@ class StragglerConfig:
     its power limit, keeping pace on average) then shows low in 3 of 4 windows by chance about
     one time in 37; in 6 of 8 about one time in 800."""
     min_gpus: Annotated[int, Range(ge=2)] = 4
-    """Fewer GPUs in a window make no peer group."""
+    """Fewer GPUs in a window make no peer group. Lower: small jobs judged, on weaker
+    statistics."""
     max_culprit_fraction: Fraction = 0.25
-    """Suspects covering more of the job's nodes (or GPUs) than this blame nobody."""
+    """Suspects covering more of the job's nodes (or GPUs) than this blame nobody. Higher:
+    more nodes drained at once on evidence that may be the job's or the fabric's."""
     grace_windows: Count = 10
     """Windows a GPU is watched before it can be flagged; its offset from its peers over them
-    is what it always looked like (a hot slot, a slower part), not a change."""
+    is what it always looked like (a hot slot, a slower part), not a change. More: a steadier
+    offset; a straggler from the first steps waits longer for the cause path."""
     offset_weight: Fraction = 0.1
-    """Weight of one healthy window in a GPU's learned offset after the grace windows."""
+    """Weight of one healthy window in a GPU's learned offset after the grace windows. Higher:
+    follows a GPU's drift sooner, and a slow decline becomes its baseline sooner."""
     clock_floor_mhz: NonNegative = 30.0
     power_floor_w: NonNegative = 15.0
     throttle_floor: NonNegative = 0.1
     counter_floor: NonNegative = 2.0
     """Least spread assumed among peers, per feature, so identical peers do not make tiny
-    differences look huge."""
+    differences look huge. Lower: smaller differences flagged among identical peers."""
     explained_share: Fraction = 0.5
     """A GPU suspected for its SM clock is blamed for a slowed job only if it runs at least
     ``slowdown_ratio`` times slower than its peers' median clock (the median over the windows
@@ -196,34 +218,40 @@ class StragglerConfig:
     slower makes the step at most x% slower (less: communication and input do not scale with
     its clock); a job far slower than its odd GPU's clock allows slowed for another reason
     (a job-wide drift), and a GPU at its power limit dipping a few percent now and then
-    cannot slow it by ``slowdown_ratio``."""
+    cannot slow it by ``slowdown_ratio``. Lower: a GPU explains more of a job-wide drift (more
+    nodes blamed for it)."""
     cause_clock_ratio: Fraction = 0.9
     """A cause of slowness counts only on a GPU clocked this far below its peers' median or
     lower (10% less work per second: a straggler, not the spread among healthy parts that hit
-    their power limit now and then)."""
+    their power limit now and then). Higher: milder causes count, nearer the healthy spread."""
     throttle_mask: Count = DEFAULT_THROTTLE_MASK
     """NVML clocks-event reason bits that count as throttling (SW power cap, HW slowdown, SW
-    thermal, HW thermal, HW power brake by default)."""
+    thermal, HW thermal, HW power brake by default). More bits: more causes of a low clock
+    counted, some of them healthy (SW power cap at full load)."""
     share_ratio: Annotated[float, Range(gt=1)] = 1.1
     """A rank whose own work (compute, data loading) takes this many times its peers' median
     in a report (or whose slowest-over-fastest ratio reaches it) is flagged in that report (with
-    ``z_threshold``); ``peer_k`` of its last ``peer_n`` reports make it a straggler."""
+    ``z_threshold``); ``peer_k`` of its last ``peer_n`` reports make it a straggler. Lower:
+    milder host-side stragglers, more ranks flagged by a report's noise."""
     score_threshold: Fraction = 0.75
     """A relative performance score (NVRx's, 1.0 the best rank) at or below this flags a rank:
-    NVRx's own default ``gpu_rel_threshold``."""
+    NVRx's own default ``gpu_rel_threshold``. Higher: milder slow ranks flagged."""
     share_floor: Positive = 0.01
     """Least spread assumed among ranks' shares (1%), so identical peers do not make a tiny
-    difference look huge."""
+    difference look huge. Lower: smaller differences among identical ranks flagged."""
     min_ranks: Annotated[int, Range(ge=2)] = 4
-    """Fewer ranks in a report of per-rank times make no peer group."""
+    """Fewer ranks in a report of per-rank times make no peer group. Lower: small jobs judged
+    on weaker statistics."""
     flap_count: PositiveCount = 2
     """Link drops of one node (its kernel's or NCCL's lines, or rises of its ports'
     ``link_downed`` counters), within ``flap_window_s``, that make it a network straggler
-    without the pace vote."""
+    without the pace vote. Lower: one drop is flapping (a single retrain drains a node)."""
     flap_window_s: Positive = 900.0
-    """The span over which a node's link drops are counted."""
+    """The span over which a node's link drops are counted. Longer: drops far apart count as
+    flapping."""
     forget_after_s: Positive = 7200.0
-    """Drop a job not heard of for this long (no scheduler end seen)."""
+    """Drop a job not heard of for this long (no scheduler end seen). Shorter: less state; a
+    job quiet that long loses its baseline."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.slow_k <= self.slow_n or not 1 <= self.peer_k <= self.peer_n:
@@ -239,36 +267,6 @@ class StragglerConfig:
             "pcie_replay_delta": self.counter_floor,
             "nvlink_errors_delta": self.counter_floor,
         }
-
-
-@dataclass(frozen=True)
-class Suspect:
-    """A node whose GPU has looked unlike its peers persistently."""
-
-    node: str
-    gpu: int
-    z: float
-    feature: str
-    job_gpus: int
-    job_nodes: int
-    flagged_gpus: int
-    caused: bool = False
-    """A cause of slowness shows on the GPU (clocks held low by a slowdown reason, or a cap)."""
-    early: bool = False
-    """... and it showed within the GPU's first windows: there from the job's first step."""
-    clock_ratio: float | None = None
-    """The job's median SM clock over the suspect GPU's, the median over the windows judged."""
-    rank: RankSuspect | None = None
-    """For a rank-share suspect: the rank and what it printed."""
-
-    def explains(self, slowdown: float | None, config: StragglerConfig) -> bool:
-        """Whether this suspect's own slowness can account for the job's ``slowdown``: always
-        for link retries and flaps (their cost is not in the clock), else see
-        ``explained_share``."""
-        if self.feature not in CLOCK_FEATURES or slowdown is None or self.clock_ratio is None:
-            return True
-        needed = max(config.slowdown_ratio - 1.0, config.explained_share * (slowdown - 1.0))
-        return self.clock_ratio - 1.0 >= needed
 
 
 class StragglerDetector(WatchesJobs):
@@ -312,6 +310,14 @@ class StragglerDetector(WatchesJobs):
             self.config.peer_k,
             self.config.peer_n,
         )
+        self.evidence: tuple[Callable[[int], dict[str, list[Suspect]]], ...] = (
+            lambda now: self.suspects,
+            self._flapping,
+            self._rank_suspects,
+        )
+        """Each kind of evidence of a straggler, as suspects per job at a window's end: GPUs
+        and ports unlike their peers (``_compare_peers``, run as the window closes), flapping
+        links, ranks' printed shares. A new kind of evidence is one more function here."""
         self._watched = pl.DataFrame(schema={"node": pl.String, "job_id": pl.String})
         """node -> job of the GPUs in the latest window that had any: a job running since before
         medic started has no Slurm row telling its nodes, but dcgm-exporter's job mapping (or
@@ -390,19 +396,16 @@ class StragglerDetector(WatchesJobs):
         """Once per window: every job's pace votes; a slowed job with suspects is a straggler.
         An alarmed job is judged afresh only once it is neither slowed nor suspect."""
         found = []
-        flapping = self._flapping(now)
-        ranked = self._rank_suspects(now)
+        found_by = [source(now) for source in self.evidence]
         for job_id, pace in self.paces.items():
             pace.vote(now)
-            suspects = self.suspects.get(job_id, []) + flapping.get(job_id, [])
-            suspects += ranked.get(job_id, [])
+            suspects = [s for by_job in found_by for s in by_job.get(job_id, [])]
             if job_id in self.alarmed:
                 if not pace.slowed and not suspects:
                     self.alarmed.discard(job_id)
                 continue
-            if pace.slowed:
-                suspects = [s for s in suspects if s.explains(pace.ratio, self.config)]
-            if suspects and (pace.slowed or any(s.early for s in suspects)):
+            suspects = firing(pace, suspects, self.config)
+            if suspects:
                 found.append(self._detection(job_id, pace, suspects))
                 self.alarmed.add(job_id)
         return found
@@ -508,9 +511,7 @@ class StragglerDetector(WatchesJobs):
                 f"{', '.join(culprits)} stand out from the job's {top.job_gpus} GPUs: "
                 f"{top.node} GPU {top.gpu} {FEATURE_NAMES[top.feature]} (robust z {top.z:.1f})"
             )
-        strength = top.z
-        if top.feature not in (*FLAPS, RANK_SHARE):
-            strength = top.z / self.config.z_threshold
+        strength = strength_of(top, self.config)
         return Detection(
             job_id=job_id,
             kind="straggler",
@@ -780,11 +781,3 @@ def judged_span(counts: pl.Expr, min_samples: int, windows: int) -> pl.Expr:
     the list holds while it does not hold that many yet."""
     short = counts.list.reverse().list.eval(pl.element().cum_sum() < min_samples).list.sum()
     return pl.max_horizontal(short.cast(pl.Int64) + 1, pl.lit(windows, pl.Int64))
-
-
-def score_of(strength: float, slowed: bool, caused: bool) -> float:
-    """How sure a straggler detection is, in [0, 1]: the doubt ``2^(-strength)`` (0.5 at the
-    alarm's z threshold or flap count), cut by 60% for each corroboration: the job slowed
-    against its own baseline; a cause of slowness on the culprit."""
-    doubt = 0.5 ** max(strength, 0.0) * (0.4 if slowed else 1.0) * (0.4 if caused else 1.0)
-    return float(1.0 - doubt)

@@ -415,3 +415,10 @@ def test_a_rare_printers_first_line_is_its_baseline() -> None:
 
 def test_a_rare_printer_that_does_not_slow_is_no_straggler() -> None:
     assert run(StragglerDetector(), [sparse_printer(1.0, 850.0)], 3000) == []
+
+
+def test_the_scores_scaled_features_are_the_detectors_flaps_and_rank_shares() -> None:
+    from medic.detectors.straggler import FLAPS, RANK_SHARE
+    from medic.detectors.straggler_score import SCALED_ALREADY
+
+    assert frozenset({*FLAPS, RANK_SHARE}) == SCALED_ALREADY

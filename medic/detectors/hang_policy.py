@@ -1,0 +1,94 @@
+"""The hang detector's alarm policy for a silence its scorer (``medic.detectors.hang_score``)
+found improbable: which tier the detection has.
+
+A hang is *confirmed* by positive evidence: each kind of it is one function of the silence's
+facts (``POSITIVE_EVIDENCE``), returning what it saw or None; a new kind of evidence is one more
+function there. Without any, the silence alone is a *suspect* until it runs past the
+conservative bound the job's own history sets (``confirm_us``): ``confirm_factor`` times the
+longest pause the job has had, at least ``confirm_floor_s``. A healthy job's first unannounced
+evaluation, save or data-loader stall is silence and waiting GPUs too; a pause twice as long as
+any the job has taken, and three minutes at least, is not one.
+
+The lines in which a job reports being stuck (NCCL's watchdog, a heartbeat monitor) confirm a
+hang by themselves (``HangDetector._reported_stuck``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from medic.detectors.base import CONFIRMED, SUSPECT
+from medic.detectors.hang_evidence import Blame
+from medic.timeutil import US
+
+if TYPE_CHECKING:
+    from medic.detectors.hang import HangConfig
+
+
+@dataclass(frozen=True)
+class Silence:
+    """What the detector knows of one job's silence when its scorer fires."""
+
+    silence_us: int
+    """The silence the threshold was compared with."""
+    blame: Blame
+    """The nodes (with their evidence) or the stuck ranks (``medic.detectors.hang_evidence``)."""
+    blocked_apart: bool
+    """A GPU apart from the wait is on a node whose kernel reported a process blocked on I/O
+    since the spell began (while the GPUs corroborate)."""
+    longest_pause_us: int
+    """The longest pause the job has had: step gap, save, or spell of waiting GPUs."""
+
+
+PositiveEvidence = Callable[[Silence], str | None]
+
+
+def against_nodes(silence: Silence) -> str | None:
+    """Evidence against a node: a stuck GPU, hardware counters, a kernel hardware error, its
+    telemetry stopped while the others wait (``hang_evidence.culprits``)."""
+    nodes = silence.blame.nodes
+    return f"evidence against {', '.join(nodes)}" if nodes else None
+
+
+def blocked_on_io(silence: Silence) -> str | None:
+    """A rank apart from the wait on a node whose kernel reports I/O blocked (a dead NFS
+    server): no stall that ends by itself."""
+    return "a rank apart on a node blocked on I/O" if silence.blocked_apart else None
+
+
+POSITIVE_EVIDENCE: tuple[PositiveEvidence, ...] = (against_nodes, blocked_on_io)
+"""A rank idle while its peers wait is none of these: a data-loader stall looks the same for
+minutes."""
+
+
+def confirm_us(config: HangConfig, longest_pause_us: int) -> int:
+    """The silence that confirms a hang without positive evidence."""
+    return round(max(config.confirm_floor_s * US, config.confirm_factor * longest_pause_us))
+
+
+@dataclass(frozen=True)
+class Tier:
+    tier: str
+    evidence: tuple[str, ...]
+    bound_us: int
+
+    @property
+    def why(self) -> str:
+        """What the summary says of the tier (nothing when evidence confirms it: the culprit,
+        or the stuck ranks, say it)."""
+        if self.evidence:
+            return ""
+        seconds = f"{self.bound_us / US:.0f}s"
+        if self.tier == CONFIRMED:
+            return f"; confirmed: silent past {seconds}"
+        return f"; suspect: silence alone until {seconds}"
+
+
+def tier_of(config: HangConfig, silence: Silence) -> Tier:
+    """Confirmed by positive evidence or by a silence past ``confirm_us``; else suspect."""
+    evidence = tuple(e for check in POSITIVE_EVIDENCE if (e := check(silence)) is not None)
+    bound = confirm_us(config, silence.longest_pause_us)
+    confirmed = bool(evidence) or silence.silence_us >= bound
+    return Tier(CONFIRMED if confirmed else SUSPECT, evidence, bound)
