@@ -141,12 +141,24 @@ class CustomPattern:
             raise ValueError(f"pattern group '{unknown[0]}' is not one of {', '.join(FIELDS)}")
 
 
+PHASE_EVENTS = frozenset(
+    {"eval_start", "eval_end", "eval_step", "checkpoint_start", "checkpoint_end", "checkpoint_load"}
+)
+"""Events of the lines that announce a phase (``[parsers.progress] phase_announcements``)."""
+
+
 @dataclass(frozen=True)
 class ProgressConfig:
     """``[parsers.progress]``: extra formats, tried before the built-in ones."""
 
     patterns: tuple[CustomPattern, ...] = ()
     """The site's own progress formats."""
+    phase_announcements: bool = True
+    """Read the built-in formats' lines that announce a phase (a checkpoint or an evaluation
+    starting, ending or counting its batches). false leaves every such reader out, as a
+    leave-one-out measurement does: the hang detector then has only the GPUs and the job's own
+    rhythm to tell a pause from a hang (slower to confirm, never less precise), and an
+    evaluation's bars read as nothing."""
 
 
 def named_groups(pattern: str) -> set[str]:
@@ -169,6 +181,8 @@ def _compiled_formats(
         ProgressFormat(p.framework, p.event, (), p.pattern, "medic.toml [parsers.progress]", p.unit)
         for p in config.patterns
     )
+    if not config.phase_announcements:
+        builtin = tuple(f for f in builtin if f.event not in PHASE_EVENTS)
     return custom + builtin
 
 

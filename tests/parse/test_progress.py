@@ -18,6 +18,7 @@ from medic.parse.progress import (
     ANSI_ESCAPE,
     FORMATS,
     LOOKALIKE,
+    PHASE_EVENTS,
     PROGRESS,
     ProgressConfig,
     ProgressFormat,
@@ -88,6 +89,24 @@ def test_megatron_checkpoint_and_evaluation_phases() -> None:
         ("train_end", None),
     ]
     assert {r["framework"] for r in rows} == {"megatron"}
+
+
+def test_phase_announcements_can_be_left_out_and_steps_are_still_read() -> None:
+    # [parsers.progress] phase_announcements = false: a leave-one-out measurement of what the
+    # detectors do with no line announcing a checkpoint or an evaluation.
+    off = ProgressParser(from_dict(ProgressConfig, {"phase_announcements": False}))
+    rows = parse(
+        MEGATRON_STEP,
+        "saving checkpoint at iteration     200 to /ckpt in torch_dist format",
+        "  successfully saved checkpoint from iteration     200 to /ckpt [ t 1/8, p 1/1 ]",
+        "Evaluating on 5120 samples",
+        "Evaluating iter 3/10",
+        " validation loss at iteration 1000 | lm loss value: 2.1 | lm loss PPL: 8.2 |",
+        parser=off,
+    )
+    assert [(r["event"], r["step"]) for r in rows] == [("step", 100)]
+    assert not any(f.event in PHASE_EVENTS for f in off.formats)
+    assert any(f.event in PHASE_EVENTS for f in ProgressParser().formats)
 
 
 def test_nemo_bar_with_step_timing() -> None:

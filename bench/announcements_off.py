@@ -1,0 +1,126 @@
+"""Precision without phase announcements: the perturbation suite backtested with every reader of
+a phase announcement on, then off (``[parsers.progress] phase_announcements = false``: no line
+saying a checkpoint or an evaluation starts, ends or counts its batches is read), as
+``bench/generalization.py`` leaves a family of signatures out.
+
+Per run, on the detections that act (the confirmed tier; scoring in ``medic.scoring``):
+precision and false detections, recall, the p50 latency of hangs confirmed by positive evidence
+(a stuck GPU, hardware or kernel evidence against a node, a watchdog line), and the latency of
+hangs confirmed by silence alone (past the bound the job's own history sets); suspects and
+false suspects apart.
+
+    .venv/bin/python bench/announcements_off.py SUITE_DIR [--jobs 2]
+    .venv/bin/python bench/announcements_off.py --seeds 3 --out /tmp/suite   # generate first
+
+``SUITE_DIR`` holds recordings (``medic simulate suite perturbed --seeds N --out DIR``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from medic.backtest import BacktestReport, run_backtest  # noqa: E402
+from medic.recording import find_recordings, write_recording  # noqa: E402
+from medic.simulate import simulate  # noqa: E402
+from medic.simulate.suites import suite_entries  # noqa: E402
+
+OFF: Mapping[str, Any] = {"parsers": {"progress": {"phase_announcements": False}}}
+SILENCE_ONLY = "confirmed: silent past"
+"""What the summary of a hang confirmed by silence alone says (``hang_policy.Tier.why``)."""
+
+
+def figures(report: BacktestReport) -> dict[str, Any]:
+    """The figures of one run (see the module docstring)."""
+    total = report.overall
+    evidence, silence = [], []
+    for result in report.results:
+        rows = result.detections.to_pylist()
+        summaries = {
+            (row["job_id"], int(row["detected_at"].timestamp() * 1e6)): row["summary"]
+            for row in rows
+        }
+        for outcome in result.score.outcomes:
+            if not outcome.detected or outcome.kind != "hang" or outcome.latency_s is None:
+                continue
+            summary = summaries.get((outcome.job_id, outcome.detected_at), "")
+            (silence if SILENCE_ONLY in summary else evidence).append(outcome.latency_s)
+    return {
+        "recordings": len(report.results),
+        "labels": total.labels,
+        "confirmed": total.detections,
+        "false_confirmed": total.false_positives,
+        "precision": _round(total.precision),
+        "recall": _round(total.recall),
+        "hang_p50_evidence_s": _percentile(evidence, 50),
+        "hangs_by_evidence": len(evidence),
+        "silence_only_p50_s": _percentile(silence, 50),
+        "silence_only_max_s": _percentile(silence, 100),
+        "hangs_by_silence": len(silence),
+        "suspects": total.suspects,
+        "false_suspects": total.false_suspects,
+        "false": [
+            f"{r.name}: {row['kind']} of job {row['job_id']}"
+            for r in report.results
+            for row in r.score.false_positive_rows
+        ],
+    }
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 1) if values else None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def run(paths: list[Path], jobs: int) -> dict[str, dict[str, Any]]:
+    """Both runs' figures over the recordings at ``paths``."""
+    return {
+        "announcements_on": figures(run_backtest(paths, {}, jobs=jobs)),
+        "announcements_off": figures(run_backtest(paths, OFF, jobs=jobs)),
+    }
+
+
+def generate(seeds: int, out: Path) -> list[Path]:
+    """The perturbation suite on ``seeds`` seeds, written under ``out``."""
+    paths = []
+    for entry in suite_entries("perturbed", seeds):
+        target = out / entry.name
+        if not (target / "meta.json").exists():
+            recording = simulate(entry.scenario, entry.seed, entry.perturbed, **entry.params)
+            write_recording(target, recording)
+        paths.append(target)
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suite", nargs="?", type=Path, help="a directory of recordings")
+    parser.add_argument("--seeds", type=int, help="generate the perturbation suite first")
+    parser.add_argument("--out", type=Path, help="where --seeds writes it")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.seeds:
+        if args.out is None:
+            parser.error("--seeds needs --out")
+        paths = generate(args.seeds, args.out)
+    elif args.suite is not None:
+        paths = find_recordings([args.suite])
+    else:
+        parser.error("give a SUITE_DIR or --seeds with --out")
+    print(json.dumps(run(paths, args.jobs), indent=2))
+
+
+if __name__ == "__main__":
+    main()
