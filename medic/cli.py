@@ -367,6 +367,60 @@ def calibrate(
     click.echo(f"calibration written to {out_file}")
 
 
+@main.command()
+@click.argument("spec_file", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="Base medic.toml.")
+@click.option(
+    "--out", "out_file", type=click.Path(path_type=Path), help="Write the table (Parquet)."
+)
+@click.option(
+    "--write-config",
+    "chosen_file",
+    type=click.Path(path_type=Path),
+    help="Write the chosen point's [detectors.*] values here (a --config file): the highest "
+    "recall at the spec's min_precision, then the lowest p50 latency.",
+)
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="As for medic backtest.")
+@ray_options
+@user_errors
+def sweep(
+    spec_file: Path,
+    paths: tuple[Path, ...],
+    config_file: Path | None,
+    out_file: Path | None,
+    chosen_file: Path | None,
+    jobs: int | None,
+    ray_address: str | None,
+    ray_data: str,
+) -> None:
+    """Search detector settings (SPEC_FILE: a grid or random search, docs/sweeps.md) over
+    recordings: replay every point on every recording, score it by the spec's rules and
+    print the precision/recall/latency frontier."""
+    from medic.history.tables import frame_table
+    from medic.sweep import choose, frontier, load_spec, point_settings, run_sweep, write_config
+
+    spec = load_spec(spec_file)
+    base = load_settings(config_file)
+    recordings = expand_recordings(paths)
+    with (
+        replay_runner(jobs, ray_address, ray_data) as runner,
+        backtest_progress(len(recordings) * spec.points_count()) as progress,
+    ):
+        table = run_sweep(spec, recordings, runner, base, on_result=progress)
+    if out_file is not None:
+        table.write_parquet(out_file)
+    title = f"sweep frontier: {table.height} point(s) x {len(recordings)} recording(s)"
+    wide_console().print(frame_table(title, frontier(table)))
+    if chosen_file is not None:
+        try:
+            chosen = choose(table, spec)
+        except ValueError as exc:
+            fail(str(exc))
+        write_config(chosen_file, point_settings(chosen, spec))
+        click.echo(f"point {chosen['point']} written to {chosen_file}")
+
+
 @contextlib.contextmanager
 def backtest_progress(total: int, lines: bool = True) -> Iterator[Callable[[Any], None]]:
     """Progress on stderr, whatever stdout is: a bar on a terminal, else one line per recording

@@ -63,9 +63,8 @@ def sweep(
     kind: str | None = None,
     base: Mapping[str, Any] | None = None,
 ) -> pl.DataFrame:
-    """One row per grid point: the parameters, then recall, precision, false positives,
-    latency p50/p90 and attribution accuracy for the labels of ``kind`` (``detector`` when
-    None), and overall precision and false positives (what the change costs elsewhere)."""
+    """One row per grid point: the parameters, then ``score_row``'s columns for the labels of
+    ``kind`` (``detector`` when None)."""
     kind = kind or detector
     names = list(grid)
     rows = []
@@ -73,22 +72,26 @@ def sweep(
         values = dict(zip(names, point, strict=True))
         settings = with_detector_settings(base or {}, detector, values)
         report = BacktestReport([backtest_recording(r, settings) for r in recordings])
-        part = report.by_kind().get(kind, {})
-        overall = report.overall.summary()
-        rows.append(
-            {
-                **values,
-                "recall": part.get("recall"),
-                "precision": part.get("precision"),
-                "false_positives": part.get("false_positives", 0),
-                "latency_p50_s": part.get("latency_s", {}).get("p50"),
-                "latency_p90_s": part.get("latency_s", {}).get("p90"),
-                "attribution_accuracy": part.get("attribution_accuracy"),
-                "overall_precision": overall["precision"],
-                "overall_false_positives": overall["false_positives"],
-            }
-        )
+        rows.append({**values, **score_row(report, kind)})
     return pl.DataFrame(rows)
+
+
+def score_row(report: BacktestReport, kind: str | None) -> dict[str, Any]:
+    """A backtest's scores in one row: recall, precision, false positives, latency p50/p90
+    and attribution accuracy for the labels of ``kind`` (all kinds when None), and overall
+    precision and false positives (what a change costs elsewhere)."""
+    overall = report.overall.summary()
+    part = overall if kind is None else report.by_kind().get(kind, {})
+    return {
+        "recall": part.get("recall"),
+        "precision": part.get("precision"),
+        "false_positives": part.get("false_positives", 0),
+        "latency_p50_s": (part.get("latency_s") or {}).get("p50"),
+        "latency_p90_s": (part.get("latency_s") or {}).get("p90"),
+        "attribution_accuracy": part.get("attribution_accuracy"),
+        "overall_precision": overall["precision"],
+        "overall_false_positives": overall["false_positives"],
+    }
 
 
 def best(results: pl.DataFrame, min_precision: float = 1.0) -> dict[str, Any]:

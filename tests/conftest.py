@@ -175,11 +175,11 @@ def slurm() -> Iterator[SlurmCluster]:
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[str]:
-    """The address of a Ray cluster on this machine (tests/ray_local.py: a head and one worker
-    node, one CPU each), stopped with every process it started at the end of the session. The
-    tests that use it run in one xdist group, so one cluster serves them all."""
+    """The address of a Ray cluster on this machine (medic.testing.ray_local: a head and one
+    worker node, one CPU each), stopped with every process it started at the end of the
+    session. The tests that use it run in one xdist group, so one cluster serves them all."""
     pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
-    from tests.ray_local import start_cluster
+    from medic.testing.ray_local import start_cluster
 
     cluster = start_cluster()
     try:

@@ -72,6 +72,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "medic.doctor",
         "medic.remote_report",
         "medic.ray_cluster",
+        "medic.sweep",
     ),
     ("medic.cli", "medic.__main__"),
     ("medic.testing", "medic.testing.*"),

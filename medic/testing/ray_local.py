@@ -1,5 +1,6 @@
-"""A two-node Ray cluster on this machine for the tests: a head and one worker node, one CPU
-each, as ``ray start`` makes them on a real cluster (docs/scaling.md).
+"""A two-node Ray cluster on this machine, for tests and benches of ``--ray``: a head and one
+worker node, one CPU each, as ``ray start`` makes them on a real cluster (docs/scaling.md).
+Needs ``medic[ray]``; ray is imported only when a cluster is started.
 
 Each node is one ``ray start --block`` process in a session of its own; stopping the cluster
 ends every process of those two sessions (the nodes' daemons and the task workers they spawned)
@@ -21,8 +22,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-START_TIMEOUT_S = 180.0
+import medic
+
+MEDIC_ROOT = Path(medic.__file__).resolve().parents[1]
+"""Where this medic is imported from: the nodes' task workers import the same one."""
+START_TIMEOUT_S = 300.0
 
 
 def free_port() -> int:
@@ -70,20 +74,28 @@ def _in_sessions(sessions: set[int]) -> list[int]:
     return found
 
 
-def start_cluster() -> LocalRayCluster:
-    """Start the head and the worker node, wait until both have joined, and leave this process
-    connected to the cluster (``ray.init``): every medic run in it then uses that connection,
-    and the task workers Ray starts for it serve them all."""
+def start_cluster(num_cpus: int = 1) -> LocalRayCluster:
+    """Start the head and the worker node (``num_cpus`` each), wait until both have joined,
+    and leave this process connected to the cluster (``ray.init``): every medic run in it then
+    uses that connection, and the task workers Ray starts for it serve them all."""
     ray_bin = str(Path(sys.executable).parent / "ray")
     # A short directory: Ray's unix sockets live under it, and their paths have a length limit.
     temp_dir = Path(tempfile.mkdtemp(prefix="medic-ray-", dir="/tmp"))
     port = free_port()
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(MEDIC_ROOT), os.environ.get("PYTHONPATH")])
+        ),
         "RAY_USAGE_STATS_ENABLED": "0",
+        # Patient health checks: on a busy machine (a test suite in parallel workers) a node
+        # that answers late must not be declared dead and end its raylet.
+        "RAY_health_check_timeout_ms": "60000",
+        "RAY_health_check_failure_threshold": "10",
+        "RAY_gcs_rpc_server_reconnect_timeout_s": "300",
+        "RAY_NUM_REDIS_GET_RETRIES": "150",  # the head's wait for its node to register
     }
-    common = ["--num-cpus=1", "--num-gpus=0", "--block", "--disable-usage-stats"]
+    common = [f"--num-cpus={num_cpus}", "--num-gpus=0", "--block", "--disable-usage-stats"]
     head = [
         "--head",
         f"--port={port}",
@@ -123,18 +135,32 @@ def _wait_for_nodes(cluster: LocalRayCluster, count: int) -> None:
 
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
-        if any(node.poll() is not None for node in cluster.nodes):
-            raise RuntimeError(f"ray start exited; see {cluster.temp_dir}/start.log")
+        _check_running(cluster)
         try:
             with socket.create_connection(("127.0.0.1", int(cluster.address.split(":")[1])), 1):
                 break
         except OSError:
             time.sleep(0.5)
-    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    while True:  # the driver attaches to this machine's node, which registers after the head
+        try:
+            ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+            break
+        except (ConnectionError, RuntimeError):
+            _check_running(cluster)
+            if time.monotonic() > deadline:
+                raise
     while time.monotonic() < deadline:
-        alive = [n for n in ray.nodes() if n["Alive"]]
+        _check_running(cluster)
+        alive = [n for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
         if len(alive) >= count:
             return
         time.sleep(0.5)
     ray.shutdown()
     raise RuntimeError(f"the Ray cluster did not reach {count} nodes in {START_TIMEOUT_S:.0f} s")
+
+
+def _check_running(cluster: LocalRayCluster) -> None:
+    if any(node.poll() is not None for node in cluster.nodes):
+        log = (cluster.temp_dir / "start.log").read_text(errors="replace").strip()
+        last = log.splitlines()[-1] if log else "no output"
+        raise RuntimeError(f"ray start exited ({last})")
