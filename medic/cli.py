@@ -375,6 +375,12 @@ def calibrate(
     "--out", "out_file", type=click.Path(path_type=Path), help="Write the table (Parquet)."
 )
 @click.option(
+    "--history",
+    "history_path",
+    type=click.Path(path_type=Path),
+    help="Also append the table to this DuckDB history file (table sweep_points).",
+)
+@click.option(
     "--write-config",
     "chosen_file",
     type=click.Path(path_type=Path),
@@ -389,6 +395,7 @@ def sweep(
     paths: tuple[Path, ...],
     config_file: Path | None,
     out_file: Path | None,
+    history_path: Path | None,
     chosen_file: Path | None,
     jobs: int | None,
     ray_address: str | None,
@@ -397,9 +404,21 @@ def sweep(
     """Search detector settings (SPEC_FILE: a grid or random search, docs/sweeps.md) over
     recordings: replay every point on every recording, score it by the spec's rules and
     print the precision/recall/latency frontier."""
-    from medic.history.tables import frame_table
-    from medic.sweep import choose, frontier, load_spec, point_settings, run_sweep, write_config
+    from datetime import UTC, datetime
 
+    from medic.history.store import DuckDBStore
+    from medic.history.tables import frame_table
+    from medic.sweep import (
+        choose,
+        frontier,
+        history_rows,
+        load_spec,
+        point_settings,
+        run_sweep,
+        write_config,
+    )
+
+    started = datetime.now(UTC)
     spec = load_spec(spec_file)
     base = load_settings(config_file)
     recordings = expand_recordings(paths)
@@ -410,6 +429,10 @@ def sweep(
         table = run_sweep(spec, recordings, runner, base, on_result=progress)
     if out_file is not None:
         table.write_parquet(out_file)
+    if history_path is not None:
+        rows = history_rows(table, spec, spec_file.stem, started, len(recordings))
+        with DuckDBStore(history_path) as store:
+            store.append("sweep_points", rows)
     title = f"sweep frontier: {table.height} point(s) x {len(recordings)} recording(s)"
     wide_console().print(frame_table(title, frontier(table)))
     if chosen_file is not None:

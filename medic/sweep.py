@@ -17,12 +17,15 @@ Every point replays every recording (``medic.backtest.Runner``: local processes 
 cluster, the same table either way) and is scored by the spec's rules (``medic.scoring``)
 into one row: the point's values as ``<detector>.<key>`` columns, then ``tuning.score_row``'s
 columns. ``frontier`` marks the points no other point beats on overall precision, recall
-and p50 latency together (the Pareto points).
+and p50 latency together (the Pareto points). ``history_rows`` shapes the table for the
+history's ``sweep_points`` table.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
+import json
 import math
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import tomli_w
 
 from medic.backtest import BacktestReport, RecordingFailure, RecordingResult, Runner, Task
@@ -266,3 +270,25 @@ def write_config(path: Path | str, point: Point) -> Path:
     target = Path(path)
     target.write_text(tomli_w.dumps({"detectors": point}))
     return target
+
+
+def history_rows(
+    table: pl.DataFrame, spec: SweepSpec, name: str, run_at: dt.datetime, recordings: int
+) -> pa.Table:
+    """The table as the history's ``sweep_points`` rows (docs/sweeps.md): the point's values
+    as one JSON column, as they differ from one sweep to the next; the scores as they are."""
+    settings = [
+        json.dumps(point_settings(row, spec), sort_keys=True) for row in table.iter_rows(named=True)
+    ]
+    scores = [column for column in table.columns if "." not in column]
+    return (
+        table.select(scores)
+        .with_columns(
+            pl.lit(run_at, dtype=pl.Datetime("us", "UTC")).alias("run_at"),
+            pl.lit(name).alias("sweep"),
+            pl.Series("settings", settings, dtype=pl.String),
+            pl.lit(spec.kind, dtype=pl.String).alias("kind"),
+            pl.lit(recordings, dtype=pl.Int32).alias("recordings"),
+        )
+        .to_arrow()
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,12 +13,14 @@ import pytest
 from medic import schema
 from medic.backtest import RecordingFailure, RecordingResult, Task
 from medic.config import ConfigError
+from medic.history.store import DuckDBStore
 from medic.recording import RecordingError
 from medic.scoring import Score
 from medic.settings import load_settings
 from medic.sweep import (
     choose,
     frontier,
+    history_rows,
     load_spec,
     parse_spec,
     point_settings,
@@ -158,3 +161,31 @@ def test_the_chosen_point_is_a_config_file_medic_accepts(tmp_path: Path) -> None
         "detectors": {"hang": {"min_silence_s": 90, "gap_window": 64}}
     }
     assert load_settings(file)["detectors"]["hang"]["gap_window"] == 64
+
+
+def test_the_table_goes_into_the_history_once() -> None:
+    spec = parse_spec({"detectors": {"hang": {"min_silence_s": [30, 90]}}})
+    table = run_sweep(spec, [Path("a"), Path("b")], fake_runner)
+    run_at = dt.datetime(2026, 12, 3, 7, 0, tzinfo=dt.UTC)
+    rows = history_rows(table, spec, "hang-sweep", run_at, recordings=2)
+    with DuckDBStore() as store:
+        assert store.append("sweep_points", rows) == 2
+        assert store.append("sweep_points", rows) == 0  # the same run again adds nothing
+        stored = store.sql(
+            "SELECT run_at, sweep, point, settings, kind, recordings, recall, overall_precision,"
+            " pareto FROM sweep_points ORDER BY point"
+        ).to_pylist()
+    assert stored == [
+        {
+            "run_at": run_at,
+            "sweep": "hang-sweep",
+            "point": point,
+            "settings": f'{{"hang": {{"min_silence_s": {silence}}}}}',
+            "kind": None,
+            "recordings": 2,
+            "recall": 1.0,
+            "overall_precision": precision,
+            "pareto": True,
+        }
+        for point, silence, precision in ((0, 30, 0.5), (1, 90, 1.0))
+    ]
