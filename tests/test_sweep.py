@@ -9,9 +9,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from click.testing import CliRunner
 
 from medic import schema
 from medic.backtest import RecordingFailure, RecordingResult, Task
+from medic.cli import main
 from medic.config import ConfigError
 from medic.history.store import DuckDBStore
 from medic.recording import RecordingError
@@ -189,3 +191,15 @@ def test_the_table_goes_into_the_history_once() -> None:
         }
         for point, silence, precision in ((0, 30, 0.5), (1, 90, 1.0))
     ]
+
+
+def test_the_command_says_what_is_wrong_in_one_line(tmp_path: Path) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text('[detectors.hang]\nmin_silence_s = "soon"\n')
+    result = CliRunner().invoke(main, ["sweep", str(spec), str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"medic: error: {spec}: detectors.hang.min_silence_s: must")
+    assert len(result.stderr.strip().splitlines()) == 1
+    both = ["backtest", str(tmp_path), "--history", str(tmp_path / "h.duckdb"), "--ray", "auto"]
+    result = CliRunner().invoke(main, both)
+    assert result.exit_code == 2 and "leave out --ray" in result.stderr
