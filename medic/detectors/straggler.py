@@ -74,6 +74,7 @@ import polars as pl
 
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.base import Detection
+from medic.detectors.log_windows import LogWindows
 from medic.detectors.online import flag_count, peer_z, push_flags
 from medic.detectors.pace import PaceModel
 from medic.detectors.port_errors import EARLY_ERRORS_PER_S, PortErrorPeers
@@ -290,6 +291,7 @@ class StragglerDetector(WatchesJobs):
         )
         self.paces: dict[str, PaceModel] = {}
         self.rank_shares = RankShares(self.config)
+        self.log_windows = LogWindows(self.config.window_s)
         self.alarmed: set[str] = set()
         self.suspects: dict[str, list[Suspect]] = {}
         self._offsets = pl.DataFrame(
@@ -340,6 +342,7 @@ class StragglerDetector(WatchesJobs):
                     pace = paces[job_id] = PaceModel(self.config)
                 pace.observe(step, suspect=job_id in odd)
         elif batch.stream == "gpu":
+            self.log_windows.saw_gpu()
             self.telemetry.add(batch.frame, self.jobs.placement, self.paces.keys())
         elif batch.stream == "signatures":
             self._link_drops(batch.frame)
@@ -363,6 +366,9 @@ class StragglerDetector(WatchesJobs):
             self._count_drops(window)
             self._compare_peers(window)
             found.extend(self._judge(window.end))
+        log_window = self.log_windows.due(watermark)
+        if log_window is not None:  # no GPU telemetry at all: judged on the logs alone
+            found.extend(self._judge(log_window))
         self._forget(self.jobs.release(watermark))
         self._forget([job_id for job_id in self.paces if self.jobs.done(job_id)])
         horizon = watermark - round(self.config.flap_window_s * US)

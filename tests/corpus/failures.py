@@ -34,7 +34,7 @@ from medic.diagnose.lines import LogText
 from medic.diagnose.run import Finding
 from medic.timeutil import US, to_us
 
-KINDS = ("crash", "hang", "gpu_fault", "node_failure", "none")
+KINDS = ("crash", "hang", "gpu_fault", "node_failure", "straggler", "none")
 CASE_KEYS = {"id", "kind", "culprit", "onset", "ranks", "year", "note", "file", "lines"}
 
 
