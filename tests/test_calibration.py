@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pytest
 import tomli_w
@@ -21,7 +21,8 @@ from medic.calibration import (
     default_calibration,
     read_calibration,
 )
-from medic.testing.builders import detection, table
+from medic.detectors.base import detection_id
+from medic.testing.builders import at, detection, table
 
 HANG = ScoreMap("isotonic", (0.5, 0.6, 0.7, 1.0), (0.4, 0.4, 0.9, 0.95), true=12, false=3)
 CALIBRATION = Calibration({"hang": HANG}, {"recordings": 4, "seeds": [1, 2]})
@@ -54,6 +55,18 @@ def test_cached_detections_are_rescored_from_their_raw_scores() -> None:
     twice = CALIBRATION.rescore(stale)
     assert twice.column("score").to_pylist() == pytest.approx([0.65, 1.0])
     assert twice.schema == schema.DETECTIONS_WRITTEN
+
+
+def test_cached_detections_are_rescored_from_their_evidence_features() -> None:
+    cached = table("detections", [detection(t, "hang") | {"score": 0.7} for t in (1, 2, 3)])
+    ids = [detection_id(at(t), "100", "hang", "test") for t in (1, 2)]
+    features = pa.table(
+        {"detection_id": ids, "positive": [1.0, 0.0], "silence": [3.0, 1.0]}
+    )  # the third detection has none: its raw score alone
+    hangs = Calibration({"hang": EvidenceModel(-2.0, {"positive": 1.5, "silence": 0.5})})
+    scores = hangs.rescore(cached, features).column("score").to_pylist()
+    logit = [-2.0 + 1.5 + 1.5, -2.0 + 0.5, -2.0]
+    assert scores == pytest.approx([1 / (1 + math.exp(-x)) for x in logit])
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -113,14 +126,19 @@ UNFITTED = {"nan_divergence"}
 """Kinds added after the shipped fit: their scores stay raw until the next fit."""
 
 
-def test_the_shipped_calibration_maps_every_kind_monotonically_with_its_provenance() -> None:
+def test_the_shipped_calibration_models_every_kind_by_its_evidence_with_provenance() -> None:
     shipped = default_calibration()
     assert set(shipped.maps) <= {*schema.DETECTION_KINDS, "crash" + UNMATCHED}
     assert set(schema.DETECTION_KINDS) - set(shipped.maps) <= UNFITTED
-    for score_map in shipped.maps.values():
-        probability = score_map(np.linspace(0.0, 1.0, 201))
-        assert np.all(np.diff(probability) >= 0) and 0 < probability.min() <= 1
-        assert score_map.true > 0
+    for model in shipped.maps.values():
+        assert isinstance(model, EvidenceModel) and model.true > 0
+        assert all(weight > 0 for weight in model.weights.values())
+    # Fitted with negatives: a kind's scores differ with the evidence.
+    weak = {"raw": 0.6, "silence": 1.0, "margin": 0.0, "positive": 0.0}
+    strong = {"raw": 0.95, "silence": 4.0, "margin": 2.0, "positive": 1.0, "agree": 2.0}
+    assert shipped.calibrated("hang", 0.6, features=weak) < (
+        shipped.calibrated("hang", 0.95, features=strong)
+    )
     for key in ("fitted_at", "commit", "seeds", "suites", "check"):
         assert key in shipped.provenance
     named = [shipped.provenance["detections"], *shipped.provenance["suites"]]
@@ -131,7 +149,8 @@ def test_the_shipped_calibration_maps_every_kind_monotonically_with_its_provenan
 
 def test_a_detection_resting_only_on_unmatched_text_reads_its_own_lower_map() -> None:
     shipped = default_calibration()
-    signature = shipped.calibrated("crash", 0.51)
+    cited = {"positive": 1.0, "named": 1.0}  # a catalogue signature names the failure
+    signature = shipped.calibrated("crash", 0.51, features=cited)
     unmatched = shipped.calibrated("crash", 0.51, unmatched=True)
     assert 0 < unmatched < signature
     # a kind with no such map keeps its own
