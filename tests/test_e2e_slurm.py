@@ -56,6 +56,8 @@ poll_interval_s = 1.0
 
 [detectors.hang]
 min_silence_s = 15.0
+# Confirm a silence-only hang as soon as it is one (the default waits 180 s).
+confirm_floor_s = 15.0
 
 [rules]
 mode = "enforce"
