@@ -30,6 +30,9 @@ SELECT
     (SELECT count(*) FILTER (WHERE NOT closed) FROM v_incidents) AS open_incidents,
     (SELECT min(detected_at) FROM detections) AS first_detection,
     (SELECT max(detected_at) FROM detections) AS last_detection,
+    (SELECT count(*) FILTER (WHERE coalesce(tier, 'confirmed') = 'confirmed') FROM detections)
+        AS confirmed_detections,
+    (SELECT count(*) FILTER (WHERE tier = 'suspect') FROM detections) AS suspect_detections,
     (SELECT count(*) FROM actions) AS action_decisions,
     (SELECT count(*) FILTER (WHERE taken(status, guard)) FROM actions) AS actions_taken,
     (SELECT count(*) FILTER (WHERE guard = 'monitor') FROM actions) AS actions_monitor,
@@ -227,6 +230,8 @@ def overview_rows(report: Report) -> list[tuple[str, Any]]:
         ("open incidents", o["open_incidents"]),
         ("first detection", o["first_detection"]),
         ("last detection", o["last_detection"]),
+        ("detections confirmed", o["confirmed_detections"]),
+        ("detections suspected (silence or slowness alone; not acted on)", o["suspect_detections"]),
         ("action decisions", o["action_decisions"]),
         ("actions taken", o["actions_taken"]),
         ("actions not run (monitor mode)", o["actions_monitor"]),

@@ -26,6 +26,14 @@ def render(report: Report) -> str:
     return console.export_text()
 
 
+def test_the_report_counts_suspects_apart_from_confirmed_detections(store: DuckDBStore) -> None:
+    suspect = replace(detection(900, "hang", "400", detector="hang"), tier="suspect")
+    store.append("detections", detection_rows([suspect]))
+    report = build_report(fill(store), HistoryConfig())
+    assert report.overview["suspect_detections"] == 1
+    assert "detections suspected" in render(report)
+
+
 def test_report_figures_come_from_the_views(store: DuckDBStore) -> None:
     report = build_report(fill(store), HistoryConfig())
 
@@ -35,6 +43,10 @@ def test_report_figures_come_from_the_views(store: DuckDBStore) -> None:
     assert report.overview["actions_taken"] == 3
     assert report.overview["actions_monitor"] == 1
     assert report.overview["actions_suppressed"] == 1
+    assert (report.overview["confirmed_detections"], report.overview["suspect_detections"]) == (
+        3,
+        0,
+    )
     latency = {(r["measure"], r["kind"]): r for r in report.latency.to_dicts()}
     assert latency["time to detect", "all"]["n"] == 2
     assert latency["time to detect", "all"]["mean_s"] == 165.0
