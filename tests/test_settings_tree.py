@@ -14,7 +14,7 @@ from medic.config import ConfigError
 from medic.config_tables import effective_settings
 from medic.pipeline import Pipeline
 from medic.settings_tree import Settings
-from tests.builders import recording
+from medic.testing.builders import recording
 
 CONFIG: dict[str, Any] = {
     "pipeline": {"incident_window_s": 300},

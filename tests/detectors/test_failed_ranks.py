@@ -6,7 +6,7 @@ import polars as pl
 
 from medic.detectors.failed_ranks import FailedRanks
 from medic.parse.failed_ranks import FAILED_RANKS
-from tests.builders import at
+from medic.testing.builders import at
 
 
 def rows(*reports: tuple[float, int, str | None, str, int]) -> pl.DataFrame:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from medic.parse.failed_ranks import FAILED_RANKS, FailedRankParser
-from tests.builders import batch, log
+from medic.testing.builders import batch, log
 
 KEEP = ["rank", "local_rank", "host", "exit_code", "signal", "end", "primary"]
 
