@@ -1,4 +1,5 @@
-"""Backtests and calibrations on a local two-node Ray cluster give what a local run gives."""
+"""Backtests, calibrations and sweeps on a local two-node Ray cluster give what a local run
+gives."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -101,3 +103,22 @@ def test_a_calibration_on_ray_is_the_local_one(
     assert calibrate(tmp_path / "ray.toml", "--ray", ray_cluster) == calibrate(
         tmp_path / "local.toml", "--jobs", "1"
     )
+
+
+def test_a_sweep_on_ray_gives_the_local_table(
+    ray_cluster: str, recordings: Path, tmp_path: Path
+) -> None:
+    spec = tmp_path / "sweep.toml"
+    spec.write_text("[detectors.crash]\nconfirm_s = [20.0, 60.0]\n")
+
+    def sweep(name: str, *args: str) -> tuple[pl.DataFrame, str]:
+        table, chosen = tmp_path / f"{name}.parquet", tmp_path / f"{name}.toml"
+        outputs = ["--out", str(table), "--write-config", str(chosen)]
+        result = CliRunner().invoke(main, ["sweep", str(spec), str(recordings), *outputs, *args])
+        assert result.exit_code == 0, result.output
+        return pl.read_parquet(table), chosen.read_text()
+
+    local, local_choice = sweep("local", "--jobs", "1")
+    on_ray, ray_choice = sweep("ray", "--ray", ray_cluster)
+    assert on_ray.equals(local) and ray_choice == local_choice
+    assert local.height == 2 and local.get_column("overall_precision").is_not_null().all()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import medic
 
 MEDIC_ROOT = Path(medic.__file__).resolve().parents[1]
 """Where this medic is imported from: the nodes' task workers import the same one."""
-START_TIMEOUT_S = 300.0
+START_TIMEOUT_S = 180.0
 
 
 def free_port() -> int:
@@ -74,26 +75,40 @@ def _in_sessions(sessions: set[int]) -> list[int]:
     return found
 
 
+ATTEMPTS = 3
+"""Ray gives a node 30 s to register with the head, which a loaded machine can miss: a start
+that fails so is stopped and made again."""
+
+
 def start_cluster(num_cpus: int = 1) -> LocalRayCluster:
     """Start the head and the worker node (``num_cpus`` each), wait until both have joined,
     and leave this process connected to the cluster (``ray.init``): every medic run in it then
     uses that connection, and the task workers Ray starts for it serve them all."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return _start(num_cpus)
+        except RuntimeError:
+            if attempt == ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start(num_cpus: int) -> LocalRayCluster:
     ray_bin = str(Path(sys.executable).parent / "ray")
     # A short directory: Ray's unix sockets live under it, and their paths have a length limit.
     temp_dir = Path(tempfile.mkdtemp(prefix="medic-ray-", dir="/tmp"))
     port = free_port()
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(MEDIC_ROOT), os.environ.get("PYTHONPATH")])
-        ),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(MEDIC_ROOT), os.getenv("PYTHONPATH")])),
         "RAY_USAGE_STATS_ENABLED": "0",
         # Patient health checks: on a busy machine (a test suite in parallel workers) a node
         # that answers late must not be declared dead and end its raylet.
         "RAY_health_check_timeout_ms": "60000",
         "RAY_health_check_failure_threshold": "10",
         "RAY_gcs_rpc_server_reconnect_timeout_s": "300",
-        "RAY_NUM_REDIS_GET_RETRIES": "150",  # the head's wait for its node to register
+        "RAY_NUM_REDIS_GET_RETRIES": "150",
+        "RAY_enable_metrics_collection": "0",  # no metrics exporter for a node to wait on
     }
     common = [f"--num-cpus={num_cpus}", "--num-gpus=0", "--block", "--disable-usage-stats"]
     head = [
@@ -102,46 +117,66 @@ def start_cluster(num_cpus: int = 1) -> LocalRayCluster:
         "--node-ip-address=127.0.0.1",
         "--include-dashboard=false",
         f"--ray-client-server-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}",
         f"--temp-dir={temp_dir}",
+        *_agent_ports(),
     ]
     worker = [
         f"--address=127.0.0.1:{port}",
         "--node-ip-address=127.0.0.1",
-        f"--dashboard-agent-listen-port={free_port()}",
+        *_agent_ports(),
     ]
-    log = (temp_dir / "start.log").open("ab")
-    nodes = [
-        subprocess.Popen(
-            [ray_bin, "start", *args, *common],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        for args in (head, worker)
-    ]
-    cluster = LocalRayCluster(f"127.0.0.1:{port}", temp_dir, nodes)
+    cluster = LocalRayCluster(f"127.0.0.1:{port}", temp_dir, [])
+    log = temp_dir / "start.log"
     try:
-        _wait_for_nodes(cluster, 2)
+        with log.open("ab") as out:
+            for args in (head, worker):  # one at a time: two starting at once load a small box
+                cluster.nodes.append(
+                    subprocess.Popen(
+                        [ray_bin, "start", *args, *common],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                    )
+                )
+                _wait_for(cluster, lambda: log.read_text(errors="replace").count(STARTED))
+        _connect(cluster, 2)
     except BaseException:
         cluster.stop()
         raise
     return cluster
 
 
-def _wait_for_nodes(cluster: LocalRayCluster, count: int) -> None:
+def _agent_ports() -> list[str]:
+    """Fixed ports for a node's agents: two nodes on one machine must not share the defaults,
+    and a raylet given no port waits a bounded time for the agent to report the one it took,
+    which a slow agent start (a loaded machine) misses, and the raylet then ends."""
+    return [
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+    ]
+
+
+STARTED = "Ray runtime started"
+"""What ``ray start`` prints once its node has registered with the head."""
+
+
+def _wait_for(cluster: LocalRayCluster, started: Callable[[], int]) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while started() < len(cluster.nodes):
+        _check_running(cluster)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"ray start did not start in {START_TIMEOUT_S:.0f} s")
+        time.sleep(0.5)
+
+
+def _connect(cluster: LocalRayCluster, count: int) -> None:
     import ray
 
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        _check_running(cluster)
-        try:
-            with socket.create_connection(("127.0.0.1", int(cluster.address.split(":")[1])), 1):
-                break
-        except OSError:
-            time.sleep(0.5)
-    while True:  # the driver attaches to this machine's node, which registers after the head
+    while True:  # the driver attaches to this machine's node, which may not be listed yet
         try:
             ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
             break
@@ -155,7 +190,6 @@ def _wait_for_nodes(cluster: LocalRayCluster, count: int) -> None:
         if len(alive) >= count:
             return
         time.sleep(0.5)
-    ray.shutdown()
     raise RuntimeError(f"the Ray cluster did not reach {count} nodes in {START_TIMEOUT_S:.0f} s")
 
 
