@@ -62,7 +62,7 @@ def test_tune_detectors_sweeps_and_writes_a_config(
     assert "2 recordings; tuning the 'hang' detector" in text
     assert "min_score = " in text and "of the true hang detections at precision" in text
     assert "hang" in read_calibration(tmp_path / "calibration.toml").maps
-    assert "brier_raw" in text
+    assert "brier" in text and "auc_raw" in text  # the held-out figures, raw beside them
 
 
 def test_reports_queries_a_history_built_from_a_replay(small_recordings: list[Path]) -> None:
