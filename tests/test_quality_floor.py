@@ -3,11 +3,14 @@ with log delivery delays, as a shipper batches them) are backtested with the def
 configuration, and every kind's recall, precision and attribution accuracy must stay at or
 above the floor set from the figures measured when the floor was introduced (issue 19), less a
 small margin. A change that makes the detectors miss, blame or cry wolf more than they did
-fails here; one that does better may raise the floors.
+fails here; one that does better may raise the floors. The same backtests check that detections
+stay value for value what they were (``tests/detection_digests.py``): a speed-up must not change
+them, and a change that means to rewrites the digests.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from medic.backtest import BacktestReport, run_backtest
 from medic.ingest.replay import with_delays
 from medic.recording import find_recordings, write_recording
 from medic.simulate import simulate
+from tests.detection_digests import GOLDEN, digests
 
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 
@@ -70,9 +74,9 @@ def floors() -> list[tuple[str, str, str, float]]:
     ]
 
 
-@pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, BacktestReport]:
-    out = tmp_path_factory.mktemp("perturbed")
+def backtest_both(out: Path) -> dict[str, BacktestReport]:
+    """``datasets/`` and the perturbed set (written under ``out``), backtested with the default
+    configuration."""
     perturbed = [
         write_recording(out / f"{name}-p{seed}", simulate(name, seed, True, **PERTURBED_PARAMS))
         for name, seed in PERTURBED
@@ -81,6 +85,11 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, BacktestRepor
         "datasets": run_backtest(find_recordings([DATASETS]), jobs=2),
         "perturbed": run_backtest(perturbed, with_delays({}, DELIVERY), jobs=2),
     }
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, BacktestReport]:
+    return backtest_both(tmp_path_factory.mktemp("perturbed"))
 
 
 @SLOW
@@ -102,3 +111,26 @@ def test_the_floor_covers_every_kind_of_both_sets(reports: dict[str, BacktestRep
     for group, report in reports.items():
         labelled = {kind for kind, part in report.by_kind().items() if part["labels"]}
         assert labelled <= set(MEASURED[group]), group
+
+
+@SLOW
+def test_detections_are_the_same_as_the_golden_digests(
+    reports: dict[str, BacktestReport],
+) -> None:
+    """Detections, value for value, as when the digests were last written: a speed-up or a
+    refactor must not change them (a change meant to must rewrite them: detection_digests)."""
+    golden = json.loads(GOLDEN.read_text())
+    found = digests(reports)
+    changed = [
+        f"{group}/{name}: {golden[group].get(name)} -> {value}"
+        for group in found
+        for name, value in found[group].items()
+        if golden.get(group, {}).get(name) != value
+    ]
+    missing = [
+        f"{group}/{name}" for group in golden for name in golden[group] if name not in found[group]
+    ]
+    assert not changed and not missing, (
+        "detections differ from tests/data/detection_digests.json (if meant, rewrite them with "
+        "`python -m tests.detection_digests --write`):\n" + "\n".join(changed + missing)
+    )
