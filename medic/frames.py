@@ -29,3 +29,28 @@ def newest_by(frame: pl.DataFrame, key: str) -> tuple[list[Any], list[int]]:
         return newest.get_column(key).to_list(), newest.get_column("time").to_list()
     last = keys.is_last_distinct()
     return keys.filter(last).to_list(), times.filter(last).to_list()
+
+
+PAIR_SEPARATOR = "\x1f"
+"""Joins a pair's two values into one key: a control character that no host name, job id or
+other identifier in a pair holds."""
+
+
+def newest_by_pair(frame: pl.DataFrame, first: str, second: str) -> list[tuple[Any, Any, int]]:
+    """Each pair of values of the string columns ``first`` and ``second`` (rows with a null in
+    either left out) and the newest time of its rows, in microseconds. As ``newest_by``: the
+    last row of each pair in a batch sorted by time, with column operations on one joined key
+    (a grouping query costs several times more on a second of logs)."""
+    a, b = frame.get_column(first), frame.get_column(second)
+    times = frame.get_column("time").to_physical()
+    if a.null_count() or b.null_count():
+        known = a.is_not_null() & b.is_not_null()
+        a, b, times = a.filter(known), b.filter(known), times.filter(known)
+    if not times.is_sorted():
+        newest = (
+            pl.DataFrame([a, b, times]).group_by(first, second).agg(pl.col("time").max()).rows()
+        )
+        return [(x, y, int(t)) for x, y, t in newest]
+    last = (a + PAIR_SEPARATOR + b).is_last_distinct()
+    kept = (a.filter(last).to_list(), b.filter(last).to_list(), times.filter(last).to_list())
+    return list(zip(*kept, strict=True))

@@ -1,10 +1,10 @@
-"""Small hot-path queries: the newest time per key."""
+"""Small hot-path queries: the newest time per key and per pair of keys."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from medic.frames import newest_by
+from medic.frames import newest_by, newest_by_pair
 from medic.testing.builders import at
 
 
@@ -25,3 +25,27 @@ def test_each_keys_newest_time_leaving_out_rows_without_a_key() -> None:
 def test_rows_out_of_time_order_still_give_each_keys_newest_time() -> None:
     newest = newest_by(rows(("a", 5), ("b", 2), ("a", 1)), "node")
     assert sorted(zip(*newest, strict=True)) == [("a", at(5)), ("b", at(2))]
+
+
+def pairs(*rows_: tuple[str | None, str | None, float]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "node": [node for node, _, _ in rows_],
+            "job_id": [job for _, job, _ in rows_],
+            "time": pl.Series([at(t) for _, _, t in rows_]).cast(pl.Datetime("us", "UTC")),
+        }
+    )
+
+
+def test_each_pairs_newest_time_leaving_out_rows_missing_either_key() -> None:
+    frame = pairs(("a", "1", 1), ("a", "2", 2), (None, "1", 9), ("a", None, 9), ("a", "1", 3))
+    assert sorted(newest_by_pair(frame, "node", "job_id")) == [("a", "1", at(3)), ("a", "2", at(2))]
+
+
+def test_pairs_are_told_apart_by_both_keys_and_rows_out_of_order_keep_the_newest() -> None:
+    frame = pairs(("ab", "c", 5), ("a", "bc", 2), ("ab", "c", 1))
+    assert sorted(newest_by_pair(frame, "node", "job_id")) == [
+        ("a", "bc", at(2)),
+        ("ab", "c", at(5)),
+    ]
+    assert newest_by_pair(pairs((None, "1", 1)), "node", "job_id") == []

@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from medic.detectors.gpu_slots import MAX_GPUS_PER_NODE, GpuSlots, addressable, fitted
-from medic.frames import newest_by
+from medic.frames import newest_by, newest_by_pair
 from medic.timeutil import US
 
 PRUNE_EVERY_US = 60 * US
@@ -314,15 +314,7 @@ class Liveness:
         self.logs.observe(*newest_by(frame, "node"), arrived=self.watermark)
         if "job_id" not in frame.columns:
             return
-        placed = (  # grouped before the lines without a node or job are left out: cheaper
-            frame.lazy()
-            .select("node", "job_id", "time")  # the messages stay out of the grouping
-            .group_by("node", "job_id")
-            .agg(pl.col("time").max().dt.epoch("us"))
-            .filter(pl.col("job_id").is_not_null() & pl.col("node").is_not_null())
-            .collect()
-        )
-        for node, job_id, time in placed.iter_rows():
+        for node, job_id, time in newest_by_pair(frame, "node", "job_id"):
             jobs = self.log_jobs.setdefault(node, {})
             jobs[job_id] = max(time, jobs.get(job_id, time))
 
