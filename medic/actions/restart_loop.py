@@ -118,24 +118,32 @@ class JobAttempts:
                 job.restart(at)
 
     def _progress(self, frame: pl.DataFrame) -> None:
-        rows = frame.filter(pl.col("event").is_in(["step", "checkpoint_end"])).select(
-            "job_id", pl.col("time").dt.epoch("us").alias("us"), "event", "step"
-        )
-        for (job_id,), group in rows.group_by("job_id"):
-            job = self.jobs.setdefault(str(job_id), _Job())
+        """Fold a batch of progress rows into each job's attempts: the highest step and the
+        checkpoints of each attempt, with array operations over the batch (a loop over its
+        jobs and attempts, never its rows; a row without a job belongs to no attempt)."""
+        events, job_ids = frame.get_column("event"), frame.get_column("job_id")
+        is_step = (events == "step").fill_null(False).to_numpy()
+        is_checkpoint = (events == "checkpoint_end").fill_null(False).to_numpy()
+        kept = (is_step | is_checkpoint) & job_ids.is_not_null().to_numpy()
+        if not kept.any():
+            return
+        jobs = job_ids.to_numpy()[kept]
+        us = frame.get_column("time").to_physical().to_numpy()[kept]
+        steps = frame.get_column("step").fill_null(-1).to_numpy()[kept]
+        is_step, is_checkpoint = is_step[kept], is_checkpoint[kept]
+        for job_id in dict.fromkeys(jobs.tolist()):
+            rows = jobs == job_id
+            job = self.jobs.setdefault(job_id, _Job())
             starts = np.asarray(job.starts, dtype=np.int64)
-            attempt = np.searchsorted(starts, group.get_column("us").to_numpy(), side="right") - 1
-            attempts = group.with_columns(pl.Series("attempt", attempt))
-            summary = attempts.group_by("attempt").agg(
-                pl.col("step").filter(pl.col("event") == "step").max().alias("max_step"),
-                (pl.col("event") == "checkpoint_end").sum().alias("checkpoints"),
-                pl.col("us").max().alias("last"),
-            )
-            for attempt, max_step, checkpoints, last in summary.iter_rows():
-                if max_step is not None:
-                    job.max_step[attempt] = max(job.max_step[attempt], int(max_step))
-                job.checkpoints[attempt] += int(checkpoints)
-                job.last_seen = max(job.last_seen, int(last))
+            attempts = np.searchsorted(starts, us[rows], side="right") - 1
+            for attempt in np.unique(attempts).tolist():
+                at = rows.copy()
+                at[rows] = attempts == attempt
+                stepped = steps[at & is_step]
+                if len(stepped):
+                    job.max_step[attempt] = max(job.max_step[attempt], int(stepped.max()))
+                job.checkpoints[attempt] += int((at & is_checkpoint).sum())
+                job.last_seen = max(job.last_seen, int(us[at].max()))
 
 
 class RestartLoopGuard:
