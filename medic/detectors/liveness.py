@@ -125,6 +125,20 @@ NEVER_US = float(1 << 60)
 _is_set = np.vectorize(lambda value: value is not None, otypes=[bool])
 
 
+def _row_medians(rows: np.ndarray) -> np.ndarray:
+    """Each row's median of its values that are not NaN (NaN for a row of NaNs only): what
+    ``np.nanmedian(rows, axis=1)`` gives, from one sort (NaNs sort last) at a fraction of its
+    cost on a few short rows."""
+    ordered = np.sort(rows, axis=1)
+    counts = (~np.isnan(ordered)).sum(axis=1)
+    index = np.arange(len(rows))
+    high = ordered[index, np.maximum(counts // 2, 0)]
+    low = ordered[index, np.maximum((counts - 1) // 2, 0)]
+    medians: np.ndarray = (low + high) / 2
+    medians[counts == 0] = np.nan
+    return medians
+
+
 class Liveness:
     """Newest sample time per GPU and node; newest log line per node.
 
@@ -225,17 +239,11 @@ class Liveness:
         ``--collect-interval``, 1 to 30 s by site). While no node has one (the first samples of
         a replay or of a service just started) nothing says how often nodes report, and no
         node is overdue (``NEVER_US``)."""
-        spacing = self._node_spacing[node_ids]
-        known = ~np.isnan(spacing).all(axis=1)
-        everywhere = ~np.isnan(self._node_spacing).all(axis=1)
-        cluster = (
-            float(np.median(np.nanmedian(self._node_spacing[everywhere], axis=1)))
-            if everywhere.any()
-            else NEVER_US
-        )
-        usual = np.full(len(node_ids), cluster)
-        if known.any():
-            usual[known] = np.nanmedian(spacing[known], axis=1)
+        medians = _row_medians(self._node_spacing)
+        everywhere = ~np.isnan(medians)
+        cluster = float(np.median(medians[everywhere])) if everywhere.any() else NEVER_US
+        usual: np.ndarray = medians[node_ids]
+        usual[np.isnan(usual)] = cluster
         return usual.astype(np.int64)
 
     def located(self, latest: pl.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
