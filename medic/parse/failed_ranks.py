@@ -60,8 +60,31 @@ FAILED_RANKS = pa.schema(
         pa.field("message", pa.string(), nullable=False),
     ]
 )
-ANCHORS = r"(?i)rank|task|process|exit|signal|SIG[A-Z]|return code|killed|fault|abort|\[\["
-"""A line holding none of these words names no failed process (the fast path)."""
+ENDS = (
+    "exit code",
+    "exitcode",
+    "exit_code",
+    "exit status",
+    "exited",
+    "exits with",
+    "return code",
+    "returncode",
+    "with code",
+    "with status",
+    "signal",
+    "killed",
+    "segmentation fault",
+    "abort",
+    "terminated",
+    "out of memory",
+    "bus error",
+    "core dumped",
+)
+"""Words (any case) one of which every line saying how a process ended holds: the fast path,
+one Aho-Corasick scan over every line; only the lines near one (``BEFORE`` lines before it,
+``AFTER`` after: a record's fields around its exit code) are read further."""
+BEFORE = 8
+AFTER = 1
 FIELD_LINE = r"^\s*[A-Za-z][\w ()-]{0,30}:\s+\S"
 """A ``key : value`` line: it continues the record of the line before it."""
 RANKS = r"(\d+(?:\s*-\s*\d+)?(?:,\d+(?:-\d+)?)*)"
@@ -121,10 +144,8 @@ class FailedRankParser:
 def failed_ranks(stripped: pl.DataFrame) -> pl.DataFrame:
     """The failed ranks ``stripped`` (a logs frame with bare ``message``) reports, one row per
     rank (see the module docstring); an empty frame of ``FAILED_RANKS`` when none."""
-    lines = stripped.filter(pl.col("job_id").is_not_null()).select(
-        "time", "job_id", "node", "message"
-    )
-    if lines.is_empty() or not lines.get_column("message").str.contains(ANCHORS).any():
+    lines = _near_ends(stripped.select("time", "job_id", "node", "message"))
+    if lines.is_empty():
         return _empty()
     message = pl.col("message")
     fields = lines.with_columns(
@@ -148,7 +169,7 @@ def failed_ranks(stripped: pl.DataFrame) -> pl.DataFrame:
     )
     complete = pl.col("_who").is_not_null() & ended
     records = fields.with_columns(
-        (~pl.col("_field") | complete).cum_sum().over("job_id").alias("_record"),
+        (~pl.col("_field") | complete | pl.col("_gap")).cum_sum().over("job_id").alias("_record"),
         pl.col("_first").shift(1).over("job_id").fill_null(False).alias("_after_first"),
     ).with_columns(
         (pl.col("_first") | pl.col("_after_first"))
@@ -220,6 +241,27 @@ def failed_ranks(stripped: pl.DataFrame) -> pl.DataFrame:
                 }
             )
     return pl.DataFrame(out, schema=_empty().schema)
+
+
+def _near_ends(lines: pl.DataFrame) -> pl.DataFrame:
+    """The lines of a job within ``BEFORE`` lines before and ``AFTER`` after a line holding
+    one of ``ENDS``, in order, ``_gap`` marking a line that does not follow the one before it."""
+    message = lines.get_column("message")
+    ends = message.str.contains_any(list(ENDS), ascii_case_insensitive=True)
+    at = (ends & lines.get_column("job_id").is_not_null()).fill_null(False).arg_true()
+    if at.is_empty():
+        return lines.clear()
+    last = lines.height - 1
+    at = at.cast(pl.Int64)
+    near = (
+        pl.select(pl.int_ranges((at - BEFORE).clip(0), (at + AFTER).clip(0, last) + 1))
+        .to_series()
+        .explode()
+        .unique()
+        .sort()
+    )
+    picked = lines[near].with_columns((near.diff().fill_null(1) != 1).alias("_gap"))
+    return picked.filter(pl.col("job_id").is_not_null())
 
 
 def _first(pattern: str, groups: int) -> pl.Expr:

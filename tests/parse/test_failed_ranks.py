@@ -116,3 +116,10 @@ def test_a_local_rank_alone_is_read_and_more_wordings_of_an_end() -> None:
         (3, None, "exit code 1"),
         (4, None, "out of memory"),
     ]
+
+
+def test_only_lines_near_an_end_are_read_and_distant_runs_do_not_join() -> None:
+    # A rank field more than BEFORE lines above the exit code is no part of its record.
+    far = ["  rank      : 5 (local_rank: 5)", *(f"  field{i}  : x" for i in range(12))]
+    assert parse(*far, "  exitcode  : 1 (pid: 77)") == []
+    assert parse("Epoch 3: perplexity 12.1, default lr", "rank 3 step 100") == []
