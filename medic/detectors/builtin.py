@@ -5,6 +5,7 @@ imports no registry."""
 from medic.detectors.crash import CrashDetector
 from medic.detectors.gpu_fault import GpuFaultDetector
 from medic.detectors.hang import HangDetector
+from medic.detectors.nan_divergence import NanDivergenceDetector
 from medic.detectors.node_failure import NodeFailureDetector
 from medic.detectors.straggler import StragglerDetector
 
@@ -12,6 +13,7 @@ DETECTORS: tuple[type, ...] = (
     CrashDetector,
     GpuFaultDetector,
     HangDetector,
+    NanDivergenceDetector,
     NodeFailureDetector,
     StragglerDetector,
 )

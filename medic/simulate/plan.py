@@ -50,6 +50,12 @@ class TrainSpec:
     mem_mib: float
     power_w: float
     startup_s: float
+    diverge_step: int | None = None
+    """The step from which the loss diverges (``medic.simulate.numerics``); every attempt that
+    reaches it diverges there (the same weights, the same data)."""
+    diverge_decade: int = 0
+    """Steps over which a diverging loss grows tenfold before it overflows to inf and then reads
+    NaN; 0: NaN from the first diverged step."""
 
 
 @dataclass

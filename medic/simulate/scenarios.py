@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from medic.simulate import faults, quiet_faults, rank_timings, rhythm_traps
+from medic.simulate import faults, numerics, quiet_faults, rank_timings, rhythm_traps
 from medic.simulate.frameworks import FRAMEWORK_NAMES
 from medic.simulate.plan import Run
 from medic.simulate.world import World
@@ -126,6 +126,16 @@ class Deadlock(Fault):
     ending: Literal["watchdog", "cancel", "none"] | None = None
     """How the hung job ends: NCCL watchdog, the user's scancel, or not in the recording."""
     pg_timeout_s: int | None = None
+
+
+@dataclass(frozen=True)
+class NanDivergence(Fault):
+    sudden: bool | None = None
+    """The loss reads NaN at once (default: from the seed; otherwise it climbs tenfold every
+    few logged steps, overflows to inf and then reads NaN)."""
+    restart: bool = False
+    """The job is requeued minutes later, resumes from its checkpoint and diverges again at
+    the same step."""
 
 
 def _check_slowdown(slowdown: float | None) -> None:
@@ -410,6 +420,14 @@ QUIET_FAULTS: dict[str, Scenario] = {
             "straggler",
             EarlyStraggler,
             _inject(quiet_faults.ib_flap_straggler, "slowdown"),
+        ),
+        Scenario(
+            "nan_divergence",
+            "The training loss of a job goes NaN, or climbs by orders of magnitude to inf and NaN, "
+            "while it runs on at full speed; often requeued, it diverges again at the same step.",
+            "nan_divergence",
+            NanDivergence,
+            _inject(numerics.nan_divergence, "sudden", "restart"),
         ),
     )
 }

@@ -67,8 +67,13 @@ def datasets_entries(seeds: int | None = None) -> list[Entry]:
         ),
     ]
     entries += [
-        Entry(name, 1, {"jobs": 1, "job_nodes": 2, "duration_min": 20.0}) for name in QUIET_FAULTS
+        Entry(name, 1, {"jobs": 1, "job_nodes": 2, "duration_min": 20.0})
+        for name in QUIET_FAULTS
+        if name != "nan_divergence"
     ]
+    # A job alone, long enough for its requeued attempt to diverge again.
+    alone = {"jobs": 0, "job_nodes": 2, "duration_min": 40.0, "restart": True}
+    entries.append(Entry("nan_divergence", 2, alone))
     return entries
 
 

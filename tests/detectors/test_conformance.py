@@ -48,6 +48,7 @@ FIRES = {
     "hang": "deadlock-s1",
     "node_failure": "node_failure-s1",
     "straggler": "thermal_straggler-s1",
+    "nan_divergence": "nan_divergence-s2",
 }
 """A recording in which each built-in detector fires; a detector registered later replays all."""
 GRADED = {
@@ -56,6 +57,7 @@ GRADED = {
     "hang": "host_hang-s1",
     "node_failure": "node_failure-s2",
     "straggler": "power_cap_straggler-s1",
+    "nan_divergence": "nan_divergence-s2",  # its two detections: a divergence and its repeat
 }
 """A second recording per built-in detector, whose evidence differs in strength from its
 ``FIRES`` one: the two must not score alike."""
@@ -321,4 +323,6 @@ def test_state_stays_bounded_over_a_long_replay(name: str) -> None:
 
 
 def test_every_built_in_detector_is_checked() -> None:
-    assert {"crash", "gpu_fault", "hang", "node_failure", "straggler"} <= set(NAMES)
+    assert {"crash", "gpu_fault", "hang", "nan_divergence", "node_failure", "straggler"} <= set(
+        NAMES
+    )

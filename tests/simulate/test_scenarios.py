@@ -29,8 +29,10 @@ def test_recording_is_valid_and_labelled_as_claimed(
         assert labels.height >= 2
         assert labels.get_column("job_id").n_unique() == labels.height
     else:
-        assert labels.height == 1
-        assert labels.get_column("kind").to_list() == [scenario.label_kind]
+        # One incident; a nan_divergence repeats in the job's requeued attempt (a label each).
+        assert labels.height == 1 or scenario.label_kind == "nan_divergence"
+        assert labels.get_column("job_id").n_unique() == 1
+        assert labels.get_column("kind").unique().to_list() == [scenario.label_kind]
     assert set(labels.get_column("kind")) <= set(schema.DETECTION_KINDS)
     assert recording.meta["scenario"] == name
     assert recording.name == f"{name}-s1"

@@ -1,0 +1,85 @@
+"""A training run whose loss diverges: it goes NaN at once (a bad batch, an overflow in bf16
+attention) or climbs tenfold every print or two until it overflows to inf and reads NaN (a
+learning rate too high for the model). The job runs on at full speed, printing its loss:
+nothing else shows it, and no node is at fault.
+
+With ``restart``, its user or an auto-restart script requeues it minutes later: it resumes
+from its last checkpoint on other nodes and diverges again at the same step, since the weights
+and the data are the same. Each divergence is a label of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from medic.simulate.faults import fault_time
+from medic.simulate.plan import Run
+from medic.simulate.world import World
+
+PRINTS_LOSS = ("megatron", "torchtitan", "hf_trainer", "lightning")
+"""Frameworks whose progress lines carry the loss (the simulated DeepSpeed engine's do not)."""
+
+
+def nan_divergence(
+    world: World,
+    run: Run,
+    sudden: bool | None,
+    restart: bool | None,
+    at_min: float | None,
+) -> None:
+    """From a time drawn as for any fault, ``run``'s job's loss diverges at the next step."""
+    rng = world.rng
+    job = run.job
+    if job.framework not in PRINTS_LOSS:
+        job.framework = str(rng.choice(PRINTS_LOSS))
+    again = bool(restart)
+    t = fault_time(world, run, 1200.0 if again else 600.0, at_min)
+    step = run.schedule.last_step_before(t)[0] + 1
+    every = job.spec.log_every
+    saved = [p.step for p in run.schedule.pauses if p.kind == "ckpt" and p.end < t]
+    if again:
+        # A restart replays the steps since the checkpoint it resumes from: a divergence a few
+        # prints after the last save (or the checkpoint the attempt began from), so that the
+        # replay fits in the recording.
+        soon = (saved[-1] if saved else run.first_step) + every * int(rng.integers(2, 6))
+        printed = _first_print_from(run, soon)
+        if soon < step and printed is not None and printed >= max(60.0, run.train_start):
+            step = soon
+    sudden = bool(rng.random() < 0.4) if sudden is None else sudden
+    decade = 0 if sudden else every * int(rng.integers(1, 3))
+    job.spec = dataclasses.replace(job.spec, diverge_step=step, diverge_decade=decade)
+    onset = _first_print_from(run, step)
+    if onset is None or onset >= world.seconds:
+        return
+    how = "NaN at once" if sudden else f"tenfold every {decade} steps, then inf and NaN"
+    world.label(job, "nan_divergence", onset, note=f"loss diverges from step {step}: {how}")
+    if again:
+        _requeue(world, run, onset + float(rng.uniform(180.0, 420.0)), step, how)
+
+
+def _first_print_from(run: Run, step: int) -> float | None:
+    """When ``run`` prints its first progress line at or after ``step`` (None: never)."""
+    sched = run.schedule
+    every = run.job.spec.log_every
+    printed = (sched.steps >= step) & (sched.steps % every == 0) & (sched.ends < run.stop)
+    if not printed.any():
+        return None
+    return float(sched.ends[printed.argmax()])
+
+
+def _requeue(world: World, run: Run, at: float, step: int, how: str) -> None:
+    """The job is requeued at ``at`` and resumes from its last checkpoint before ``step``."""
+    if at > world.seconds - 300.0:
+        return
+    job = run.job
+    world.finish(run, at, "REQUEUED", None, "requeue", exit_at=at + 0.6)
+    world.slurm.job(at + 1.0, job.job_id, "PENDING", reason="BeginTime")
+    restart = at + float(world.rng.uniform(121.0, 200.0))
+    nodes = world.pool.allocate(len(run.nodes), restart)
+    if nodes is None:
+        return
+    saved = [p.step for p in run.schedule.pauses if p.kind == "ckpt" and p.step < step]
+    again = world.add_run(job, nodes, restart, first_step=saved[-1] if saved else run.first_step)
+    onset = _first_print_from(again, step)
+    if onset is not None and onset < world.seconds:
+        world.label(job, "nan_divergence", onset, note=f"diverges again from step {step} ({how})")
