@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from medic import schema
@@ -198,11 +199,15 @@ def label_onsets(scored: Score) -> dict[str, int]:
 
 
 def write_result(result: RecordingResult, out_dir: Path) -> Path:
-    """``out_dir/<recording directory name>/detections.parquet`` (and ``actions.parquet``, and
-    ``features.parquet``: each detection's evidence features, for ``medic calibrate``)."""
+    """``out_dir/<recording directory name>/detections.parquet``: the confirmed detections, the
+    ones that act and that the spec's scoring counts; ``suspects.parquet``: the suspects, which
+    a scorer reading only the spec's file must not take for detections; ``actions.parquet``;
+    and ``features.parquet``: each detection's evidence features, for ``medic calibrate``."""
     target = out_dir / result.name
     target.mkdir(parents=True, exist_ok=True)
-    pq.write_table(result.detections, target / "detections.parquet")
+    suspect = pc.fill_null(pc.equal(result.detections.column("tier"), schema.SUSPECT), False)
+    pq.write_table(result.detections.filter(pc.invert(suspect)), target / "detections.parquet")
+    pq.write_table(result.detections.filter(suspect), target / SUSPECTS_FILE)
     pq.write_table(result.actions, target / "actions.parquet")
     if result.features is not None:
         pq.write_table(result.features, target / FEATURES_FILE)
@@ -210,6 +215,7 @@ def write_result(result: RecordingResult, out_dir: Path) -> Path:
 
 
 FEATURES_FILE = "features.parquet"
+SUSPECTS_FILE = "suspects.parquet"
 
 MAX_DEFAULT_JOBS = 4
 """Each worker holds a recording's logs, its detectors' state and its own polars thread pool, so
@@ -374,6 +380,10 @@ def read_backtest(
             raise RecordingError(f"{file}: missing (no detections of {path.name} in {out_dir})")
         try:
             detections = schema.conform(pq.read_table(file), schema.DETECTIONS_WRITTEN)
+            suspects = out_dir / path.name / SUSPECTS_FILE
+            if suspects.is_file():
+                read = schema.conform(pq.read_table(suspects), schema.DETECTIONS_WRITTEN)
+                detections = pa.concat_tables([detections, read]).sort_by("detected_at")
         except (pa.ArrowException, OSError) as exc:
             raise RecordingError(f"{file}: unreadable ({str(exc).splitlines()[0]})") from None
         detections = detections.set_column(

@@ -49,7 +49,13 @@ def test_backtest_writes_spec_detections_and_prints_json(tmp_path: Path) -> None
         "detector",
         "summary",
         "raw_score",
+        "tier",
     ]
+    # The spec's file holds what acts; suspects lie beside it, in the same columns.
+    suspects = pq.read_table(tmp_path / "out" / "r1" / "suspects.parquet")
+    assert suspects.schema.names == written.names
+    tiers = pq.read_table(tmp_path / "out" / "r1" / "detections.parquet").column("tier")
+    assert "suspect" not in tiers.to_pylist()
 
 
 def test_backtest_table_and_bad_config(tmp_path: Path) -> None:

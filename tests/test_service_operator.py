@@ -50,7 +50,7 @@ def test_the_log_has_a_line_per_detection_and_decision_and_report_works_while_se
         wait_for(lambda: "decision=would_run" in service.log.read_text(), 30)
         text = service.log.read_text()
         detection = next(line for line in text.splitlines() if "medic.events: detection" in line)
-        assert " kind=crash job=42 " in detection and "detector=crash" in detection
+        assert " kind=crash tier=confirmed job=42 " in detection and "detector=crash" in detection
         action = next(line for line in text.splitlines() if "medic.events: action" in line)
         assert "decision=would_run action=requeue job=42 mode=monitor guard=monitor" in action
 

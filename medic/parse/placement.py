@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 
@@ -42,6 +43,8 @@ the start of a line without its launchers' prefixes (ASCII classes: twice as fas
 ROOT_CAUSE_HOST = r"^\s*host\s*: ([A-Za-z0-9][\w.-]*)\s*$"
 """torchrun's failure summary (torch/distributed/elastic/multiprocessing/errors): ``host : n``."""
 UNKNOWN_NODE = "unknown_node"
+MAX_REFUSED_SEEN = 4096
+"""Refused (job, host, time) kept to count a line named in several streams once."""
 """The count of lines that named a node Slurm does not know as one of their job's nodes."""
 MAX_JOBS = 65_536
 """Jobs whose layout (nodes, ranks) is kept; the oldest are forgotten past it."""
@@ -95,6 +98,7 @@ class Placement:
         self.jobs: dict[str, tuple[frozenset[str], datetime]] = {}
         """Each job's nodes over all its attempts, and when Slurm first showed them."""
         self.stats: Counter[str] = Counter({"from_line": 0, UNKNOWN_NODE: 0})
+        self._refused_seen: set[tuple[Any, ...]] = set()
         """Lines placed from their own text, and names refused (its keys are fixed: /metrics
         reads it from another thread)."""
         self._reader = PrefixStripper(self.prefixes.config)
@@ -237,13 +241,13 @@ class Placement:
         ).to_series()
         if not refused.any():
             return frame
-        hosts = joined.filter(refused).select("job_id", pl.col(column).alias("_host"))
+        hosts = joined.filter(refused).select("job_id", pl.col(column).alias("_host"), "time")
         lines = frame.filter(refused)
         if "message" in lines.columns:  # a line whose own node was refused was counted then
             said = line_host(self._reader.strip(lines.select("message")))
             hosts = hosts.filter(said.ne_missing(hosts.get_column("_host")))
-        self.stats[UNKNOWN_NODE] += hosts.height
-        self._warn(hosts)
+        self.stats[UNKNOWN_NODE] += self._first_seen(hosts)
+        self._warn(hosts.select("job_id", "_host"))
         return frame.with_columns(
             pl.when(refused).then(None).otherwise(pl.col(column)).alias(column)
         )
@@ -254,6 +258,17 @@ class Placement:
         no nodes for the line's job (none then to check against); else null."""
         ok = pl.col("_nodes").is_null() | pl.col("_nodes").list.contains(host)
         return pl.when(ok.fill_null(False)).then(host)
+
+    def _first_seen(self, hosts: pl.DataFrame) -> int:
+        """How many of ``hosts`` (refused named hosts: job, host, time) were not counted yet: one
+        line read by several parsers (a signature and a failed rank) names its host in each of
+        their streams, and is one line. Only refused hosts come here, a handful per batch."""
+        rows = set(hosts.iter_rows())
+        fresh = rows - self._refused_seen
+        if len(self._refused_seen) > MAX_REFUSED_SEEN:
+            self._refused_seen.clear()
+        self._refused_seen |= fresh
+        return sum(1 for row in hosts.iter_rows() if row in fresh)
 
     def _count(self, decided: pl.DataFrame) -> None:
         """Count (and log once per job and host) the lines whose named node was refused."""

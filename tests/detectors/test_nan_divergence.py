@@ -12,7 +12,7 @@ from medic.actions.config import load_rules
 from medic.actions.rules import RuleSet
 from medic.detectors.base import Detection
 from medic.detectors.nan_divergence import NanDivergenceConfig, NanDivergenceDetector
-from tests.builders import at
+from medic.testing.builders import at
 from tests.detectors.training import Job, run
 
 
