@@ -11,6 +11,7 @@ address rather than 127.0.0.1 for its nodes, but nothing leaves the machine.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -116,7 +117,7 @@ def _start(num_cpus: int) -> LocalRayCluster:
         f"--port={port}",
         "--node-ip-address=127.0.0.1",
         "--include-dashboard=false",
-        f"--ray-client-server-port={free_port()}",
+        *_client_server_port(),
         f"--temp-dir={temp_dir}",
         *_agent_ports(),
     ]
@@ -145,6 +146,14 @@ def _start(num_cpus: int) -> LocalRayCluster:
         cluster.stop()
         raise
     return cluster
+
+
+def _client_server_port() -> list[str]:
+    """A free port for the Ray Client server where its package (grpcio, ``ray[client]``) is
+    installed: Ray then starts one on 10001 unless told otherwise, which two clusters on one
+    machine would share. A plain ``ray`` install has no client server, and naming a port for
+    it makes ``ray start`` fail."""
+    return [f"--ray-client-server-port={free_port()}"] if importlib.util.find_spec("grpc") else []
 
 
 def _agent_ports() -> list[str]:
