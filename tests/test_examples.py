@@ -48,7 +48,13 @@ def serve_until(service: Service, done: Callable[[Service], bool], timeout: floa
 
 
 def counted(service: Service, name: str, **labels: str) -> float:
-    return service.metrics.registry.get_sample_value(name, labels) or 0.0
+    """The sum of ``name``'s samples whose labels include ``labels`` (whatever their others)."""
+    return sum(
+        sample.value
+        for metric in service.metrics.registry.collect()
+        for sample in metric.samples
+        if sample.name == name and labels.items() <= sample.labels.items()
+    )
 
 
 def crashes(service: Service) -> float:

@@ -23,7 +23,7 @@ def small_recordings(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return [
         write_recording(
             root / f"{name}-s{seed}",
-            simulate(name, seed, duration_min=25.0, cluster_nodes=4, job_nodes=2, jobs=1),
+            simulate(name, seed, duration_min=14.0, cluster_nodes=4, job_nodes=2, jobs=1),
         )
         for name, seed in cases
     ]

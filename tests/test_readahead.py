@@ -15,7 +15,7 @@ from medic.parse.signatures import SignatureParser
 from medic.pipeline import Pipeline
 from medic.readahead import parse_ahead, stretches
 from medic.recording import read_recording
-from medic.testing.builders import at, batch, log
+from medic.testing.builders import at, batch, excerpt, log
 
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 LINES = [
@@ -117,7 +117,7 @@ def test_stretches_end_at_the_row_or_event_limit(monkeypatch: pytest.MonkeyPatch
 def test_a_replay_gives_the_same_detections_as_batch_by_batch(
     name: str, delays: tuple[Delay, ...]
 ) -> None:
-    recording = read_recording(DATASETS / name)
+    recording = excerpt(read_recording(DATASETS / name), lead_s=240, tail_s=420)
     replay = ReplaySource(recording, ReplayConfig(max_rows=500, delays=delays))
     one_by_one = Pipeline.from_settings()
     expected = [d for event in replay for d in one_by_one.process(event)]

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from medic import schema
 from medic.ingest.base import Batch
 from medic.recording import Recording, make_meta, write_recording
-from medic.timeutil import US, to_us
+from medic.timeutil import US, iso, to_us
 
 T0 = to_us("2026-03-01T10:00:00Z")
 
@@ -105,3 +106,35 @@ def recording(
 
 def write(path: Path, rec: Recording) -> Path:
     return write_recording(path, rec)
+
+
+def excerpt(rec: Recording, lead_s: float = 300, tail_s: float = 600) -> Recording:
+    """The part of a labelled recording around its incidents: from ``lead_s`` before the first
+    onset (the history a detector learns a job's rhythm from) to ``tail_s`` after the last.
+    Scheduler rows are changes, so the newest one per job and per node before the cut is kept,
+    moved to the cut, as the state the excerpt starts in. A recording without labels is whole."""
+    if rec.labels is None or rec.labels.num_rows == 0:
+        return rec
+    onsets = pc.min_max(rec.labels.column("onset").cast(pa.int64()))
+    start = max(rec.start_us, onsets["min"].as_py() - round(lead_s * US))
+    end = min(rec.end_us, onsets["max"].as_py() + round(tail_s * US))
+
+    def within(table: pa.Table) -> pa.Table:
+        times = table.column("time").cast(pa.int64())
+        return table.filter(pc.and_(pc.greater_equal(times, start), pc.less(times, end)))
+
+    scheduler = rec.stream("scheduler")
+    times = scheduler.column("time").cast(pa.int64())
+    before = scheduler.filter(pc.less(times, start)).to_pylist()
+    state: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in before:  # a few rows per job and node: the state the excerpt starts in
+        state[(row["kind"], row["job_id"], row["node"])] = {**row, "time": start}
+    opening = pa.Table.from_pylist(list(state.values()), schema.SCHEDULER)
+    return Recording(
+        meta={**rec.meta, "start": iso(start), "end": iso(end)},
+        logs=within(rec.stream("logs")),
+        gpu=within(rec.stream("gpu")),
+        scheduler=pa.concat_tables([opening, within(scheduler)]),
+        labels=rec.labels,
+        path=None,
+    )
