@@ -5,14 +5,19 @@ Every fault scenario, quiet or not, and every healthy scenario, rhythm traps inc
 printing, data-loader stalls; ``medic.simulate.traps``: throttling within spec, slow jobs,
 benign Xids, normal endings), under the perturbation suite's realistic variation, one job
 alone over ``--minutes`` per recording: short enough to replay seeds on a laptop's two cores.
-The healthy recordings carry no label, so every detection on them is false.
+The healthy recordings carry no label, so every detection on them is false. ``--only``
+keeps the scenarios whose names match one of its patterns (the healthy ones and the hangs,
+say, where the false detections are), ``--job-nodes`` fixes the job's size.
 
     python bench/calibration_suite.py --seeds 1-4 --out /tmp/calib-suite
+    python bench/calibration_suite.py --seeds 5-8 --job-nodes 2 \\
+        --only 'healthy*' '*hang' deadlock node_failure --out /tmp/calib-suite
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 from pathlib import Path
 
 from medic.recording import write_recording
@@ -30,12 +35,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1-4", help="a seed or a range, e.g. 1-4")
     parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument("--job-nodes", type=int, default=None)
+    parser.add_argument("--only", nargs="+", default=["*"], help="scenario name patterns")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    names = sorted(
+        n
+        for n in {*FAULTS, *QUIET_FAULTS, *HEALTHY}
+        if any(fnmatch.fnmatchcase(n, p) for p in args.only)
+    )
     for seed in seeds_of(args.seeds):
-        for name in sorted({*FAULTS, *QUIET_FAULTS, *HEALTHY}):
-            recording = simulate(name, seed, True, jobs=0, duration_min=args.minutes)
-            print(write_recording(args.out / f"{name}-p{seed}", recording))
+        for name in names:
+            recording = simulate(
+                name, seed, True, jobs=0, duration_min=args.minutes, job_nodes=args.job_nodes
+            )
+            print(write_recording(args.out / f"{name}-p{seed}", recording), flush=True)
 
 
 if __name__ == "__main__":

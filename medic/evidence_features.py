@@ -19,6 +19,18 @@ not report it:
 - ``agree``: how many lines, ranks or nodes agree, in doublings (0 to 6).
 - ``named``: 1 when a catalogue signature names the failure, 0 when the only text is the second
   layer's (``unmatched:<family>``) or there is none.
+
+Three more read the job's own history of pauses (``medic.detectors.hang_rhythm``), which makes
+a healthy job's recurring evaluation, save or data-loader stall expected: they say how little
+of the silence that history explains, so each is at its strongest (nothing explained) where a
+detector reports no history (a watchdog's line, a crash):
+
+- ``novel``: the silence past the longest pause the job has had (``longest_pause_s``), in
+  doublings, 0 to 4 (4 when it had none; 0 without a silence).
+- ``unprecedented``: ``1 / (1 + n)``, ``n`` the job's earlier pauses at least as long as this
+  silence (``like_pauses``): 1 for a silence the job never came back from, 0.5 after one such.
+- ``off_rhythm``: 0 when the silence began at the step interval the job's earlier pauses came
+  at (``on_rhythm``), 1 otherwise.
 """
 
 from __future__ import annotations
@@ -33,7 +45,19 @@ import pyarrow as pa
 from medic.detectors.base import Detection
 from medic.parse.signatures import UNMATCHED, unmatched_only
 
-FEATURES = ("raw", "silence", "margin", "slowdown", "z", "positive", "agree", "named")
+FEATURES = (
+    "raw",
+    "silence",
+    "margin",
+    "slowdown",
+    "z",
+    "positive",
+    "agree",
+    "named",
+    "novel",
+    "unprecedented",
+    "off_rhythm",
+)
 Features = Mapping[str, np.ndarray]
 """Features of several detections, a column (array) per name."""
 UNKNOWN_GAP_S = 60.0
@@ -68,6 +92,20 @@ def evidence_features(
         "positive": float(positive and not unmatched_only(evidence)),
         "agree": _clip(math.log2(1.0 + count), 0.0, 6.0),
         "named": float(named),
+        **_history(silence, evidence),
+    }
+
+
+def _history(silence: float, evidence: Mapping[str, Any]) -> dict[str, float]:
+    """``novel``, ``unprecedented`` and ``off_rhythm`` (see the module docstring)."""
+    if "like_pauses" not in evidence:
+        return {"novel": 4.0 if silence else 0.0, "unprecedented": 1.0, "off_rhythm": 1.0}
+    longest = _number(evidence.get("longest_pause_s"))
+    novel = _clip(math.log2(silence / longest), 0.0, 4.0) if longest else 4.0
+    return {
+        "novel": novel if silence else 0.0,
+        "unprecedented": 1.0 / (1.0 + max(_number(evidence.get("like_pauses")), 0.0)),
+        "off_rhythm": 0.0 if evidence.get("on_rhythm") is True else 1.0,
     }
 
 

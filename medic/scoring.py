@@ -79,6 +79,11 @@ class Score:
     """De-duplicated suspect detections (not scored; see the module docstring)."""
     false_suspects: int = 0
     """... of which outside every window of their job's labels."""
+    suspect_rows: list[dict[str, Any]] = field(default_factory=list)
+    """The de-duplicated suspects inside a window of their job's labels (a calibration fits
+    on both tiers: the suspects are where a healthy job's look-alikes are)."""
+    false_suspect_rows: list[dict[str, Any]] = field(default_factory=list)
+    """... and those outside every window."""
 
     @property
     def false_positives(self) -> int:
@@ -120,6 +125,8 @@ class Score:
             detections_by_kind=self.detections_by_kind + other.detections_by_kind,
             suspects=self.suspects + other.suspects,
             false_suspects=self.false_suspects + other.false_suspects,
+            suspect_rows=self.suspect_rows + other.suspect_rows,
+            false_suspect_rows=self.false_suspect_rows + other.false_suspect_rows,
         )
 
     def summary(self) -> dict[str, Any]:
@@ -213,10 +220,13 @@ def score(detections: pa.Table, labels: pa.Table | None) -> Score:
             result.matched_rows.append(det)
         else:
             result.false_positive_rows.append(det)
-    result.false_suspects = sum(
-        not any(lo <= d["detected_at"] <= hi for lo, hi in windows.get(d["job_id"], []))
-        for d in suspects
-    )
+    for det in suspects:
+        spans = windows.get(det["job_id"], [])
+        if any(lo <= det["detected_at"] <= hi for lo, hi in spans):
+            result.suspect_rows.append(det)
+        else:
+            result.false_suspect_rows.append(det)
+    result.false_suspects = len(result.false_suspect_rows)
     return result
 
 

@@ -39,6 +39,7 @@ from medic.calibration import METHODS, Calibration, EvidenceModel, KindMap, Scor
 from medic.detectors.base import detection_id
 from medic.evidence_features import FEATURES, raw_only
 from medic.recording import Recording, find_recordings, read_recording
+from medic.schema import CONFIRMED
 from medic.scoring import score
 
 
@@ -174,18 +175,20 @@ def fit_min_score(report: BacktestReport, kind: str, min_precision: float = 0.97
 
 
 def calibration_outcomes(report: BacktestReport) -> pl.DataFrame:
-    """One row per de-duplicated detection of a backtest: ``recording``, ``kind``, ``raw``
-    (its evidence score: ``raw_score``, or ``score`` in detections written before calibration),
-    ``real`` (it fell in a label's window of its job, by the scoring rules), then its evidence
-    features (``medic.evidence_features.FEATURES``; the raw score alone where the backtest
-    kept none)."""
+    """One row per de-duplicated detection of a backtest, confirmed or suspect (each tier
+    de-duplicated apart, as the scoring rules count them): ``recording``, ``kind``, ``tier``,
+    ``raw`` (its evidence score: ``raw_score``, or ``score`` in detections written before
+    calibration), ``real`` (it fell in a label's window of its job, by the scoring rules),
+    then its evidence features (``medic.evidence_features.FEATURES``; the raw score alone
+    where the backtest kept none)."""
     frames = [_outcomes(result) for result in report.results]
-    return pl.concat(frames) if frames else _outcomes_frame([], [], np.zeros(0), [], {})
+    return pl.concat(frames) if frames else _outcomes_frame([], [], np.zeros(0), [], {}, [])
 
 
 def _outcomes(result: RecordingResult) -> pl.DataFrame:
-    dets = [(True, d) for d in result.score.matched_rows]
-    dets += [(False, d) for d in result.score.false_positive_rows]
+    scored = result.score
+    dets = [(True, d) for d in scored.matched_rows + scored.suspect_rows]
+    dets += [(False, d) for d in scored.false_positive_rows + scored.false_suspect_rows]
     raw = np.array([_raw(d) for _, d in dets], dtype=float)
     columns = raw_only(raw)
     if result.features is not None and dets:
@@ -198,10 +201,17 @@ def _outcomes(result: RecordingResult) -> pl.DataFrame:
         )
         found = rows >= 0
         for name in FEATURES[1:]:
+            if name not in result.features.column_names:
+                continue  # written before medic read that feature: its default
             values = result.features.column(name).to_numpy(zero_copy_only=False)
             columns[name] = np.where(found, np.asarray(values)[np.maximum(rows, 0)], 0.0)
     return _outcomes_frame(
-        [result.name] * len(dets), [d["kind"] for _, d in dets], raw, [r for r, _ in dets], columns
+        [result.name] * len(dets),
+        [d["kind"] for _, d in dets],
+        raw,
+        [r for r, _ in dets],
+        columns,
+        [d.get("tier") or CONFIRMED for _, d in dets],
     )
 
 
@@ -211,11 +221,13 @@ def _outcomes_frame(
     raw: np.ndarray,
     real: list[bool],
     features: Mapping[str, np.ndarray],
+    tiers: list[str],
 ) -> pl.DataFrame:
     return pl.DataFrame(
         {
             "recording": pl.Series(names, dtype=pl.String),
             "kind": pl.Series(kinds, dtype=pl.String),
+            "tier": pl.Series(tiers, dtype=pl.String),
             "raw": pl.Series(raw, dtype=pl.Float64),
             "real": pl.Series(real, dtype=pl.Boolean),
             **{

@@ -54,3 +54,17 @@ def test_the_pipelines_score_rises_with_the_evidence_not_only_the_raw_score() ->
     ]
     assert scores[0] < scores[1] and scores[0] < scores[2]
     assert scores[0] == pytest.approx(1 / (1 + 2.718281828 ** (3.0 - 1.6)))
+
+
+def test_a_silence_the_jobs_own_pauses_explain_reads_as_less() -> None:
+    base = {"silence_s": 80.0, "threshold_s": 60.0, "gap_s": 10.0}
+    first = evidence_features(0.7, {**base, "longest_pause_s": 20.0, "like_pauses": 0})
+    again = evidence_features(
+        0.7, {**base, "longest_pause_s": 90.0, "like_pauses": 3, "on_rhythm": True}
+    )
+    assert (first["novel"], first["unprecedented"], first["off_rhythm"]) == (2.0, 1.0, 1.0)
+    assert (again["novel"], again["unprecedented"], again["off_rhythm"]) == (0.0, 0.25, 0.0)
+    # No history reported (a watchdog's line, a crash): nothing explains the detection.
+    said = evidence_features(1.0, {"signatures": ["nccl_watchdog"]})
+    assert (said["novel"], said["unprecedented"], said["off_rhythm"]) == (0.0, 1.0, 1.0)
+    assert evidence_features(0.7, base)["novel"] == 4.0

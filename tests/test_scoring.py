@@ -127,3 +127,6 @@ def test_suspects_are_counted_apart_and_a_confirmation_is_scored_at_its_time() -
     assert s.latencies_s == [180.0]
     assert (s.suspects, s.false_suspects) == (2, 1)
     assert s.summary()["suspects"] == 2 and s.summary()["false_suspects"] == 1
+    # Both tiers' rows are kept, true and false apart, for a calibration to fit on.
+    assert [d["job_id"] for d in s.suspect_rows] == ["1"]
+    assert [d["job_id"] for d in s.false_suspect_rows] == ["2"]

@@ -156,6 +156,20 @@ def test_outcomes_of_a_backtest_use_the_raw_score_when_detections_carry_one() ->
     assert found.select("raw", "real").rows() == [(0.7, True), (0.6, False)]
 
 
+def test_outcomes_hold_the_suspects_too_true_and_false() -> None:
+    backtest = report([0.9], [])
+    backtest.results[0].score.suspect_rows.append({"kind": "hang", "score": 0.6, "tier": "suspect"})
+    backtest.results[0].score.false_suspect_rows.append(
+        {"kind": "hang", "score": 0.5, "tier": "suspect"}
+    )
+    found = calibration_outcomes(backtest)
+    assert found.select("tier", "raw", "real").rows() == [
+        ("confirmed", 0.9, True),
+        ("suspect", 0.6, True),
+        ("suspect", 0.5, False),
+    ]
+
+
 def test_rethreshold_can_bar_the_raw_score_instead() -> None:
     labels = [label("h1", "hang", 100.0)]
     rec = recording(3600, labels=labels, name="r")

@@ -722,6 +722,7 @@ class HangDetector(WatchesJobs):
                 "corroborated": corroborated,
                 "confirmed_by": list(tier.evidence),
                 "confirm_after_s": tier.bound_us / US,
+                **_history(watch.rhythm, silence, facts.longest_pause_us),
             },
             tier=tier.tier,
         )
@@ -898,6 +899,18 @@ def _longest(watch: JobWatch) -> int:
         max(watch.longest_spell_us.values(), default=0),
         int(watch.rhythm.lengths.max()) if watch.rhythm.lengths.size else 0,
     )
+
+
+def _history(rhythm: JobRhythm, silence: int, longest: int) -> dict[str, float | int | bool]:
+    """What the job's own pauses say of a silence, for the calibration
+    (``medic.evidence_features``): the longest pause it had, how many of its remembered
+    pauses lasted as long, and whether the silence began at the step interval they came at."""
+    return {
+        "longest_pause_s": longest / US,
+        "pauses": int(rhythm.lengths.size),
+        "like_pauses": rhythm.precedents(silence),
+        "on_rhythm": rhythm.on_rhythm(rhythm.last_step),
+    }
 
 
 def _silence(job: JobProgress, now: int) -> int:

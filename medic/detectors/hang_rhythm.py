@@ -64,17 +64,26 @@ class JobRhythm:
         longest = round(factor * int(self.lengths[same].max()))
         if kind.startswith(STALL):
             return longest
-        steps = self.steps[same]
+        return longest if self.on_rhythm(after, kind) else 0
+
+    def on_rhythm(self, after: int | None, kind: str = PAUSE) -> bool:
+        """Whether a silence that began after step ``after`` comes at the step interval the
+        job's pauses of ``kind`` came at (two of them at least, from the latest)."""
+        steps = self.steps[self.kinds == kind]
         steps = steps[steps >= 0]
         if after is None or steps.size < 2:
-            return 0
+            return False
         # The intervals between consecutive pauses of the kind, counted from the latest: a job
         # printing every 10 steps that saves every 25 pauses after its steps 20, 50, 70, 100.
         intervals = np.diff(steps)
         intervals = intervals[intervals > 0]
         since = after - int(steps[-1])
-        on_rhythm = since > 0 and bool((since % intervals == 0).any())
-        return longest if on_rhythm else 0
+        return since > 0 and bool((since % intervals == 0).any())
+
+    def precedents(self, length_us: int) -> int:
+        """How many of the job's remembered pauses, of any kind, lasted ``length_us`` or more:
+        a silence the job has come back from before is less likely a hang."""
+        return int((self.lengths >= length_us).sum())
 
 
 def kind_of(apart: list[tuple[str, int]], writer: tuple[str, int] | None) -> str:

@@ -50,6 +50,16 @@ def test_a_pause_between_printed_steps_follows_the_step_printed_before_it() -> N
     assert rhythm.expected_us(150, PAUSE, 2.0) == 120 * US
 
 
+def test_the_history_says_how_often_a_pause_this_long_came_and_whether_on_rhythm() -> None:
+    rhythm = JobRhythm()
+    for step, seconds in ((100, 40), (200, 90), (300, 45)):
+        rhythm.learn(step, seconds * US, PAUSE)
+    assert [rhythm.precedents(s * US) for s in (30, 45, 60, 100)] == [3, 2, 1, 0]
+    assert rhythm.on_rhythm(400) and rhythm.on_rhythm(500)
+    assert not rhythm.on_rhythm(450) and not rhythm.on_rhythm(None)
+    assert not JobRhythm().on_rhythm(400)  # no pause yet: no rhythm
+
+
 def test_a_stall_of_the_same_gpu_is_expected_once_it_came_back_by_itself() -> None:
     stall = kind_of([("n2", 3)], ("n1", 0))
     other = kind_of([("n3", 1)], ("n1", 0))
@@ -141,6 +151,11 @@ def test_a_pause_at_the_jobs_own_step_interval_is_expected_once_two_gave_it() ->
     found = run(HangDetector(), [job], t)
     assert len(found) == 2  # the first two: no rhythm yet
     assert found[1].detected_at < at(starts[2])
+    # What the calibration reads of them: the second came after one pause as long as itself.
+    history = [{k: f.evidence[k] for k in ("pauses", "like_pauses", "on_rhythm")} for f in found]
+    assert history[0] == {"pauses": 0, "like_pauses": 0, "on_rhythm": False}
+    assert history[1]["pauses"] == 1 and history[1]["like_pauses"] == 1
+    assert found[1].evidence["longest_pause_s"] >= 60.0
 
 
 def test_a_rank_at_work_that_the_others_wait_for_is_no_corroboration() -> None:
