@@ -157,9 +157,12 @@ class Pipeline:
 
     def run(self, events: Iterable[Event]) -> list[Detection]:
         """Consume a whole (replayed) stream; return every emitted detection. Row-wise parsers
-        parse a stretch of batches at once before its events are processed (``readahead``)."""
+        (and those that read batches apart in one call) parse a stretch of batches at once
+        before its events are processed (``readahead``)."""
         emitted: list[Detection] = []
-        ahead = [p for p in self.parsers if getattr(p, "row_wise", False)]
+        ahead = [
+            p for p in self.parsers if getattr(p, "row_wise", False) or hasattr(p, "parse_apart")
+        ]
         for stretch in stretches(events):
             stretch, joined = self._place_ahead(stretch)
             for stream in {p.input_stream for p in ahead}:

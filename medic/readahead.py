@@ -10,7 +10,10 @@ batch its share, found by its time span. Batches whose time spans touch (a secon
 ``max_rows``, or rows delivered late: a delayed replay's batches overlap by the delay) are moved
 apart in time for the call: each batch's times are shifted past the span of the batch before it,
 the parser reads the run in that order, and its rows get their own times back as they are handed
-out. Live traffic is parsed as it comes.
+out. A parser whose rows come from several lines (a record of a launcher's failure summary) is
+not row-wise; it may read a run in one call each batch apart (``parse_apart``: its rows never
+span two batches), and gives each batch what it gives that batch alone. Live traffic is parsed
+as it comes.
 """
 
 from __future__ import annotations
@@ -52,16 +55,27 @@ def parse_ahead(
 ) -> dict[Batch, dict[str, Batch | None]]:
     """What each of ``parsers`` (all reading the stream of ``batches``, each time-ordered) gives
     for each batch, by output stream: one call per parser, the batches concatenated once for all
-    of them (each batch's times shifted past the batch before it, ``_shifts``). ``joined``:
+    of them (each batch's times shifted past the batch before it, ``_shifts``; a parser with
+    ``parse_apart`` reads them unshifted, each batch apart). ``joined``:
     the non-empty batches' frames already concatenated (what a prefix stripper has seen)."""
     run = [batch for batch in batches if batch.num_rows]
     found: dict[Batch, dict[str, Batch | None]] = {batch: {} for batch in run}
     if not run:
         return found
+    whole = []
+    for parser in parsers:
+        if not hasattr(parser, "parse_apart"):
+            whole.append(parser)
+            continue
+        apart = parser.parse_apart(run, joined)
+        for batch, rows in zip(run, apart, strict=True):
+            found[batch][parser.output_stream] = rows
+    if not whole:
+        return found
     spans = np.array([_span(batch) for batch in run], dtype=np.int64).reshape(-1, 2)
     shifts = _shifts(spans)
     combined = _combined(run, shifts, joined)
-    for parser in parsers:
+    for parser in whole:
         parsed = None if combined is None else _split(parser.parse(combined), run, spans, shifts)
         if parsed is None:
             parsed = {batch: parser.parse(batch) for batch in run}

@@ -10,7 +10,7 @@ A parser makes its output in polars, and the detectors read it in polars: such a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Any, Protocol, runtime_checkable
@@ -45,6 +45,16 @@ class Batch:
         if frame.schema != polars_schema(schema):
             return cls(stream, conform(frame.to_arrow(), schema))
         return _FrameFirst(stream, frame, schema)
+
+    @classmethod
+    def from_frames(
+        cls, stream: str, frames: Sequence[pl.DataFrame], schema: pa.Schema
+    ) -> list[Batch]:
+        """``from_frame`` for each of ``frames``, all of one polars schema (parts of one frame),
+        checked against ``schema`` once."""
+        if not frames or frames[0].schema != polars_schema(schema):
+            return [cls.from_frame(stream, frame, schema) for frame in frames]
+        return [_FrameFirst(stream, frame, schema) for frame in frames]
 
     @cached_property
     def frame(self) -> pl.DataFrame:

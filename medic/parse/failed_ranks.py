@@ -36,8 +36,10 @@ only per record found (a few per failure).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -118,6 +120,8 @@ FIRST = r"(?i)root cause|first (?:observed )?failure|first process"
 STOPPED = ("15", "SIGTERM", "terminated")
 """Ends that a launcher gives the ranks it stops after another failed."""
 SIGNALS = {"6": "SIGABRT", "7": "SIGBUS", "9": "SIGKILL", "11": "SIGSEGV", "15": "SIGTERM"}
+PART = "_part"
+"""The index of a row's batch, when many are read in one call (``FailedRankParser.parse_apart``)."""
 MAX_EXPANDED = 64
 """Most ranks one range (``tasks 0-63``) is expanded to."""
 
@@ -140,13 +144,39 @@ class FailedRankParser:
         rows = failed_ranks(self.prefixes.strip(frame))
         return None if rows.is_empty() else Batch.from_frame(self.name, rows, FAILED_RANKS)
 
+    def parse_apart(
+        self, batches: Sequence[Batch], joined: pl.DataFrame | None = None
+    ) -> list[Batch | None]:
+        """What ``parse`` gives for each of ``batches`` (non-empty, one schema), read in one
+        call: a record never spans two batches, as it does not when each is parsed alone.
+        ``joined``: their frames already concatenated."""
+        if joined is None or joined.height != sum(b.num_rows for b in batches):
+            try:
+                joined = pl.concat([b.frame for b in batches], rechunk=False)
+            except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
+                return [self.parse(batch) for batch in batches]
+        if "message" not in joined.columns:
+            return [None] * len(batches)
+        rows = failed_ranks(self.prefixes.strip(joined), [b.num_rows for b in batches])
+        out: list[Batch | None] = [None] * len(batches)
+        shares = rows.partition_by(PART, as_dict=True, maintain_order=True, include_key=False)
+        made = Batch.from_frames(self.name, list(shares.values()), FAILED_RANKS)
+        for (index,), batch in zip(shares, made, strict=True):
+            out[int(index)] = batch
+        return out
 
-def failed_ranks(stripped: pl.DataFrame) -> pl.DataFrame:
+
+def failed_ranks(stripped: pl.DataFrame, sizes: Sequence[int] | None = None) -> pl.DataFrame:
     """The failed ranks ``stripped`` (a logs frame with bare ``message``) reports, one row per
-    rank (see the module docstring); an empty frame of ``FAILED_RANKS`` when none."""
-    lines = _near_ends(stripped.select("time", "job_id", "node", "message"))
+    rank (see the module docstring); an empty frame of ``FAILED_RANKS`` when none. ``sizes``:
+    the frame holds that many batches' rows in turn, each read apart (a record never spans two
+    of them), and every row found carries its batch's index as ``_part``."""
+    parted = sizes is not None
+    sizes = [stripped.height] if sizes is None else list(sizes)
+    part = pl.Series(PART, np.repeat(np.arange(len(sizes), dtype=np.uint32), sizes))
+    lines = _near_ends(stripped.select("time", "job_id", "node", "message", part), sizes)
     if lines.is_empty():
-        return _empty()
+        return _empty(parted)
     message = pl.col("message")
     fields = lines.with_columns(
         _first(WHO, 4).alias("_who"),
@@ -169,12 +199,15 @@ def failed_ranks(stripped: pl.DataFrame) -> pl.DataFrame:
     )
     complete = pl.col("_who").is_not_null() & ended
     records = fields.with_columns(
-        (~pl.col("_field") | complete | pl.col("_gap")).cum_sum().over("job_id").alias("_record"),
-        pl.col("_first").shift(1).over("job_id").fill_null(False).alias("_after_first"),
+        (~pl.col("_field") | complete | pl.col("_gap"))
+        .cum_sum()
+        .over(PART, "job_id")
+        .alias("_record"),
+        pl.col("_first").shift(1).over(PART, "job_id").fill_null(False).alias("_after_first"),
     ).with_columns(
         (pl.col("_first") | pl.col("_after_first"))
         .first()
-        .over("job_id", "_record")
+        .over(PART, "job_id", "_record")
         .alias("_opened")
     )
     ends = pl.col("_code", "_signal", "_word")
@@ -185,7 +218,7 @@ def failed_ranks(stripped: pl.DataFrame) -> pl.DataFrame:
             )
             | pl.col("_first")
         )
-        .group_by("job_id", "_record", maintain_order=True)
+        .group_by(PART, "job_id", "_record", maintain_order=True)
         .agg(
             pl.col("time").first(),
             pl.col("node").first(),
@@ -208,7 +241,7 @@ def failed_ranks(stripped: pl.DataFrame) -> pl.DataFrame:
         )
     )
     if grouped.is_empty():
-        return _empty()
+        return _empty(parted)
     out = []
     for row in grouped.iter_rows(named=True):
         code = _int(row["_code"])
@@ -238,29 +271,34 @@ def failed_ranks(stripped: pl.DataFrame) -> pl.DataFrame:
                     "end": end,
                     "primary": int(bool(row["primary"])),
                     "message": (row["_said"] or "").strip(),
+                    PART: row[PART],
                 }
             )
-    return pl.DataFrame(out, schema=_empty().schema)
+    found = pl.DataFrame(out, schema=_empty(parted=True).schema)
+    return found if parted else found.drop(PART)
 
 
-def _near_ends(lines: pl.DataFrame) -> pl.DataFrame:
+def _near_ends(lines: pl.DataFrame, sizes: Sequence[int]) -> pl.DataFrame:
     """The lines of a job within ``BEFORE`` lines before and ``AFTER`` after a line holding
-    one of ``ENDS``, in order, ``_gap`` marking a line that does not follow the one before it."""
+    one of ``ENDS`` in the same batch (``sizes``: the batches' rows, in turn), in order,
+    ``_gap`` marking a line that does not follow the one before it in its batch."""
     message = lines.get_column("message")
     ends = message.str.contains_any(list(ENDS), ascii_case_insensitive=True)
-    at = (ends & lines.get_column("job_id").is_not_null()).fill_null(False).arg_true()
-    if at.is_empty():
-        return lines.clear()
-    last = lines.height - 1
-    at = at.cast(pl.Int64)
-    near = (
-        pl.select(pl.int_ranges((at - BEFORE).clip(0), (at + AFTER).clip(0, last) + 1))
-        .to_series()
-        .explode()
-        .unique()
-        .sort()
-    )
-    picked = lines[near].with_columns((near.diff().fill_null(1) != 1).alias("_gap"))
+    marked = (ends & lines.get_column("job_id").is_not_null()).fill_null(False)
+    at = marked.arg_true().to_numpy().astype(np.int64)
+    if at.size == 0:
+        return lines.clear().with_columns(_gap=pl.lit(False))
+    stops = np.cumsum(sizes, dtype=np.int64)
+    part = np.searchsorted(stops, at, side="right")
+    low = np.maximum(at - BEFORE, stops[part] - np.asarray(sizes, dtype=np.int64)[part])
+    high = np.minimum(at + AFTER, stops[part] - 1)
+    lengths = high - low + 1
+    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    near = np.unique(np.repeat(low, lengths) + offsets)
+    parts = np.searchsorted(stops, near, side="right")
+    gap = np.zeros(near.size, dtype=bool)
+    gap[1:] = (np.diff(near) != 1) & (parts[1:] == parts[:-1])
+    picked = lines[pl.Series(near)].with_columns(pl.Series("_gap", gap))
     return picked.filter(pl.col("job_id").is_not_null())
 
 
@@ -289,5 +327,6 @@ def _expanded(ranks: str) -> list[int | None]:
     return out[:MAX_EXPANDED]
 
 
-def _empty() -> pl.DataFrame:
-    return pl.from_arrow(FAILED_RANKS.empty_table())  # type: ignore[return-value]
+def _empty(parted: bool = False) -> pl.DataFrame:
+    empty: pl.DataFrame = pl.from_arrow(FAILED_RANKS.empty_table())  # type: ignore[assignment]
+    return empty.with_columns(pl.Series(PART, [], dtype=pl.UInt32)) if parted else empty

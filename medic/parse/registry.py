@@ -21,6 +21,8 @@ class Parser(Protocol):
 
     A parser may set ``row_wise = True`` when each output row comes from one input row and keeps
     its time, in time order: a replay then parses many batches in one call (``medic.readahead``).
+    One that is not may define ``parse_apart(batches, joined) -> list[Batch | None]``, what
+    ``parse`` gives for each batch, read in one call.
     """
 
     name: ClassVar[str]

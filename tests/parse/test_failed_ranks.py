@@ -123,3 +123,32 @@ def test_only_lines_near_an_end_are_read_and_distant_runs_do_not_join() -> None:
     far = ["  rank      : 5 (local_rank: 5)", *(f"  field{i}  : x" for i in range(12))]
     assert parse(*far, "  exitcode  : 1 (pid: 77)") == []
     assert parse("Epoch 3: perplexity 12.1, default lr", "rank 3 step 100") == []
+
+
+def test_batches_read_in_one_call_each_get_what_they_give_alone() -> None:
+    """``parse_apart`` (a replay's read-ahead): a record cut by a batch boundary stays cut, as
+    when each batch is parsed alone; a batch with nothing gets None."""
+    lines = [
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  host      : gpu-b09",
+        "  rank      : 21 (local_rank: 5)",
+        "  exitcode  : -9 (pid: 91870)",
+        "srun: error: gpu-b10: task 30: Exited with exit code 1",
+        "step 10 loss 2.0",
+        "  rank      : 22 (local_rank: 6)",
+        "  exitcode  : 1 (pid: 91871)",
+        "process rank 3 with PID 11 on node gpu-b11 exited on signal 11 (Segmentation fault).",
+    ]
+    rows = [log(0.5 * i, m, job_id="100" if i % 4 else "200") for i, m in enumerate(lines)]
+    cuts = [(0, 3), (3, 6), (6, 7), (7, 10)]
+    batches = [batch("logs", rows[lo:hi]) for lo, hi in cuts]
+    parser = FailedRankParser()
+    apart = parser.parse_apart(batches)
+    alone = [parser.parse(b) for b in batches]
+    assert [a is None for a in apart] == [a is None for a in alone] == [True, False, True, False]
+    for one, each in zip(apart, alone, strict=True):
+        if one is not None and each is not None:
+            assert one.data.schema == FAILED_RANKS
+            assert one.frame.equals(each.frame)
+    assert apart[1] is not None and apart[1].frame.get_column("rank").to_list() == [30]
