@@ -6,6 +6,8 @@ it into who is still reporting).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -46,6 +48,8 @@ _OPTIONAL = {
 
 
 _HAS_XID = pl.col("xid").is_not_null()
+PART = "_part"
+"""The index of a row's batch, when many are read in one call (``parse_apart``)."""
 _COUNTERS = ("ecc_dbe", "nvlink_errors")
 
 
@@ -107,6 +111,40 @@ class GpuLatestParser:
         else:
             latest = frame.select_seq(_ONE_SAMPLE)  # the usual second
         return Batch.from_frame(self.output_stream, latest, GPU_LATEST)
+
+    def parse_apart(
+        self, batches: Sequence[Batch], joined: pl.DataFrame | None = None
+    ) -> list[Batch | None]:
+        """What ``parse`` gives for each of ``batches`` (non-empty), in one grouping of them
+        all, by batch and GPU: a replay's second of telemetry costs a slice, not a query."""
+        del joined  # a logs frame, when there is one; telemetry is not stripped of anything
+        try:
+            frame = pl.concat([b.frame for b in batches], rechunk=False)
+        except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
+            return [self.parse(batch) for batch in batches]
+        missing = [pl.lit(None, t).alias(c) for c, t in _OPTIONAL.items() if c not in frame.columns]
+        sizes = [b.num_rows for b in batches]
+        part = pl.Series(PART, np.repeat(np.arange(len(sizes), dtype=np.uint32), sizes))
+        frame = frame.with_columns(*missing, part)
+        if frame.select(PART, "node", "gpu").is_duplicated().any():
+            # A GPU's newest non-null counter, its first Xid, ... within its batch: the same
+            # values whichever of ``_samples``' forms the whole run calls for.
+            grouped = frame.group_by(PART, "node", "gpu", maintain_order=True).agg(_samples(frame))
+            latest = grouped.select_seq(
+                PART,
+                *(
+                    pl.col(c) if c in grouped.columns else pl.lit(None, t).alias(c)
+                    for c, t in _LATEST_FRAME.items()
+                ),
+            )
+        else:
+            latest = frame.select_seq(PART, *_ONE_SAMPLE)  # one sample per GPU and second
+        out: list[Batch | None] = [None] * len(batches)
+        shares = latest.partition_by(PART, as_dict=True, maintain_order=True, include_key=False)
+        made = Batch.from_frames(self.output_stream, list(shares.values()), GPU_LATEST)
+        for (index,), batch in zip(shares, made, strict=True):
+            out[int(index)] = batch
+        return out
 
     def _one_sample_per_gpu(self, frame: pl.DataFrame) -> bool:
         """Whether no GPU has two samples in ``frame``. A feed sends the same GPUs in the same
