@@ -639,6 +639,9 @@ class HangDetector(WatchesJobs):
         have corroborated a hang for ``spin_hold_s``; never inside the allowance of an open
         phase or of the job's healthy spells."""
         c = self.config
+        shortest = min(c.min_silence_s, c.corroborated_silence_s) * US
+        if job is not None and job.last_step_at is not None and _silence(job, now) < shortest:
+            return None  # the usual second of a job at work: no silence to judge yet
         held = held_us(watch.telemetry, now, c, self.feed_at)
         began = job.last_step_at if job is not None and job.last_step_at is not None else now - held
         crashed = self.crashed.get(job_id)
@@ -667,7 +670,7 @@ class HangDetector(WatchesJobs):
                 silence = min(silence, now - quiet_until)
             if quiet_until is not None and now - quiet_until < holding:
                 return None  # a quiet spell (a save) right after one of another kind
-            if silence < min(c.min_silence_s, c.corroborated_silence_s) * US:
+            if silence < shortest:
                 return None
             if any(silence < pause(job_id, job, watch, now, held, gpus) for pause in self.expected):
                 return None
