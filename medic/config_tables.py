@@ -20,6 +20,7 @@ from medic.detectors.registry import (
     PREFIXES_TABLE,
 )
 from medic.history.config import HistoryConfig
+from medic.ingest.registry import SOURCES
 from medic.ingest.replay import ReplayConfig
 from medic.ingest.sources import SourcesConfig
 from medic.parse.prefixes import PrefixConfig
@@ -32,6 +33,7 @@ def config_tables() -> dict[str, type]:
     """``{dotted table name: config dataclass}``, in the order the reference lists them."""
     tables: dict[str, type] = {
         "sources": SourcesConfig,
+        **{f"sources.{name}": cls.Config for name, cls in SOURCES.items()},
         "service": ServiceConfig,
         "history": HistoryConfig,
         "rules": RulesConfig,
@@ -68,6 +70,13 @@ def effective_settings(settings: Settings | Mapping[str, Any]) -> dict[str, Any]
             values = to_dict(tree.prefixes)
         elif parent == "parsers":
             values = to_dict(parsers[leaf])
+        elif name == "sources":
+            values = to_dict(tree.sources.config)
+        elif parent == "sources":
+            table = tree.sources.table(leaf)
+            if table is None:
+                continue
+            values = to_dict(table)
         else:
             values = to_dict(getattr(tree, name))
         (effective.setdefault(parent, {}) if parent else effective)[leaf] = values

@@ -26,7 +26,7 @@ from medic.config_tables import effective_settings
 from medic.history import HistoryError
 from medic.history.store import DuckDBStore
 from medic.ingest.registry import SOURCES
-from medic.ingest.sources import SourcesConfig, chosen
+from medic.ingest.sources import Sources, chosen
 from medic.probe import Status
 from medic.remote_report import held_by_another_process
 from medic.service_config import ServiceConfig, parse_listen
@@ -63,7 +63,7 @@ def diagnose(settings: Settings | Mapping[str, Any]) -> list[Check]:
     return checks
 
 
-def _sources(config: SourcesConfig) -> list[Check]:
+def _sources(config: Sources) -> list[Check]:
     """Each source the config opens, probed; for a stream none feeds, why that matters; in
     the registry's order."""
     picked = {cls.name: table for cls, table in chosen(config)}

@@ -12,7 +12,7 @@ from medic.config import ConfigError, from_dict
 from medic.detectors.registry import detector_configs, parser_configs, prefix_config
 from medic.history.config import HistoryConfig
 from medic.ingest.replay import ReplayConfig
-from medic.ingest.sources import SourcesConfig
+from medic.ingest.sources import Sources
 from medic.parse.prefixes import PrefixConfig
 from medic.parse.signatures import SignaturesConfig
 from medic.pipeline_config import PipelineConfig
@@ -36,7 +36,7 @@ class Settings:
     prefixes: PrefixConfig = field(default_factory=PrefixConfig)
     """``[parsers.prefixes]``: the line prefixes every log parser strips."""
     rules: RulesConfig = field(default_factory=load_rules)
-    sources: SourcesConfig = field(default_factory=SourcesConfig)
+    sources: Sources = field(default_factory=Sources)
     history: HistoryConfig = field(default_factory=HistoryConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
@@ -59,7 +59,7 @@ class Settings:
             parsers=tuple(sorted(parser_configs(parsers).items())),
             prefixes=prefix_config(parsers),
             rules=load_rules(_table(raw, "rules") or None),
-            sources=from_dict(SourcesConfig, _table(raw, "sources"), "sources"),
+            sources=Sources.load(_table(raw, "sources")),
             history=from_dict(HistoryConfig, _table(raw, "history"), "history"),
             service=from_dict(ServiceConfig, _table(raw, "service"), "service"),
             replay=from_dict(ReplayConfig, _table(raw, "replay"), "replay"),

@@ -36,7 +36,7 @@ def test_every_table_is_typed_and_frozen() -> None:
     assert tree.prefixes.builtin is False
     assert tree.signatures.unmatched is False
     assert tree.rules.mode == "enforce" and tree.rules.guards.max_drained_nodes == 2
-    assert tree.sources.slurm is not None and tree.sources.slurm.poll_interval_s == 2
+    assert tree.sources.table("slurm").poll_interval_s == 2
     assert tree.history.path == "h.duckdb"
     assert tree.service.listen == "127.0.0.1:9999"
     assert tree.replay.delays[0].max_s == 5

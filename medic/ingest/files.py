@@ -81,7 +81,7 @@ def _digest(data: bytes) -> str:
 
 @dataclass(frozen=True)
 class FilesConfig:
-    """``[sources.files]``."""
+    """``[sources.files]``: logs from the jobs' output files (the default log source)."""
 
     paths: tuple[str, ...] = ("slurm-%j.out",)
     """Slurm filename patterns of the jobs' output files (``%j``, ``%N``, ``%t``, ... and shell

@@ -58,7 +58,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PrometheusConfig:
-    """``[sources.prometheus]``."""
+    """``[sources.prometheus]``: GPU telemetry scraped from dcgm-exporter or ``medic agent``;
+    none when absent."""
 
     targets: tuple[str, ...] = ()
     """Endpoints, e.g. ``http://gpu001:9400/metrics``."""

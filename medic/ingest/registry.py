@@ -6,24 +6,29 @@ is a class with ``name``, the ``stream`` it feeds, ``fallback`` (opened only whe
 source of its stream is configured, then with its defaults if need be), and three
 classmethods: ``open`` (from its config, the shared HTTP client and its cursor), ``probe``
 (``medic doctor``'s harmless try) and ``absent`` (what doctor says when its stream has no
-source). ``medic.ingest.sources`` and the doctor find sources here and never branch on them.
+source). Its ``Config`` checks its own ``[sources.<name>]`` table (``source_configs``), so a new
+source is its module and one entry in that list. ``medic.ingest.sources``, the settings tree
+and the doctor find sources here and never branch on them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
+from medic.config import ConfigError, from_dict
 from medic.ingest import builtin
 from medic.ingest.base import Source
 from medic.probe import Probe
 
-__all__ = ["SOURCES", "SourceClass", "register_source"]
+__all__ = ["SOURCES", "SourceClass", "register_source", "source_configs"]
 
 
 class SourceClass(Protocol):
     name: ClassVar[str]
     Config: ClassVar[type]
-    """Its ``[sources.<name>]`` table (a field of ``SourcesConfig``)."""
+    """The dataclass that checks its ``[sources.<name>]`` table; its docstring and field
+    docstrings are that table's entry in the configuration reference."""
     title: ClassVar[str]
     """What ``medic doctor`` calls its lines."""
     stream: ClassVar[str]
@@ -57,6 +62,25 @@ def register_source(cls: Any) -> Any:
         raise ValueError(f"source {cls.name!r} registered twice")
     SOURCES[cls.name] = cls
     return cls
+
+
+def source_configs(
+    tables: Mapping[str, Any], reserved: frozenset[str] = frozenset()
+) -> tuple[tuple[str, Any], ...]:
+    """``(name, checked config)`` of every registered source ``tables`` (``[sources]``) has a
+    table for, in registry order; keys in ``reserved`` are ``[sources]``'s own settings, any
+    other unknown key is a one-line ConfigError."""
+    unknown = sorted(set(tables) - set(SOURCES) - reserved)
+    if unknown:
+        raise ConfigError(
+            f"unknown source 'sources.{unknown[0]}' (sources: {', '.join(SOURCES) or 'none'}; "
+            f"settings: {', '.join(sorted(reserved)) or 'none'})"
+        )
+    return tuple(
+        (name, from_dict(cls.Config, tables[name], f"sources.{name}"))
+        for name, cls in SOURCES.items()
+        if name in tables
+    )
 
 
 for _source in builtin.SOURCES:

@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SlurmSourceConfig:
-    """``[sources.slurm]``."""
+    """``[sources.slurm]``: job and node state from Slurm; none when absent."""
 
     poll_interval_s: Positive = 5.0
     """How often job and node state is read."""

@@ -25,48 +25,67 @@ Which source serves what is the sources' own word (``stream``, ``fallback``, ``o
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import httpx
 
-from medic.config import from_dict
+from medic.config import ConfigError, from_dict
 from medic.ingest.base import Source
 from medic.ingest.cursor import CursorStore
-from medic.ingest.files import FilesConfig
-from medic.ingest.prometheus import PrometheusConfig
-from medic.ingest.registry import SOURCES, SourceClass
-from medic.ingest.slurm import SlurmSourceConfig
-from medic.ingest.victorialogs import VictoriaLogsConfig
+from medic.ingest.registry import SOURCES, SourceClass, source_configs
 
 
 @dataclass(frozen=True)
 class SourcesConfig:
-    """``[sources]``."""
+    """``[sources]``: its own settings below; each registered source reads its own table,
+    ``[sources.<name>]``, checked by that source (the tables that follow). A source without a
+    table is not opened, except a fallback source (the job output files), which serves its
+    stream when no other source does."""
 
     cursor_dir: str = ""
     """Where each source's resume cursor is kept; empty: ``cursors/`` in ``[service]
     state_dir``."""
-    victorialogs: VictoriaLogsConfig | None = None
-    """Logs from VictoriaLogs; when absent, logs come from files."""
-    files: FilesConfig | None = None
-    """Logs from the jobs' output files (the default log source)."""
-    prometheus: PrometheusConfig | None = None
-    """GPU telemetry scraped from dcgm-exporter or ``medic agent``; none when absent."""
-    slurm: SlurmSourceConfig | None = None
-    """Job and node state from Slurm; none when absent."""
 
 
-def sources_config(settings: Mapping[str, Any]) -> SourcesConfig:
+@dataclass(frozen=True)
+class Sources:
+    """``[sources]`` checked: its own settings and each configured source's table, typed by
+    the source's ``Config`` (``medic.ingest.registry.source_configs``)."""
+
+    config: SourcesConfig = field(default_factory=SourcesConfig)
+    tables: tuple[tuple[str, Any], ...] = ()
+    """``(source name, its config)`` for each ``[sources.<name>]`` present, in registry order."""
+
+    @classmethod
+    def load(cls, table: Mapping[str, Any]) -> Sources:
+        """``[sources]`` of a config file checked; the first problem is a one-line ConfigError."""
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"'sources' must be a table, got {table!r}")
+        own = frozenset(f.name for f in fields(SourcesConfig))
+        tables = source_configs(table, own)
+        config = from_dict(SourcesConfig, {k: v for k, v in table.items() if k in own}, "sources")
+        return cls(config, tables)
+
+    @property
+    def cursor_dir(self) -> str:
+        return self.config.cursor_dir
+
+    def table(self, name: str) -> Any | None:
+        """Source ``name``'s checked ``[sources.<name>]``; None when the file has none."""
+        return dict(self.tables).get(name)
+
+
+def sources_config(settings: Mapping[str, Any]) -> Sources:
     """``[sources]`` of a loaded config file, checked (one-line ConfigError)."""
-    return from_dict(SourcesConfig, settings.get("sources", {}), "sources")
+    return Sources.load(settings.get("sources", {}))
 
 
-def chosen(config: SourcesConfig) -> list[tuple[SourceClass, Any]]:
+def chosen(config: Sources) -> list[tuple[SourceClass, Any]]:
     """The registered sources the config asks for, with their configs, in registry order: each
     configured one, except a ``fallback`` source, which serves its stream only when no other
     source of that stream is configured (with its defaults when it is not configured either)."""
-    configured = {name: getattr(config, name, None) for name in SOURCES}
+    configured = {name: config.table(name) for name in SOURCES}
     served = {
         SOURCES[n].stream
         for n, c in configured.items()
@@ -87,7 +106,7 @@ def chosen(config: SourcesConfig) -> list[tuple[SourceClass, Any]]:
 
 
 def open_sources(
-    config: SourcesConfig,
+    config: Sources,
     client: httpx.AsyncClient,
     cursors: CursorStore | None = None,
     *,

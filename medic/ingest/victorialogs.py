@@ -127,7 +127,7 @@ class FieldMap:
 
 @dataclass(frozen=True)
 class VictoriaLogsConfig:
-    """``[sources.victorialogs]``."""
+    """``[sources.victorialogs]``: logs from VictoriaLogs; when absent, logs come from files."""
 
     url: str = "http://127.0.0.1:9428"
     """VictoriaLogs' base URL (http:// or https://)."""

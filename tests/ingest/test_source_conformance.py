@@ -2,28 +2,28 @@
 ``tests/detectors/test_conformance.py`` runs every detector.
 
 Parametrised over the registry (``medic.ingest.registry.SOURCES``), so a new source is checked
-the moment it registers: its ``[sources.<name>]`` table is a typed field of ``SourcesConfig``
-that round-trips through the plain dict a TOML file gives and names unknown settings in one
-line; it opens from that table with a resume cursor it can hand back as JSON; a fallback source
-serves its stream only when nothing else does; and ``medic doctor``'s probe of a backend that
-is not there, and its word on a missing source, are one-line warnings or failures, never an
-exception. A new source adds a table whose backend is not there to ``UNREACHABLE``
-(``test_every_source_has_an_unreachable_table`` says so).
+the moment it registers: its ``[sources.<name>]`` table is checked by its own ``Config``, is in
+the configuration reference, round-trips through the plain dict a TOML file gives and names
+unknown settings in one line; it opens from that table with a resume cursor it can hand back
+as JSON; a fallback source serves its stream only when nothing else does; and ``medic
+doctor``'s probe of a backend that is not there, and its word on a missing source, are
+one-line warnings or failures, never an exception. A new source adds a table whose backend
+is not there to ``UNREACHABLE`` (``test_every_source_has_an_unreachable_table`` says so).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 import httpx
 import pytest
 
 from medic.config import ConfigError, from_dict, to_dict
+from medic.config_tables import config_tables
 from medic.ingest.registry import SOURCES
-from medic.ingest.sources import SourcesConfig, chosen, open_sources, sources_config
+from medic.ingest.sources import chosen, open_sources, sources_config
 
 NAMES = list(SOURCES)
 UNREACHABLE: dict[str, dict[str, Any]] = {
@@ -39,19 +39,21 @@ def test_every_source_has_an_unreachable_table() -> None:
     assert sorted(UNREACHABLE) == sorted(NAMES)
 
 
-def test_every_table_of_sources_is_a_registered_source() -> None:
-    tables = {f.name for f in fields(SourcesConfig)} - {"cursor_dir"}
-    assert tables == set(NAMES)
+def test_a_table_of_no_registered_source_is_a_one_line_error() -> None:
+    with pytest.raises(ConfigError, match="unknown source 'sources.nosuch'") as error:
+        sources_config({"sources": {"nosuch": {}, "cursor_dir": "/tmp/c"}})
+    assert "\n" not in str(error.value)
+    assert sources_config({"sources": {"cursor_dir": "/tmp/c"}}).cursor_dir == "/tmp/c"
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_its_table_is_typed_and_round_trips(name: str) -> None:
+def test_its_table_is_typed_documented_and_round_trips(name: str) -> None:
     cls = SOURCES[name]
-    hint = get_type_hints(SourcesConfig)[name]
-    assert hint == cls.Config | None
+    assert config_tables()[f"sources.{name}"] is cls.Config
     config = sources_config({"sources": {name: UNREACHABLE[name]}})
-    table = getattr(config, name)
+    table = config.table(name)
     assert isinstance(table, cls.Config)
+    assert [n for n, _ in config.tables] == [name]
     assert from_dict(cls.Config, to_dict(table), f"sources.{name}") == table
 
 
