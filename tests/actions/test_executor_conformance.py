@@ -6,13 +6,16 @@ executor is checked the moment it registers. An executor is built from ``[rules.
 name; every verb it claims can be asked of it through ``carry_out``; the actions stage accepts
 exactly the routes whose verbs it claims; and a backend that is down or answers garbage ends
 every verb as a ``failed`` outcome and every read as None, after a bounded number of tries,
-never an exception. A new executor adds its backend's two bad days to ``BACKENDS``
+never an exception; ``medic doctor``'s probe of a backend that is not there is a one-line
+failure, never an exception. A new executor adds its backend's two bad days to ``BACKENDS``
+and a ``[rules.slurm]`` whose backend is not there to ``ABSENT``
 (``test_every_executor_has_its_bad_backends`` says so).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -80,9 +83,28 @@ BACKENDS: dict[str, dict[str, Callable[[SlurmConfig, Calls], Any]]] = {
 }
 """Per executor, its backend down (controller unreachable) and answering garbage."""
 
+ABSENT: dict[str, dict[str, Any]] = {
+    "cli": {},
+    "rest": {"rest_url": "http://127.0.0.1:1"},
+}
+"""Per executor, ``[rules.slurm]`` settings whose backend is not there (with no Slurm command
+on ``PATH``)."""
+
 
 def test_every_executor_has_its_bad_backends() -> None:
     assert sorted(BACKENDS) == KINDS
+    assert sorted(ABSENT) == KINDS
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_its_probe_of_a_missing_backend_fails_in_one_line(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    config = SlurmConfig(executor=kind, timeout_s=2.0, **ABSENT[kind])
+    probe = executor_class(kind).probe(config)
+    assert probe.status == "fail", probe
+    assert probe.detail and "\n" not in probe.detail
 
 
 @pytest.mark.parametrize("kind", KINDS)
