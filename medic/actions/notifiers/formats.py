@@ -67,110 +67,101 @@ def iso(us: int) -> str:
     return dt.datetime.fromtimestamp(us / US, dt.UTC).isoformat().replace("+00:00", "Z")
 
 
-def webhook_body(alert: Alert, receiver: str) -> dict[str, Any]:
-    return {"receiver": receiver, **alert.details, **alert.row(), "text": alert.text}
+class Format:
+    """A kind of receiver (``medic.actions.notifiers.registry.NotifierKind``): the defaults
+    most kinds share (a URL required, no token needed, a token sent as a bearer header); each
+    kind names itself and writes its ``body``."""
+
+    kind: ClassVar[str]
+    default_url: ClassVar[str] = ""
+    token_required: ClassVar[str] = ""
+    bearer: ClassVar[bool] = True
+
+    @staticmethod
+    def body(alert: Alert, receiver: str, token: str | None) -> dict[str, Any]:
+        raise NotImplementedError
 
 
-def slack_body(alert: Alert, receiver: str) -> dict[str, Any]:
-    mark = ":white_check_mark:" if alert.status == "resolved" else ":rotating_light:"
-    return {"text": f"{mark} *{alert.title}*\n{alert.text}"}
-
-
-def pagerduty_body(alert: Alert, receiver: str, routing_key: str) -> dict[str, Any]:
-    return {
-        "routing_key": routing_key,
-        "event_action": "resolve" if alert.status == "resolved" else "trigger",
-        "dedup_key": f"medic/{alert.group}",
-        "payload": {
-            "summary": alert.title[:SUMMARY_LIMIT],
-            "source": alert.labels.get("nodes") or alert.labels.get("source") or "medic",
-            "severity": alert.severity,
-            "timestamp": iso(alert.time),
-            "component": alert.labels.get("job_id", ""),
-            "group": alert.group,
-            "class": alert.labels.get("kind", ""),
-            "custom_details": {"text": alert.text, **alert.labels},
-        },
-    }
-
-
-def alertmanager_body(alert: Alert, receiver: str) -> dict[str, Any]:
-    labels = {"alertname": f"medic_{alert.labels.get('kind', 'alert')}", **alert.labels}
-    annotations = {"summary": alert.title, "description": alert.text}
-    return {
-        "version": "4",
-        "groupKey": f'{{}}:{{group="{alert.group}"}}',
-        "truncatedAlerts": 0,
-        "status": alert.status,
-        "receiver": receiver,
-        "groupLabels": {"group": alert.group},
-        "commonLabels": labels,
-        "commonAnnotations": annotations,
-        "externalURL": "",
-        "alerts": [
-            {
-                "status": alert.status,
-                "labels": labels,
-                "annotations": annotations,
-                "startsAt": iso(alert.time),
-                "endsAt": ZERO_TIME if alert.status == "firing" else iso(alert.time),
-                "generatorURL": "",
-                "fingerprint": alert.fingerprint,
-            }
-        ],
-    }
-
-
-class Webhook:
+class Webhook(Format):
     """medic's own JSON, with a bearer token when one is configured."""
 
-    kind: ClassVar[str] = "webhook"
-    default_url: ClassVar[str] = ""
-    token_required: ClassVar[str] = ""
-    bearer: ClassVar[bool] = True
+    kind = "webhook"
 
     @staticmethod
     def body(alert: Alert, receiver: str, token: str | None) -> dict[str, Any]:
-        return webhook_body(alert, receiver)
+        return {"receiver": receiver, **alert.details, **alert.row(), "text": alert.text}
 
 
-class Slack:
+class Slack(Format):
     """A Slack incoming webhook (its URL is the secret; no token)."""
 
-    kind: ClassVar[str] = "slack"
-    default_url: ClassVar[str] = ""
-    token_required: ClassVar[str] = ""
-    bearer: ClassVar[bool] = False
+    kind = "slack"
+    bearer = False
 
     @staticmethod
     def body(alert: Alert, receiver: str, token: str | None) -> dict[str, Any]:
-        return slack_body(alert, receiver)
+        mark = ":white_check_mark:" if alert.status == "resolved" else ":rotating_light:"
+        return {"text": f"{mark} *{alert.title}*\n{alert.text}"}
 
 
-class PagerDuty:
+class PagerDuty(Format):
     """PagerDuty's Events API v2: the routing key travels in the body."""
 
-    kind: ClassVar[str] = "pagerduty"
-    default_url: ClassVar[str] = "https://events.pagerduty.com/v2/enqueue"
-    token_required: ClassVar[str] = "a routing key"
-    bearer: ClassVar[bool] = False
+    kind = "pagerduty"
+    default_url = "https://events.pagerduty.com/v2/enqueue"
+    token_required = "a routing key"
+    bearer = False
 
     @staticmethod
     def body(alert: Alert, receiver: str, token: str | None) -> dict[str, Any]:
-        return pagerduty_body(alert, receiver, token or "")
+        return {
+            "routing_key": token or "",
+            "event_action": "resolve" if alert.status == "resolved" else "trigger",
+            "dedup_key": f"medic/{alert.group}",
+            "payload": {
+                "summary": alert.title[:SUMMARY_LIMIT],
+                "source": alert.labels.get("nodes") or alert.labels.get("source") or "medic",
+                "severity": alert.severity,
+                "timestamp": iso(alert.time),
+                "component": alert.labels.get("job_id", ""),
+                "group": alert.group,
+                "class": alert.labels.get("kind", ""),
+                "custom_details": {"text": alert.text, **alert.labels},
+            },
+        }
 
 
-class Alertmanager:
+class Alertmanager(Format):
     """The body Alertmanager's webhook_config posts, for tools that read it."""
 
-    kind: ClassVar[str] = "alertmanager"
-    default_url: ClassVar[str] = ""
-    token_required: ClassVar[str] = ""
-    bearer: ClassVar[bool] = True
+    kind = "alertmanager"
 
     @staticmethod
     def body(alert: Alert, receiver: str, token: str | None) -> dict[str, Any]:
-        return alertmanager_body(alert, receiver)
+        labels = {"alertname": f"medic_{alert.labels.get('kind', 'alert')}", **alert.labels}
+        annotations = {"summary": alert.title, "description": alert.text}
+        return {
+            "version": "4",
+            "groupKey": f'{{}}:{{group="{alert.group}"}}',
+            "truncatedAlerts": 0,
+            "status": alert.status,
+            "receiver": receiver,
+            "groupLabels": {"group": alert.group},
+            "commonLabels": labels,
+            "commonAnnotations": annotations,
+            "externalURL": "",
+            "alerts": [
+                {
+                    "status": alert.status,
+                    "labels": labels,
+                    "annotations": annotations,
+                    "startsAt": iso(alert.time),
+                    "endsAt": ZERO_TIME if alert.status == "firing" else iso(alert.time),
+                    "generatorURL": "",
+                    "fingerprint": alert.fingerprint,
+                }
+            ],
+        }
 
 
 def detection_alert(payload: dict[str, Any]) -> Alert:
