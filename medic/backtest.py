@@ -27,6 +27,7 @@ from medic import schema
 from medic.actions.stage import ActionStage
 from medic.calibration import Calibration, raw_scores
 from medic.detectors.base import detection_id, detections_table
+from medic.errors import exception_line
 from medic.evidence_features import features_table
 from medic.history.store import HistoryStore
 from medic.history.writer import HistoryWriter
@@ -242,7 +243,7 @@ def backtest_path(
 
 def unreadable(path: Path, exc: BaseException) -> RecordingFailure:
     """The failure of a recording that raised ``exc`` (one of ``UNREADABLE``) while read."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = exception_line(exc)
     return RecordingFailure(path, text if str(path) in text else f"{path}: {text}")
 
 
@@ -385,7 +386,7 @@ def read_backtest(
                 read = schema.conform(pq.read_table(suspects), schema.DETECTIONS_WRITTEN)
                 detections = pa.concat_tables([detections, read]).sort_by("detected_at")
         except (pa.ArrowException, OSError) as exc:
-            raise RecordingError(f"{file}: unreadable ({str(exc).splitlines()[0]})") from None
+            raise RecordingError(f"{file}: unreadable ({exception_line(exc)})") from None
         detections = detections.set_column(
             detections.schema.get_field_index("raw_score"),
             schema.DETECTIONS_WRITTEN.field("raw_score"),
@@ -418,5 +419,5 @@ def _read_features(file: Path) -> pa.Table | None:
     try:
         return pq.read_table(file)
     except (pa.ArrowException, OSError) as exc:
-        log.warning("%s: unreadable, features left out (%s)", file, str(exc).splitlines()[0])
+        log.warning("%s: unreadable, features left out (%s)", file, exception_line(exc))
         return None

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from medic import schema
 from medic.detectors.registry import parsers_from
+from medic.errors import exception_line
 from medic.history import HistoryError
 from medic.history.store import HistoryStore
 from medic.history.writer import DETECTION_ROWS, HistoryWriter
@@ -55,7 +56,7 @@ def read_result(file: Path, target: pa.Schema) -> pa.Table:
     try:
         table = pq.read_table(file)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise HistoryError(f"{file}: not a parquet file ({str(exc).splitlines()[0]})") from None
+        raise HistoryError(f"{file}: not a parquet file ({exception_line(exc)})") from None
     try:
         return schema.conform(table, target)
     except schema.SchemaError as exc:

@@ -47,6 +47,7 @@ import polars as pl
 from medic.actions.guards import Verdict
 from medic.actions.recovery_config import NvrxConfig
 from medic.detectors.base import Detection
+from medic.errors import exception_line
 from medic.ingest.base import Batch
 from medic.slurm import RUNNING, job_state
 from medic.timeutil import US
@@ -137,7 +138,7 @@ def read_cycles(directory: Path) -> tuple[list[Cycle], int]:
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             bad += 1
-            log.warning("nvrx: skipped %s: %s", path.name, str(exc).splitlines()[0])
+            log.warning("nvrx: skipped %s: %s", path.name, exception_line(exc))
     return cycles, bad
 
 

@@ -43,6 +43,7 @@ from medic.backtest import (
     backtest_recording,
     unreadable,
 )
+from medic.errors import exception_line
 from medic.recording import Recording, read_recording
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ class RayRunner:
                 configure_logging=False,
             )
         except (ConnectionError, ValueError, RuntimeError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = exception_line(exc)
             raise RayClusterError(f"Ray cluster {self.address}: cannot connect ({first})") from None
         return self
 
@@ -156,7 +157,7 @@ class RayRunner:
             try:
                 result = ray.get(ref)
             except RayError as exc:
-                first = str(exc).strip().splitlines()[0]
+                first = exception_line(exc)
                 log.warning(
                     "backtest: a Ray task for %s failed (%s); replaying it here", path, first
                 )

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from medic import schema
+from medic.errors import exception_line
 from medic.timeutil import iso, to_us
 
 TABLE_FILES = {
@@ -291,7 +292,7 @@ def _validate_table(file: Path, name: str, batch_rows: int) -> list[str]:
         except schema.SchemaError as exc:
             return [str(exc)]
         except (pa.ArrowException, OSError) as exc:
-            return [f"cannot read its rows ({str(exc).splitlines()[0]})"]
+            return [f"cannot read its rows ({exception_line(exc)})"]
     return rows.problems()
 
 

@@ -44,6 +44,7 @@ from medic.actions.journal import Journal
 from medic.actions.recovery import Recovery, RecoveryMetrics
 from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
+from medic.errors import exception_line
 from medic.history.nodes import history_nodes
 from medic.history.pages import render_report
 from medic.history.store import DuckDBStore
@@ -242,7 +243,7 @@ class Service:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a source must never take the service down
-                state.up, state.last_error = False, (str(exc) or type(exc).__name__).splitlines()[0]
+                state.up, state.last_error = False, exception_line(exc)
                 self.metrics.source_errors.labels(name).inc()
                 delay = backoff.next_delay()
                 log.error("source %s failed: %s; retrying in %.0f s", name, exc, delay)

@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "medic",
         "medic.timeutil",
+        "medic.errors",
         "medic.schema",
         "medic.config",
         "medic.frames",

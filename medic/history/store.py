@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import duckdb
 import pyarrow as pa
 
+from medic.errors import exception_line
 from medic.history import HistoryError
 from medic.history.migrations import check_version, latest_version, migrate
 
@@ -46,10 +47,6 @@ class TableSpec:
     key_columns: tuple[str, ...]
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -71,7 +68,7 @@ class DuckDBStore:
                 ":memory:" if path is None else str(path), read_only=read_only
             )
         except duckdb.Error as exc:
-            raise HistoryError(f"{self.where}: cannot open ({_first_line(exc)})") from None
+            raise HistoryError(f"{self.where}: cannot open ({exception_line(exc)})") from None
         try:
             self.con.execute("SET TimeZone = 'UTC'")
             if read_only:
@@ -86,7 +83,8 @@ class DuckDBStore:
             self.tables = self._read_specs()
         except duckdb.Error as exc:
             self.con.close()
-            raise HistoryError(f"{self.where}: not a medic history ({_first_line(exc)})") from None
+            why = exception_line(exc)
+            raise HistoryError(f"{self.where}: not a medic history ({why})") from None
         except HistoryError:
             self.con.close()
             raise
@@ -130,7 +128,7 @@ class DuckDBStore:
                 self.con.unregister(INCOMING)
         except duckdb.Error as exc:
             raise HistoryError(
-                f"{self.where}: cannot append to '{table}': {_first_line(exc)}"
+                f"{self.where}: cannot append to '{table}': {exception_line(exc)}"
             ) from None
         return int(inserted[0][0])
 
@@ -138,7 +136,7 @@ class DuckDBStore:
         try:
             return self.con.sql(query, params=list(params) or None).to_arrow_table()
         except duckdb.Error as exc:
-            raise HistoryError(f"{self.where}: query failed: {_first_line(exc)}") from None
+            raise HistoryError(f"{self.where}: query failed: {exception_line(exc)}") from None
 
     def close(self) -> None:
         self.con.close()

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from medic import schema
 from medic.detectors.base import Detection, detection_id, detections_table
+from medic.errors import exception_line
 from medic.history import HistoryError
 from medic.history.config import HistoryConfig
 from medic.history.rollup import GPU_ROLLUP, PROGRESS_ROLLUP, MinuteBuffer
@@ -156,7 +157,7 @@ class HistoryWriter:
                 self.buffers[batch.stream].add(batch.frame)
         except (ValueError, pl.exceptions.PolarsError) as exc:
             self.skipped["batches"] += 1
-            log.warning("history: skipped a %s batch: %s", batch.stream, str(exc).splitlines()[0])
+            log.warning("history: skipped a %s batch: %s", batch.stream, exception_line(exc))
             return
         if batch.max_time is not None:
             self._close_minutes(batch.max_time)

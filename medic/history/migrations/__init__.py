@@ -14,6 +14,7 @@ from importlib import resources
 
 import duckdb
 
+from medic.errors import exception_line
 from medic.history import HistoryError
 
 FILE_NAME = re.compile(r"^(\d{4})_(\w+)\.sql$")
@@ -89,7 +90,7 @@ def migrate(con: duckdb.DuckDBPyConnection, where: str) -> list[int]:
             con.commit()
         except duckdb.Error as exc:
             con.rollback()
-            first = str(exc).splitlines()[0]
+            first = exception_line(exc)
             raise HistoryError(
                 f"{where}: migration {migration.version} ({migration.name}) failed: {first}"
             ) from None
