@@ -86,8 +86,10 @@ def expand_recordings(paths: tuple[Path, ...]) -> list[Path]:
     return found
 
 
-def ray_options(func: F) -> F:
-    """``--ray`` and ``--ray-data``: replay on a Ray cluster (docs/scaling.md)."""
+def replay_options(func: F) -> F:
+    """Where recordings are replayed (``replay_runner``), for every command that replays them:
+    ``--jobs`` local processes, or ``--ray`` and ``--ray-data`` for a Ray cluster
+    (docs/scaling.md)."""
     func = click.option(
         "--ray-data",
         type=click.Choice(["auto", "shared", "ship"]),
@@ -96,13 +98,32 @@ def ray_options(func: F) -> F:
         help="With --ray: read recordings where they are (shared: a shared file system), ship "
         "them through Ray's object store (ship), or ship those some node does not see (auto).",
     )(func)
-    return click.option(
+    func = click.option(
         "--ray",
         "ray_address",
         metavar="auto|ADDRESS",
         help="Replay on this Ray cluster (auto: the one started on this machine or named by "
         "RAY_ADDRESS; else its head's host:port) instead of --jobs local processes; "
         "needs pip install 'medic[ray]'.",
+    )(func)
+    return click.option(
+        "--jobs",
+        type=click.IntRange(min=1),
+        default=None,
+        show_default="the CPU count, at most 4",
+        help="Recordings replayed at once, each in its own process (same results as one).",
+    )(func)
+
+
+def delay_option(func: F) -> F:
+    """``--delay``: replay a stream late (``[[replay.delays]]`` from the command line)."""
+    return click.option(
+        "--delay",
+        "delays",
+        multiple=True,
+        metavar="STREAM=MIN:MAX",
+        help="Deliver a stream's rows MIN-MAX s late, per node, jittered (e.g. logs=0:30); "
+        "overrides [[replay.delays]].",
     )(func)
 
 
@@ -193,22 +214,8 @@ def diagnose(
     type=click.Path(path_type=Path),
     help="Also write what medic serve would have into this DuckDB history file.",
 )
-@click.option(
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=None,
-    show_default="the CPU count, at most 4",
-    help="Recordings replayed at once, each in its own process (same results as one).",
-)
-@click.option(
-    "--delay",
-    "delays",
-    multiple=True,
-    metavar="STREAM=MIN:MAX",
-    help="Deliver a stream's rows MIN-MAX s late, per node, jittered (e.g. logs=0:30); "
-    "overrides [[replay.delays]].",
-)
-@ray_options
+@delay_option
+@replay_options
 @user_errors
 def backtest(
     paths: tuple[Path, ...],
@@ -303,9 +310,8 @@ def backtest(
     "alone: isotonic regression, or Platt's sigmoid for few detections.",
 )
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="medic.toml")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="As for medic backtest.")
-@click.option("--delay", "delays", multiple=True, metavar="STREAM=MIN:MAX", help="As for backtest.")
-@ray_options
+@delay_option
+@replay_options
 @user_errors
 def calibrate(
     paths: tuple[Path, ...],
@@ -387,8 +393,7 @@ def calibrate(
     help="Write the chosen point's [detectors.*] values here (a --config file): the highest "
     "recall at the spec's min_precision, then the lowest p50 latency.",
 )
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="As for medic backtest.")
-@ray_options
+@replay_options
 @user_errors
 def sweep(
     spec_file: Path,
