@@ -3,7 +3,8 @@
 Times are event times in microseconds, written as seconds after ``T0`` (``at(1.5)``). A row is
 a dict with the schema's column names (``medic.schema``); a column left out of a nullable
 field is null. ``batch("logs", [log(0, "NCCL WARN ...")])`` is one batch of the ``logs``
-stream; ``recording(logs=[...], gpu=[...], scheduler=[...], labels=[...])`` a recording to
+stream; ``gpu_latest([gpu_sample(0, "n1", 0, util=99.0)])`` the frame of each GPU's newest
+state; ``recording(logs=[...], gpu=[...], scheduler=[...], labels=[...])`` a recording to
 replay (``write`` puts it on disk in the recording format).
 """
 
@@ -13,11 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from medic import schema
 from medic.ingest.base import Batch
+from medic.parse.gpu_latest import GpuLatestParser
 from medic.recording import Recording, make_meta, write_recording
 from medic.timeutil import US, iso, to_us
 
@@ -51,6 +54,19 @@ def log(
         "message": message,
         **extra,
     }
+
+
+def gpu_sample(t: float, node: str, gpu: int, **fields: Any) -> dict[str, Any]:
+    """A ``gpu`` telemetry row: GPU ``gpu`` of ``node`` at ``t``, with ``fields``
+    (``util=99.0``, ``xid=79``, ``job_id="7"``)."""
+    return {"time": at(t), "node": node, "gpu": gpu, **fields}
+
+
+def gpu_latest(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    """The ``gpu_latest`` frame the parser makes of ``gpu`` rows: each GPU's newest state."""
+    parsed = GpuLatestParser().parse(batch("gpu", rows))
+    assert parsed is not None, "gpu_latest parses every gpu batch"
+    return parsed.frame
 
 
 def label(

@@ -10,29 +10,18 @@ from medic.detectors.incidents import WatchesLiveness
 from medic.detectors.liveness import Cadence, Liveness
 from medic.detectors.node_failure import NodeFailureDetector
 from medic.ingest.base import Batch
-from medic.parse.gpu_latest import GpuLatestParser
 from medic.pipeline import Pipeline
-from medic.testing.builders import at, batch, log
+from medic.testing.builders import at, batch, gpu_latest, gpu_sample, log
 from medic.timeutil import US
-
-
-def sample(t: float, node: str, gpu: int, **fields: object) -> dict[str, object]:
-    return {"time": at(t), "node": node, "gpu": gpu, **fields}
-
-
-def latest(rows: list[dict[str, object]]) -> pl.DataFrame:
-    parsed = GpuLatestParser().parse(batch("gpu", rows))
-    assert parsed is not None
-    return parsed.frame
 
 
 def test_vanished_gpus_and_silent_nodes_are_measured_against_the_rest_of_the_cluster() -> None:
     liveness = Liveness()
     for second in range(30):
-        rows = [sample(second, "a", g) for g in range(4) if not (g == 2 and second >= 10)]
-        rows += [sample(second, "b", g) for g in range(4) if second < 5]
-        rows += [sample(second, "c", g) for g in range(4)]
-        liveness.observe_gpu(latest(rows))
+        rows = [gpu_sample(second, "a", g) for g in range(4) if not (g == 2 and second >= 10)]
+        rows += [gpu_sample(second, "b", g) for g in range(4) if second < 5]
+        rows += [gpu_sample(second, "c", g) for g in range(4)]
+        liveness.observe_gpu(gpu_latest(rows))
     liveness.observe_logs(batch("logs", [log(29, "still here", node="b")]).frame)
     vanished = liveness.vanished_gpus(10 * US, 5 * US)
     assert [(g.node, g.gpu, g.since) for g in vanished] == [("a", 2, at(9))]
@@ -46,7 +35,7 @@ def test_vanished_gpus_and_silent_nodes_are_measured_against_the_rest_of_the_clu
 def test_a_feed_that_stops_everywhere_shows_no_gap() -> None:
     liveness = Liveness()
     for second in range(10):
-        liveness.observe_gpu(latest([sample(second, n, 0) for n in ("a", "b")]))
+        liveness.observe_gpu(gpu_latest([gpu_sample(second, n, 0) for n in ("a", "b")]))
     assert liveness.silent_nodes(1 * US, at(100)) == []
     assert liveness.vanished_gpus(1 * US, 1 * US) == []
 
@@ -89,7 +78,7 @@ def test_a_pipeline_folds_telemetry_once_for_every_detector_that_watches_it() ->
     assert {d.name for d in watchers} == {"crash", "gpu_fault", "node_failure"}
     shared = watchers[0].liveness
     assert all(d.liveness is shared and d.book.liveness is shared for d in watchers)
-    pipeline.process(batch("gpu", [sample(1, "a", 0, job_id="7"), sample(1, "b", 1)]))
+    pipeline.process(batch("gpu", [gpu_sample(1, "a", 0, job_id="7"), gpu_sample(1, "b", 1)]))
     assert shared.gpu_seen == {("a", 0): at(1), ("b", 1): at(1)}
     assert shared.gpu_job == {("a", 0): "7"}
 
@@ -97,27 +86,35 @@ def test_a_pipeline_folds_telemetry_once_for_every_detector_that_watches_it() ->
 def test_batches_of_the_same_gpus_fold_like_any_other() -> None:
     liveness = Liveness()
     order = [("a", 0), ("b", 0), ("a", 1)]  # a node's rows need not be together
-    liveness.observe_gpu(latest([sample(1, n, g, job_id="7") for n, g in order]))
-    liveness.observe_gpu(latest([sample(2, n, g, job_id="7") for n, g in order]))
+    liveness.observe_gpu(gpu_latest([gpu_sample(1, n, g, job_id="7") for n, g in order]))
+    liveness.observe_gpu(gpu_latest([gpu_sample(2, n, g, job_id="7") for n, g in order]))
     assert liveness.gpu_job == {("a", 0): "7", ("b", 0): "7", ("a", 1): "7"}
-    moved = [sample(3, "a", 0, job_id="8"), sample(3.5, "b", 0), sample(3.2, "a", 1, job_id="8")]
-    liveness.observe_gpu(latest(moved))
+    moved = [
+        gpu_sample(3, "a", 0, job_id="8"),
+        gpu_sample(3.5, "b", 0),
+        gpu_sample(3.2, "a", 1, job_id="8"),
+    ]
+    liveness.observe_gpu(gpu_latest(moved))
     assert liveness.gpu_job == {("a", 0): "8", ("a", 1): "8"}
     assert liveness.node_seen == {"a": at(3.2), "b": at(3.5)}
     assert liveness.gpu_seen[("a", 1)] == at(3.2)
-    liveness.observe_gpu(latest([sample(4, "b", 0), sample(4, "a", 1)]))  # a GPU missing
+    liveness.observe_gpu(
+        gpu_latest([gpu_sample(4, "b", 0), gpu_sample(4, "a", 1)])
+    )  # a GPU missing
     assert liveness.gpu_seen == {("a", 0): at(3), ("b", 0): at(4), ("a", 1): at(4)}
     assert liveness.jobs_on("a") == {"8"} and liveness.node_seen["a"] == at(4)
 
 
 def test_pruned_nodes_leave_no_trace_and_new_nodes_take_their_place() -> None:
     liveness = Liveness()
-    liveness.observe_gpu(latest([sample(0, "a", 0, job_id="7"), sample(0, "b", 3, job_id="8")]))
+    liveness.observe_gpu(
+        gpu_latest([gpu_sample(0, "a", 0, job_id="7"), gpu_sample(0, "b", 3, job_id="8")])
+    )
     for second in range(1, 200):
-        liveness.observe_gpu(latest([sample(second, "b", 3, job_id="8")]))
+        liveness.observe_gpu(gpu_latest([gpu_sample(second, "b", 3, job_id="8")]))
         liveness.forget_before(at(second) - 100 * US)
     assert liveness.prunes > 0 and "a" not in liveness.node_seen
-    liveness.observe_gpu(latest([sample(200, "c", 1, job_id="9"), sample(200, "b", 3)]))
+    liveness.observe_gpu(gpu_latest([gpu_sample(200, "c", 1, job_id="9"), gpu_sample(200, "b", 3)]))
     assert liveness.gpu_seen == {("b", 3): at(200), ("c", 1): at(200)}
     assert liveness.gpu_job == {("c", 1): "9"}
     assert liveness.jobs_on("a") == set() and liveness.jobs_on("c") == {"9"}
@@ -127,8 +124,13 @@ def test_pruned_nodes_leave_no_trace_and_new_nodes_take_their_place() -> None:
 
 def test_rows_with_a_gpu_index_no_node_has_are_left_out_and_counted() -> None:
     liveness = Liveness()
-    rows = [sample(1, "a", 0), sample(1, "a", 30000), sample(1, "b", -1), sample(1, "b", 2)]
-    liveness.observe_gpu(latest(rows))
+    rows = [
+        gpu_sample(1, "a", 0),
+        gpu_sample(1, "a", 30000),
+        gpu_sample(1, "b", -1),
+        gpu_sample(1, "b", 2),
+    ]
+    liveness.observe_gpu(gpu_latest(rows))
     assert liveness.gpu_seen == {("a", 0): at(1), ("b", 2): at(1)}
     assert liveness.unaddressable == 2 and liveness.node_seen == {"a": at(1), "b": at(1)}
 
@@ -139,10 +141,10 @@ def test_a_node_is_silent_only_once_overdue_for_its_own_next_sample() -> None:
     # it is.
     liveness = Liveness()
     for second in range(200):
-        rows = [sample(second, "dense", 0)]
+        rows = [gpu_sample(second, "dense", 0)]
         if second % 30 == 0 and second <= 120:
-            rows.append(sample(second, "sparse", 0))
-        liveness.observe_gpu(latest(rows))
+            rows.append(gpu_sample(second, "sparse", 0))
+        liveness.observe_gpu(gpu_latest(rows))
         if second == 148:
             assert liveness.silent_nodes(20 * US, at(second)) == []
     silent = liveness.silent_nodes(20 * US, at(199))

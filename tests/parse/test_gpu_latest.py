@@ -6,26 +6,16 @@ import polars as pl
 
 from medic.ingest.base import Batch
 from medic.parse.gpu_latest import GPU_LATEST, GpuLatestParser
-from medic.testing.builders import at, batch
-
-
-def sample(t: float, node: str, gpu: int, **fields: object) -> dict[str, object]:
-    return {"time": at(t), "node": node, "gpu": gpu, **fields}
-
-
-def latest(rows: list[dict[str, object]]) -> pl.DataFrame:
-    parsed = GpuLatestParser().parse(batch("gpu", rows))
-    assert parsed is not None
-    return parsed.frame
+from medic.testing.builders import at, batch, gpu_latest, gpu_sample
 
 
 def test_gpu_latest_keeps_each_gpus_newest_state_and_first_xid() -> None:
-    frame = latest(
+    frame = gpu_latest(
         [
-            sample(0, "n1", 0, job_id="7", ecc_dbe=0),
-            sample(0.5, "n1", 0, job_id="7", ecc_dbe=1, xid=48),
-            sample(0.9, "n1", 0, job_id=None, ecc_dbe=None, xid=79),
-            sample(0.2, "n1", 1, job_id="7"),
+            gpu_sample(0, "n1", 0, job_id="7", ecc_dbe=0),
+            gpu_sample(0.5, "n1", 0, job_id="7", ecc_dbe=1, xid=48),
+            gpu_sample(0.9, "n1", 0, job_id=None, ecc_dbe=None, xid=79),
+            gpu_sample(0.2, "n1", 1, job_id="7"),
         ]
     ).sort("gpu")
     assert frame.select("gpu", "job_id", "xid", "ecc_dbe").rows() == [
@@ -46,11 +36,11 @@ def test_gpu_latest_accepts_telemetry_without_optional_columns() -> None:
 
 def test_gpu_latest_of_a_batch_keyed_like_the_last_one_still_groups_repeated_gpus() -> None:
     parser = GpuLatestParser()
-    once = [sample(1, "a", 0, util=10.0), sample(1, "a", 1, util=20.0)]
+    once = [gpu_sample(1, "a", 0, util=10.0), gpu_sample(1, "a", 1, util=20.0)]
     for rows in (once, once):
         parsed = parser.parse(batch("gpu", rows))
         assert parsed is not None and parsed.frame.height == 2
-    twice = parser.parse(batch("gpu", [*once, sample(1.5, "a", 0, util=30.0)]))
+    twice = parser.parse(batch("gpu", [*once, gpu_sample(1.5, "a", 0, util=30.0)]))
     assert twice is not None
     assert sorted(twice.frame.select("gpu", "util").rows()) == [(0, 20.0), (1, 20.0)]
     assert twice.frame.schema == parsed.frame.schema
@@ -58,12 +48,12 @@ def test_gpu_latest_of_a_batch_keyed_like_the_last_one_still_groups_repeated_gpu
 
 def test_gpu_latest_is_the_same_whether_a_batch_is_grouped_or_taken_as_it_is() -> None:
     rows = [
-        sample(1, "b", 1, job_id="7", util=50.0, power_w=300.5, ecc_dbe=2, xid=79),
-        sample(1, "a", 0, job_id=None, util=1.5, power_w=90.25),
-        sample(1, "a", 1, job_id="7", util=99.0, power_w=None, nvlink_errors=3),
+        gpu_sample(1, "b", 1, job_id="7", util=50.0, power_w=300.5, ecc_dbe=2, xid=79),
+        gpu_sample(1, "a", 0, job_id=None, util=1.5, power_w=90.25),
+        gpu_sample(1, "a", 1, job_id="7", util=99.0, power_w=None, nvlink_errors=3),
     ]
     seasoned = GpuLatestParser()
-    seasoned.parse(batch("gpu", [*rows, sample(1, "c", 0)]))  # more GPUs than the batch below
+    seasoned.parse(batch("gpu", [*rows, gpu_sample(1, "c", 0)]))  # more GPUs than the batch below
     taken = seasoned.parse(batch("gpu", rows))
     grouped = GpuLatestParser().parse(batch("gpu", rows))  # first batch: grouped unchecked
     assert taken is not None and grouped is not None
@@ -73,8 +63,12 @@ def test_gpu_latest_is_the_same_whether_a_batch_is_grouped_or_taken_as_it_is() -
 
 def test_a_repeated_gpu_is_found_in_a_batch_no_bigger_than_the_cluster() -> None:
     parser = GpuLatestParser()
-    parser.parse(batch("gpu", [sample(0, n, g) for n in ("a", "b") for g in range(4)]))
-    repeated = [sample(1, "b", 3, util=10.0), sample(1, "a", 0), sample(1.5, "b", 3, util=30.0)]
+    parser.parse(batch("gpu", [gpu_sample(0, n, g) for n in ("a", "b") for g in range(4)]))
+    repeated = [
+        gpu_sample(1, "b", 3, util=10.0),
+        gpu_sample(1, "a", 0),
+        gpu_sample(1.5, "b", 3, util=30.0),
+    ]
     parsed = parser.parse(batch("gpu", repeated))
     assert parsed is not None
     assert sorted(parsed.frame.select("node", "gpu", "util").rows()) == [
@@ -83,7 +77,7 @@ def test_a_repeated_gpu_is_found_in_a_batch_no_bigger_than_the_cluster() -> None
     ]
     assert parsed.data.schema == GPU_LATEST  # no Xid in the batch: its columns come as nulls
     assert parsed.frame.get_column("xid_time").null_count() == 2
-    negative = parser.parse(batch("gpu", [sample(2, "a", -1), sample(2, "a", -1)]))
+    negative = parser.parse(batch("gpu", [gpu_sample(2, "a", -1), gpu_sample(2, "a", -1)]))
     assert negative is not None and negative.frame.height == 1
 
 
