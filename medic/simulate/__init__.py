@@ -6,7 +6,7 @@ healthy traps, for backtesting and tuning detectors.
 """
 
 from medic.simulate.catalog import SCENARIOS, get_scenario, simulate
-from medic.simulate.scenarios import Scenario
+from medic.simulate.recipe import Scenario
 from medic.simulate.suites import SUITES, write_suite
 
 __all__ = ["SCENARIOS", "SUITES", "Scenario", "get_scenario", "simulate", "write_suite"]

@@ -7,7 +7,8 @@ from typing import Any
 from medic.config import ConfigError, from_dict
 from medic.recording import Recording
 from medic.simulate.compose import compose
-from medic.simulate.scenarios import FAULTS, HEALTHY, MIXED, QUIET_FAULTS, Scenario
+from medic.simulate.recipe import Scenario
+from medic.simulate.scenarios import FAULTS, HEALTHY, MIXED, QUIET_FAULTS
 
 SCENARIOS: dict[str, Scenario] = {**FAULTS, **QUIET_FAULTS, MIXED.name: MIXED, **HEALTHY}
 

@@ -19,7 +19,8 @@ from medic.simulate import delivery, traps
 from medic.simulate.joblogs import render_run
 from medic.simulate.phases import phase_effects
 from medic.simulate.plan import GpuEffect, Run, paint_modes
-from medic.simulate.scenarios import FAULTS, TRAPS, Common, Mixed, Scenario
+from medic.simulate.recipe import TRAPS, Common, Scenario
+from medic.simulate.scenarios import FAULTS, Mixed
 from medic.simulate.telemetry import GpuPlan, Holding, render_gpu
 from medic.simulate.variation import Variation
 from medic.simulate.world import World

@@ -20,26 +20,8 @@ def losses(spec: TrainSpec, steps: np.ndarray, rng: np.random.Generator) -> np.n
     """A pre-training loss curve: fast early drop, slow decay, step-to-step noise."""
     decay = (spec.loss0 - spec.loss_floor) * np.exp(-steps / max(spec.total_steps / 6, 50))
     result: np.ndarray = spec.loss_floor + decay + rng.normal(0, 0.03, steps.size) * (1 + decay / 4)
-    if spec.diverge_step is not None:
-        result = diverged(result, steps, spec.diverge_step, spec.diverge_decade)
-    return result
-
-
-OVERFLOW = 1e6
-"""A diverging loss past this is printed as inf, and as NaN from the next step on."""
-
-
-def diverged(loss: np.ndarray, steps: np.ndarray, start: int, decade: int) -> np.ndarray:
-    """``loss`` diverging from step ``start``: tenfold every ``decade`` steps until it overflows
-    (the first step past ``OVERFLOW`` prints inf, every later one NaN: the weights are NaN by
-    then); NaN at once when ``decade`` is 0."""
-    past = steps >= start
-    if decade <= 0:
-        return np.where(past, np.nan, loss)
-    grown = np.where(past, loss * 10.0 ** ((steps - start + 1) / decade), loss)
-    over = past & (grown > OVERFLOW)
-    first = over & ~np.concatenate(([False], over[:-1]))
-    result: np.ndarray = np.where(first, np.inf, np.where(over, np.nan, grown))
+    if spec.loss_curve is not None:
+        result = spec.loss_curve(steps, result)
     return result
 
 

@@ -7,6 +7,7 @@ renderers turn the final plan into log lines, telemetry and scheduler rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
@@ -14,6 +15,10 @@ from functools import cached_property
 import numpy as np
 
 from medic.simulate.cluster import GPUS_PER_NODE
+
+LossCurve = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""``(steps, the healthy losses at them) -> the losses printed``: a scenario's hook on a job's
+loss (a divergence from some step on)."""
 
 
 class Mode(IntEnum):
@@ -50,12 +55,9 @@ class TrainSpec:
     mem_mib: float
     power_w: float
     startup_s: float
-    diverge_step: int | None = None
-    """The step from which the loss diverges (``medic.simulate.numerics``); every attempt that
-    reaches it diverges there (the same weights, the same data)."""
-    diverge_decade: int = 0
-    """Steps over which a diverging loss grows tenfold before it overflows to inf and then reads
-    NaN; 0: NaN from the first diverged step."""
+    loss_curve: LossCurve | None = None
+    """A scenario's edit of the loss the job prints (``medic.simulate.kinds``); None: the
+    healthy curve."""
 
 
 @dataclass

@@ -8,85 +8,12 @@ happen amid normal noise.
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from medic.simulate import faults, numerics, quiet_faults, rank_timings, rhythm_traps
-from medic.simulate.frameworks import FRAMEWORK_NAMES
-from medic.simulate.plan import Run
-from medic.simulate.world import World
-
-TRAPS = (
-    "checkpoint_pause",
-    "evaluation",
-    "long_startup",
-    "slow_job",
-    "power_cap",
-    "throttle_blip",
-    "completed",
-    "timeout",
-    "cancelled",
-    "requeue",
-    "benign_xid",
-    "ecc_sbe",
-    "admin_drain",
-    "scrape_gap",
-)
-
-
-@dataclass(frozen=True)
-class Common:
-    """Parameters every scenario takes."""
-
-    duration_min: float | None = None
-    """Recording length in minutes (default: 20-90 from the seed)."""
-    cluster_nodes: int | None = None
-    """Nodes in the cluster (default: what the jobs need plus a few idle ones)."""
-    job_nodes: int | None = None
-    """Nodes of the featured job (default: 2-8, sometimes 9-16)."""
-    framework: str | None = None
-    """Featured job's framework: megatron, torchtitan, deepspeed, hf_trainer, lightning."""
-    jobs: int | None = None
-    """Background jobs besides the featured one (default: 1-3, or enough to fill a large
-    cluster)."""
-    traps: tuple[str, ...] | None = None
-    """Healthy traps to force (default: a random subset)."""
-
-    def __post_init__(self) -> None:
-        if self.duration_min is not None and not 5 <= self.duration_min <= 24 * 60:
-            raise ValueError("duration_min must be between 5 and 1440")
-        if self.job_nodes is not None and not 1 <= self.job_nodes <= 1024:
-            raise ValueError("job_nodes must be between 1 and 1024")
-        if self.cluster_nodes is not None and not 1 <= self.cluster_nodes <= 16384:
-            raise ValueError("cluster_nodes must be between 1 and 16384")
-        if (
-            self.cluster_nodes is not None
-            and self.job_nodes is not None
-            and self.job_nodes > self.cluster_nodes
-        ):
-            raise ValueError("job_nodes cannot exceed cluster_nodes")
-        if self.framework is not None and self.framework not in FRAMEWORK_NAMES:
-            raise ValueError(f"framework must be one of {', '.join(FRAMEWORK_NAMES)}")
-        if self.jobs is not None and self.jobs < 0:
-            raise ValueError("jobs must be >= 0")
-        unknown = sorted(set(self.traps or ()) - set(TRAPS))
-        if unknown:
-            raise ValueError(f"unknown trap {unknown[0]!r} (known: {', '.join(TRAPS)})")
-
-
-@dataclass(frozen=True)
-class Fault(Common):
-    at_min: float | None = None
-    """When the fault strikes, in minutes from the recording start (default: from the seed)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.at_min is not None and self.at_min < 0:
-            raise ValueError("at_min must be >= 0")
+from medic.simulate import faults, quiet_faults, rank_timings, rhythm_traps
+from medic.simulate.kinds import KINDS
+from medic.simulate.recipe import Common, Fault, Scenario, inject_with
 
 
 @dataclass(frozen=True)
@@ -126,16 +53,6 @@ class Deadlock(Fault):
     ending: Literal["watchdog", "cancel", "none"] | None = None
     """How the hung job ends: NCCL watchdog, the user's scancel, or not in the recording."""
     pg_timeout_s: int | None = None
-
-
-@dataclass(frozen=True)
-class NanDivergence(Fault):
-    sudden: bool | None = None
-    """The loss reads NaN at once (default: from the seed; otherwise it climbs tenfold every
-    few logged steps, overflows to inf and then reads NaN)."""
-    restart: bool = False
-    """The job is requeued minutes later, resumes from its checkpoint and diverges again at
-    the same step."""
 
 
 def _check_slowdown(slowdown: float | None) -> None:
@@ -222,52 +139,6 @@ class Mixed(Common):
             raise ValueError("faults must be between 1 and 16")
 
 
-Inject = Callable[[World, Run, Any], None]
-
-
-def _fields(params: Any, *names: str) -> dict[str, Any]:
-    return {name: getattr(params, name) for name in names}
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """A recipe: name, one-line description, the label kind it produces (None: healthy),
-    its parameters (a frozen dataclass with defaults) and the fault it injects."""
-
-    name: str
-    description: str
-    label_kind: str | None
-    params: type[Common]
-    inject: Inject | None = None
-    default_traps: tuple[str, ...] = ()
-
-    def parameters(self) -> list[tuple[str, str, Any]]:
-        """(name, type, default) of every parameter, for ``medic simulate list``."""
-        hints = typing.get_type_hints(self.params)
-        return [
-            (f.name, type_name(hints[f.name]), f.default) for f in dataclasses.fields(self.params)
-        ]
-
-
-def type_name(hint: Any) -> str:
-    """``int``, ``'vanish' | 'null'``, ``list of str``: how a parameter's type reads in help."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return " | ".join(type_name(a) for a in args if a is not type(None))
-    if origin is Literal:
-        return " | ".join(repr(a) for a in args)
-    if origin is tuple:
-        return f"list of {type_name(args[0])}"
-    return str(getattr(hint, "__name__", hint))
-
-
-def _inject(fn: Callable[..., None], *names: str) -> Inject:
-    def run(world: World, target: Run, params: Any) -> None:
-        fn(world, target, **_fields(params, *names), at_min=getattr(params, "at_min", None))
-
-    return run
-
-
 FAULTS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -277,7 +148,7 @@ FAULTS: dict[str, Scenario] = {
             "watchdog and torchrun reports ChildFailedError naming an innocent rank.",
             "gpu_fault",
             Xid79,
-            _inject(faults.xid79, "pg_timeout_s", "telemetry", "culprit_reports"),
+            inject_with(faults.xid79, "pg_timeout_s", "telemetry", "culprit_reports"),
         ),
         Scenario(
             "ecc_uncorrectable",
@@ -285,7 +156,7 @@ FAULTS: dict[str, Scenario] = {
             "that GPU's rank; the job fails.",
             "gpu_fault",
             Ecc,
-            _inject(faults.ecc, "xid"),
+            inject_with(faults.ecc, "xid"),
         ),
         Scenario(
             "nvlink_error",
@@ -293,7 +164,7 @@ FAULTS: dict[str, Scenario] = {
             "ranks time out in NCCL.",
             "gpu_fault",
             NvLink,
-            _inject(faults.nvlink, "precursor", "pg_timeout_s"),
+            inject_with(faults.nvlink, "precursor", "pg_timeout_s"),
         ),
         Scenario(
             "gpu_hang",
@@ -301,7 +172,7 @@ FAULTS: dict[str, Scenario] = {
             "error line for many minutes, then the watchdog.",
             "hang",
             GpuHang,
-            _inject(faults.gpu_hang, "xid", "stuck", "pg_timeout_s"),
+            inject_with(faults.gpu_hang, "xid", "stuck", "pg_timeout_s"),
         ),
         Scenario(
             "deadlock",
@@ -309,7 +180,7 @@ FAULTS: dict[str, Scenario] = {
             "at fault; ends by watchdog, cancel, or not at all.",
             "hang",
             Deadlock,
-            _inject(faults.deadlock, "ending", "pg_timeout_s"),
+            inject_with(faults.deadlock, "ending", "pg_timeout_s"),
         ),
         Scenario(
             "thermal_straggler",
@@ -317,21 +188,21 @@ FAULTS: dict[str, Scenario] = {
             "job runs 10-60 % slower.",
             "straggler",
             Straggler,
-            _inject(faults.thermal, "slowdown"),
+            inject_with(faults.thermal, "slowdown"),
         ),
         Scenario(
             "pcie_straggler",
             "A GPU's PCIe link degrades (replay counter climbing); the whole job runs slower.",
             "straggler",
             Straggler,
-            _inject(faults.pcie, "slowdown"),
+            inject_with(faults.pcie, "slowdown"),
         ),
         Scenario(
             "oom",
             "torch.OutOfMemoryError on one or a few ranks: a software crash, no node at fault.",
             "crash",
             Oom,
-            _inject(faults.oom, "ranks"),
+            inject_with(faults.oom, "ranks"),
         ),
         Scenario(
             "user_error",
@@ -339,7 +210,7 @@ FAULTS: dict[str, Scenario] = {
             "every rank): no node at fault.",
             "crash",
             UserError,
-            _inject(faults.user_error, "error"),
+            inject_with(faults.user_error, "error"),
         ),
         Scenario(
             "illegal_access",
@@ -347,14 +218,14 @@ FAULTS: dict[str, Scenario] = {
             "access; an application crash, no node at fault.",
             "crash",
             Fault,
-            _inject(faults.illegal_access),
+            inject_with(faults.illegal_access),
         ),
         Scenario(
             "segfault",
             "A rank dies of a segmentation fault (exit code -11): no node at fault.",
             "crash",
             Fault,
-            _inject(faults.segfault),
+            inject_with(faults.segfault),
         ),
         Scenario(
             "node_failure",
@@ -362,7 +233,7 @@ FAULTS: dict[str, Scenario] = {
             "it NOT_RESPONDING, then DOWN, and the job NODE_FAIL (often requeued).",
             "node_failure",
             NodeFailure,
-            _inject(faults.node_failure, "slurmd_timeout_s", "requeue", "fast_errors"),
+            inject_with(faults.node_failure, "slurmd_timeout_s", "requeue", "fast_errors"),
         ),
     )
 }
@@ -378,7 +249,7 @@ QUIET_FAULTS: dict[str, Scenario] = {
             "nothing printed until the watchdog. The rank is at fault, no node.",
             "hang",
             Deadlock,
-            _inject(quiet_faults.host_hang, "ending", "pg_timeout_s"),
+            inject_with(quiet_faults.host_hang, "ending", "pg_timeout_s"),
         ),
         Scenario(
             "nfs_hang",
@@ -386,7 +257,7 @@ QUIET_FAULTS: dict[str, Scenario] = {
             "responding' and hung-task warnings; the rank is at fault, no node.",
             "hang",
             Deadlock,
-            _inject(quiet_faults.nfs_hang, "ending", "pg_timeout_s"),
+            inject_with(quiet_faults.nfs_hang, "ending", "pg_timeout_s"),
         ),
         Scenario(
             "power_cap_straggler",
@@ -394,7 +265,7 @@ QUIET_FAULTS: dict[str, Scenario] = {
             "whole job is slower from the start.",
             "straggler",
             EarlyStraggler,
-            _inject(quiet_faults.power_cap_straggler, "slowdown"),
+            inject_with(quiet_faults.power_cap_straggler, "slowdown"),
         ),
         Scenario(
             "host_straggler",
@@ -403,7 +274,7 @@ QUIET_FAULTS: dict[str, Scenario] = {
             "own times in the job's per-rank timers (Megatron-LM) show them.",
             "straggler",
             HostStraggler,
-            _inject(rank_timings.host_straggler, "slowdown"),
+            inject_with(rank_timings.host_straggler, "slowdown"),
         ),
         Scenario(
             "rank_timing_straggler",
@@ -411,7 +282,7 @@ QUIET_FAULTS: dict[str, Scenario] = {
             "NVRx's relative GPU scores): the rank's own time stands out from its peers'.",
             "straggler",
             Straggler,
-            _inject(rank_timings.gpu_straggler, "slowdown"),
+            inject_with(rank_timings.gpu_straggler, "slowdown"),
         ),
         Scenario(
             "ib_flap_straggler",
@@ -419,18 +290,11 @@ QUIET_FAULTS: dict[str, Scenario] = {
             "events): the whole job is slower from its first step.",
             "straggler",
             EarlyStraggler,
-            _inject(quiet_faults.ib_flap_straggler, "slowdown"),
-        ),
-        Scenario(
-            "nan_divergence",
-            "The training loss of a job goes NaN, or climbs by orders of magnitude to inf and NaN, "
-            "while it runs on at full speed; often requeued, it diverges again at the same step.",
-            "nan_divergence",
-            NanDivergence,
-            _inject(numerics.nan_divergence, "sudden", "restart"),
+            inject_with(quiet_faults.ib_flap_straggler, "slowdown"),
         ),
     )
-}
+} | KINDS
+"""Quiet faults, then the scenarios of ``medic.simulate.kinds`` (each one module)."""
 
 HEALTHY: dict[str, Scenario] = {
     s.name: s
@@ -473,7 +337,7 @@ HEALTHY: dict[str, Scenario] = {
             "scores within their normal spread.",
             None,
             Fault,
-            _inject(rank_timings.healthy),
+            inject_with(rank_timings.healthy),
         ),
         Scenario(
             "healthy_noisy",
@@ -489,7 +353,7 @@ HEALTHY: dict[str, Scenario] = {
             "spin in the next collective; nothing is printed until the pause is over.",
             None,
             SilentPauses,
-            _inject(rhythm_traps.silent_pauses),
+            inject_with(rhythm_traps.silent_pauses),
         ),
         Scenario(
             "healthy_sparse_printing",
@@ -497,7 +361,7 @@ HEALTHY: dict[str, Scenario] = {
             "0 between its lines.",
             None,
             SparsePrinting,
-            _inject(rhythm_traps.sparse_printing),
+            inject_with(rhythm_traps.sparse_printing),
         ),
         Scenario(
             "healthy_loader_stalls",
@@ -505,7 +369,7 @@ HEALTHY: dict[str, Scenario] = {
             "spinning in NCCL), every few minutes.",
             None,
             Fault,
-            _inject(rhythm_traps.loader_stalls),
+            inject_with(rhythm_traps.loader_stalls),
         ),
     )
 }

@@ -14,7 +14,8 @@ from medic.config import ConfigError
 from medic.recording import write_recording
 from medic.simulate.catalog import simulate
 from medic.simulate.readme import ReadmeRow, write_readme
-from medic.simulate.scenarios import FAULTS, HEALTHY, QUIET_FAULTS, TRAPS
+from medic.simulate.recipe import TRAPS
+from medic.simulate.scenarios import FAULTS, HEALTHY, QUIET_FAULTS
 
 REGENERATE = "medic simulate suite datasets --out datasets"
 RHYTHM_TRAPS = ("healthy_silent_pauses", "healthy_sparse_printing", "healthy_loader_stalls")
@@ -66,14 +67,12 @@ def datasets_entries(seeds: int | None = None) -> list[Entry]:
             {"job_nodes": 24, "jobs": 0, "duration_min": 15.0, "pg_timeout_s": 300},
         ),
     ]
+    quiet = {"jobs": 1, "job_nodes": 2, "duration_min": 20.0}
     entries += [
-        Entry(name, 1, {"jobs": 1, "job_nodes": 2, "duration_min": 20.0})
-        for name in QUIET_FAULTS
-        if name != "nan_divergence"
+        Entry(name, seed, dict(params))
+        for name, scenario in QUIET_FAULTS.items()
+        for seed, params in scenario.datasets or ((1, quiet),)
     ]
-    # A job alone, long enough for its requeued attempt to diverge again.
-    alone = {"jobs": 0, "job_nodes": 2, "duration_min": 40.0, "restart": True}
-    entries.append(Entry("nan_divergence", 2, alone))
     return entries
 
 

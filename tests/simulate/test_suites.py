@@ -4,7 +4,8 @@ import pyarrow as pa
 
 from medic.recording import find_recordings, read_recording, validate_recording
 from medic.simulate import SCENARIOS, write_suite
-from medic.simulate.scenarios import FAULTS, HEALTHY, TRAPS
+from medic.simulate.recipe import TRAPS
+from medic.simulate.scenarios import FAULTS, HEALTHY
 from medic.simulate.suites import REGENERATE, datasets_entries, suite_entries
 
 ROOT = Path(__file__).resolve().parents[2]

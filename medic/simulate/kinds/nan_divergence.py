@@ -11,13 +11,47 @@ and the data are the same. Each divergence is a label of its own.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
 
 from medic.simulate.faults import fault_time
 from medic.simulate.plan import Run
+from medic.simulate.recipe import Fault, Scenario, inject_with
 from medic.simulate.world import World
 
 PRINTS_LOSS = ("megatron", "torchtitan", "hf_trainer", "lightning")
 """Frameworks whose progress lines carry the loss (the simulated DeepSpeed engine's do not)."""
+
+
+@dataclass(frozen=True)
+class NanDivergence(Fault):
+    sudden: bool | None = None
+    """The loss reads NaN at once (default: from the seed; otherwise it climbs tenfold every
+    few logged steps, overflows to inf and then reads NaN)."""
+    restart: bool = False
+    """The job is requeued minutes later, resumes from its checkpoint and diverges again at
+    the same step."""
+
+
+OVERFLOW = 1e6
+"""A diverging loss past this is printed as inf, and as NaN from the next step on."""
+
+
+def diverged(steps: np.ndarray, loss: np.ndarray, start: int, decade: int) -> np.ndarray:
+    """``loss`` diverging from step ``start``: tenfold every ``decade`` steps until it overflows
+    (the first step past ``OVERFLOW`` prints inf, every later one NaN: the weights are NaN by
+    then); NaN at once when ``decade`` is 0. Every attempt that reaches ``start`` diverges
+    there (the same weights, the same data)."""
+    past = steps >= start
+    if decade <= 0:
+        return np.where(past, np.nan, loss)
+    grown = np.where(past, loss * 10.0 ** ((steps - start + 1) / decade), loss)
+    over = past & (grown > OVERFLOW)
+    first = over & ~np.concatenate(([False], over[:-1]))
+    result: np.ndarray = np.where(first, np.inf, np.where(over, np.nan, grown))
+    return result
 
 
 def nan_divergence(
@@ -47,7 +81,8 @@ def nan_divergence(
             step = soon
     sudden = bool(rng.random() < 0.4) if sudden is None else sudden
     decade = 0 if sudden else every * int(rng.integers(1, 3))
-    job.spec = dataclasses.replace(job.spec, diverge_step=step, diverge_decade=decade)
+    curve = partial(diverged, start=step, decade=decade)
+    job.spec = dataclasses.replace(job.spec, loss_curve=curve)
     onset = _first_print_from(run, step)
     if onset is None or onset >= world.seconds:
         return
@@ -83,3 +118,15 @@ def _requeue(world: World, run: Run, at: float, step: int, how: str) -> None:
     onset = _first_print_from(again, step)
     if onset is not None and onset < world.seconds:
         world.label(job, "nan_divergence", onset, note=f"diverges again from step {step} ({how})")
+
+
+SCENARIO = Scenario(
+    "nan_divergence",
+    "The training loss of a job goes NaN, or climbs by orders of magnitude to inf and NaN, "
+    "while it runs on at full speed; often requeued, it diverges again at the same step.",
+    "nan_divergence",
+    NanDivergence,
+    inject_with(nan_divergence, "sudden", "restart"),
+    # A job alone, long enough for its requeued attempt to diverge again.
+    datasets=((2, {"jobs": 0, "job_nodes": 2, "duration_min": 40.0, "restart": True}),),
+)
