@@ -85,7 +85,16 @@ class RestartLoopConfig:
     max_restarts_without_progress: Count = 2
     """Consecutive restarts after which no checkpoint was saved (and, for jobs that never log
     one, no step passed the highest before) that medic tolerates; the next requeue becomes a
-    hold. 0 turns the guard off."""
+    hold. Higher gives a job that fails differently each time (a bad node, then another) more
+    chances, at the cost of more allocations spent before a person looks. 0 turns the guard
+    off."""
+    max_same_failure_restarts: Count = 1
+    """Of those, consecutive restarts whose attempts all failed the same way (the same kind
+    and the same evidence: the same catalogue signatures, the same step) that medic tolerates
+    before the next requeue becomes a hold: a failure that follows the job onto other nodes
+    from the same checkpoint is the job's, not a node's. Lower holds a repeating job sooner,
+    at the risk of holding one whose failures only looked alike; at or above
+    ``max_restarts_without_progress`` it changes nothing. 0 leaves it to that setting."""
     notify: tuple[str, ...] = ()
     """Receivers told when a job is held for a restart loop."""
 

@@ -8,15 +8,20 @@ stepped past the highest step of every attempt before it.
 
 ``RestartLoopGuard`` reviews the verdicts of the other guards: a requeue of a job whose last
 ``max_restarts_without_progress`` restarts all came to nothing is stopped (guard
-``restart_loop``) and replaced by a hold of the job and a notification. A job that never logged
-any progress at all is not judged (medic cannot tell a loop from a framework it does not read).
-Event time only: a replay behaves like live.
+``restart_loop``) and replaced by a hold of the job and a notification. It counts by failure
+too: each attempt keeps its last confirmed failure (its ``failure_key``: the kind and the
+evidence that names it), whoever restarted the job, and a job whose futile restarts all ended in the
+same failure as the one at hand is held after ``max_same_failure_restarts``, sooner: a failure
+that repeats from the same checkpoint on other nodes is the job's, not a node's. A job that
+never logged any progress at all is not judged (medic cannot tell a loop from a framework it
+does not read). Event time only: a replay behaves like live.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
@@ -33,6 +38,27 @@ ROUTE = "restart-loop"
 RETENTION_US = 7 * 86_400 * US
 """A job unseen this long is forgotten."""
 
+IDENTIFYING = ("signatures", "signature", "step")
+"""Evidence keys that name a failure (what it said, where it stopped); the rest (scores,
+durations, counts) differ between two occurrences of the same failure."""
+
+
+def failure_key(detection: Detection) -> tuple[Hashable, ...] | None:
+    """The kind and the identifying evidence of a detection; None when its evidence names
+    nothing to compare (two such failures are not known to be the same)."""
+    named = tuple(
+        (key, _frozen(detection.evidence[key]))
+        for key in IDENTIFYING
+        if detection.evidence.get(key) not in (None, "", [], ())
+    )
+    return (detection.kind, *named) if named else None
+
+
+def _frozen(value: Any) -> Hashable:
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value if isinstance(value, Hashable) else repr(value)
+
 
 @dataclass
 class _Job:
@@ -40,6 +66,8 @@ class _Job:
     """Event time each attempt began (the first attempt at 0)."""
     max_step: list[int] = field(default_factory=lambda: [-1])
     checkpoints: list[int] = field(default_factory=lambda: [0])
+    failures: list[tuple[Hashable, ...] | None] = field(default_factory=lambda: [None])
+    """Each attempt's last confirmed failure (``failure_key``)."""
     stopped: bool = False
     last_seen: int = 0
 
@@ -48,6 +76,7 @@ class _Job:
             self.starts.append(time)
             self.max_step.append(-1)
             self.checkpoints.append(0)
+            self.failures.append(None)
 
     def progressed(self, attempt: int) -> bool:
         if self.checkpoints[attempt]:
@@ -65,6 +94,16 @@ class _Job:
         count = 0
         for attempt in range(len(self.starts) - 1, 0, -1):
             if self.progressed(attempt):
+                break
+            count += 1
+        return count
+
+    def same_failure_restarts(self, key: tuple[Hashable, ...] | None) -> int:
+        """Futile restarts, counting back from the current attempt (which failed with ``key``),
+        whose attempt before failed with ``key`` too."""
+        count = 0
+        for attempt in range(len(self.starts) - 1, 0, -1):
+            if key is None or self.progressed(attempt) or self.failures[attempt - 1] != key:
                 break
             count += 1
         return count
@@ -97,6 +136,13 @@ class JobAttempts:
     def advance(self, watermark: int) -> None:
         for job_id in [j for j, s in self.jobs.items() if watermark - s.last_seen > RETENTION_US]:
             del self.jobs[job_id]
+
+    def failed(self, job_id: str, key: tuple[Hashable, ...] | None) -> None:
+        """The job's current attempt failed with ``key`` (its last confirmed detection,
+        whoever restarts it: medic, Slurm or its user)."""
+        job = self.jobs.get(job_id)
+        if job is not None:
+            job.failures[-1] = key
 
     def requeued(self, job_id: str, now: int) -> None:
         """medic requeued the job at ``now``: its current attempt ends."""
@@ -155,6 +201,9 @@ class RestartLoopGuard:
         self.guards = guards
 
     def review(self, verdicts: list[Verdict], detection: Detection, now: int) -> list[Verdict]:
+        key = failure_key(detection)
+        if detection.job_id is not None and detection.confirmed:
+            self.attempts.failed(detection.job_id, key)
         out: list[Verdict] = []
         for verdict in verdicts:
             intent = verdict.intent
@@ -162,7 +211,7 @@ class RestartLoopGuard:
             if intent.action != "requeue" or not passed or intent.job_id is None:
                 out.append(verdict)
                 continue
-            loop = self._loop(intent.job_id)
+            loop = self._loop(intent.job_id, key)
             if loop is None:
                 out.append(verdict)
                 if verdict.guard is None:
@@ -178,17 +227,37 @@ class RestartLoopGuard:
             )
         return out
 
-    def _loop(self, job_id: str) -> str | None:
+    def _loop(self, job_id: str, key: tuple[Hashable, ...] | None) -> str | None:
         """Why the job is in a restart loop; None when it is not (or cannot be told)."""
         cap = self.config.max_restarts_without_progress
+        same_cap = self.config.max_same_failure_restarts
         job = self.attempts.job(job_id)
         if cap == 0 or job is None or not job.logged_progress:
             return None
+        no_step = f"no checkpoint saved, no step past {max(job.max_step)}"
+        same = job.same_failure_restarts(key)
+        if 0 < same_cap <= same:
+            return (
+                f"job {job_id} failed the same way ({_named(key)}) after each of its last "
+                f"{same} restarts, with no progress ({no_step}; max_same_failure_restarts = "
+                f"{same_cap}): the job, not a node; held for a person instead of requeued"
+            )
         futile = job.futile_restarts()
         if futile < cap:
             return None
         return (
-            f"job {job_id} made no progress in its last {futile} restarts (no checkpoint saved, "
-            f"no step past {max(job.max_step)}; max_restarts_without_progress = {cap}): "
-            "held for a person instead of requeued"
+            f"job {job_id} made no progress in its last {futile} restarts ({no_step}; "
+            f"max_restarts_without_progress = {cap}): held for a person instead of requeued"
         )
+
+
+def _named(key: tuple[Hashable, ...] | None) -> str:
+    """``kind, signatures ...``: a failure key in words."""
+    if key is None:
+        return "unknown"
+    words = [str(key[0])]
+    for item in key[1:]:
+        name, value = item if isinstance(item, tuple) else (item, "")
+        shown = ", ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+        words.append(f"{name} {shown}")
+    return ", ".join(words)

@@ -1,6 +1,7 @@
 """The restart-loop guard: a job is requeued only when it made progress since its last restart;
-after ``max_restarts_without_progress`` futile restarts it is held and someone is told. The last
-test runs the loop on the real local Slurm."""
+after ``max_restarts_without_progress`` futile restarts it is held and someone is told, after
+``max_same_failure_restarts`` when they all failed the same way. The last test runs the loop on
+the real local Slurm."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from medic.actions.config import SlurmConfig, load_rules
 from medic.actions.model import Outcome, done
 from medic.actions.notifiers.dispatch import Notifiers
 from medic.actions.recorder import RecordingExecutor
-from medic.actions.restart_loop import JobAttempts
+from medic.actions.restart_loop import JobAttempts, failure_key
 from medic.actions.slurm_cli import SlurmCli
 from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
@@ -47,7 +48,7 @@ def progress(job_id: str, t0: float, steps: Sequence[int], checkpoint: int | Non
     return Batch("progress", pa.Table.from_pydict(columns, schema=PROGRESS))
 
 
-def crash(job_id: str, t: float) -> Detection:
+def crash(job_id: str, t: float, *signatures: str) -> Detection:
     return Detection(
         job_id,
         "crash",
@@ -56,6 +57,7 @@ def crash(job_id: str, t: float) -> Detection:
         summary="rank 0 died",
         detected_at=at(t),
         onset=at(t - 1),
+        evidence={"signatures": list(signatures), "nodes": [f"n{t:g}"], "evidence": int(t)},
     )
 
 
@@ -89,6 +91,54 @@ def test_a_job_that_keeps_crashing_before_its_next_checkpoint_is_held_after_two_
     [(receiver, payload)] = notes.sent
     assert receiver == "oncall" and payload["detection"]["job_id"] == "7"
     assert "no progress in its last 2 restarts" in payload["decisions"][0]["reason"]
+
+
+def test_the_same_failure_after_a_futile_restart_is_held_sooner_than_a_different_one() -> None:
+    """The same signature again from the same checkpoint, on other nodes: the job's, held
+    after one restart; a different failure each time gets the two restarts of a loop."""
+    outcomes = {}
+    for name, second in (("same", "cuda_illegal_address"), ("other", "nccl_timeout")):
+        stage = ActionStage(load_rules(RULES), RecordingExecutor(), notifier=Notes())
+        stage.attempts.update(progress("7", 0, range(1, 101), checkpoint=100))
+        assert verdicts(stage, crash("7", 200, "cuda_illegal_address"))[0][2] is None
+        stage.attempts.update(progress("7", 300, [100, 101]))
+        outcomes[name] = [v[2] for v in verdicts(stage, crash("7", 400, second))]
+    assert outcomes == {"same": ["restart_loop", None, None], "other": [None]}
+
+
+def test_the_same_failure_after_a_restart_by_slurm_is_held_too() -> None:
+    """Whoever restarted the job (here Slurm, medic only monitoring), the failure each attempt
+    ended in counts."""
+    stage = ActionStage(
+        load_rules({**RULES, "mode": "monitor"}), RecordingExecutor(), notifier=Notes()
+    )
+    stage.attempts.update(progress("7", 0, range(1, 101), checkpoint=100))
+    assert verdicts(stage, crash("7", 200, "oom")) == [("requeue", "suppressed", "monitor")]
+    for t, state in ((210, "REQUEUED"), (211, "PENDING"), (220, "RUNNING")):
+        stage.attempts.update(
+            batch("scheduler", [{"time": at(t), "kind": "job", "job_id": "7", "state": state}])
+        )
+    stage.attempts.update(progress("7", 300, [100, 101]))
+    assert verdicts(stage, crash("7", 400, "oom"))[:2] == [
+        ("requeue", "suppressed", "restart_loop"),
+        ("hold", "suppressed", "monitor"),
+    ]
+
+
+def test_the_same_failure_after_progress_is_requeued() -> None:
+    stage = ActionStage(load_rules(RULES), RecordingExecutor(), notifier=Notes())
+    stage.attempts.update(progress("7", 0, range(1, 101), checkpoint=100))
+    for t in (200, 400, 600):
+        assert verdicts(stage, crash("7", t, "oom")) == [("requeue", "recorded", None)]
+        stage.attempts.update(progress("7", t + 100, [100, 101], checkpoint=t))
+
+
+def test_a_failure_is_named_by_its_kind_and_identifying_evidence() -> None:
+    first, again = crash("7", 200, "xid_79"), crash("7", 400, "xid_79")
+    assert failure_key(first) == failure_key(again) == ("crash", ("signatures", ("xid_79",)))
+    assert failure_key(crash("7", 200)) is None, "no evidence names it: never the same"
+    diverged = Detection("7", "nan_divergence", evidence={"loss": 3e6, "step": 1200})
+    assert failure_key(diverged) == ("nan_divergence", ("step", 1200))
 
 
 def test_a_restart_that_saves_a_checkpoint_is_progress() -> None:
