@@ -85,12 +85,15 @@ def test_batches_read_in_one_call_each_get_what_they_give_alone() -> None:
     """``parse_apart`` (a replay's read-ahead): each batch's GPUs reduced within that batch,
     whether the run has a GPU sampled twice in one batch or not."""
     seconds = [
-        [sample(0, "n1", 0, job_id="7", ecc_dbe=0), sample(0, "n1", 1, job_id="7", ecc_dbe=0)],
-        [sample(1, "n1", 0, job_id="7", ecc_dbe=2, xid=48), sample(1, "n1", 1, job_id="7")],
         [
-            sample(2, "n1", 0, job_id="7", ecc_dbe=3),
-            sample(2.5, "n1", 0, job_id=None, ecc_dbe=None, xid=79),
-            sample(2, "n2", 3, power_w=80.0),
+            gpu_sample(0, "n1", 0, job_id="7", ecc_dbe=0),
+            gpu_sample(0, "n1", 1, job_id="7", ecc_dbe=0),
+        ],
+        [gpu_sample(1, "n1", 0, job_id="7", ecc_dbe=2, xid=48), gpu_sample(1, "n1", 1, job_id="7")],
+        [
+            gpu_sample(2, "n1", 0, job_id="7", ecc_dbe=3),
+            gpu_sample(2.5, "n1", 0, job_id=None, ecc_dbe=None, xid=79),
+            gpu_sample(2, "n2", 3, power_w=80.0),
         ],
     ]
     for runs in (seconds[:2], seconds):
@@ -98,4 +101,4 @@ def test_batches_read_in_one_call_each_get_what_they_give_alone() -> None:
         apart = GpuLatestParser().parse_apart(batches)
         for one, rows in zip(apart, runs, strict=True):
             assert one is not None and one.data.schema == GPU_LATEST
-            assert one.frame.equals(latest(rows))
+            assert one.frame.equals(gpu_latest(rows))
