@@ -44,14 +44,16 @@ durations, counts) differ between two occurrences of the same failure."""
 
 
 def failure_key(detection: Detection) -> tuple[Hashable, ...] | None:
-    """The kind and the identifying evidence of a detection; None when its evidence names
-    nothing to compare (two such failures are not known to be the same)."""
+    """The kind, the identifying evidence and the blamed nodes of a detection; None when its
+    evidence names nothing to compare (two such failures are not known to be the same). The
+    nodes are part of it: the same Xid on another node after a requeue is a second bad node,
+    not the job repeating its own failure."""
     named = tuple(
         (key, _frozen(detection.evidence[key]))
         for key in IDENTIFYING
         if detection.evidence.get(key) not in (None, "", [], ())
     )
-    return (detection.kind, *named) if named else None
+    return (detection.kind, tuple(sorted(detection.culprits)), *named) if named else None
 
 
 def _frozen(value: Any) -> Hashable:
@@ -252,11 +254,14 @@ class RestartLoopGuard:
 
 
 def _named(key: tuple[Hashable, ...] | None) -> str:
-    """``kind, signatures ...``: a failure key in words."""
+    """``kind, on nodes, signatures ...``: a failure key in words."""
     if key is None:
         return "unknown"
-    words = [str(key[0])]
-    for item in key[1:]:
+    kind, nodes, *named = key
+    words = [str(kind)]
+    if isinstance(nodes, tuple) and nodes:
+        words.append("on " + ", ".join(map(str, nodes)))
+    for item in named:
         name, value = item if isinstance(item, tuple) else (item, "")
         shown = ", ".join(map(str, value)) if isinstance(value, tuple) else str(value)
         words.append(f"{name} {shown}")

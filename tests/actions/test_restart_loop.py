@@ -135,10 +135,22 @@ def test_the_same_failure_after_progress_is_requeued() -> None:
 
 def test_a_failure_is_named_by_its_kind_and_identifying_evidence() -> None:
     first, again = crash("7", 200, "xid_79"), crash("7", 400, "xid_79")
-    assert failure_key(first) == failure_key(again) == ("crash", ("signatures", ("xid_79",)))
+    assert failure_key(first) == failure_key(again) == ("crash", (), ("signatures", ("xid_79",)))
     assert failure_key(crash("7", 200)) is None, "no evidence names it: never the same"
     diverged = Detection("7", "nan_divergence", evidence={"loss": 3e6, "step": 1200})
-    assert failure_key(diverged) == ("nan_divergence", ("step", 1200))
+    assert failure_key(diverged) == ("nan_divergence", (), ("step", 1200))
+
+
+def test_the_same_fault_on_another_node_is_another_failure() -> None:
+    """An Xid 79 on n2 after the requeue that left n1 behind is a second bad node, not the job
+    repeating itself; on the same node again it is the same failure."""
+    evidence = {"signatures": ["xid_79"]}
+    on_n1 = Detection("7", "gpu_fault", culprits=("n1",), evidence=evidence)
+    on_n2 = Detection("7", "gpu_fault", culprits=("n2",), evidence=evidence)
+    assert failure_key(on_n1) != failure_key(on_n2)
+    assert failure_key(on_n1) == failure_key(
+        Detection("7", "gpu_fault", culprits=("n1",), evidence=evidence)
+    )
 
 
 def test_a_restart_that_saves_a_checkpoint_is_progress() -> None:
