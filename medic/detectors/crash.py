@@ -20,6 +20,12 @@ root cause, mpirun's first failed process, srun's failed tasks), with the hosts 
 Errors that a program may survive (a traceback, an exception line) wait up to ``confirm_s``
 for the process death that confirms them. Signs that follow a deliberate end (a user's
 cancel, the time limit, a preemption) are its consequence and are dropped.
+
+Lines no catalogue entry describes (the second layer's ``unmatched:<family>`` signs) carry the
+kind their vocabulary reads as. A job whose death no fatal entry of the catalogue explains
+takes the reading of its earliest such line: a hang, a GPU fault or a node failure blaming the
+node that printed it, of tier ``suspect`` (no signature matched: the default rules act on
+none of it) and evidence saying so; a crash reading stays a crash.
 """
 
 from __future__ import annotations
@@ -36,18 +42,21 @@ from medic.detectors.attribution import (
     JobEvidence,
     evidence_rows,
 )
-from medic.detectors.base import Detection
+from medic.detectors.base import SUSPECT, Detection
 from medic.detectors.failed_ranks import FailedRanks
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
 from medic.parse.catalogue import Catalogue, builtin_catalogue
+from medic.parse.signatures import UNMATCHED
 from medic.slurm import JOB_CRASH_STATES, JOB_NODE_FAILURE_STATES
 from medic.timeutil import US
 
 HARDWARE_KINDS = ("gpu_fault", "node_failure")
 EXPLAINING_KINDS = (*HARDWARE_KINDS, "hang")
 """Fatal evidence of these kinds explains a job's later errors."""
+READS = {"hang": "a hang", "gpu_fault": "a GPU fault", "node_failure": "a node failure"}
+"""How a summary words the kind that unmatched text reads as."""
 RETENTION_US = 3600 * US
 """How long the state of a job the scheduler never reports ending is kept."""
 
@@ -79,6 +88,10 @@ class _Pending:
     incident: JobEvidence
     confirmed_at: int | None = None
     nodes: set[str] = field(default_factory=set)
+    explained: bool = False
+    """A fatal root error of a catalogue entry is among the signs."""
+    reading: tuple[int, str, str | None] | None = None
+    """The earliest unmatched sign: its time, the kind it reads as and the node it names."""
 
 
 class CrashDetector(WatchesLiveness):
@@ -219,6 +232,8 @@ class CrashDetector(WatchesLiveness):
             )
         if not signs.is_empty():
             self._add_signs(signs)
+            for job_id, time in ends.iter_rows():  # signs of the batch just before its end
+                self._stop(job_id, time)
 
     def _hardware(self, frame: pl.DataFrame) -> None:
         """Remember the jobs that hardware evidence (or a line reporting them stuck) concerns:
@@ -265,6 +280,30 @@ class CrashDetector(WatchesLiveness):
             pending.nodes.update(n for n in nodes if n)
             if fatal is not None and pending.confirmed_at is None:
                 pending.confirmed_at = int(fatal)
+        self._readings(signs)
+
+    def _readings(self, signs: pl.DataFrame) -> None:
+        """Note per job whether a fatal catalogue root is among ``signs``, and its earliest
+        unmatched sign's reading."""
+        unmatched = pl.col("signature").str.starts_with(UNMATCHED)
+        explained = signs.filter(
+            ~unmatched & (pl.col("role") == "root") & (pl.col("severity") == "fatal")
+        )
+        for job_id in explained.get_column("job_id").unique().to_list():
+            self.pending[job_id].explained = True
+        if "reading" not in signs.columns:
+            return
+        first = (
+            signs.filter(unmatched & pl.col("reading").is_not_null())
+            .sort("time_us", maintain_order=True)
+            .group_by("job_id", maintain_order=True)
+            .first()
+            .select("job_id", "time_us", "reading", pl.coalesce("host", "node").alias("_where"))
+        )
+        for job_id, time, reading, where in first.iter_rows():
+            pending = self.pending[job_id]
+            if pending.reading is None or time < pending.reading[0]:
+                pending.reading = (int(time), reading, where)
 
     def _stop(self, job_id: str, time: int) -> None:
         """A deliberate end began at ``time``: later signs of the job are its consequence."""
@@ -315,14 +354,32 @@ class CrashDetector(WatchesLiveness):
         incident = pending.incident
         since = incident.onset - round(self.config.confirm_s * US)
         incident.reported = self.failed.reported(incident.job_id, since)
+        evidence = incident.details()
+        reading = None if pending.explained or pending.reading is None else pending.reading
+        if reading is None or reading[1] == "crash":
+            return Detection(
+                job_id=incident.job_id,
+                kind="crash",
+                culprits=(),
+                ranks=incident.ranks(),
+                score=incident.confidence(),
+                detector=self.name,
+                summary=incident.summary(f"Job {incident.job_id} crashed"),
+                onset=incident.onset,
+                evidence=evidence,
+            )
+        _, kind, where = reading
+        blamed = (where,) if where and kind in HARDWARE_KINDS else ()
+        said = READS.get(kind, kind)
         return Detection(
             job_id=incident.job_id,
-            kind="crash",
-            culprits=(),
+            kind=kind,
+            culprits=blamed,
             ranks=incident.ranks(),
             score=incident.confidence(),
             detector=self.name,
-            summary=incident.summary(f"Job {incident.job_id} crashed"),
+            summary=incident.summary(f"Job {incident.job_id} died of what reads as {said}"),
             onset=incident.onset,
-            evidence=incident.details(),
+            evidence={**evidence, "reading": kind, "no_signature": True},
+            tier=SUSPECT,
         )

@@ -11,7 +11,13 @@ A line that no signature matched is not silence when it reads as a failure. The 
    retry, a deliberate end);
 3. the family whose vocabulary the line holds most of (device, fabric, collectives, storage,
    memory, host, config; ``general`` when none): what the line is about, and the kind it reads
-   as.
+   as;
+4. whether the line reports an end rather than an error a program may survive (``_fatal``): a
+   death (an abort, a signal, a non-zero exit), a fatal word (``[[loud]]``) or a term its
+   family holds for an end (``fatal``: a collective that timed out, a GPU lost).
+
+A failure-like line holding a ``deliberate_end`` word (a cancel, the time limit, a preemption)
+is read too, as the job's deliberate end (``_end``): what fails around it is its consequence.
 
 Everything is polars expressions over the batch's rows; no per-line Python.
 """
@@ -33,6 +39,14 @@ GENERAL_KIND = "crash"
 MARKER = "_marker"
 FAMILY = "_family"
 READING = "_reading"
+FATAL = "_fatal"
+END = "_end"
+DELIBERATE_END = "deliberate_end"
+DEATHS = ("death", "signal", "exit")
+FAILED = "failure"
+"""The marker of a line that says something failed: a deliberate end's words beside it (a job
+cancelled due to a node's failure) are no deliberate end."""
+"""The markers that report a process's end, not an error it may survive."""
 
 
 class LexiconError(ValueError):
@@ -47,6 +61,9 @@ class Family:
     kind: str
     terms: tuple[str, ...]
     strong: tuple[str, ...] = ()
+    fatal: tuple[str, ...] = ()
+    """Terms that make a line of this family report an end (a collective timed out: the job
+    cannot go on), not an error a program may survive."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +103,13 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
         if {"name", "kind", "terms"} - set(row):
             raise LexiconError("failure lexicon: a [[family]] needs name, kind and terms")
         families.append(
-            Family(row["name"], row["kind"], tuple(row["terms"]), tuple(row.get("strong", ())))
+            Family(
+                row["name"],
+                row["kind"],
+                tuple(row["terms"]),
+                tuple(row.get("strong", ())),
+                tuple(row.get("fatal", ())),
+            )
         )
     quiet = data.get("quiet", [])
     hard = [row for row in quiet if not row.get("unless_loud", False)]
@@ -124,10 +147,17 @@ class FailureLines:
         self.lexicon = lexicon or builtin_lexicon()
         self._literals = [w.lower() for w in self.lexicon.literals]
         self._marker = _any([p for _, p in self.lexicon.markers])
-        self._quiet = _any([p for _, p in self.lexicon.quiet])
+        others = [p for n, p in self.lexicon.quiet if n != DELIBERATE_END]
+        self._quiet = _any(others) if others else None
+        ends = [p for n, p in self.lexicon.quiet if n == DELIBERATE_END]
+        self._end = _any(ends) if ends else None
+        failed = [p for n, p in self.lexicon.markers if n == FAILED]
+        self._failed = _any(failed) if failed else None
         self._soft_quiet = _any([p for _, p in self.lexicon.soft_quiet])
         self._loud = _any([p for _, p in self.lexicon.loud])
         self._families = self.lexicon.families
+        deaths = [p for n, p in self.lexicon.markers if n in DEATHS]
+        self._death = _any(deaths) if deaths else None
         self._named_marker = "|".join(f"(?P<{n}>{_ascii(p)})" for n, p in self.lexicon.markers)
 
     def failure_like(self, raw: pl.Expr) -> pl.Expr:
@@ -135,21 +165,28 @@ class FailureLines:
         return raw.str.contains_any(self._literals, ascii_case_insensitive=True)
 
     def read(self, frame: pl.DataFrame, raw: str, message: str) -> pl.DataFrame:
-        """The rows of ``frame`` that read as failures, with ``_marker`` (which marker: the
-        one the line shows first), ``_family`` and ``_reading`` (the family's kind) added.
-        ``raw`` names the column of lines as they came (markers and quiet words: a logging
-        level is in the prefix), ``message`` the lines without their prefixes (vocabulary)."""
+        """The rows of ``frame`` that read as failures or as the job's deliberate end, with
+        ``_marker`` (which marker: the one the line shows first), ``_family``, ``_reading``
+        (the family's kind), ``_fatal`` (the line reports an end) and ``_end`` (a deliberate
+        end: the other columns null) added. ``raw`` names the column of lines as they came
+        (markers and quiet words: a logging level is in the prefix), ``message`` the lines
+        without their prefixes (vocabulary)."""
         lines, text = pl.col(raw), pl.col(message)
         marked = text.str.contains(self._marker) | lines.str.contains(self._marker)
-        quiet = lines.str.contains(self._quiet) | (
-            lines.str.contains(self._soft_quiet) & ~lines.str.contains(self._loud)
+        failed = lines.str.contains(self._failed) if self._failed else pl.lit(False)
+        ending = (lines.str.contains(self._end) & ~failed) if self._end else pl.lit(False)
+        quiet = (
+            (lines.str.contains(self._quiet) if self._quiet else pl.lit(False))
+            | (lines.str.contains(self._soft_quiet) & ~lines.str.contains(self._loud))
+            | ending
         )
-        failing = frame.filter(marked & ~quiet)
-        if failing.is_empty():
-            return failing.with_columns(
+        read = frame.with_columns(ending.alias(END)).filter(pl.col(END) | (marked & ~quiet))
+        if read.is_empty():
+            return read.with_columns(
                 pl.lit(None, pl.String).alias(MARKER),
                 pl.lit(None, pl.String).alias(FAMILY),
                 pl.lit(None, pl.String).alias(READING),
+                pl.lit(None, pl.Boolean).alias(FATAL),
             )
         found = [column.str.extract_groups(self._named_marker) for column in (text, lines)]
         marker = pl.coalesce(
@@ -178,6 +215,18 @@ class FailureLines:
             .then(chosen.replace_strict(list(range(len(kinds))), kinds, return_dtype=pl.String))
             .otherwise(pl.lit(GENERAL_KIND))
         )
-        return failing.with_columns(
-            marker.alias(MARKER), family.alias(FAMILY), reading.alias(READING)
+        death = lines.str.contains(self._death) if self._death else pl.lit(False)
+        stated = pl.concat_list(
+            [
+                text.str.contains(_any(f.fatal, "i")) if f.fatal else pl.lit(False)
+                for f in self._families
+            ]
+        ).list.get(chosen, null_on_oob=True)
+        fatal = death | lines.str.contains(self._loud) | ((best.list.max() > 0) & stated)
+        failing = ~pl.col(END)
+        return read.with_columns(
+            pl.when(failing).then(marker).alias(MARKER),
+            pl.when(failing).then(family).alias(FAMILY),
+            pl.when(failing).then(reading).alias(READING),
+            (failing & fatal).alias(FATAL),
         )

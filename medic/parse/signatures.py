@@ -16,10 +16,12 @@ Below the catalogue, a second layer (``medic.parse.failure_lines``) reads the li
 entry matched and that its fast path marks failure-like, of the jobs for which no entry named a
 root cause in the batch. One that reads as a failure is a row too: its signature is
 ``unmatched:<family>`` (no signature matched it) and ``reading`` the kind its vocabulary reads
-as. Such a row is a ``crash`` sign of severity ``error`` and role ``context`` (never a job's
-own error that explains away a node's fault), blaming nothing: the crash detector waits for the
-job's death (its Slurm state, a fatal line) to confirm it, so a lone unmatched line of a job
-that keeps training never makes a detection.
+as. Such a row is a ``crash`` sign of role ``context`` (never a job's own error that explains
+away a node's fault), blaming nothing, of severity ``fatal`` when the line reports an end (an
+abort, a signal, a non-zero exit, a fatal word) and ``error`` otherwise: the crash detector
+waits for the job's death (its Slurm state, a fatal line) to confirm it, so a lone unmatched
+error of a job that keeps training never makes a detection. A line holding a deliberate end's
+words is a ``benign`` row (``unmatched:end``): the failures around it are its consequence.
 
 Every detector that cares about log texts consumes this stream instead of raw lines.
 """
@@ -43,7 +45,7 @@ from medic.parse.catalogue import (
     builtin_catalogue,
     site_catalogue,
 )
-from medic.parse.failure_lines import FAMILY, READING, FailureLines
+from medic.parse.failure_lines import END, FAMILY, FATAL, READING, FailureLines
 from medic.parse.first_match import PATTERN, ROW, FirstMatch
 from medic.parse.prefixes import RAW, PrefixStripper
 
@@ -82,6 +84,8 @@ _FATAL_WORD = pl.col("_word").str.to_lowercase() == "fatal"
 """The driver's own word on an SXid or NVLink5 Xid line: "Fatal", else "Non-fatal"/"Nonfatal"."""
 UNMATCHED = "unmatched:"
 """The prefix of the signature of a line that no catalogue entry matched (the second layer)."""
+ENDED = "end"
+"""The family of an unmatched line that reads as the job's deliberate end."""
 _LINE = "_line"
 
 
@@ -175,9 +179,15 @@ class SignatureMatcher:
         failures. Only the lines of jobs for which no entry named a root cause in the batch
         are read: the other failure lines of a job whose failure the catalogue named are that
         report's context (its traceback, stack frames, a launcher's summary), and reading them
-        would cost without telling more. Lines of no job (a kernel's) make no crash sign."""
+        would cost without telling more. Lines of no job (a kernel's) make no crash sign. A
+        line holding a deliberate end's words (a cancel, the time limit) is that end: a
+        ``benign`` row (``unmatched:end``), as the catalogue's own ends are."""
         assert self.unmatched is not None
-        rooted = matched.filter(pl.col("role") == "root").get_column("job_id").drop_nulls()
+        rooted = (
+            matched.filter((pl.col("role") == "root") & (pl.col("severity") == "fatal"))
+            .get_column("job_id")
+            .drop_nulls()
+        )
         marked = logs.filter(
             pl.col("job_id").is_not_null()
             & ~pl.col("job_id").is_in(rooted.unique().implode())
@@ -195,11 +205,15 @@ class SignatureMatcher:
             "node",
             pl.coalesce("rank", "prefix_rank").cast(pl.Int32).alias("rank"),
             "source",
-            (pl.lit(UNMATCHED) + pl.col(FAMILY)).alias("signature"),
+            (pl.lit(UNMATCHED) + pl.coalesce(FAMILY, pl.lit(ENDED))).alias("signature"),
             kind=pl.lit("crash"),
             implicates=pl.lit("none"),
-            severity=pl.lit("error"),
-            role=pl.lit("context"),
+            severity=pl.when(pl.col(END))
+            .then(pl.lit("info"))
+            .when(pl.col(FATAL))
+            .then(pl.lit("fatal"))
+            .otherwise(pl.lit("error")),
+            role=pl.when(pl.col(END)).then(pl.lit("benign")).otherwise(pl.lit("context")),
             action=pl.lit("none"),
             xid=pl.lit(None, pl.Int32),
             xid_name=pl.lit(None, pl.String),
@@ -345,7 +359,10 @@ class SignatureMatcher:
 
 def unmatched_only(evidence: Mapping[str, Any]) -> bool:
     """Whether a detection's evidence names signatures and all of them are the second layer's
-    (text no catalogue entry matched)."""
+    (text no catalogue entry matched), or its kind is what such text reads as
+    (``no_signature``)."""
+    if evidence.get("no_signature") is True:
+        return True
     signatures = evidence.get("signatures") or ()
     return bool(signatures) and all(str(s).startswith(UNMATCHED) for s in signatures)
 

@@ -202,3 +202,26 @@ def test_torchruns_traceback_after_a_rank_aborted_on_a_dead_peer_is_no_crash() -
     logs += [log(65.0 + i * 0.01, line, node="n2") for i, line in enumerate(agent)]
     found = detect(200, logs, job.telemetry(0, 200, ["idle1"]), [job.start()])
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+
+
+def test_a_death_no_signature_describes_takes_the_kind_its_first_line_reads_as() -> None:
+    logs, gpu, sched = running()
+    # our own wording, in no catalogue entry: a fabric error, then the worker's death
+    logs += JOB.rank_logs(
+        30, "[rank{rank}]: ERROR zorkfab: link down on hca 2, transport retry count exceeded", [3]
+    )
+    logs += JOB.rank_logs(30.5, "[rank{rank}]: zork worker killed by signal 9", [3])
+    found = detect(120, logs, gpu, sched)
+    assert [(d.kind, d.culprits, d.tier) for d in found] == [
+        ("node_failure", (JOB.node_of(3),), "suspect")
+    ]
+    assert found[0].evidence["no_signature"] is True
+    assert found[0].evidence["signatures"] == ["unmatched:fabric", "unmatched:general"]
+
+
+def test_a_death_no_signature_describes_reading_as_a_crash_stays_a_confirmed_crash() -> None:
+    logs, gpu, sched = running()
+    logs += JOB.rank_logs(30, "[rank{rank}]: zork: cannot open shard 7: ENOSPC", [3])
+    logs += JOB.rank_logs(30.5, "[rank{rank}]: zork worker killed by signal 9", [3])
+    found = detect(120, logs, gpu, sched)
+    assert [(d.kind, d.culprits, d.tier) for d in found] == [("crash", (), "confirmed")]

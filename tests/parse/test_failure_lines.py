@@ -9,7 +9,9 @@ import polars as pl
 import pytest
 
 from medic.parse.failure_lines import (
+    END,
     FAMILY,
+    FATAL,
     MARKER,
     READING,
     FailureLines,
@@ -21,10 +23,15 @@ from medic.parse.prefixes import RAW, PrefixStripper
 LAYER = FailureLines()
 
 
-def read(*lines: str) -> list[dict[str, str]]:
+def rows_of(*lines: str) -> pl.DataFrame:
     frame = PrefixStripper().strip(pl.DataFrame({"message": list(lines)}))
     marked = frame.filter(LAYER.failure_like(pl.col(RAW)))
-    rows = LAYER.read(marked, RAW, "message")
+    return LAYER.read(marked, RAW, "message")
+
+
+def read(*lines: str) -> list[dict[str, str]]:
+    """The lines that read as failures."""
+    rows = rows_of(*lines).filter(~pl.col(END))
     return rows.select(RAW, MARKER, FAMILY, READING).to_dicts()
 
 
@@ -88,6 +95,30 @@ def test_a_fatal_word_is_heard_under_a_lower_severity() -> None:
         "node_failure",
     )
     assert reading("host1:4:4 [2] ZZZ WARN net plugin: event on port 1: link down") is None
+
+
+def test_a_line_reporting_an_end_is_fatal_and_an_error_a_program_may_survive_is_not() -> None:
+    lines = {
+        "Segmentation fault (core dumped)": True,  # a death
+        "worker 3 exited with exit code 1": True,
+        "E1130 02:11:09.511 4411 agent.cc:88] ring allreduce timed out after 600s": True,
+        "zork: GPU 0000:3b:00.0 is lost, reboot to recover it": True,  # its family's end
+        "fabric agent: catastrophic event on hca 2": True,  # a fatal word
+        "ERROR could not open checkpoint shard 3": False,  # may be handled
+        "quux.io.PermanentWriteError: ENOSPC while flushing shard 12": False,
+    }
+    rows = rows_of(*lines)
+    assert dict(zip(rows.get_column(RAW), rows.get_column(FATAL), strict=True)) == lines
+
+
+def test_deliberate_ends_are_read_as_ends_unless_something_failed() -> None:
+    rows = rows_of(
+        "slurmstepd: error: *** JOB 12 ON n3 CANCELLED AT 2026-11-30T02:11:09 ***",
+        "zorkd: error: job 12 cancelled due to a node failure on n4",
+        "RuntimeError: worker died",
+    )
+    assert rows.get_column(END).to_list() == [True, False, False]
+    assert rows.get_column(FAMILY).to_list() == [None, "host", "general"]
 
 
 def test_each_line_names_the_marker_it_shows_first() -> None:
