@@ -8,7 +8,9 @@ into the canonical schema, and names the first column it cannot accept.
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from importlib import resources
 
 import pyarrow as pa
 import pyarrow.types as pat
@@ -18,7 +20,14 @@ STRING_LIST = pa.list_(pa.string())
 INT32_LIST = pa.list_(pa.int32())
 
 STREAMS = ("logs", "gpu", "scheduler")
-DETECTION_KINDS = ("crash", "hang", "straggler", "gpu_fault", "node_failure", "nan_divergence")
+KIND_HORIZONS_S: dict[str, float] = {
+    kind: float(table["horizon_s"])
+    for kind, table in tomllib.loads(
+        resources.files("medic").joinpath("kinds.toml").read_text()
+    ).items()
+}
+"""Each detection kind and the scoring horizon of its labels, in seconds (``kinds.toml``)."""
+DETECTION_KINDS = tuple(KIND_HORIZONS_S)
 SUSPECT, CONFIRMED = "suspect", "confirmed"
 DETECTION_TIERS = (SUSPECT, CONFIRMED)
 """A detection's tier: ``suspect`` (silence or slowness alone: logged and notified, not acted

@@ -25,19 +25,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from medic.schema import SUSPECT
+from medic.schema import KIND_HORIZONS_S, SUSPECT
 from medic.timeutil import US
 
 DEDUP_WINDOW_US = 600 * US
 EARLY_US = 10 * US
-HORIZON_US = {
-    "crash": 900 * US,
-    "gpu_fault": 900 * US,
-    "node_failure": 900 * US,
-    "hang": 1800 * US,
-    "straggler": 3600 * US,
-    "nan_divergence": 1800 * US,
-}
+HORIZON_US = {kind: round(seconds * US) for kind, seconds in KIND_HORIZONS_S.items()}
 
 
 @dataclass(frozen=True)

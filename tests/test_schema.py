@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
@@ -53,3 +55,16 @@ def test_conform_rejects_a_time_column_without_utc() -> None:
     )
     with pytest.raises(schema.SchemaError, match="expected timestamp"):
         schema.conform(raw, schema.LOGS)
+
+
+def test_the_recording_format_documents_every_kind_and_its_horizon() -> None:
+    """``medic/kinds.toml`` is the machine copy of the format's kind table and horizons: the
+    users' document names each kind, and its horizon beside it in the scoring rules."""
+    doc = (Path(__file__).parents[1] / "docs" / "recording-format.md").read_text()
+    table = doc.split("## Detection kinds", 1)[1].split("\n## ", 1)[0]
+    rules = " ".join(doc.split("- A label is *detected*", 1)[1].split("- *Latency*", 1)[0].split())
+    for kind, horizon in schema.KIND_HORIZONS_S.items():
+        assert f"| `{kind}`" in table, kind
+        # "H = 900 s for `crash`, `gpu_fault` and ...": the last "N s for" before the kind.
+        stated = rules.split(f"`{kind}`", 1)[0].rsplit(" s for ", 1)[0].rsplit(" ", 1)[-1]
+        assert float(stated) == horizon, kind
