@@ -318,7 +318,7 @@ def _stream(jobs: list[Job], end: float) -> Recording:
 def test_state_stays_bounded_over_a_long_replay(name: str) -> None:
     # It holds state for a running job; what ended jobs leave (tombstones, so late lines start
     # no new watch) is freed once their forget horizon passed, however many ran.
-    one, many = state_of(name, 1), state_of(name, 3)
+    one, many = state_of(name, 1), state_of(name, 2)
     assert one[0] > 0 and many[0] > 0
     assert one[1] == many[1] == 0
 
