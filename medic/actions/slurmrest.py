@@ -75,7 +75,7 @@ class SlurmRest:
             return Probe("fail", f"slurmrestd unreachable at {url} ({exc})")
         if answer.status_code != 200:
             return Probe("fail", f"{url} answered {answer.status_code}")
-        return Probe("ok", f"slurmrestd answers at {url}")
+        return _pinged(url, answer)
 
     def node_checks(self) -> None:
         """slurmrestd v0.0.38 can neither drain, resume nor reserve: no node lifecycle."""
@@ -222,3 +222,19 @@ class SlurmRest:
         if not ok:
             return failed(f"cancel of job {job_id} not seen (state {job.get('job_state')})")
         return done(f"job {job_id} cancelled")
+
+
+def _pinged(url: str, answer: httpx.Response) -> Probe:
+    """What slurmrestd's ``ping`` says of the controllers: ok when one is ``UP``. A 200 that is
+    not that answer (a proxy's page, another service on the port) is no slurmrestd."""
+    try:
+        data = answer.json()
+    except ValueError:
+        return Probe("fail", f"{url} answered 200 but not with JSON: not slurmrestd")
+    pings = data.get("pings") if isinstance(data, dict) else None
+    if not isinstance(pings, list):
+        return Probe("fail", f"{url} answered without a controller ping: not slurmrestd")
+    states = [str(p.get("ping")) for p in pings if isinstance(p, dict)]
+    if "UP" not in states:
+        return Probe("fail", f"slurmrestd at {url} reaches no controller ({', '.join(states)})")
+    return Probe("ok", f"slurmrestd answers at {url}")

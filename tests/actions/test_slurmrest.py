@@ -1,6 +1,12 @@
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+import pytest
 
 from medic.actions.config import SlurmConfig
 from medic.actions.slurmrest import SlurmRest
@@ -85,3 +91,57 @@ def test_nodes() -> None:
     s = rest(FakeSlurmrestd())
     assert s.node_count() == 2
     assert s.drained_nodes() == {"n2": "medic: x"}
+
+
+def answering(body: bytes, content_type: str) -> Iterator[str]:
+    """The URL of a local HTTP server that answers every GET with 200 and ``body``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+PING = {  # slurmrestd 22.05's ping answer, as the local Slurm gives it
+    "meta": {"plugin": {"type": "openapi/v0.0.38"}},
+    "errors": [],
+    "pings": [{"hostname": "ctl", "ping": "UP", "status": 0, "mode": "primary"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status"),
+    [
+        (json.dumps(PING).encode(), "application/json", "ok"),
+        (b"<html><body>Welcome</body></html>", "text/html", "fail"),
+        (b'{"status": "ok"}', "application/json", "fail"),
+        (
+            json.dumps({**PING, "pings": [{**PING["pings"][0], "ping": "DOWN"}]}).encode(),
+            "application/json",
+            "fail",
+        ),
+    ],
+    ids=["ping-up", "html-page", "other-json", "controller-down"],
+)
+def test_the_probe_takes_only_a_controller_ping_for_slurmrestd(
+    body: bytes, content_type: str, status: str
+) -> None:
+    with contextmanager(answering)(body, content_type) as url:
+        probe = SlurmRest.probe(SlurmConfig(executor="rest", rest_url=url))
+    assert probe.status == status, probe
+    assert "\n" not in probe.detail
