@@ -123,3 +123,28 @@ def test_a_replay_gives_the_same_detections_as_batch_by_batch(
     expected = [d for event in replay for d in one_by_one.process(event)]
     found = Pipeline.from_settings().run(replay)
     assert expected and found == expected
+
+
+def test_a_fatal_root_keeps_the_second_layer_from_its_own_batch_only() -> None:
+    """The second layer reads a job's unmatched failure lines unless a fatal entry named the
+    job's failure in the same batch: read ahead, a root in the next batch changes nothing."""
+    first = batch("logs", [log(1.0, "ERROR: fabric port flapped unexpectedly", job_id="7")])
+    second = batch(
+        "logs",
+        [
+            log(2.0, "ERROR: fabric port flapped unexpectedly", job_id="7"),
+            log(
+                2.5,
+                "RuntimeError: CUDA error: an illegal memory access was encountered",
+                job_id="7",
+            ),
+        ],
+    )
+    parser = SignatureParser()
+    ahead = parse_ahead([parser], [first, second])
+    for one in (first, second):
+        alone = frame(parser.parse(one))
+        assert frame(ahead[one]["signatures"]) is not None
+        assert frame(ahead[one]["signatures"]).equals(alone)  # type: ignore[union-attr]
+    unmatched = frame(ahead[first]["signatures"])
+    assert unmatched is not None and unmatched["signature"].str.starts_with("unmatched:").all()

@@ -28,10 +28,11 @@ Every detector that cares about log texts consumes this stream instead of raw li
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -87,6 +88,8 @@ UNMATCHED = "unmatched:"
 ENDED = "end"
 """The family of an unmatched line that reads as the job's deliberate end."""
 _LINE = "_line"
+PART = "_part"
+"""The index of a row's batch, when many are read in one call (``SignatureParser.parse_apart``)."""
 
 
 class SignatureMatcher:
@@ -154,11 +157,17 @@ class SignatureMatcher:
             ),
         ]
 
-    def match(self, logs: pl.DataFrame) -> pl.DataFrame:
+    def match(self, logs: pl.DataFrame, sizes: Sequence[int] | None = None) -> pl.DataFrame:
         """The matched rows of a logs frame, in the ``SIGNATURES`` columns (maybe empty). Lines
         are matched without their prefixes (``PrefixStripper``); ``message`` is the line as it
-        came."""
+        came. ``sizes``: the frame holds that many batches' rows in turn, each read apart (what
+        the second layer reads depends on the batch's other lines), and every row carries its
+        batch's index as ``_part``."""
         logs = self.prefixes.strip(logs)
+        if sizes is not None:
+            logs = logs.with_columns(
+                pl.Series(PART, np.repeat(np.arange(len(sizes), dtype=np.uint32), sizes))
+            )
         missing = [
             pl.lit(None, dtype).alias(name)
             for name, dtype in _OPTIONAL_LOG_COLUMNS.items()
@@ -183,16 +192,16 @@ class SignatureMatcher:
         line holding a deliberate end's words (a cancel, the time limit) is that end: a
         ``benign`` row (``unmatched:end``), as the catalogue's own ends are."""
         assert self.unmatched is not None
+        keys = ["job_id", PART] if PART in matched.columns else ["job_id"]
         rooted = (
             matched.filter((pl.col("role") == "root") & (pl.col("severity") == "fatal"))
-            .get_column("job_id")
+            .select(keys)
             .drop_nulls()
+            .unique()
         )
         marked = logs.filter(
-            pl.col("job_id").is_not_null()
-            & ~pl.col("job_id").is_in(rooted.unique().implode())
-            & self.unmatched.failure_like(pl.col(RAW))
-        )
+            pl.col("job_id").is_not_null() & self.unmatched.failure_like(pl.col(RAW))
+        ).join(rooted, on=keys, how="anti", maintain_order="left")
         if not matched.is_empty() and not marked.is_empty():
             marked = marked.filter(~pl.col(_LINE).is_in(matched.get_column(_LINE).implode()))
         read = self.unmatched.read(marked, RAW, "message") if not marked.is_empty() else marked
@@ -200,6 +209,7 @@ class SignatureMatcher:
             return matched.drop(_LINE, strict=False)
         rows = read.select(
             _LINE,
+            *([PART] if PART in read.columns else []),
             "time",
             "job_id",
             "node",
@@ -246,7 +256,7 @@ class SignatureMatcher:
             .join(self._entries, on="entry", how="left", maintain_order="left")
         )
         from_table = pl.col("xid_table") & pl.col("xid_kind").is_not_null()
-        line = [_LINE] if _LINE in hits.columns else []
+        line = [c for c in (_LINE, PART) if c in hits.columns]
         hits = (
             hits.rename({"_xid": "xid"})
             .join(self._xids, on="xid", how="left", maintain_order="left")
@@ -418,8 +428,6 @@ class SignatureParser:
     name = "signatures"
     input_stream = "logs"
     output_stream = "signatures"
-    row_wise = True
-    """Each output row comes from one input row: batches may be parsed together."""
     Config = SignaturesConfig
     uses_catalogue = True
     strips_prefixes = True
@@ -447,3 +455,27 @@ class SignatureParser:
         if hits.is_empty():
             return None
         return Batch.from_frame(self.output_stream, hits, SIGNATURES)
+
+    def parse_apart(
+        self, batches: Sequence[Batch], joined: pl.DataFrame | None = None
+    ) -> list[Batch | None]:
+        """What ``parse`` gives for each of ``batches`` (non-empty, one schema), read in one
+        call: the second layer reads a job's unmatched lines unless a fatal entry named its
+        failure in the same batch, so each batch is read apart. ``joined``: their frames
+        already concatenated."""
+        if joined is None or joined.height != sum(b.num_rows for b in batches):
+            try:
+                joined = pl.concat([b.frame for b in batches], rechunk=False)
+            except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
+                return [self.parse(batch) for batch in batches]
+        if "message" not in joined.columns:
+            return [None] * len(batches)
+        hits = self.matcher.match(joined, [b.num_rows for b in batches])
+        out: list[Batch | None] = [None] * len(batches)
+        if hits.is_empty():
+            return out
+        shares = hits.partition_by(PART, as_dict=True, maintain_order=True, include_key=False)
+        made = Batch.from_frames(self.output_stream, list(shares.values()), SIGNATURES)
+        for (index,), batch in zip(shares, made, strict=True):
+            out[int(index)] = batch
+        return out
