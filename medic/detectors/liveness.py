@@ -49,6 +49,9 @@ class Cadence:
 
     RECENT = 8
     LAGS = 32
+    SETTLED = 3
+    """Spacings a key must have shown before its quiet means something: two lines (a progress
+    line and the save that followed it) are one spacing, not a rhythm."""
 
     def __init__(self) -> None:
         self.last: dict[str, int] = {}
@@ -90,11 +93,13 @@ class Cadence:
         return None if last is None else now - self.lag(key) - last
 
     def went_quiet(self, key: str, since: int, now: int, slack: int, longest: int) -> bool:
-        """True when ``key`` wrote regularly (at least every ``longest``) up to about ``since``, and
-        nothing after ``since + slack`` for three of its usual spacings until ``now`` (less its
-        delivery lag)."""
+        """True when ``key`` wrote regularly (``SETTLED`` spacings at least, none longer than
+        ``longest``) up to about ``since``, and nothing after ``since + slack`` for three of its
+        usual spacings until ``now`` (less its delivery lag)."""
         last, every = self.last.get(key), self.every(key)
         if last is None or every is None or every > longest:
+            return False
+        if len(self.steps.get(key, ())) < self.SETTLED:
             return False
         quiet = now - self.lag(key) - last
         return since - 2 * every - US <= last <= since + slack and quiet >= 3 * every
@@ -245,6 +250,15 @@ class Liveness:
         usual: np.ndarray = medians[node_ids]
         usual[np.isnan(usual)] = cluster
         return usual.astype(np.int64)
+
+    def cadence_of(self, node: str) -> int:
+        """The node's usual spacing between telemetry samples (0 for a node never seen, or
+        while no node's spacing is known)."""
+        i = self.slots.id_of(node)
+        if i is None:
+            return 0
+        usual = int(self.cadence_us(np.array([i], np.intp))[0])
+        return 0 if usual >= NEVER_US else usual
 
     def located(self, latest: pl.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
         """Node id and GPU index of each row of ``latest`` when it is the batch folded last

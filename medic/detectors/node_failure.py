@@ -153,15 +153,18 @@ class JobPower:
         self, job_id: str, since: int, now: int, settle: int, ratio: float, spin_util: float
     ) -> bool:
         """Whether the job's GPUs drew under ``ratio`` of their power of the minute before
-        ``since`` from ``since + settle`` to ``now`` while every one of them stayed at
-        ``spin_util`` or more (three samples at least on each side)."""
+        ``since`` in every sample from ``since + settle`` to ``now`` while every one of them
+        stayed at ``spin_util`` or more (three samples at least on each side). Every sample:
+        peers of a dead node block in their next collective, within a step; peers that went on
+        working for a while and then waited (on a save by a rank on the silent node, whose
+        exporter restarted) were not waiting on a dead node."""
         self._fold()
         history = self.samples.get(job_id, ())
         before = [p for t, p, _ in history if since - POWER_BASELINE_US <= t < since]
         after = [(p, low) for t, p, low in history if since + settle <= t <= now]
         if len(before) < 3 or len(after) < 3:
             return False
-        power = sum(p for p, _ in after) / len(after)
+        power = max(p for p, _ in after)
         lowest = sum(low for _, low in after) / len(after)
         return lowest >= spin_util and power < ratio * sum(before) / len(before)
 
@@ -306,7 +309,10 @@ class NodeFailureDetector(WatchesLiveness):
         peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
         if peers_complain and not own_error:
             return f"ranks of job {job_id} report losing a peer"
-        if self.job_power.stalled(job_id, gap.since, now, slack, cfg.stall_ratio, cfg.spin_util):
+        # The node's next sample was due a spacing after its last: peers' samples until then
+        # may still show the work they did before it died.
+        settle = slack + self.liveness.cadence_of(gap.node)
+        if self.job_power.stalled(job_id, gap.since, now, settle, cfg.stall_ratio, cfg.spin_util):
             return f"the other GPUs of job {job_id} stalled with it"
         return None
 

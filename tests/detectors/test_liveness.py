@@ -44,15 +44,19 @@ def test_quiet_means_something_only_for_a_regular_writer() -> None:
     cadence = Cadence()
     for second in range(20):
         cadence.observe(["fast"], [at(second)])
-    for second in range(0, 20, 10):
+    for second in range(0, 40, 10):
         cadence.observe(["slow"], [at(second)])
+    for second in (0, 10):
+        cadence.observe(["twice"], [at(second)])
     slack, longest = 5 * US, 30 * US
     assert cadence.went_quiet("fast", at(20), at(23), slack, longest)
     assert not cadence.went_quiet("fast", at(20), at(21), slack, longest)
     assert not cadence.went_quiet("fast", at(40), at(60), slack, longest)
-    assert not cadence.went_quiet("slow", at(11), at(20), slack, longest)
-    assert cadence.went_quiet("slow", at(11), at(45), slack, longest)
-    assert not cadence.went_quiet("slow", at(11), at(45), slack, 5 * US)
+    assert not cadence.went_quiet("slow", at(31), at(40), slack, longest)
+    assert cadence.went_quiet("slow", at(31), at(65), slack, longest)
+    assert not cadence.went_quiet("slow", at(31), at(65), slack, 5 * US)
+    # Two lines (a progress line and the save after it) are one spacing, no rhythm yet.
+    assert not cadence.went_quiet("twice", at(11), at(45), slack, longest)
 
 
 def test_detectors_accept_batches_with_missing_optional_columns_and_unseen_jobs() -> None:

@@ -245,6 +245,37 @@ def test_a_job_that_logs_every_few_minutes_does_not_confirm_an_exporter_gap() ->
     assert detect(700, chatty(job, 0, 700, every=190.0), gpu, [job.start()]) == []
 
 
+def test_two_lines_then_an_exporter_restart_on_the_printing_node_is_not_a_failure() -> None:
+    # rank 0 on n3 prints a step, then its save 44 s later, and nothing for minutes (it prints
+    # every few minutes); the exporter of n3 restarts for 66 s: two lines are no rhythm
+    job = Job()
+    logs = [
+        log(10, f"[rank0]:{megatron_line(1, 6000.0)}", node="n3"),
+        log(54, "[rank0]: successfully saved checkpoint from iteration 1", node="n3"),
+    ]
+    gpu = [
+        r
+        for r in job.telemetry(0, 300, extra_nodes=["idle1"])
+        if not (r["node"] == "n3" and at(130) <= r["time"] < at(196))
+    ]
+    found = detect(300, logs, gpu, [job.start()])
+    assert [d for d in found if d.kind == "node_failure"] == []
+
+
+def test_peers_that_worked_on_after_a_node_went_silent_were_not_waiting_on_it() -> None:
+    # the exporter of n3 stops at 61 s; the job's GPUs work on at 600 W for 30 s, then spin
+    # at 230 W while rank 0 on n3 saves: a dead node would have blocked them at once
+    job = Job()
+    job.gpu_fields = {**power(job, 600.0, 0, 91), **power(job, 230.0, 91, 300)}
+    gpu = [
+        r
+        for r in job.telemetry(0, 300, extra_nodes=["idle1"])
+        if not (r["node"] == "n3" and at(61) <= r["time"] < at(161))
+    ]
+    found = detect(300, chatty(job, 0, 300, every=60.0), gpu, [job.start()])
+    assert [d for d in found if d.kind == "node_failure"] == []
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [
