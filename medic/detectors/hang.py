@@ -82,6 +82,7 @@ jobs silent for ``watch_after_s`` or more, or whose snapshot looks hung.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar
@@ -452,7 +453,7 @@ class HangDetector(WatchesJobs):
             self._learn_rhythm(job_id, watch, time, gap_us)
             watch.rhythm.step(step)
             if telemetry.corroborated_since is not None or telemetry.ended is not None:
-                self._learn_spell(watch, time, fresh, self._writer(job_id))  # else: no spell
+                self._learn_spell(watch, time, fresh, self._writer(job_id, watch))  # else: no spell
             watch.alarmed, watch.suspect = False, None
             stuck.pop(job_id, None)
             if gap_us is None:
@@ -474,7 +475,7 @@ class HangDetector(WatchesJobs):
         telemetry, rhythm = watch.telemetry, watch.rhythm
         spell = self._spell(telemetry, time)
         if spell is not None:
-            kind = kind_of(spell[1], self._writer(job_id))
+            kind = kind_of(spell[1], self._writer(job_id, watch))
             if kind != PAUSE:
                 rhythm.learn(rhythm.last_step, spell[0], kind)
                 return
@@ -781,7 +782,7 @@ class HangDetector(WatchesJobs):
         the last writer joins the wait, the collective completes and training resumes. So an
         announced checkpoint in which every GPU has sat in the wait (pegged at low power, no
         rank apart) for ``spin_hold_s`` is no longer writing anything: its allowance lapses."""
-        c, writer = self.config, self._writer(job_id)
+        c, writer = self.config, self._writer(job_id, watch)
         if held and self._blocked_apart(watch):
             return 0  # a rank apart is blocked on I/O: neither a save nor a stall ending soon
         if job.phase is not None:
@@ -813,7 +814,7 @@ class HangDetector(WatchesJobs):
             return 0
         rhythm, since = watch.rhythm, watch.telemetry.corroborated_since
         spell = None if since is None else self._spell(watch.telemetry, now)
-        kind = PAUSE if spell is None else kind_of(spell[1], self._writer(job_id))
+        kind = PAUSE if spell is None else kind_of(spell[1], self._writer(job_id, watch))
         factor = self.config.phase_factor
         # A silence on the job's step rhythm is expected whatever its GPUs show (a save by a
         # rank 0 the scheduler did not name looks like that GPU stalling).
@@ -855,15 +856,19 @@ class HangDetector(WatchesJobs):
         blocked = {node for node, time in self.blocked.items() if time >= since}
         return bool(blocked & watch.telemetry.apart_nodes())
 
-    def _writer(self, job_id: str) -> tuple[str, int] | None:
+    def _writer(self, job_id: str, watch: JobWatch) -> tuple[str, int] | None:
         """The GPU of the job's global rank 0, which writes a single-writer save: local rank 0
         on rank 0's node (``torch.cuda.set_device(local_rank)``), that node as the job's lines
         name it, else the first node of its allocation (srun starts task 0 there, and
-        torchrun's rendezvous host is by convention the first host of the node list)."""
+        torchrun's rendezvous host is by convention the first host of the node list). A job
+        the scheduler has not listed (medic started after it, or no scheduler feed) has the
+        nodes its GPUs reported from, in the order Slurm lists them (``node2`` before
+        ``node10``)."""
         info = self.jobs.scheduler.jobs.get(job_id)
-        if info is None:
-            return None
-        node = info.rank_nodes.get(0) or (info.nodes[0] if info.nodes else None)
+        ranked = info.rank_nodes.get(0) if info is not None else None
+        listed = info.nodes if info is not None else ()
+        nodes = listed or tuple(sorted(watch.telemetry.known(), key=_hostlist_key))
+        node = ranked or (nodes[0] if nodes else None)
         return None if node is None else (node, 0)
 
     def _threshold_us(self, watch: JobWatch, gpus: str, corroborated: bool) -> int:
@@ -891,6 +896,14 @@ class HangDetector(WatchesJobs):
             self._silent_jobs.discard(job_id)
         self.baseline.forget(job_ids)
         self.silent.forget(job_ids)
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _hostlist_key(node: str) -> tuple[tuple[int, str], ...]:
+    """Sort key of a node name in a Slurm node list's order: its runs of digits by number."""
+    return tuple((int(part), "") if part.isdigit() else (-1, part) for part in _DIGITS.split(node))
 
 
 def _longest(watch: JobWatch) -> int:

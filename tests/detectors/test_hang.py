@@ -460,6 +460,17 @@ def test_a_first_save_by_rank_zero_that_prints_nothing_is_not_a_hang() -> None:
     assert "n1 GPU 0 went idle while the others wait" in found.summary
 
 
+def test_a_first_save_by_rank_zero_of_a_job_the_scheduler_never_listed_is_not_a_hang() -> None:
+    # medic started after the job (or reads no scheduler feed): rank 0's node is the first,
+    # in Slurm's order, of the nodes the job's GPUs report from
+    job = Job().steps(10, 400).telemetry(0, 400, constant(COMPUTE))
+    job.telemetry(400, 590, writer_saves).steps(590, 900).telemetry(590, 900, constant(COMPUTE))
+    assert run(HangDetector(), [job], 900) == []
+    stuck = Job().steps(10, 400).telemetry(0, 400, constant(COMPUTE))
+    (found,) = run(HangDetector(), [stuck.telemetry(400, 1200, writer_saves)], 1200)
+    assert at(400 + 600) <= found.detected_at <= at(400 + 620)
+
+
 def test_the_save_allowance_is_learned_from_the_writers_earlier_saves() -> None:
     # The first save took 100 s (its step line delivered 30 s late, after the telemetry showed
     # the GPUs back at work); the second never ends: three of those, not the cold 600 s.
