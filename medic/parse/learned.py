@@ -103,6 +103,11 @@ class Fields:
     scale: float
     """Seconds per unit of the duration field, or -1 for a rate (steps per second)."""
     ranks: tuple[int, ...] = ()
+    throughput: int | None = None
+    """The field of the step's throughput (samples, tokens, images or FLOPs per second), the
+    one per device where the line gives several; None when the line gives none."""
+    unit: str | None = None
+    """The throughput's unit or, without one, its label."""
 
 
 @dataclass
@@ -137,8 +142,9 @@ class LearnedProgress:
     def read(self, lines: pl.DataFrame) -> pl.DataFrame:
         """``lines`` (``_line``, ``job_id``, ``_who``: the process that printed it, ``message``;
         in time order; those ``candidates`` keeps) -> one row per step line: ``_line``,
-        ``step`` (Int64), ``step_time_s`` (Float64). Each process's lines are learned apart
-        (every rank may print the same step)."""
+        ``step`` (Int64), ``step_time_s`` (Float64), ``throughput`` (Float64) and
+        ``throughput_unit``. Each process's lines are learned apart (every rank may print the
+        same step)."""
         message = pl.col("message")
         other_loop = message.str.extract(BAR_DESC, 1).str.contains(LOOKALIKE).fill_null(False)
         found = lines.filter(~message.str.contains(LOOKALIKE_LINE) & ~other_loop).select(
@@ -280,10 +286,16 @@ class LearnedProgress:
         else:
             duration = pl.col(f"n{fields.duration}")
             step_time = 1.0 / duration if fields.scale < 0 else duration * fields.scale
+        if fields.throughput is None:
+            throughput = pl.lit(None, pl.Float64)
+        else:
+            throughput = pl.col(f"n{fields.throughput}")
         return numbers.join(chosen, on=["job_id", "_who"], how="inner").select(
             "_line",
             pl.col("_numbers").list.get(pl.col("_counter")).cast(pl.Int64).alias("step"),
             pl.when(~pl.col("_clock")).then(step_time).alias("step_time_s"),
+            throughput.alias("throughput"),
+            pl.lit(fields.unit, pl.String).alias("throughput_unit"),
         )
 
 
@@ -338,10 +350,10 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
 
 def _fields(template: str) -> Fields | None:
     """A template's duration (or rate) field, from the words before a number or the unit after
-    it, and the rank of each number's counter label. None when it has neither a duration nor a
-    labelled counter. A duration with no other number (no counter beside it) is a record's
-    part; a labelled counter without a duration, a step line that gives no time (or a
-    record's header)."""
+    it, its throughput field (never a counter), and the rank of each number's counter label.
+    None when it has neither a duration nor a labelled counter. A duration with no other
+    number (no counter beside it) is a record's part; a labelled counter without a duration,
+    a step line that gives no time (or a record's header)."""
     parts = template.split("#")
     if len(parts) < 2:
         return None
@@ -351,20 +363,55 @@ def _fields(template: str) -> Fields | None:
         NO_COUNTER if after.startswith("%") else _counter_rank(label.group(1) if label else "")
         for label, after in zip(labels, parts[1:], strict=True)
     )
-    for index in range(width):
-        unit = _UNIT_AFTER.match(parts[index + 1])
-        label = labels[index]
-        phrase = _PHRASE.search(parts[index])
-        scale = _scale(
-            unit.group(1) if unit else "",
-            label.group(1) if label else "",
-            phrase.group(1) if phrase else "",
-        )
-        if scale is not None:
-            return Fields(width, index, scale, ranks)
+    words = [_words(parts[index], parts[index + 1], labels[index]) for index in range(width)]
+    duration = next((i for i, w in enumerate(words) if _scale(*w) is not None), None)
+    rates = [i for i, w in enumerate(words) if i != duration and _is_throughput(*w)]
+    ranks = tuple(NO_COUNTER if i in rates else rank for i, rank in enumerate(ranks))
+    throughput = min(rates, key=lambda i: not _PER_DEVICE.search(" ".join(words[i])), default=None)
+    rate = None if throughput is None else _rate_name(*words[throughput])
+    if duration is not None:
+        scale = _scale(*words[duration])
+        assert scale is not None
+        return Fields(width, duration, scale, ranks, throughput, rate)
     if min(ranks) < len(_COUNTER_RANK) + 1:
-        return Fields(width, None, 0.0, ranks)
+        return Fields(width, None, 0.0, ranks, throughput, rate)
     return None
+
+
+def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, str, str]:
+    """A number's unit (the word after it), label (the word before it) and phrase (the last
+    words before it), each empty where there is none."""
+    unit = _UNIT_AFTER.match(after)
+    phrase = _PHRASE.search(before)
+    return (
+        unit.group(1) if unit else "",
+        label.group(1) if label else "",
+        phrase.group(1) if phrase else "",
+    )
+
+
+_RATE = re.compile(
+    r"(?i)/s(?:ec)?(?:/|$)|_per_s(?:ec(?:ond)?)?(?:_|$)|per sec|^(?:tps|ips)$|flops$"
+)
+"""A throughput: so many samples, tokens, images or FLOPs a second (``samples/sec``,
+``tokens_per_sec``, ``TFLOP/s/GPU``, ``tps``, ``ips``)."""
+_STEP_RATE = re.compile(r"(?i)^(?:it|iters?|steps?|batch(?:es)?|updates?)(?:/|_per_)s")
+"""A rate of steps: a step time (``_scale``), never a throughput."""
+_PER_DEVICE = re.compile(r"(?i)gpu|device")
+_EXCLUDED_RATE = re.compile(r"(?i)data|load|reader")
+"""A loader's or reader's rate is not the step's."""
+
+
+def _rate_name(unit: str, label: str, phrase: str) -> str:
+    """The word that names a number a rate: its unit (``samples/s``) or its label
+    (``tokens_per_sec``); empty when neither does."""
+    return unit if _RATE.search(unit) else label if _RATE.search(label) else ""
+
+
+def _is_throughput(unit: str, label: str, phrase: str) -> bool:
+    """Whether a number with this unit after it and this label before it is a throughput."""
+    named = _rate_name(unit, label, phrase)
+    return bool(named) and not _STEP_RATE.search(named) and not _EXCLUDED_RATE.search(label)
 
 
 def _untimed(fields: Fields | None) -> bool:
@@ -415,4 +462,12 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     return 1.0
 
 
-_EMPTY = pl.DataFrame(schema={"_line": pl.UInt32, "step": pl.Int64, "step_time_s": pl.Float64})
+_EMPTY = pl.DataFrame(
+    schema={
+        "_line": pl.UInt32,
+        "step": pl.Int64,
+        "step_time_s": pl.Float64,
+        "throughput": pl.Float64,
+        "throughput_unit": pl.String,
+    }
+)

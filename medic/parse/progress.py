@@ -378,8 +378,8 @@ class ProgressParser:
             pl.lit("step").alias("event"),
             "step",
             pl.when(step_time.is_finite() & (step_time > 0)).then(step_time).alias("step_time_s"),
-            pl.lit(None, pl.Float64).alias("throughput"),
-            pl.lit(None, pl.String).alias("throughput_unit"),
+            "throughput",
+            "throughput_unit",
             pl.col("loss").cast(pl.Float64),
         )
 

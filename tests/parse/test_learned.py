@@ -117,6 +117,34 @@ def test_a_rate_of_tokens_is_no_step_time() -> None:
     assert steps(ProgressParser(), *lines) == [("learned", s, None) for s in (10, 20, 30, 40)]
 
 
+def throughputs(parser: ProgressParser, *messages: str) -> list[tuple]:
+    out = parser.parse(batch("logs", [log(i, m) for i, m in enumerate(messages)]))
+    assert out is not None
+    rows = out.frame.filter(out.frame["event"] == "step")
+    return list(zip(rows["step"], rows["throughput"], rows["throughput_unit"], strict=True))
+
+
+def test_a_step_lines_throughput_is_read_the_one_per_device_first() -> None:
+    lines = [
+        f"step {s} | {t}s/step | data: 1{s}.0 samples/s | 51{s}.5 tokens/s | 12{s} tokens/s/gpu"
+        for s, t in zip((1, 2, 3, 4), (0.9, 0.8, 0.85, 0.9), strict=True)
+    ]
+    assert throughputs(learner(), *lines) == [(s, 120.0 + s, "tokens/s/gpu") for s in (1, 2, 3, 4)]
+
+
+def test_a_rising_throughput_is_never_the_counter_and_the_data_rate_no_throughput() -> None:
+    unlabelled = [f"[train] tokens_per_sec: {1000 + 100 * i} n {7 - i} took 0.5s" for i in range(4)]
+    # The one number that keeps rising is a throughput: no counter, so no step.
+    assert steps(learner(), *unlabelled) == []
+    lines = [
+        f"iter {i} tokens_per_sec: {1000 + 100 * i} data_samples_per_sec: 9{i} took 0.5s"
+        for i in range(4)
+    ]
+    assert throughputs(learner(), *lines) == [
+        (i, 1000.0 + 100 * i, "tokens_per_sec") for i in range(4)
+    ]
+
+
 def test_a_counter_with_grouped_thousands_is_one_number() -> None:
     lines = [
         f"<epoch: 3, iter: {505 + i},{i}00, lr: 5.0e-05, time: 0.84{i}> l1: 0.01" for i in range(4)
