@@ -5,7 +5,10 @@ grows by a few each time (the step), and a duration or a rate (how long a step t
 reader cuts each line into its template (its numbers masked, its runs of spaces collapsed,
 times of day and dates masked apart) and its numbers, and learns per job which templates recur
 with one number that keeps increasing and one whose label or unit says it is a duration or a
-rate. Once a template has shown this over ``MIN_LINES`` lines, each of its lines is a step.
+rate. Once a template has shown this over ``MIN_LINES`` lines, each of its lines is a step;
+a line that labels its counter a step or an iteration and says how long the step took or how
+fast it went is one at first sight. A number whose unit or label names a rate of samples,
+tokens, images or FLOPs is the step's throughput, never its counter.
 
 A step may also be a record of several lines (OLMo-core's ``[step=N/M,...]`` and then one
 ``name=value`` line per metric): a line whose only numbers are labelled as a step, an iteration,
@@ -44,9 +47,9 @@ CANDIDATE = (
     r"|(?i:time|dt[:=]|took|duration|timing|cost|latency|ms/|s/it|it/s|steps?/s|_per_s|(?-u:\b)bps(?-u:\b))"
 )
 """A line worth learning from holds a duration or a rate ..."""
-HEADER = r"(?i)(?:\b|_)(?:step|iter|iteration|batch|update)s?\W{0,2}[0-9]"
+HEADER = r"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:step|iter|iteration|batch|update)s?\W{0,2}[0-9]"
 """... or a counter labelled as a step (alone: a step line that gives no time; followed by a
-line giving the time: a multi-line record)."""
+line giving the time: a multi-line record), its label coloured or not."""
 RECORD_WINDOW = 64
 """Lines after a record's header in which its part is looked for."""
 JOINT = " ¦ "
@@ -108,6 +111,18 @@ class Fields:
     one per device where the line gives several; None when the line gives none."""
     unit: str | None = None
     """The throughput's unit or, without one, its label."""
+
+    @property
+    def timed(self) -> bool:
+        """Whether the template says how long a step took or how fast it went."""
+        return self.duration is not None or self.throughput is not None
+
+    @property
+    def sure(self) -> int | None:
+        """The one number labelled a step or an iteration, in a timed template: a step line
+        at first sight."""
+        labelled = [i for i, rank in enumerate(self.ranks) if rank <= 1]
+        return labelled[0] if self.timed and len(labelled) == 1 else None
 
 
 @dataclass
@@ -253,7 +268,7 @@ class LearnedProgress:
             *((pl.col(n) == pl.col(n).round(0)).all().alias(f"whole_{n}") for n in names),
         )
         counters: dict[tuple[str, str], tuple[int, bool]] = {}
-        untimed = fields.duration is None
+        untimed = not fields.timed
         for row in seen.iter_rows(named=True):
             if untimed and (row["job_id"], row["_who"]) in self.timed:
                 continue
@@ -261,7 +276,7 @@ class LearnedProgress:
                 (row["_who"], template), Template()
             )
             _observe(known, row, names, fields)
-            if known.counter is not None and known.lines >= MIN_LINES:
+            if known.counter is not None and known.lines >= _needed(fields):
                 counters[(row["job_id"], row["_who"])] = (known.counter, _clock(known, fields))
                 if not untimed:
                     self.timed.add((row["job_id"], row["_who"]))
@@ -310,8 +325,9 @@ def _per_second(message: pl.Expr) -> pl.Expr:
 
 def _clock(known: Template, fields: Fields) -> bool:
     """Whether a template's duration has risen on every line so far: a clock (time since the
-    start, the run's elapsed seconds), not how long a step took. A rate is never one."""
-    if fields.duration is None or fields.scale < 0 or not known.rises:
+    start, the run's elapsed seconds), not how long a step took. A rate is never one, nor the
+    duration of a single line (a step at first sight), which has had nothing to rise from."""
+    if fields.duration is None or fields.scale < 0 or known.lines < 2:
         return False
     return known.rises[fields.duration] >= known.lines - 1
 
@@ -334,6 +350,8 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
     pairs = known.lines + count - 1
     known.lines += count
     known.last = tuple(seen[f"last_{name}"] for name in names)  # type: ignore[misc]
+    if known.counter is None and fields.sure is not None and seen[f"whole_{names[fields.sure]}"]:
+        known.counter = fields.sure
     if known.counter is not None or pairs < MIN_LINES - 1:
         return
     rising = [
@@ -391,10 +409,11 @@ def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, s
 
 
 _RATE = re.compile(
-    r"(?i)/s(?:ec)?(?:/|$)|_per_s(?:ec(?:ond)?)?(?:_|$)|per sec|^(?:tps|ips)$|flops$"
+    r"(?i)/s(?:ec)?(?:/|$)|_per_s(?:ec(?:ond)?)?(?:_|$)|per sec|^(?:tps|wps|sps|ips)$|flops$"
 )
 """A throughput: so many samples, tokens, images or FLOPs a second (``samples/sec``,
-``tokens_per_sec``, ``TFLOP/s/GPU``, ``tps``, ``ips``)."""
+``tokens_per_sec``, ``TFLOP/s/GPU``; tokens, words, samples or images: ``tps``, ``wps``,
+``sps``, ``ips``)."""
 _STEP_RATE = re.compile(r"(?i)^(?:it|iters?|steps?|batch(?:es)?|updates?)(?:/|_per_)s")
 """A rate of steps: a step time (``_scale``), never a throughput."""
 _PER_DEVICE = re.compile(r"(?i)gpu|device")
@@ -414,10 +433,15 @@ def _is_throughput(unit: str, label: str, phrase: str) -> bool:
     return bool(named) and not _STEP_RATE.search(named) and not _EXCLUDED_RATE.search(label)
 
 
+def _needed(fields: Fields) -> int:
+    """Lines of a template before its lines are steps: one for a step line at first sight."""
+    return 1 if fields.sure is not None else MIN_LINES
+
+
 def _untimed(fields: Fields | None) -> bool:
     """A template with a labelled counter and no time: read after the timed ones, so that a
     process whose steps say how long they took is known before its counter-only lines."""
-    return fields is not None and fields.duration is None
+    return fields is not None and not fields.timed
 
 
 def _is_part(fields: Fields | None) -> bool:

@@ -32,6 +32,17 @@ def test_a_template_with_a_rising_counter_and_a_duration_becomes_steps_after_thr
     assert steps(parser, *loop(6, 1)) == [("learned", 6, 0.25)]
 
 
+def test_a_line_naming_its_step_and_its_time_is_a_step_at_first_sight() -> None:
+    parser = learner()
+    assert steps(parser, "iter 7: loss 2.4655, iter time: 696.16ms") == [("learned", 7, 0.69616)]
+    assert steps(parser, "Step 12 | loss:1.94 tokens_per_second_per_gpu:986.1") == [
+        ("learned", 12, None)
+    ]
+    # An unlabelled counter, or a step without a time or a pace, is learned over three lines.
+    assert steps(learner(), "[12/900] lr: 0.01 time: 0.52") == []
+    assert steps(learner(), "step 12 loss 2.3") == []
+
+
 def test_a_rate_is_read_as_its_inverse_and_a_constant_number_is_no_counter() -> None:
     lines = [
         f"epoch 2 iteration {10 * i} throughput 8 samples steps_per_sec: 0.5" for i in range(4)
