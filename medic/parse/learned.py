@@ -272,11 +272,14 @@ class LearnedProgress:
         for row in seen.iter_rows(named=True):
             if untimed and (row["job_id"], row["_who"]) in self.timed:
                 continue
-            known = self.jobs.setdefault(row["job_id"], {}).setdefault(
-                (row["_who"], template), Template()
-            )
+            job = self.jobs.setdefault(row["job_id"], {})
+            known = job.setdefault((row["_who"], template), Template())
             _observe(known, row, names, fields)
-            if known.counter is not None and known.lines >= _needed(fields):
+            if known.counter is None:
+                known.counter = _learned_counter(job, template)
+            if known.counter is not None and (
+                known.lines >= _needed(fields) or _learned_counter(job, template) is not None
+            ):
                 counters[(row["job_id"], row["_who"])] = (known.counter, _clock(known, fields))
                 if not untimed:
                     self.timed.add((row["job_id"], row["_who"]))
@@ -321,6 +324,19 @@ def _per_second(message: pl.Expr) -> pl.Expr:
     seconds = message.str.extract(SECONDS_PER_IT, 1).cast(pl.Float64, strict=False)
     rate = (1.0 / seconds).cast(pl.String) + pl.lit("it/s")
     return pl.when(seconds > 0).then(message.str.replace(SECONDS_PER_IT, rate)).otherwise(message)
+
+
+def _learned_counter(job: dict[tuple[str, str], Template], template: str) -> int | None:
+    """The counter another process of the job learned for ``template``: ranks print the same
+    lines, so a rank that printed a few is read as the one that printed many."""
+    return next(
+        (
+            known.counter
+            for (_, other), known in job.items()
+            if other == template and known.counter is not None and known.lines >= MIN_LINES
+        ),
+        None,
+    )
 
 
 def _clock(known: Template, fields: Fields) -> bool:

@@ -43,6 +43,17 @@ def test_a_line_naming_its_step_and_its_time_is_a_step_at_first_sight() -> None:
     assert steps(learner(), "step 12 loss 2.3") == []
 
 
+def test_a_rank_printing_a_template_another_rank_taught_is_read_from_its_first_line() -> None:
+    parser = learner()
+    lines = [f"0: | epoch 1 | {200 * i}/2983 batches | ms/batch 45.{i} |" for i in (1, 2, 3)]
+    assert [s[1] for s in steps(parser, *lines)] == [200, 400, 600]
+    assert steps(parser, "7: | epoch 1 | 800/2983 batches | ms/batch 44.0 |") == [
+        ("learned", 800, 0.044)
+    ]
+    # A rank of another job learns on its own.
+    assert steps(parser, "7: | epoch 1 | 800/2983 batches | ms/batch 44.0 |", job_id="9") == []
+
+
 def test_a_rate_is_read_as_its_inverse_and_a_constant_number_is_no_counter() -> None:
     lines = [
         f"epoch 2 iteration {10 * i} throughput 8 samples steps_per_sec: 0.5" for i in range(4)
