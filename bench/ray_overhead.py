@@ -14,7 +14,12 @@ a noisy machine weighs on both alike:
 - ``ray_ship``: the same with every recording shipped through the object store.
 
 Every run's detections must equal the first local run's. It prints one JSON object: each
-run's wall time, the median per mode, and ``ratio`` = median Ray wall time / median jobs2.
+run's wall time, the median per mode, and the ratios against jobs2. A round is one run of each
+mode, back to back (in the reverse order every other round); ``ratio_ray_vs_jobs2`` is the
+median over the rounds of the round's Ray wall time over its jobs2 wall time, so that a load
+that drifts over minutes (a shared machine) weighs on both sides of each ratio alike;
+``ratio_warm_...`` leaves out the first round, whose Ray run starts the task workers. The load
+average before and after goes with the figures.
 
     .venv/bin/python bench/ray_overhead.py
     .venv/bin/python bench/ray_overhead.py --recordings 8 --minutes 30 --repeats 3
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -45,6 +51,15 @@ def timed(paths: list[Path], runner: Runner) -> tuple[float, BacktestReport]:
     return time.perf_counter() - started, report
 
 
+def paired(runs: dict[str, list[float]], mode: str, skip: int = 0) -> float:
+    """The median over the rounds (after the first ``skip``) of ``mode``'s wall time over that
+    round's jobs2 wall time."""
+    rounds = list(zip(runs[mode], runs["jobs2"], strict=True))[skip:] or [
+        (runs[mode][-1], runs["jobs2"][-1])
+    ]
+    return round(statistics.median(mine / jobs2 for mine, jobs2 in rounds), 2)
+
+
 def same(report: BacktestReport, reference: BacktestReport) -> bool:
     return len(report.results) == len(reference.results) and all(
         mine.detections.equals(theirs.detections)
@@ -61,6 +76,7 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, default=1, help="CPUs of each Ray node")
     args = parser.parse_args()
 
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="medic-ray-bench-") as tmp:
         paths = []
         for index in range(args.recordings):
@@ -85,8 +101,9 @@ def main() -> None:
                     "ray": shared,
                     "ray_ship": ship,
                 }
-                for _ in range(args.repeats):
-                    for mode, runner in runners.items():
+                for repeat in range(args.repeats):
+                    order = list(runners.items())
+                    for mode, runner in order[:: -1 if repeat % 2 else 1]:  # ABC, CBA, ...
                         wall, report = timed(paths, runner)
                         reference = reference or report
                         identical &= same(report, reference)
@@ -101,10 +118,13 @@ def main() -> None:
         "cluster_start_s": round(cluster_start_s, 1),
         "wall_s": runs,
         "median_s": median,
-        "ratio_ray_vs_jobs2": round(median["ray"] / median["jobs2"], 2),
-        "ratio_ray_ship_vs_jobs2": round(median["ray_ship"] / median["jobs2"], 2),
-        "ratio_warm_ray_vs_jobs2": round(min(runs["ray"][1:] or runs["ray"]) / median["jobs2"], 2),
+        "ratio_ray_vs_jobs2": paired(runs, "ray"),
+        "ratio_ray_ship_vs_jobs2": paired(runs, "ray_ship"),
+        "ratio_warm_ray_vs_jobs2": paired(runs, "ray", skip=1),
+        "ratio_warm_ray_ship_vs_jobs2": paired(runs, "ray_ship", skip=1),
         "identical_detections": identical,
+        "load_avg_before": [round(load, 2) for load in load_before],
+        "load_avg_after": [round(load, 2) for load in os.getloadavg()],
     }
     print(json.dumps(out))
 
