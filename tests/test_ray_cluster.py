@@ -109,7 +109,9 @@ def test_a_sweep_on_ray_gives_the_local_table(
     ray_cluster: str, recordings: Path, tmp_path: Path
 ) -> None:
     spec = tmp_path / "sweep.toml"
-    spec.write_text("[detectors.crash]\nconfirm_s = [20.0, 60.0]\n")
+    # Two points that score apart on these recordings (crash.confirm_s would not: the same
+    # table for both), so a Ray run that replayed a point with another's settings shows.
+    spec.write_text("[detectors.crash]\nhold_s = [3.0, 30.0]\n")
 
     def sweep(name: str, *args: str) -> tuple[pl.DataFrame, str]:
         table, chosen = tmp_path / f"{name}.parquet", tmp_path / f"{name}.toml"
@@ -122,3 +124,5 @@ def test_a_sweep_on_ray_gives_the_local_table(
     on_ray, ray_choice = sweep("ray", "--ray", ray_cluster)
     assert on_ray.equals(local) and ray_choice == local_choice
     assert local.height == 2 and local.get_column("overall_precision").is_not_null().all()
+    latency = local.get_column("latency_p50_s")
+    assert latency[0] < latency[1]  # the points differ, so the comparison can tell them apart
