@@ -61,9 +61,10 @@ its last step is crashing, not hung: the crash detector reports it, and the cras
 its context still held while the launcher tears the job down, must not read as a stuck GPU.
 
 A culprit node is named only with evidence against it (hardware counters, a stuck GPU engine,
-lost telemetry, a hardware error in its kernel log); otherwise the stuck ranks are named with no
-node, so the rules restart the job without draining a healthy node. When all the evidence is
-that the blamed nodes stopped reporting, the detection's kind is ``node_failure``.
+telemetry lost as the job stopped, a hardware error in its kernel log); otherwise the stuck
+ranks are named with no node, so the rules restart the job without draining a healthy node.
+When all the evidence is that the blamed nodes stopped reporting, the detection's kind is
+``node_failure``.
 
 The score is ``1 - 2^(-silence / threshold)``, discounted by the GPUs' corroboration
 (``score_of``): 0.5 when the silence alone reaches its threshold, 0.8 when the GPUs corroborate
@@ -103,6 +104,8 @@ from medic.detectors.hang_evidence import (
 from medic.detectors.hang_policy import Silence, tier_of
 from medic.detectors.hang_rhythm import PAUSE, JobRhythm, kind_of
 from medic.detectors.hang_score import holding_s, score_of, threshold_us
+from medic.detectors.incidents import ReadsLiveness
+from medic.detectors.liveness import Liveness
 from medic.detectors.online import QuantileScorer
 from medic.detectors.progress_state import JobProgress, WatchedJobs, WatchesJobs
 from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Window
@@ -110,6 +113,10 @@ from medic.ingest.base import Batch
 from medic.parse.catalogue import Catalogue, builtin_catalogue
 from medic.timeutil import US
 
+CLOCK_SLACK_US = 5 * US
+"""Two nodes' clocks, and a line's time against the moment it reports, may differ by this much
+(NTP keeps clocks within milliseconds, within seconds where it drifts; a launcher stamps a line
+as it passes it on)."""
 BLOCKED_IO = ("nfs_server_not_responding", "hung_task_blocked")
 """Signatures of a node's kernel reporting a process blocked on I/O (a dead NFS server, a task
 in uninterruptible sleep): a rank apart from the collective there is stuck, not saving."""
@@ -258,6 +265,9 @@ class JobWatch:
     (``medic.detectors.hang_rhythm``)."""
     longest_gap_us: int = 0
     """The job's longest step gap of any kind (pauses included)."""
+    step_us: int | None = None
+    """How long the job's latest training step took, as its line says (Megatron-LM's elapsed
+    time per iteration) or as its gap over the steps it advanced tells; None before one."""
     suspect: Detection | None = None
     """The suspect reported for the current silence, until it is confirmed or the job goes on."""
     alarmed: bool = False
@@ -271,11 +281,13 @@ ExpectedPause = Callable[[str, JobProgress, JobWatch, int, int, str], int]
 pause the job may be in is allowed."""
 
 
-class HangDetector(WatchesJobs):
+class HangDetector(WatchesJobs, ReadsLiveness):
     """Fires when a job's silence is improbable for its own step rhythm."""
 
     name: ClassVar[str] = "hang"
-    streams: ClassVar[frozenset[str]] = frozenset({"progress", "gpu", "scheduler", "signatures"})
+    streams: ClassVar[frozenset[str]] = frozenset(
+        {"progress", "gpu", "gpu_latest", "scheduler", "signatures"}
+    )
     Config: ClassVar[type] = HangConfig
 
     uses_catalogue = True
@@ -314,6 +326,10 @@ class HangDetector(WatchesJobs):
         """node -> time of the latest line of its kernel reporting a process blocked on I/O."""
         self.feed_at: int | None = None
         """Time of the newest GPU sample of any job: how far the telemetry feed has come."""
+        self.liveness = Liveness()
+        """Each node's newest telemetry sample and usual spacing (shared with the other
+        detectors that read it, which count it in their state; a row per node and GPU of the
+        cluster, pruned after ``forget_after_s``): when a node's telemetry stopped."""
         self.expected: tuple[ExpectedPause, ...] = (self._allowance_us, self._rhythm_us)
         """The pauses a silent job may be in, each the silence it is allowed (0: none): a
         new kind of expected pause is one more method here, not one more clause in ``_check``.
@@ -341,6 +357,8 @@ class HangDetector(WatchesJobs):
             self._blocked_io(batch.frame)
             self._crashes(batch.frame)
             return self._reported_stuck(batch.frame)
+        elif batch.stream == "gpu_latest":
+            self.liveness.observe_gpu(batch.frame)
         elif batch.stream == "gpu":
             newest = batch.frame.get_column("time").dt.epoch("us").max()
             if newest is not None:
@@ -400,6 +418,7 @@ class HangDetector(WatchesJobs):
         horizon = watermark - round(self.config.forget_after_s * US)
         self.kernel = {node: hit for node, hit in self.kernel.items() if hit[0] >= horizon}
         self.blocked = {node: time for node, time in self.blocked.items() if time >= horizon}
+        self.liveness.forget_before(horizon)
         for state in (self.stuck, self.crashed):
             for job_id in [j for j, t in state.items() if t < horizon]:
                 del state[job_id]
@@ -445,11 +464,15 @@ class HangDetector(WatchesJobs):
 
     def _learn(self, rows: pl.DataFrame) -> None:
         config, stuck = self.config, self.stuck
-        for job_id, time, step, gap_us, fresh, clean, _, _, _ in self.jobs.observe_progress(rows):
+        for job_id, time, step, gap_us, fresh, clean, took_s, _, _ in self.jobs.observe_progress(
+            rows
+        ):
             watch = self.watch.get(job_id)
             if watch is None:
                 watch = self._watch(job_id)
             telemetry = watch.telemetry
+            took = _step_us(took_s, gap_us if clean else None, step, watch.rhythm.last_step)
+            watch.step_us = took if took is not None else watch.step_us
             self._learn_rhythm(job_id, watch, time, gap_us)
             watch.rhythm.step(step)
             if telemetry.corroborated_since is not None or telemetry.ended is not None:
@@ -699,7 +722,13 @@ class HangDetector(WatchesJobs):
             return None
         if watch.telemetry.undecided(c):
             return None
-        blame = culprits(job, watch.telemetry, c, self._kernel_lines(job, now))
+        blame = culprits(
+            job,
+            watch.telemetry,
+            c,
+            self._kernel_lines(job, now),
+            lambda node: self._stopped_with(job, watch, node),
+        )
         if blame.nodes:
             whom = f"; culprit {blame.why}"
         elif blame.ranks or blame.stuck:
@@ -876,6 +905,27 @@ class HangDetector(WatchesJobs):
         reference = watch.gaps.reference if watch.gaps.ready else None
         return threshold_us(self.config, reference, watch.gaps.longest, gpus, corroborated)
 
+    def _stopped_with(self, job: JobProgress | None, watch: JobWatch, node: str) -> bool:
+        """Whether ``node``, missing from the job's silent windows, stopped reporting when the
+        job stopped, so that its silence is evidence against it. A node that dies takes its
+        ranks with it: its peers block in their next collective, within a step, and no later
+        step completes. So a node whose next sample was due before the job's last step began
+        (a step needs every rank: the node's ranks were at work) stopped only reporting (its
+        exporter restarting), and so did a node that still reported after its peers were seen
+        waiting (the wait began without it). Times are compared with ``CLOCK_SLACK_US`` to
+        spare, and with the node's own sample spacing (``Liveness.cadence_of``). A node the
+        liveness no longer knows counts, as before anything was known of when it stopped."""
+        seen = self.liveness.node_seen_at(node)
+        if seen is None:
+            return True
+        since = watch.telemetry.corroborated_since
+        if since is not None and seen > since + round(self.config.window_s * US) + CLOCK_SLACK_US:
+            return False
+        if job is None or job.last_step_at is None or watch.step_us is None:
+            return True
+        due = seen + self.liveness.cadence_of(node)
+        return due + CLOCK_SLACK_US >= job.last_step_at - watch.step_us
+
     def _kernel_lines(self, job: JobProgress | None, now: int) -> dict[str, str]:
         """Nodes whose kernel logged a hardware error since shortly before the silence."""
         began = job.last_step_at if job is not None and job.last_step_at is not None else now
@@ -927,6 +977,19 @@ def _history(rhythm: JobRhythm, silence: int, longest: int) -> dict[str, float |
         "like_pauses": rhythm.precedents(silence),
         "on_rhythm": rhythm.on_rhythm(rhythm.last_step),
     }
+
+
+def _step_us(
+    took_s: float | None, gap_us: int | None, step: int | None, previous: int | None
+) -> int | None:
+    """How long a training step took: what its line says (``took_s``), else its clean gap
+    (``gap_us``, None when not clean) over the steps since the previous line; None when
+    neither tells."""
+    if took_s is not None and took_s > 0:
+        return round(took_s * US)
+    if gap_us is None or step is None or previous is None or step <= previous:
+        return None
+    return gap_us // (step - previous)
 
 
 def _silence(job: JobProgress, now: int) -> int:

@@ -32,16 +32,19 @@ telemetry stopped counts only while no GPU still reporting was left without work
 leaves its peers all blocked in the collective it never joins, whereas a rank whose GPU went
 idle, saying so, on a node still reporting is what the job waits on, and a node falling silent
 then (its exporter restarting) is no cause (``node_failure`` reads a silent node the same way:
-only the job's other GPUs all stalled in the wait corroborate it). A GPU that went idle and
-says so while its peers wait, or ranks a step behind the others, is what a rank stuck
-in host code (a dead NFS mount, a Python deadlock) looks like: those name the stuck ranks and no
-node, so the job is restarted without draining a healthy node. A software deadlock, where every
-GPU looks alike, blames nothing.
+only the job's other GPUs all stalled in the wait corroborate it). Nor is a node whose telemetry
+stopped well before the job did (its ranks finished a step begun after it) or after its peers
+were already waiting: a gap of its exporter that has nothing to do with the hang's onset
+(``HangDetector._stopped_with``). A GPU that went idle and says so while its peers wait, or
+ranks a step behind the others, is what a rank stuck in host code (a dead NFS mount, a Python
+deadlock) looks like: those name the stuck ranks and no node, so the job is restarted without
+draining a healthy node. A software deadlock, where every GPU looks alike, blames nothing.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -442,9 +445,12 @@ def culprits(
     telemetry: JobTelemetry,
     config: HangConfig,
     kernel: dict[str, str] | None = None,
+    stopped_with: Callable[[str], bool] | None = None,
 ) -> Blame:
     """Nodes the evidence points at, when they are a minority of the job; otherwise the ranks
-    that look stuck. ``kernel`` maps nodes to a hardware error their kernel logged lately."""
+    that look stuck. ``kernel`` maps nodes to a hardware error their kernel logged lately;
+    ``stopped_with`` tells whether a node whose telemetry stopped stopped when the job did
+    (None: every such node did)."""
     share = config.max_culprit_fraction
     healthy = telemetry.healthy
     gpus = healthy.height if healthy is not None else 0
@@ -458,7 +464,8 @@ def culprits(
     left_idle = stopped.filter(~pl.col("stuck"))
     if heard and telemetry.covered(config) and known - heard and left_idle.is_empty():
         for node in sorted(known - heard):
-            reasons.setdefault(node, SILENT_NODE)
+            if stopped_with is None or stopped_with(node):
+                reasons.setdefault(node, SILENT_NODE)
     if telemetry.since is not None:
         rising = telemetry.since.filter(pl.sum_horizontal(EVIDENCE_COLUMNS) > 0)
         if not rising.is_empty() and rising.height <= share * max(gpus, 1):

@@ -176,12 +176,20 @@ class IncidentBook:
             self.blamed.pop(job_id, None)
 
 
-class WatchesLiveness:
-    """A detector whose incident book reads a ``Liveness``. The pipeline gives all of them one
-    (``share_liveness``): they fold the same ``gpu_latest`` batches and prune with the same
-    retention, so one copy does the work once instead of once per detector."""
+class ReadsLiveness:
+    """A detector that reads a ``Liveness``. The pipeline gives all of them one
+    (``share_liveness``): they fold the same ``gpu_latest`` batches, so one copy does the work
+    once instead of once per detector (each prunes what it no longer needs)."""
 
     liveness: Liveness
+
+    def use_liveness(self, liveness: Liveness) -> None:
+        self.liveness = liveness
+
+
+class WatchesLiveness(ReadsLiveness):
+    """A detector whose incident book reads the ``Liveness`` too."""
+
     book: IncidentBook
 
     def use_liveness(self, liveness: Liveness) -> None:
@@ -192,5 +200,5 @@ class WatchesLiveness:
 def share_liveness(detectors: Iterable[object]) -> None:
     shared = Liveness()
     for detector in detectors:
-        if isinstance(detector, WatchesLiveness):
+        if isinstance(detector, ReadsLiveness):
             detector.use_liveness(shared)

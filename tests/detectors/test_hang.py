@@ -171,6 +171,23 @@ def test_a_node_whose_telemetry_stops_is_a_node_failure() -> None:
     assert "telemetry stopped" in found.summary
 
 
+@pytest.mark.parametrize(
+    ("stopped", "why"),
+    [(360.0, "its ranks finished steps after it"), (500.0, "its peers waited before it stopped")],
+)
+def test_a_node_whose_telemetry_stopped_apart_from_the_hang_is_no_culprit(
+    stopped: float, why: str
+) -> None:
+    # An exporter restart: a node alive without reporting is no evidence that confirms a hang.
+    job = healthy_until(400)
+    job.telemetry(400, 700, constant(SPIN))
+    job.gpu = [row for row in job.gpu if row["node"] != "n4" or row["time"] < at(stopped)]
+    found = run(HangDetector(), [job], 700)
+    suspected(found)  # silence alone, confirmed only past the bound
+    assert [(d.kind, d.culprits) for d in found] == [("hang", ())] * 2, why
+    assert not any("telemetry stopped" in d.summary for d in found)
+
+
 def test_hardware_counters_rising_during_the_silence_name_their_node() -> None:
     def replays(t: float, node: str, gpu: int) -> dict[str, Any]:
         return SPIN | {"pcie_replay": int(50 * (t - 400)) if (node, gpu) == ("n2", 1) else 0}

@@ -6,7 +6,7 @@ import polars as pl
 
 from medic.detectors.crash import CrashDetector
 from medic.detectors.gpu_fault import GpuFaultDetector
-from medic.detectors.incidents import WatchesLiveness
+from medic.detectors.incidents import ReadsLiveness, WatchesLiveness
 from medic.detectors.liveness import Cadence, Liveness
 from medic.detectors.node_failure import NodeFailureDetector
 from medic.ingest.base import Batch
@@ -82,6 +82,9 @@ def test_a_pipeline_folds_telemetry_once_for_every_detector_that_watches_it() ->
     assert {d.name for d in watchers} == {"crash", "gpu_fault", "node_failure"}
     shared = watchers[0].liveness
     assert all(d.liveness is shared and d.book.liveness is shared for d in watchers)
+    readers = [d for d in pipeline.detectors if isinstance(d, ReadsLiveness)]
+    assert {d.name for d in readers} == {"crash", "gpu_fault", "node_failure", "hang"}
+    assert all(d.liveness is shared for d in readers)
     pipeline.process(batch("gpu", [gpu_sample(1, "a", 0, job_id="7"), gpu_sample(1, "b", 1)]))
     assert shared.gpu_seen == {("a", 0): at(1), ("b", 1): at(1)}
     assert shared.gpu_job == {("a", 0): "7"}
