@@ -11,6 +11,10 @@ false suspects apart.
 
     .venv/bin/python bench/announcements_off.py SUITE_DIR [--jobs 2]
     .venv/bin/python bench/announcements_off.py --seeds 3 --out /tmp/suite   # generate first
+    .venv/bin/python bench/announcements_off.py --seeds 3 --first-seed 101 --out /tmp/held
+
+``--first-seed`` generates seeds the detectors were never tuned on (held out: the suite's own
+seeds start at 1).
 
 ``SUITE_DIR`` holds recordings (``medic simulate suite perturbed --seeds N --out DIR``).
 """
@@ -92,10 +96,11 @@ def run(paths: list[Path], jobs: int) -> dict[str, dict[str, Any]]:
     }
 
 
-def generate(seeds: int, out: Path) -> list[Path]:
-    """The perturbation suite on ``seeds`` seeds, written under ``out``."""
+def generate(seeds: int, out: Path, first: int = 1) -> list[Path]:
+    """The perturbation suite on ``seeds`` seeds from ``first`` on, written under ``out``."""
     paths = []
-    for entry in suite_entries("perturbed", seeds):
+    entries = suite_entries("perturbed", first + seeds - 1)
+    for entry in (e for e in entries if e.seed >= first):
         target = out / entry.name
         if not (target / "meta.json").exists():
             recording = simulate(entry.scenario, entry.seed, entry.perturbed, **entry.params)
@@ -109,12 +114,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("suite", nargs="?", type=Path, help="a directory of recordings")
     parser.add_argument("--seeds", type=int, help="generate the perturbation suite first")
     parser.add_argument("--out", type=Path, help="where --seeds writes it")
+    parser.add_argument("--first-seed", type=int, default=1, help="the first seed --seeds makes")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     if args.seeds:
         if args.out is None:
             parser.error("--seeds needs --out")
-        paths = generate(args.seeds, args.out)
+        paths = generate(args.seeds, args.out, args.first_seed)
     elif args.suite is not None:
         paths = find_recordings([args.suite])
     else:
