@@ -168,6 +168,19 @@ class JobPower:
         lowest = sum(low for _, low in after) / len(after)
         return lowest >= spin_util and power < ratio * sum(before) / len(before)
 
+    def worked(self, job_id: str, since: int, now: int, settle: int, ratio: float) -> bool:
+        """Whether the job's reporting GPUs drew ``ratio`` or more of their power of the minute
+        before ``since`` in every sample from ``since + settle`` to ``now`` (three samples at
+        least on each side): the job went on working, so its ranks on a node that fell silent
+        then were not dead (their peers would have blocked in their next collective)."""
+        self._fold()
+        history = self.samples.get(job_id, ())
+        before = [p for t, p, _ in history if since - POWER_BASELINE_US <= t < since]
+        after = [p for t, p, _ in history if since + settle <= t <= now]
+        if len(before) < 3 or len(after) < 3:
+            return False
+        return min(after) >= ratio * sum(before) / len(before)
+
     def forget_before(self, cutoff: int) -> None:
         """Drop jobs not heard from since ``cutoff``; scans at most once a minute."""
         if cutoff - self._pruned_at < PRUNE_EVERY_US:
@@ -302,16 +315,22 @@ class NodeFailureDetector(WatchesLiveness):
         longest = round(cfg.long_silence_s * US / 3)
         if gap.length >= cfg.long_silence_s * US:
             return "the silence lasts"
+        # The node's next sample was due a spacing after its last: peers' samples until then
+        # may still show the work they did before it died.
+        settle = slack + self.liveness.cadence_of(gap.node)
         trained = self.training.get(job_id, (gap.since, gap.since))[0] < gap.since
-        if trained and self.liveness.logs.went_quiet(gap.node, gap.since, now, slack, longest):
+        # A rank pausing its lines (an unannounced evaluation) while its node's exporter
+        # restarts looks the same, unless the job's other GPUs show it working on.
+        if (
+            trained
+            and self.liveness.logs.went_quiet(gap.node, gap.since, now, slack, longest)
+            and not self.job_power.worked(job_id, gap.since, now, settle, cfg.stall_ratio)
+        ):
             return "it stopped logging"
         own_error = self.job_root_errors.get(job_id, gap.since - slack - 1) >= gap.since - slack
         peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
         if peers_complain and not own_error:
             return f"ranks of job {job_id} report losing a peer"
-        # The node's next sample was due a spacing after its last: peers' samples until then
-        # may still show the work they did before it died.
-        settle = slack + self.liveness.cadence_of(gap.node)
         if self.job_power.stalled(job_id, gap.since, now, settle, cfg.stall_ratio, cfg.spin_util):
             return f"the other GPUs of job {job_id} stalled with it"
         return None

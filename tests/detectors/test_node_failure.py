@@ -121,6 +121,32 @@ def test_an_exporter_restart_while_the_job_works_on_is_not_a_failure() -> None:
     assert detect(300, chatty(job, 0, 300, every=60.0), gpu, [job.start()]) == []
 
 
+def test_a_rank_pausing_while_its_nodes_exporter_restarts_and_peers_work_on_is_healthy() -> None:
+    # Rank 0 (on n3) prints every 10 s, then pauses 50 s for an evaluation nobody announces,
+    # while n3's exporter restarts; the other GPUs of the job draw full power all along.
+    job = Job()
+    job.gpu_fields = power(job, 600.0, 0, 300)
+    gpu = [
+        r
+        for r in job.telemetry(0, 300, extra_nodes=["idle1"])
+        if not (r["node"] == "n3" and at(62) <= r["time"] < at(110))
+    ]
+    logs = chatty(job, 0, 60, node="n3", every=10.0) + [
+        log(t, f"[rank0]:{megatron_line(7 + i, 10_000)}", node="n3")
+        for i, t in enumerate(range(110, 300, 10))
+    ]
+    assert detect(300, logs, gpu, [job.start()]) == []
+    # The same silence with the job's GPUs stalled from then on is a dead node.
+    job.gpu_fields = {**power(job, 600.0, 0, 63), **power(job, 230.0, 63, 300)}
+    stalled = [
+        r
+        for r in job.telemetry(0, 300, extra_nodes=["idle1"])
+        if not (r["node"] == "n3" and r["time"] >= at(62))
+    ]
+    found = detect(300, chatty(job, 0, 60, node="n3", every=10.0), stalled, [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+
+
 def test_a_node_quiet_in_logs_but_alive_in_telemetry_is_healthy() -> None:
     job = Job()
     logs, gpu, sched = scenario(job, 900)
