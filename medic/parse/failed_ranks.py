@@ -44,6 +44,7 @@ import polars as pl
 import pyarrow as pa
 
 from medic.ingest.base import Batch
+from medic.parse.apart import PART, parts, read_apart
 from medic.parse.prefixes import PrefixStripper
 from medic.schema import TIME
 
@@ -120,8 +121,6 @@ FIRST = r"(?i)root cause|first (?:observed )?failure|first process"
 STOPPED = ("15", "SIGTERM", "terminated")
 """Ends that a launcher gives the ranks it stops after another failed."""
 SIGNALS = {"6": "SIGABRT", "7": "SIGBUS", "9": "SIGKILL", "11": "SIGSEGV", "15": "SIGTERM"}
-PART = "_part"
-"""The index of a row's batch, when many are read in one call (``FailedRankParser.parse_apart``)."""
 MAX_EXPANDED = 64
 """Most ranks one range (``tasks 0-63``) is expanded to."""
 
@@ -147,23 +146,15 @@ class FailedRankParser:
     def parse_apart(
         self, batches: Sequence[Batch], joined: pl.DataFrame | None = None
     ) -> list[Batch | None]:
-        """What ``parse`` gives for each of ``batches`` (non-empty, one schema), read in one
-        call: a record never spans two batches, as it does not when each is parsed alone.
-        ``joined``: their frames already concatenated."""
-        if joined is None or joined.height != sum(b.num_rows for b in batches):
-            try:
-                joined = pl.concat([b.frame for b in batches], rechunk=False)
-            except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
-                return [self.parse(batch) for batch in batches]
-        if "message" not in joined.columns:
-            return [None] * len(batches)
-        rows = failed_ranks(self.prefixes.strip(joined), [b.num_rows for b in batches])
-        out: list[Batch | None] = [None] * len(batches)
-        shares = rows.partition_by(PART, as_dict=True, maintain_order=True, include_key=False)
-        made = Batch.from_frames(self.name, list(shares.values()), FAILED_RANKS)
-        for (index,), batch in zip(shares, made, strict=True):
-            out[int(index)] = batch
-        return out
+        """What ``parse`` gives for each of ``batches`` (non-empty), read in one call: a record
+        never spans two batches, as it does not when each is parsed alone. ``joined``: their
+        frames already concatenated."""
+        return read_apart(batches, joined, self.parse, self._read, self.name, FAILED_RANKS)
+
+    def _read(self, frame: pl.DataFrame, sizes: list[int]) -> pl.DataFrame | None:
+        if "message" not in frame.columns:
+            return None
+        return failed_ranks(self.prefixes.strip(frame), sizes)
 
 
 def failed_ranks(stripped: pl.DataFrame, sizes: Sequence[int] | None = None) -> pl.DataFrame:
@@ -173,7 +164,7 @@ def failed_ranks(stripped: pl.DataFrame, sizes: Sequence[int] | None = None) -> 
     of them), and every row found carries its batch's index as ``_part``."""
     parted = sizes is not None
     sizes = [stripped.height] if sizes is None else list(sizes)
-    part = pl.Series(PART, np.repeat(np.arange(len(sizes), dtype=np.uint32), sizes))
+    part = parts(sizes)
     lines = _near_ends(stripped.select("time", "job_id", "node", "message", part), sizes)
     if lines.is_empty():
         return _empty(parted)

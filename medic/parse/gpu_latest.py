@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from medic import schema
 from medic.ingest.base import Batch, polars_schema
+from medic.parse.apart import PART, parts, read_apart
 
 DENSE_GPUS = 256
 """A batch whose GPU indices all lie in 0 to ``DENSE_GPUS`` - 1 is checked for repeated GPUs
@@ -48,8 +49,6 @@ _OPTIONAL = {
 
 
 _HAS_XID = pl.col("xid").is_not_null()
-PART = "_part"
-"""The index of a row's batch, when many are read in one call (``parse_apart``)."""
 _COUNTERS = ("ecc_dbe", "nvlink_errors")
 
 
@@ -118,33 +117,7 @@ class GpuLatestParser:
         """What ``parse`` gives for each of ``batches`` (non-empty), in one grouping of them
         all, by batch and GPU: a replay's second of telemetry costs a slice, not a query."""
         del joined  # a logs frame, when there is one; telemetry is not stripped of anything
-        try:
-            frame = pl.concat([b.frame for b in batches], rechunk=False)
-        except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
-            return [self.parse(batch) for batch in batches]
-        missing = [pl.lit(None, t).alias(c) for c, t in _OPTIONAL.items() if c not in frame.columns]
-        sizes = [b.num_rows for b in batches]
-        part = pl.Series(PART, np.repeat(np.arange(len(sizes), dtype=np.uint32), sizes))
-        frame = frame.with_columns(*missing, part)
-        if frame.select(PART, "node", "gpu").is_duplicated().any():
-            # A GPU's newest non-null counter, its first Xid, ... within its batch: the same
-            # values whichever of ``_samples``' forms the whole run calls for.
-            grouped = frame.group_by(PART, "node", "gpu", maintain_order=True).agg(_samples(frame))
-            latest = grouped.select_seq(
-                PART,
-                *(
-                    pl.col(c) if c in grouped.columns else pl.lit(None, t).alias(c)
-                    for c, t in _LATEST_FRAME.items()
-                ),
-            )
-        else:
-            latest = frame.select_seq(PART, *_ONE_SAMPLE)  # one sample per GPU and second
-        out: list[Batch | None] = [None] * len(batches)
-        shares = latest.partition_by(PART, as_dict=True, maintain_order=True, include_key=False)
-        made = Batch.from_frames(self.output_stream, list(shares.values()), GPU_LATEST)
-        for (index,), batch in zip(shares, made, strict=True):
-            out[int(index)] = batch
-        return out
+        return read_apart(batches, None, self.parse, _read, self.output_stream, GPU_LATEST)
 
     def _one_sample_per_gpu(self, frame: pl.DataFrame) -> bool:
         """Whether no GPU has two samples in ``frame``. A feed sends the same GPUs in the same
@@ -158,6 +131,25 @@ class GpuLatestParser:
             return False
         self._unique_keys = (nodes, gpus)
         return True
+
+
+def _read(frame: pl.DataFrame, sizes: list[int]) -> pl.DataFrame:
+    """Each GPU's newest state in each of the batches ``frame`` joins (``sizes``), by
+    ``PART``."""
+    missing = [pl.lit(None, t).alias(c) for c, t in _OPTIONAL.items() if c not in frame.columns]
+    frame = frame.with_columns(*missing, parts(sizes))
+    if frame.select(PART, "node", "gpu").is_duplicated().any():
+        # A GPU's newest non-null counter, its first Xid, ... within its batch: the same
+        # values whichever of ``_samples``' forms the whole run calls for.
+        grouped = frame.group_by(PART, "node", "gpu", maintain_order=True).agg(_samples(frame))
+        return grouped.select_seq(
+            PART,
+            *(
+                pl.col(c) if c in grouped.columns else pl.lit(None, t).alias(c)
+                for c, t in _LATEST_FRAME.items()
+            ),
+        )
+    return frame.select_seq(PART, *_ONE_SAMPLE)  # one sample per GPU and second
 
 
 def _unique_gpus(nodes: pl.Series, gpus: pl.Series) -> bool:

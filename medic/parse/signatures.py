@@ -32,13 +32,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from medic import schema
 from medic.config import ConfigError, from_dict
 from medic.ingest.base import Batch
+from medic.parse.apart import PART, parts, read_apart
 from medic.parse.catalogue import (
     GROUPS,
     Catalogue,
@@ -88,8 +88,6 @@ UNMATCHED = "unmatched:"
 ENDED = "end"
 """The family of an unmatched line that reads as the job's deliberate end."""
 _LINE = "_line"
-PART = "_part"
-"""The index of a row's batch, when many are read in one call (``SignatureParser.parse_apart``)."""
 
 
 class SignatureMatcher:
@@ -165,9 +163,7 @@ class SignatureMatcher:
         batch's index as ``_part``."""
         logs = self.prefixes.strip(logs)
         if sizes is not None:
-            logs = logs.with_columns(
-                pl.Series(PART, np.repeat(np.arange(len(sizes), dtype=np.uint32), sizes))
-            )
+            logs = logs.with_columns(parts(sizes))
         missing = [
             pl.lit(None, dtype).alias(name)
             for name, dtype in _OPTIONAL_LOG_COLUMNS.items()
@@ -459,23 +455,11 @@ class SignatureParser:
     def parse_apart(
         self, batches: Sequence[Batch], joined: pl.DataFrame | None = None
     ) -> list[Batch | None]:
-        """What ``parse`` gives for each of ``batches`` (non-empty, one schema), read in one
-        call: the second layer reads a job's unmatched lines unless a fatal entry named its
-        failure in the same batch, so each batch is read apart. ``joined``: their frames
-        already concatenated."""
-        if joined is None or joined.height != sum(b.num_rows for b in batches):
-            try:
-                joined = pl.concat([b.frame for b in batches], rechunk=False)
-            except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
-                return [self.parse(batch) for batch in batches]
-        if "message" not in joined.columns:
-            return [None] * len(batches)
-        hits = self.matcher.match(joined, [b.num_rows for b in batches])
-        out: list[Batch | None] = [None] * len(batches)
-        if hits.is_empty():
-            return out
-        shares = hits.partition_by(PART, as_dict=True, maintain_order=True, include_key=False)
-        made = Batch.from_frames(self.output_stream, list(shares.values()), SIGNATURES)
-        for (index,), batch in zip(shares, made, strict=True):
-            out[int(index)] = batch
-        return out
+        """What ``parse`` gives for each of ``batches`` (non-empty), read in one call: the
+        second layer reads a job's unmatched lines unless a fatal entry named its failure in
+        the same batch, so each batch is read apart. ``joined``: their frames already
+        concatenated."""
+        return read_apart(batches, joined, self.parse, self._read, self.output_stream, SIGNATURES)
+
+    def _read(self, frame: pl.DataFrame, sizes: list[int]) -> pl.DataFrame | None:
+        return self.matcher.match(frame, sizes) if "message" in frame.columns else None
