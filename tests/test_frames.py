@@ -1,10 +1,10 @@
-"""Small hot-path queries: the newest time per key and per pair of keys."""
+"""Small hot-path queries: the newest time per key and per pair of keys, times as integers."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from medic.frames import newest_by, newest_by_pair
+from medic.frames import newest_by, newest_by_pair, times_us
 from medic.testing.builders import at
 
 
@@ -49,3 +49,11 @@ def test_pairs_are_told_apart_by_both_keys_and_rows_out_of_order_keep_the_newest
         ("ab", "c", at(5)),
     ]
     assert newest_by_pair(pairs((None, "1", 1)), "node", "job_id") == []
+
+
+def test_times_are_microseconds_whatever_the_columns_unit() -> None:
+    frame = rows(("a", 1.5), ("b", 2.25))
+    expected = [at(1.5), at(2.25)]
+    assert times_us(frame).tolist() == expected
+    in_ns = frame.with_columns(pl.col("time").cast(pl.Datetime("ns", "UTC")))
+    assert times_us(in_ns).tolist() == expected

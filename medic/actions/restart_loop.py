@@ -25,11 +25,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
+import pyarrow.compute as pc
 
 from medic.actions.guards import Guards, Verdict
 from medic.actions.model import NOTIFY, Intent
 from medic.actions.recovery_config import RestartLoopConfig
 from medic.detectors.base import Detection
+from medic.frames import times_us
 from medic.ingest.base import Batch
 from medic.slurm import PENDING, RUNNING, job_state
 from medic.timeutil import US
@@ -168,16 +170,16 @@ class JobAttempts:
     def _progress(self, frame: pl.DataFrame) -> None:
         """Fold a batch of progress rows into each job's attempts: the highest step and the
         checkpoints of each attempt, with array operations over the batch (a loop over its
-        jobs and attempts, never its rows; a row without a job belongs to no attempt)."""
-        events, job_ids = frame.get_column("event"), frame.get_column("job_id")
-        is_step = (events == "step").fill_null(False).to_numpy()
-        is_checkpoint = (events == "checkpoint_end").fill_null(False).to_numpy()
+        jobs and attempts, never its rows; a row without a job belongs to no attempt). The
+        columns are read as arrays: a polars query costs more than a second's few rows."""
+        events, job_ids = frame.get_column("event").to_numpy(), frame.get_column("job_id")
+        is_step, is_checkpoint = events == "step", events == "checkpoint_end"
         kept = (is_step | is_checkpoint) & job_ids.is_not_null().to_numpy()
         if not kept.any():
             return
         jobs = job_ids.to_numpy()[kept]
-        us = frame.get_column("time").to_physical().to_numpy()[kept]
-        steps = frame.get_column("step").fill_null(-1).to_numpy()[kept]
+        us = times_us(frame)[kept]
+        steps = pc.fill_null(frame.get_column("step").to_arrow(), -1).to_numpy()[kept]
         is_step, is_checkpoint = is_step[kept], is_checkpoint[kept]
         for job_id in dict.fromkeys(jobs.tolist()):
             rows = jobs == job_id

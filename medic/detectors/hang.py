@@ -109,6 +109,7 @@ from medic.detectors.liveness import Liveness
 from medic.detectors.online import QuantileScorer
 from medic.detectors.progress_state import JobProgress, WatchedJobs, WatchesJobs
 from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Window
+from medic.frames import times_us
 from medic.ingest.base import Batch
 from medic.parse.catalogue import Catalogue, builtin_catalogue
 from medic.timeutil import US
@@ -360,9 +361,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         elif batch.stream == "gpu_latest":
             self.liveness.observe_gpu(batch.frame)
         elif batch.stream == "gpu":
-            newest = batch.frame.get_column("time").dt.epoch("us").max()
-            if newest is not None:
-                self.feed_at = max(self.feed_at or 0, int(newest))  # type: ignore[arg-type]
+            times = times_us(batch.frame)
+            if times.size:
+                self.feed_at = max(self.feed_at or 0, int(times.max()))
             self.baseline.add(batch.frame, self.jobs.placement)
             self.silent.add(batch.frame, self.jobs.placement, self._silent_jobs)
         return []

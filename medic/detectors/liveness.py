@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from medic.detectors.gpu_slots import MAX_GPUS_PER_NODE, GpuSlots, addressable, fitted
-from medic.frames import newest_by, newest_by_pair
+from medic.frames import newest_by, newest_by_pair, times_us
 from medic.timeutil import US
 
 PRUNE_EVERY_US = 60 * US
@@ -210,7 +210,7 @@ class Liveness:
                 return
             latest = kept
             nodes, gpus = self._locate(latest)
-        times = latest.get_column("time").to_physical().to_numpy()
+        times = times_us(latest)
         new = self._gpu_seen[nodes, gpus] < 0
         if new.any():
             self._gpu_added[nodes[new], gpus[new]] = self._next(int(new.sum()))

@@ -34,6 +34,7 @@ import polars as pl
 
 from medic.config import Positive, PositiveCount
 from medic.detectors.base import Detection
+from medic.frames import collect
 from medic.ingest.base import Batch
 from medic.slurm import JOB_ENDED_STATES, PENDING, REQUEUED, job_state
 from medic.timeutil import US
@@ -158,9 +159,9 @@ class NanDivergenceDetector:
         frame = batch.frame
         if frame.is_empty() or "job_id" not in frame.columns:
             return []
-        frame = frame.filter(pl.col("job_id").is_not_null())
         if batch.stream == "progress":
             return self._progress(frame)
+        frame = frame.filter(pl.col("job_id").is_not_null())
         if batch.stream == "signatures":
             return self._signatures(frame)
         if batch.stream == "scheduler":
@@ -188,20 +189,21 @@ class NanDivergenceDetector:
 
     def _progress(self, frame: pl.DataFrame) -> list[Detection]:
         """Per job, its step and start-up rows in order (a handful a batch: frameworks print a
-        loss every few steps)."""
+        loss every few steps), read in one query (a query costs more than the rows)."""
         if "event" not in frame.columns:
             return []
         loss = pl.col("loss") if "loss" in frame.columns else pl.lit(None, pl.Float64)
-        steps = frame.filter(pl.col("event").is_in(["step", *RESTARTS])).sort(
-            "time", maintain_order=True
-        )
-        rows = steps.select(
-            "job_id",
-            pl.col("time").dt.epoch("us"),
-            _process(frame),
-            "event",
-            pl.col("step") if "step" in frame.columns else pl.lit(None, pl.Int64),
-            loss.cast(pl.Float64),
+        wanted = pl.col("job_id").is_not_null() & pl.col("event").is_in(["step", *RESTARTS])
+        query = frame.lazy().filter(wanted).sort("time", maintain_order=True)
+        rows = collect(
+            query.select(
+                "job_id",
+                pl.col("time").dt.epoch("us"),
+                _process(frame),
+                "event",
+                pl.col("step") if "step" in frame.columns else pl.lit(None, pl.Int64),
+                loss.cast(pl.Float64),
+            )
         )
         found = []
         for job_id, time, process, event, step, value in rows.iter_rows():

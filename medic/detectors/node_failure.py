@@ -337,10 +337,12 @@ class NodeFailureDetector(WatchesLiveness):
 
     def _training(self, progress: pl.DataFrame) -> None:
         """Fold each job's first and newest training step in."""
-        steps = progress.filter(pl.col("event") == "step")
-        spans = steps.group_by("job_id").agg(
-            pl.col("time").dt.epoch("us").min().alias("first"),
-            pl.col("time").dt.epoch("us").max().alias("newest"),
+        steps = progress.lazy().filter(pl.col("event") == "step")
+        spans = collect(
+            steps.group_by("job_id").agg(
+                pl.col("time").dt.epoch("us").min().alias("first"),
+                pl.col("time").dt.epoch("us").max().alias("newest"),
+            )
         )
         for job_id, first, newest in spans.iter_rows():
             known = self.training.get(job_id)

@@ -21,6 +21,7 @@ import polars as pl
 
 from medic.detectors.jobs import JobTracker
 from medic.detectors.telemetry import node_jobs
+from medic.frames import times_us
 from medic.ingest.base import Batch
 
 PHASE_OF = {
@@ -120,18 +121,19 @@ class ProgressTracker:
             return []
         steps: list[Step] = []
         columns = [  # times as integer microseconds, every other value as it is
-            frame.get_column(name).to_physical().to_list()
-            if name == "time"
-            else frame.get_column(name).to_list()
+            times_us(frame).tolist() if name == "time" else frame.get_column(name).to_list()
             for name in COLUMNS
         ]
         jobs, phase_event, close_phase = self.jobs, self._phase_event, self._close_phase
+        newest: dict[str, int] = {}  # each job's last sign of life in the batch
         for time, job_id, node, rank, framework, event, number, step_time_s, throughput in zip(
             *columns, strict=True
         ):
             job = jobs.get(job_id)
             if job is None:
                 job = jobs[job_id] = JobProgress()
+            if time > newest.get(job_id, time - 1):
+                newest[job_id] = time
             if event != "step":
                 phase_event(job, time, event, framework)
                 continue
@@ -170,8 +172,7 @@ class ProgressTracker:
             steps.append(
                 (job_id, time, number, gap, fresh, clean, step_time_s, throughput, framework)
             )
-        newest = frame.group_by("job_id").agg(pl.col("time").to_physical().max())
-        for job_id, time in newest.iter_rows():  # the last sign of life: one grouping, not a row
+        for job_id, time in newest.items():
             job = jobs[job_id]
             if job.last_event_at is None or time > job.last_event_at:
                 job.last_event_at = time

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from medic.detectors.jobs import JobTracker
-from medic.frames import collect
+from medic.frames import collect, times_us
 
 KEYS = ["job_id", "node", "gpu"]
 COUNTERS = ("pcie_replay", "nvlink_errors", "ecc_dbe")
@@ -145,14 +145,14 @@ class GpuWindows:
     def _sampled(self, frame: pl.DataFrame) -> pl.DataFrame | None:
         """Only the rows in the first ``sample_s`` of their window (None: none); a batch within
         one window is kept or dropped whole without looking at its rows."""
-        times = frame.get_column("time").to_physical()
-        first, last = int(times.min()), int(times.max())  # type: ignore[arg-type]
+        times = times_us(frame)
+        first, last = int(times.min()), int(times.max())
         if first // self.window_us == last // self.window_us:
             if first % self.window_us >= self.sample_us:
                 return None
             if last % self.window_us < self.sample_us:
                 return frame
-        return frame.filter(times % self.window_us < self.sample_us)
+        return frame.filter(pl.Series(times % self.window_us < self.sample_us))
 
     def _keep_arrived(self) -> None:
         """Reduce the batches added since last time to the rows a window keeps: one query per
