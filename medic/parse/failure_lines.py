@@ -3,8 +3,9 @@
 A line that no signature matched is not silence when it reads as a failure. The lexicon
 (``failure_lexicon.toml``) says how, in three steps that run on fewer and fewer lines:
 
-1. ``failure_like``: one case-blind Aho-Corasick scan for the few words every failure report
-   holds one of (error, fail, timeout, killed, ...): the fast path over every line;
+1. ``failure_like``: a case-blind scan for the few words every failure report holds one of
+   (error, fail, timeout, killed, ...): the fast path. The signature matcher folds these words
+   into its own scan of every line (``literal_scan``), so this runs on its few candidates only;
 2. ``read``, on the marked lines only: a marker of what failure reports share across
    ecosystems (a severity word, an exception or abort report, a signal or a non-zero exit, a
    timeout, an error code) and none of the words that make it no failure (a lower severity, a
@@ -24,6 +25,7 @@ Everything is polars expressions over the batch's rows; no per-line Python.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -31,22 +33,24 @@ from typing import Any
 
 import polars as pl
 
-from medic.parse.prefixes import ASCII_CLASSES
+from medic.parse.first_match import escaped
 
 GENERAL = "general"
 """The family of a failure line whose vocabulary names no family."""
 GENERAL_KIND = "crash"
-MARKER = "_marker"
 FAMILY = "_family"
 READING = "_reading"
 FATAL = "_fatal"
 END = "_end"
 DELIBERATE_END = "deliberate_end"
 DEATHS = ("death", "signal", "exit")
+"""The markers that report a process's end, not an error it may survive."""
 FAILED = "failure"
 """The marker of a line that says something failed: a deliberate end's words beside it (a job
 cancelled due to a node's failure) are no deliberate end."""
-"""The markers that report a process's end, not an error it may survive."""
+_LOWER, _SCORES, _DEATH = "_lower", "_scores", "_death"
+_LOUD, _CHOSEN, _NAMED = "_loud", "_chosen", "_named"
+"""Working columns of ``read``, dropped before it returns."""
 
 
 class LexiconError(ValueError):
@@ -124,12 +128,11 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
     )
 
 
-def _ascii(pattern: str) -> str:
-    """``pattern`` with ASCII word boundaries and classes: what programs print about their
-    failures is ASCII, and the Unicode forms keep the regex engine off its fastest paths."""
-    for unicode, ascii in {r"\b": r"(?-u:\b)", **ASCII_CLASSES}.items():
-        pattern = pattern.replace(unicode, ascii)
-    return pattern
+def _lowered(pattern: str) -> str:
+    """``pattern`` with its letters lowercased, escapes (``\\b``, ``\\S``) left as they are:
+    it matches a line's lowercased text where the pattern matches the line regardless of
+    case."""
+    return re.sub(r"\\.|[^\\]+", lambda m: m[0] if m[0][0] == "\\" else m[0].lower(), pattern)
 
 
 def _any(patterns: tuple[str, ...] | list[str], flags: str = "") -> str:
@@ -158,7 +161,25 @@ class FailureLines:
         self._families = self.lexicon.families
         deaths = [p for n, p in self.lexicon.markers if n in DEATHS]
         self._death = _any(deaths) if deaths else None
-        self._named_marker = "|".join(f"(?P<{n}>{_ascii(p)})" for n, p in self.lexicon.markers)
+        self._vocabulary = [
+            (
+                _lowered(_any(f.terms)),
+                _lowered(_any(f.strong)) if f.strong else None,
+                _lowered(_any(f.fatal)) if f.fatal else None,
+            )
+            for f in self._families
+        ]
+        """Per family: the regexes of its terms, strong terms and fatal terms (None: none),
+        lowercased to run on the lowercased text: a case-blind regex finds its words three
+        times slower (no literal search for a word in every case)."""
+        self._plans: dict[tuple[str, str], _Plan] = {}
+
+    @property
+    def literal_scan(self) -> str:
+        """A regex that matches every line ``failure_like`` marks (and a few more: it folds
+        case by Unicode's rules): a caller folds it into a scan of its own, then marks the few
+        lines it matches with ``failure_like``."""
+        return "(?i:" + "|".join(map(escaped, self._literals)) + ")"
 
     def failure_like(self, raw: pl.Expr) -> pl.Expr:
         """True on the lines that hold one of the fast path's words (case-blind)."""
@@ -166,67 +187,102 @@ class FailureLines:
 
     def read(self, frame: pl.DataFrame, raw: str, message: str) -> pl.DataFrame:
         """The rows of ``frame`` that read as failures or as the job's deliberate end, with
-        ``_marker`` (which marker: the one the line shows first), ``_family``, ``_reading``
-        (the family's kind), ``_fatal`` (the line reports an end) and ``_end`` (a deliberate
-        end: the other columns null) added. ``raw`` names the column of lines as they came
-        (markers and quiet words: a logging level is in the prefix), ``message`` the lines
-        without their prefixes (vocabulary)."""
-        lines, text = pl.col(raw), pl.col(message)
-        marked = text.str.contains(self._marker) | lines.str.contains(self._marker)
+        ``_family``, ``_reading`` (the family's kind), ``_fatal`` (the line reports an end) and
+        ``_end`` (a deliberate end: the other columns null) added. ``raw`` names the column of
+        lines as they came (markers and quiet words: a logging level is in the prefix),
+        ``message`` the lines without their prefixes (vocabulary).
+
+        In stages over fewer and fewer rows: the lines holding a marker or a deliberate end's
+        words; of those, the ones no quiet word silences; of those, their family and whether
+        they report an end. Every line of the second stage that is no deliberate end holds a
+        marker (a ``failure`` marker is what makes a line holding an end's words no end)."""
+        plan = self._plans.get((raw, message))
+        if plan is None:
+            plan = self._plans[(raw, message)] = self._plan(pl.col(raw), pl.col(message))
+        read = frame.filter(plan.found).with_columns(plan.flags).filter(plan.kept)
+        if read.is_empty():
+            return read.drop(_LOUD).with_columns(plan.nothing)
+        return (
+            read.with_columns(plan.lowered)
+            .with_columns(plan.vocabulary)
+            .with_columns(plan.chosen)
+            .with_columns(plan.reading)
+            .drop(_LOWER, _SCORES, _DEATH, _LOUD, _CHOSEN, _NAMED)
+        )
+
+    def _plan(self, lines: pl.Expr, text: pl.Expr) -> _Plan:
+        """``read``'s expressions over the columns ``lines`` and ``text``: built once, as
+        building them costs more than running them on a batch's few failure lines."""
+        found = text.str.contains(self._marker) | lines.str.contains(self._marker)
+        if self._end:
+            found = found | lines.str.contains(self._end)
         failed = lines.str.contains(self._failed) if self._failed else pl.lit(False)
         ending = (lines.str.contains(self._end) & ~failed) if self._end else pl.lit(False)
-        quiet = (
-            (lines.str.contains(self._quiet) if self._quiet else pl.lit(False))
-            | (lines.str.contains(self._soft_quiet) & ~lines.str.contains(self._loud))
-            | ending
-        )
-        read = frame.with_columns(ending.alias(END)).filter(pl.col(END) | (marked & ~quiet))
-        if read.is_empty():
-            return read.with_columns(
-                pl.lit(None, pl.String).alias(MARKER),
-                pl.lit(None, pl.String).alias(FAMILY),
-                pl.lit(None, pl.String).alias(READING),
-                pl.lit(None, pl.Boolean).alias(FATAL),
-            )
-        found = [column.str.extract_groups(self._named_marker) for column in (text, lines)]
-        marker = pl.coalesce(
-            *(
-                pl.when(groups.struct.field(name).is_not_null()).then(pl.lit(name))
-                for groups in found
-                for name, _ in self.lexicon.markers
-            )
-        )
+        quiet = lines.str.contains(self._quiet) if self._quiet else pl.lit(False)
+        soft = lines.str.contains(self._soft_quiet) & ~pl.col(_LOUD)
+        lower = pl.col(_LOWER)
         scores = [
-            text.str.count_matches(_any(f.terms, "i")).cast(pl.Int32)
-            + (2 * text.str.count_matches(_any(f.strong, "i")).cast(pl.Int32) if f.strong else 0)
-            for f in self._families
+            lower.str.count_matches(terms).cast(pl.Int32)
+            + (2 * lower.str.count_matches(strong).cast(pl.Int32) if strong else 0)
+            for terms, strong, _ in self._vocabulary
         ]
+        chosen, named = pl.col(_CHOSEN), pl.col(_NAMED)
+        indices = list(range(len(self._families)))
         names = [f.name for f in self._families]
         kinds = [f.kind for f in self._families]
-        best = pl.concat_list(scores)
-        chosen = best.list.arg_max()
         family = (
-            pl.when(best.list.max() > 0)
-            .then(chosen.replace_strict(list(range(len(names))), names, return_dtype=pl.String))
+            pl.when(named)
+            .then(chosen.replace_strict(indices, names, return_dtype=pl.String))
             .otherwise(pl.lit(GENERAL))
         )
         reading = (
-            pl.when(best.list.max() > 0)
-            .then(chosen.replace_strict(list(range(len(kinds))), kinds, return_dtype=pl.String))
+            pl.when(named)
+            .then(chosen.replace_strict(indices, kinds, return_dtype=pl.String))
             .otherwise(pl.lit(GENERAL_KIND))
         )
-        death = lines.str.contains(self._death) if self._death else pl.lit(False)
         stated = pl.concat_list(
             [
-                text.str.contains(_any(f.fatal, "i")) if f.fatal else pl.lit(False)
-                for f in self._families
+                lower.str.contains(fatal) if fatal else pl.lit(False)
+                for _, _, fatal in self._vocabulary
             ]
         ).list.get(chosen, null_on_oob=True)
-        fatal = death | lines.str.contains(self._loud) | ((best.list.max() > 0) & stated)
+        fatal = pl.col(_DEATH) | pl.col(_LOUD) | (named & stated)
         failing = ~pl.col(END)
-        return read.with_columns(
-            pl.when(failing).then(marker).alias(MARKER),
-            pl.when(failing).then(family).alias(FAMILY),
-            pl.when(failing).then(reading).alias(READING),
-            (failing & fatal).alias(FATAL),
+        return _Plan(
+            found=found,
+            flags=[ending.alias(END), lines.str.contains(self._loud).alias(_LOUD)],
+            kept=pl.col(END) | ~(quiet | soft),
+            lowered=text.str.to_lowercase().alias(_LOWER),
+            nothing=[
+                pl.lit(None, pl.String).alias(FAMILY),
+                pl.lit(None, pl.String).alias(READING),
+                pl.lit(None, pl.Boolean).alias(FATAL),
+            ],
+            vocabulary=[
+                pl.concat_list(scores).alias(_SCORES),
+                (lines.str.contains(self._death) if self._death else pl.lit(False)).alias(_DEATH),
+            ],
+            chosen=[
+                pl.col(_SCORES).list.arg_max().alias(_CHOSEN),
+                (pl.col(_SCORES).list.max() > 0).alias(_NAMED),
+            ],
+            reading=[
+                pl.when(failing).then(family).alias(FAMILY),
+                pl.when(failing).then(reading).alias(READING),
+                (failing & fatal).alias(FATAL),
+            ],
         )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The expressions of ``FailureLines.read`` over one pair of columns, stage by stage."""
+
+    found: pl.Expr
+    flags: list[pl.Expr]
+    kept: pl.Expr
+    lowered: pl.Expr
+    nothing: list[pl.Expr]
+    vocabulary: list[pl.Expr]
+    chosen: list[pl.Expr]
+    reading: list[pl.Expr]

@@ -120,8 +120,20 @@ class FirstMatch:
         self._sure_run = len(self._regexes) + 1
         """The run of the tries of sure regexes, read without running them (one past the
         tagged run)."""
-        self._held = "|".join(map(_escaped, _scanned(tuple(self._literals))))
+        self._held = "|".join(map(escaped, _scanned(tuple(self._literals))))
         self._ungated = "|".join(f"(?:{regex})" for _, regex in self._everywhere)
+
+    @property
+    def literal_scan(self) -> str:
+        """The regex of ``candidates``' scan for literals ("" when no pattern has any): a
+        caller that scans the same lines for texts of its own folds it into that one scan."""
+        return self._held
+
+    @property
+    def ungated(self) -> str:
+        """The regex of ``candidates``' scan for the patterns without literals ("" when
+        none)."""
+        return self._ungated
 
     def candidates(self, lines: pl.Expr) -> pl.Expr:
         """True on every line a pattern may match: those holding one of the literals (and a few
@@ -367,7 +379,7 @@ def _literal_alternatives(pattern: str) -> list[str] | None:
     return None if "" in alternatives else alternatives
 
 
-def _escaped(text: str) -> str:
+def escaped(text: str) -> str:
     """``text`` as a Rust regex matching it literally."""
     return "".join(f"\\{ch}" if ch in REGEX_META else ch for ch in text)
 

@@ -2,7 +2,8 @@
 
 Matching is vectorised in two stages so that the common line costs one regex scan:
 
-1. one combined prefilter (the alternation of every entry's literals) over the whole batch;
+1. one combined prefilter (the alternation of every entry's literals, and of the second
+   layer's failure-like words when it is on) over the whole batch;
 2. on the few candidate rows only, the pattern of each entry whose literals they hold, in
    catalogue order (``medic.parse.first_match``); the first match names the line, and that
    entry's named groups (Xid code, PCI address, rank, host, exit code) are extracted. Lines
@@ -13,7 +14,8 @@ Matching is vectorised in two stages so that the common line costs one regex sca
    (144-150) by its unit and error status, an Xid 154 by the recovery action it states.
 
 Below the catalogue, a second layer (``medic.parse.failure_lines``) reads the lines that no
-entry matched and that its fast path marks failure-like, of the jobs for which no entry named a
+entry matched and that its fast path marks failure-like (on the prefilter's rows only), of the
+jobs for which no entry named a
 root cause in the batch. One that reads as a failure is a row too: its signature is
 ``unmatched:<family>`` (no signature matched it) and ``reading`` the kind its vocabulary reads
 as. Such a row is a ``crash`` sign of role ``context`` (never a job's own error that explains
@@ -110,6 +112,15 @@ class SignatureMatcher:
             GROUPS,
         )
         self._prefilter = self._first.candidates(pl.col("message"))
+        self._suspect = self._prefilter
+        """The lines either layer may read, in one scan: those holding a catalogue entry's
+        literal or a failure-like word, looked for in the lines as they came (a message is
+        the end of its line), and those an entry without literals matches."""
+        if unmatched is not None:
+            scan = "|".join(p for p in (self._first.literal_scan, unmatched.literal_scan) if p)
+            self._suspect = pl.col(RAW).str.contains(scan)
+            if self._first.ungated:
+                self._suspect = self._suspect | pl.col("message").str.contains(self._first.ungated)
         self._entries = catalogue.signatures.select(
             "entry",
             pl.col("id").alias("signature"),
@@ -145,6 +156,38 @@ class SignatureMatcher:
             pl.col("severity").alias("rc_severity"),
             pl.col("action").alias("rc_action"),
         )
+        self._unmatched_columns: list[pl.Expr] = [
+            pl.col("time"),
+            pl.col("job_id"),
+            pl.col("node"),
+            pl.coalesce("rank", "prefix_rank").cast(pl.Int32).alias("rank"),
+            pl.col("source"),
+            (pl.lit(UNMATCHED) + pl.coalesce(FAMILY, pl.lit(ENDED))).alias("signature"),
+            pl.lit("crash").alias("kind"),
+            pl.lit("none").alias("implicates"),
+            pl.when(pl.col(END))
+            .then(pl.lit("info"))
+            .when(pl.col(FATAL))
+            .then(pl.lit("fatal"))
+            .otherwise(pl.lit("error"))
+            .alias("severity"),
+            pl.when(pl.col(END)).then(pl.lit("benign")).otherwise(pl.lit("context")).alias("role"),
+            pl.lit("none").alias("action"),
+            pl.lit(None, pl.Int32).alias("xid"),
+            pl.lit(None, pl.String).alias("xid_name"),
+            pl.lit(None, pl.String).alias("pci"),
+            pl.col("prefix_host").alias("host"),
+            pl.lit(None, pl.Int32).alias("exit_code"),
+            pl.lit(None, pl.Int32).alias("pid"),
+            pl.lit(None, pl.String).alias("peer"),
+            pl.lit(None, pl.Int64).alias("waited_us"),
+            pl.lit(None, pl.Int32).alias("cause_xid"),
+            pl.col(RAW).alias("message"),
+            pl.col(READING).alias("reading"),
+        ]
+        """The ``SIGNATURES`` columns of a row of the second layer (after ``_line`` and
+        ``_part``), built once: building them costs more than running them on a batch's few
+        unmatched failure lines."""
         self._groups = [
             pl.col(PATTERN).cast(self._entries.schema["entry"]).alias("entry"),
             *(
@@ -171,12 +214,10 @@ class SignatureMatcher:
         ]
         if missing:
             logs = logs.with_columns(missing)
-        if self.unmatched is not None:
-            logs = logs.with_row_index(_LINE)
-        matched = self._matched(logs)
         if self.unmatched is None:
-            return matched
-        return self._unmatched(logs, matched)
+            return self._matched(logs)
+        suspect = logs.with_row_index(_LINE).filter(self._suspect)
+        return self._unmatched(suspect, self._matched(suspect))
 
     def _unmatched(self, logs: pl.DataFrame, matched: pl.DataFrame) -> pl.DataFrame:
         """The ``matched`` rows (with their ``_line``) and, in line order with them, the rows
@@ -203,36 +244,8 @@ class SignatureMatcher:
         read = self.unmatched.read(marked, RAW, "message") if not marked.is_empty() else marked
         if read.is_empty():
             return matched.drop(_LINE, strict=False)
-        rows = read.select(
-            _LINE,
-            *([PART] if PART in read.columns else []),
-            "time",
-            "job_id",
-            "node",
-            pl.coalesce("rank", "prefix_rank").cast(pl.Int32).alias("rank"),
-            "source",
-            (pl.lit(UNMATCHED) + pl.coalesce(FAMILY, pl.lit(ENDED))).alias("signature"),
-            kind=pl.lit("crash"),
-            implicates=pl.lit("none"),
-            severity=pl.when(pl.col(END))
-            .then(pl.lit("info"))
-            .when(pl.col(FATAL))
-            .then(pl.lit("fatal"))
-            .otherwise(pl.lit("error")),
-            role=pl.when(pl.col(END)).then(pl.lit("benign")).otherwise(pl.lit("context")),
-            action=pl.lit("none"),
-            xid=pl.lit(None, pl.Int32),
-            xid_name=pl.lit(None, pl.String),
-            pci=pl.lit(None, pl.String),
-            host=pl.col("prefix_host"),
-            exit_code=pl.lit(None, pl.Int32),
-            pid=pl.lit(None, pl.Int32),
-            peer=pl.lit(None, pl.String),
-            waited_us=pl.lit(None, pl.Int64),
-            cause_xid=pl.lit(None, pl.Int32),
-            message=pl.col(RAW),
-            reading=pl.col(READING),
-        )
+        part = [PART] if PART in read.columns else []
+        rows = read.select(_LINE, *part, *self._unmatched_columns)
         if matched.is_empty():
             return rows.drop(_LINE)
         return pl.concat([matched, rows]).sort(_LINE, maintain_order=True).drop(_LINE)

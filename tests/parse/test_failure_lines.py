@@ -12,7 +12,6 @@ from medic.parse.failure_lines import (
     END,
     FAMILY,
     FATAL,
-    MARKER,
     READING,
     FailureLines,
     LexiconError,
@@ -32,7 +31,7 @@ def rows_of(*lines: str) -> pl.DataFrame:
 def read(*lines: str) -> list[dict[str, str]]:
     """The lines that read as failures."""
     rows = rows_of(*lines).filter(~pl.col(END))
-    return rows.select(RAW, MARKER, FAMILY, READING).to_dicts()
+    return rows.select(RAW, FAMILY, READING).to_dicts()
 
 
 def reading(line: str) -> tuple[str, str] | None:
@@ -119,11 +118,6 @@ def test_deliberate_ends_are_read_as_ends_unless_something_failed() -> None:
     )
     assert rows.get_column(END).to_list() == [True, False, False]
     assert rows.get_column(FAMILY).to_list() == [None, "host", "general"]
-
-
-def test_each_line_names_the_marker_it_shows_first() -> None:
-    rows = read("ValueError: bad shape", "Segmentation fault (core dumped)", "x: errno 5")
-    assert [r[MARKER] for r in rows] == ["exception", "signal", "error_code"]
 
 
 def test_the_fast_path_marks_few_of_a_training_log() -> None:
