@@ -323,6 +323,8 @@ class SignatureMatcher:
           status); a line both call non-fatal is a warning with no action, whatever its
           code's row says. A fatal line takes the table's action, else its code's row's.
         * Xid 154: the recovery table by the action the line states.
+        * Any other line whose own severity word says non-fatal (an NVLink5 Xid that no entry
+          decodes by unit): a warning with no action, whatever its code's row says.
         Lines without these fields keep what the entry and the Xid table gave them."""
         unit = pl.col("_unit").str.to_uppercase()
         status = pl.col("_status").str.strip_prefix("0x").str.to_integer(base=16, strict=False)
@@ -346,6 +348,7 @@ class SignatureMatcher:
             .otherwise(pl.lit("warning"))
         )
         recovery = pl.col("rc_kind").is_not_null()
+        survivable = pl.col("_word").is_not_null() & ~_FATAL_WORD
         return hits.with_columns(
             pl.when(sxid)
             .then(sx_severity)
@@ -353,6 +356,8 @@ class SignatureMatcher:
             .then(nv_severity)
             .when(recovery)
             .then(pl.col("rc_severity"))
+            .when(survivable)
+            .then(pl.lit("warning"))
             .otherwise(pl.col("severity"))
             .alias("severity"),
             pl.when(recovery).then(pl.col("rc_kind")).otherwise(pl.col("kind")).alias("kind"),
@@ -371,6 +376,8 @@ class SignatureMatcher:
             )
             .when(recovery)
             .then(pl.col("rc_action"))
+            .when(survivable)
+            .then(pl.lit("none"))
             .otherwise(pl.col("action"))
             .alias("action")
         )
