@@ -110,14 +110,19 @@ def test_a_dead_node_is_confirmed_when_the_other_gpus_of_its_job_stall() -> None
     assert "stalled" in found[0].summary
 
 
+def without_n3(job: Job, start: int, end: int) -> list[dict]:
+    """The job's telemetry (and an idle node's) over 300 s, none from n3 in [start, end)."""
+    return [
+        r
+        for r in job.telemetry(0, 300, extra_nodes=["idle1"])
+        if not (r["node"] == "n3" and at(start) <= r["time"] < at(end))
+    ]
+
+
 def test_an_exporter_restart_while_the_job_works_on_is_not_a_failure() -> None:
     job = Job()
     job.gpu_fields = power(job, 600.0, 0, 300)
-    gpu = [
-        r
-        for r in job.telemetry(0, 300, extra_nodes=["idle1"])
-        if not (r["node"] == "n3" and at(60) <= r["time"] < at(170))
-    ]
+    gpu = without_n3(job, 60, 170)
     assert detect(300, chatty(job, 0, 300, every=60.0), gpu, [job.start()]) == []
 
 
@@ -126,11 +131,7 @@ def test_a_rank_pausing_while_its_nodes_exporter_restarts_and_peers_work_on_is_h
     # while n3's exporter restarts; the other GPUs of the job draw full power all along.
     job = Job()
     job.gpu_fields = power(job, 600.0, 0, 300)
-    gpu = [
-        r
-        for r in job.telemetry(0, 300, extra_nodes=["idle1"])
-        if not (r["node"] == "n3" and at(62) <= r["time"] < at(110))
-    ]
+    gpu = without_n3(job, 62, 110)
     logs = chatty(job, 0, 60, node="n3", every=10.0) + [
         log(t, f"[rank0]:{megatron_line(7 + i, 10_000)}", node="n3")
         for i, t in enumerate(range(110, 300, 10))
@@ -138,11 +139,7 @@ def test_a_rank_pausing_while_its_nodes_exporter_restarts_and_peers_work_on_is_h
     assert detect(300, logs, gpu, [job.start()]) == []
     # The same silence with the job's GPUs stalled from then on is a dead node.
     job.gpu_fields = {**power(job, 600.0, 0, 63), **power(job, 230.0, 63, 300)}
-    stalled = [
-        r
-        for r in job.telemetry(0, 300, extra_nodes=["idle1"])
-        if not (r["node"] == "n3" and r["time"] >= at(62))
-    ]
+    stalled = without_n3(job, 62, 300)
     found = detect(300, chatty(job, 0, 60, node="n3", every=10.0), stalled, [job.start()])
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
 
