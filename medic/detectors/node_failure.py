@@ -158,12 +158,10 @@ class JobPower:
         peers of a dead node block in their next collective, within a step; peers that went on
         working for a while and then waited (on a save by a rank on the silent node, whose
         exporter restarted) were not waiting on a dead node."""
-        self._fold()
-        history = self.samples.get(job_id, ())
-        before = [p for t, p, _ in history if since - POWER_BASELINE_US <= t < since]
-        after = [(p, low) for t, p, low in history if since + settle <= t <= now]
-        if len(before) < 3 or len(after) < 3:
+        around = self._around(job_id, since, now, settle)
+        if around is None:
             return False
+        before, after = around
         power = max(p for p, _ in after)
         lowest = sum(low for _, low in after) / len(after)
         return lowest >= spin_util and power < ratio * sum(before) / len(before)
@@ -173,13 +171,25 @@ class JobPower:
         before ``since`` in every sample from ``since + settle`` to ``now`` (three samples at
         least on each side): the job went on working, so its ranks on a node that fell silent
         then were not dead (their peers would have blocked in their next collective)."""
+        around = self._around(job_id, since, now, settle)
+        if around is None:
+            return False
+        before, after = around
+        return min(p for p, _ in after) >= ratio * sum(before) / len(before)
+
+    def _around(
+        self, job_id: str, since: int, now: int, settle: int
+    ) -> tuple[list[float], list[tuple[float, float]]] | None:
+        """The job's power samples over the minute before ``since`` and its (power, lowest
+        utilisation) samples from ``since + settle`` to ``now``; None with fewer than three
+        on either side."""
         self._fold()
         history = self.samples.get(job_id, ())
         before = [p for t, p, _ in history if since - POWER_BASELINE_US <= t < since]
-        after = [p for t, p, _ in history if since + settle <= t <= now]
+        after = [(p, low) for t, p, low in history if since + settle <= t <= now]
         if len(before) < 3 or len(after) < 3:
-            return False
-        return min(after) >= ratio * sum(before) / len(before)
+            return None
+        return before, after
 
     def forget_before(self, cutoff: int) -> None:
         """Drop jobs not heard from since ``cutoff``; scans at most once a minute."""

@@ -275,11 +275,10 @@ class LearnedProgress:
             job = self.jobs.setdefault(row["job_id"], {})
             known = job.setdefault((row["_who"], template), Template())
             _observe(known, row, names, fields)
+            taught = _learned_counter(job, template)
             if known.counter is None:
-                known.counter = _learned_counter(job, template)
-            if known.counter is not None and (
-                known.lines >= _needed(fields) or _learned_counter(job, template) is not None
-            ):
+                known.counter = taught
+            if known.counter is not None and (known.lines >= _needed(fields) or taught is not None):
                 counters[(row["job_id"], row["_who"])] = (known.counter, _clock(known, fields))
                 if not untimed:
                     self.timed.add((row["job_id"], row["_who"]))
