@@ -44,6 +44,8 @@ PERTURBED = (
     ("healthy_slow", 3),
     ("healthy_noisy", 3),
 )
+# One worker runs the module: its backtests are one fixture that a second worker would repeat.
+pytestmark = pytest.mark.xdist_group("quality_floor")
 # Replaying datasets/ and the perturbed set takes about two minutes on two idle cores; far longer
 # on a loaded machine, hence a timeout of its own.
 SLOW = pytest.mark.timeout(1200)

@@ -108,7 +108,6 @@ def test_stretches_end_at_the_row_or_event_limit(monkeypatch: pytest.MonkeyPatch
 @pytest.mark.parametrize(
     ("name", "delays"),
     [
-        ("mixed-s1", ()),
         ("xid79_cascade-s1", ()),
         ("mixed-s1", (Delay("logs", 1.0, 30.0),)),  # batches overlapping by up to 29 s
         ("gpu_hang-s1", (Delay("logs", 0.0, 10.0), Delay("gpu", 0.0, 5.0))),
