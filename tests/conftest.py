@@ -135,6 +135,9 @@ def _find_cluster() -> SlurmCluster | str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests sharing one cluster run as one xdist group, in one worker. xdist hands out the
+    largest groups first, one to each worker: the Slurm group (mostly waiting on the cluster)
+    and the quality floor (backtests in two processes) start together and overlap."""
     for item in items:
         if "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))
