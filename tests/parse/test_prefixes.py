@@ -68,6 +68,23 @@ def stripped(*lines: str, config: PrefixConfig | None = None) -> list[dict]:
             {"host": "node042", "time": "2026-03-01T10:00:00+0000"},
         ),
         (
+            "2026-03-01T10:00:00.123456+00:00 node042 kernel: NVRM: Xid (PCI:0000:3b:00): 79",
+            "NVRM: Xid (PCI:0000:3b:00): 79",
+            {"host": "node042", "time": "2026-03-01T10:00:00.123456+00:00"},
+        ),
+        # an application's "Word word: text" after a logging module's or a container runtime's
+        # time (docker logs -t, kubectl logs --timestamps) is no syslog line: no host
+        (
+            "2026-03-01T10:00:00.123456789Z GPU available: True (cuda), used: True",
+            "GPU available: True (cuda), used: True",
+            {"time": "2026-03-01T10:00:00.123456789Z"},
+        ),
+        (
+            "2026-03-01 10:00:00,123 Saving checkpoint: /ckpt/step_400",
+            "Saving checkpoint: /ckpt/step_400",
+            {"time": "2026-03-01 10:00:00,123"},
+        ),
+        (
             "node042 kernel: mlx5_core 0000:0c:00.0: port 1 link down",
             "mlx5_core 0000:0c:00.0: port 1 link down",
             {"host": "node042"},
