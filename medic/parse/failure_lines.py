@@ -12,7 +12,8 @@ A line that no signature matched is not silence when it reads as a failure. The 
    retry, a deliberate end);
 3. the family whose vocabulary the line holds most of (device, fabric, collectives, storage,
    memory, host, config; ``general`` when none): what the line is about, and the kind it reads
-   as;
+   as. The families' words and phrases are looked up in the line's words, all in one
+   Aho-Corasick scan, not with a regex per family;
 4. whether the line reports an end rather than an error a program may survive (``_fatal``): a
    death (an abort, a signal, a non-zero exit), a fatal word (``[[loud]]``) or a term its
    family holds for an end (``fatal``: a collective that timed out, a GPU lost).
@@ -31,10 +32,13 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from medic.parse.first_match import escaped
 
+_WORDS = re.compile(r"(?:\w+ )*\w+\*?")
+"""A family's term: words, one space between each, the last maybe ending in ``*``."""
 GENERAL = "general"
 """The family of a failure line whose vocabulary names no family."""
 GENERAL_KIND = "crash"
@@ -48,8 +52,7 @@ DEATHS = ("death", "signal", "exit")
 FAILED = "failure"
 """The marker of a line that says something failed: a deliberate end's words beside it (a job
 cancelled due to a node's failure) are no deliberate end."""
-_LOWER, _SCORES, _DEATH = "_lower", "_scores", "_death"
-_LOUD, _CHOSEN, _NAMED = "_loud", "_chosen", "_named"
+_LOWER, _BLIND, _DEATH, _LOUD = "_lower", "_blind", "_death", "_loud"
 """Working columns of ``read``, dropped before it returns."""
 
 
@@ -106,6 +109,13 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
     for row in data.get("family", []):
         if {"name", "kind", "terms"} - set(row):
             raise LexiconError("failure lexicon: a [[family]] needs name, kind and terms")
+        terms = (*row["terms"], *row.get("strong", ()))
+        odd = [t for t in terms if not _WORDS.fullmatch(t) or t != t.lower()]
+        if odd:
+            raise LexiconError(
+                f"failure lexicon: family {row['name']!r}: {odd[0]!r} is not lowercase words"
+                " (a last one may end in *)"
+            )
         families.append(
             Family(
                 row["name"],
@@ -153,25 +163,28 @@ class FailureLines:
         others = [p for n, p in self.lexicon.quiet if n != DELIBERATE_END]
         self._quiet = _any(others) if others else None
         ends = [p for n, p in self.lexicon.quiet if n == DELIBERATE_END]
-        self._end = _any(ends) if ends else None
+        self._end = _Regex.of(ends) if ends else None
         failed = [p for n, p in self.lexicon.markers if n == FAILED]
-        self._failed = _any(failed) if failed else None
+        self._failed = _Regex.of(failed) if failed else None
         self._soft_quiet = _any([p for _, p in self.lexicon.soft_quiet])
-        self._loud = _any([p for _, p in self.lexicon.loud])
+        self._loud = _Regex.of([p for _, p in self.lexicon.loud])
         self._families = self.lexicon.families
+        self._names = pl.Series([*(f.name for f in self._families), GENERAL])
+        self._kinds = pl.Series([*(f.kind for f in self._families), GENERAL_KIND])
+        """Per family, then for a line that names none: the family's name and its kind."""
         deaths = [p for n, p in self.lexicon.markers if n in DEATHS]
         self._death = _any(deaths) if deaths else None
-        self._vocabulary = [
-            (
-                _lowered(_any(f.terms)),
-                _lowered(_any(f.strong)) if f.strong else None,
-                _lowered(_any(f.fatal)) if f.fatal else None,
-            )
-            for f in self._families
+        self._needles, self._weights = _vocabulary(self._families)
+        self._needle_type = pl.Enum(self._needles)
+        """The words and phrases of every family as the texts looked for in a line's words
+        (``_needle``; as an Enum, each text's index), and per text its weight in each
+        family's score."""
+        self._fatal = [
+            (i, _lowered(_any(f.fatal))) for i, f in enumerate(self._families) if f.fatal
         ]
-        """Per family: the regexes of its terms, strong terms and fatal terms (None: none),
-        lowercased to run on the lowercased text: a case-blind regex finds its words three
-        times slower (no literal search for a word in every case)."""
+        """The families with fatal terms, and the regex of those terms, lowercased to run on
+        the lowercased text: a case-blind regex finds its words three times slower (no
+        literal search for a word in every case)."""
         self._plans: dict[tuple[str, str], _Plan] = {}
 
     @property
@@ -199,77 +212,68 @@ class FailureLines:
         plan = self._plans.get((raw, message))
         if plan is None:
             plan = self._plans[(raw, message)] = self._plan(pl.col(raw), pl.col(message))
-        read = frame.filter(plan.found).with_columns(plan.flags).filter(plan.kept)
+        read = (
+            frame.with_columns(plan.blind)
+            .filter(plan.found)
+            .with_columns(plan.flags)
+            .filter(plan.quiet)
+            .drop(_BLIND)
+        )
         if read.is_empty():
             return read.drop(_LOUD).with_columns(plan.nothing)
-        return (
-            read.with_columns(plan.lowered)
-            .with_columns(plan.vocabulary)
-            .with_columns(plan.chosen)
-            .with_columns(plan.reading)
-            .drop(_LOWER, _SCORES, _DEATH, _LOUD, _CHOSEN, _NAMED)
+        read = read.with_columns(plan.lowered)
+        return read.with_columns(self._readings(read)).drop(_LOWER, _DEATH, _LOUD)
+
+    def _readings(self, read: pl.DataFrame) -> list[pl.Series]:
+        """``_family``, ``_reading`` and ``_fatal`` of the lines ``read`` (with ``_end``,
+        ``_loud``, ``_death`` and the lowercased text ``_lower``). The family's score is
+        counted from its words found in the line's words (one scan for every family), not
+        with a regex per family."""
+        lower = read.get_column(_LOWER)
+        words = (" " + lower.str.replace_all(r"\W+", " ") + " ").str.extract_many(
+            self._needles, overlapping=True
         )
+        found = words.explode(empty_as_null=False, keep_nulls=False).cast(self._needle_type)
+        rows = np.repeat(np.arange(read.height), words.list.len().fill_null(0).to_numpy())
+        scores = np.zeros((read.height, len(self._families)), dtype=np.int64)
+        np.add.at(scores, rows, self._weights[found.to_physical().to_numpy()])
+        chosen = scores.argmax(axis=1)  # the first of the highest: ties go to the earlier
+        named = scores.max(axis=1) > 0
+        stated = np.zeros(read.height, dtype=bool)
+        for family, fatal in self._fatal:
+            theirs = named & (chosen == family)
+            if theirs.any():
+                stated[theirs] = lower.filter(pl.Series(theirs)).str.contains(fatal).to_numpy()
+        failing = ~read.get_column(END).to_numpy()
+        death = read.get_column(_DEATH).to_numpy() | read.get_column(_LOUD).to_numpy()
+        which = pl.Series(np.where(named, chosen, len(self._families)).astype(np.uint32))
+        kept, nulls = pl.Series(failing), pl.repeat(None, read.height, dtype=pl.String, eager=True)
+        return [
+            self._names.gather(which).zip_with(kept, nulls).alias(FAMILY),
+            self._kinds.gather(which).zip_with(kept, nulls).alias(READING),
+            pl.Series(FATAL, failing & (death | stated)),
+        ]
 
     def _plan(self, lines: pl.Expr, text: pl.Expr) -> _Plan:
         """``read``'s expressions over the columns ``lines`` and ``text``: built once, as
         building them costs more than running them on a batch's few failure lines."""
+        blind = pl.col(_BLIND)
         found = text.str.contains(self._marker) | lines.str.contains(self._marker)
-        if self._end:
-            found = found | lines.str.contains(self._end)
-        failed = lines.str.contains(self._failed) if self._failed else pl.lit(False)
-        ending = (lines.str.contains(self._end) & ~failed) if self._end else pl.lit(False)
+        ends = self._end.on(lines, blind) if self._end else pl.lit(False)
+        failed = self._failed.on(lines, blind) if self._failed else pl.lit(False)
         quiet = lines.str.contains(self._quiet) if self._quiet else pl.lit(False)
         soft = lines.str.contains(self._soft_quiet) & ~pl.col(_LOUD)
-        lower = pl.col(_LOWER)
-        scores = [
-            lower.str.count_matches(terms).cast(pl.Int32)
-            + (2 * lower.str.count_matches(strong).cast(pl.Int32) if strong else 0)
-            for terms, strong, _ in self._vocabulary
-        ]
-        chosen, named = pl.col(_CHOSEN), pl.col(_NAMED)
-        indices = list(range(len(self._families)))
-        names = [f.name for f in self._families]
-        kinds = [f.kind for f in self._families]
-        family = (
-            pl.when(named)
-            .then(chosen.replace_strict(indices, names, return_dtype=pl.String))
-            .otherwise(pl.lit(GENERAL))
-        )
-        reading = (
-            pl.when(named)
-            .then(chosen.replace_strict(indices, kinds, return_dtype=pl.String))
-            .otherwise(pl.lit(GENERAL_KIND))
-        )
-        stated = pl.concat_list(
-            [
-                lower.str.contains(fatal) if fatal else pl.lit(False)
-                for _, _, fatal in self._vocabulary
-            ]
-        ).list.get(chosen, null_on_oob=True)
-        fatal = pl.col(_DEATH) | pl.col(_LOUD) | (named & stated)
-        failing = ~pl.col(END)
+        death = lines.str.contains(self._death) if self._death else pl.lit(False)
         return _Plan(
-            found=found,
-            flags=[ending.alias(END), lines.str.contains(self._loud).alias(_LOUD)],
-            kept=pl.col(END) | ~(quiet | soft),
-            lowered=text.str.to_lowercase().alias(_LOWER),
+            blind=lines.str.to_lowercase().alias(_BLIND),
+            found=found | ends,
+            flags=[(ends & ~failed).alias(END), self._loud.on(lines, blind).alias(_LOUD)],
+            quiet=pl.col(END) | ~(quiet | soft),
+            lowered=[text.str.to_lowercase().alias(_LOWER), death.alias(_DEATH)],
             nothing=[
                 pl.lit(None, pl.String).alias(FAMILY),
                 pl.lit(None, pl.String).alias(READING),
                 pl.lit(None, pl.Boolean).alias(FATAL),
-            ],
-            vocabulary=[
-                pl.concat_list(scores).alias(_SCORES),
-                (lines.str.contains(self._death) if self._death else pl.lit(False)).alias(_DEATH),
-            ],
-            chosen=[
-                pl.col(_SCORES).list.arg_max().alias(_CHOSEN),
-                (pl.col(_SCORES).list.max() > 0).alias(_NAMED),
-            ],
-            reading=[
-                pl.when(failing).then(family).alias(FAMILY),
-                pl.when(failing).then(reading).alias(READING),
-                (failing & fatal).alias(FATAL),
             ],
         )
 
@@ -278,11 +282,78 @@ class FailureLines:
 class _Plan:
     """The expressions of ``FailureLines.read`` over one pair of columns, stage by stage."""
 
+    blind: pl.Expr
     found: pl.Expr
     flags: list[pl.Expr]
-    kept: pl.Expr
-    lowered: pl.Expr
+    quiet: pl.Expr
+    lowered: list[pl.Expr]
     nothing: list[pl.Expr]
-    vocabulary: list[pl.Expr]
-    chosen: list[pl.Expr]
-    reading: list[pl.Expr]
+
+
+def _vocabulary(families: tuple[Family, ...]) -> tuple[list[str], np.ndarray]:
+    """The texts that find the families' terms in a line's words, and per text its weight in
+    each family's score: 1 per term, 2 per strong term (a text both is counts 3)."""
+    needles: dict[str, int] = {}
+    weights: list[np.ndarray] = []
+    for family, terms, weight in [
+        (i, terms, weight)
+        for i, f in enumerate(families)
+        for terms, weight in ((f.terms, 1), (f.strong, 2))
+    ]:
+        for term in dict.fromkeys(terms):
+            at = needles.setdefault(_needle(term), len(needles))
+            if at == len(weights):
+                weights.append(np.zeros(len(families), dtype=np.int64))
+            weights[at][family] += weight
+    return list(needles), np.array(weights, dtype=np.int64).reshape(len(needles), len(families))
+
+
+def _needle(term: str) -> str:
+    """The text that finds ``term`` in a line's words (lowercased, each run of non-word
+    characters one space, a space at each end): the term between spaces, or only after one
+    for a word's beginning (``alloc*``)."""
+    return f" {term[:-1]}" if term.endswith("*") else f" {term} "
+
+
+@dataclass(frozen=True)
+class _Regex:
+    """A regex of the lexicon, run on the lowercased lines (``blind``) where it is
+    case-blind throughout: the regex crate finds lowercase words with a literal search, a
+    case-blind regex without (three times slower)."""
+
+    pattern: str
+    blind: bool
+
+    @staticmethod
+    def of(patterns: list[str]) -> _Regex:
+        lowered = [_caseless(p) for p in patterns]
+        if all(p is not None for p in lowered):
+            return _Regex(_any([p for p in lowered if p is not None]), True)
+        return _Regex(_any(patterns), False)
+
+    def on(self, lines: pl.Expr, blind: pl.Expr) -> pl.Expr:
+        """Whether each line holds a match (``blind``: the lines lowercased)."""
+        return (blind if self.blind else lines).str.contains(self.pattern)
+
+
+def _caseless(pattern: str) -> str | None:
+    """The inside of a pattern that is one case-blind group, ``(?i:...)``, lowercased to run
+    on lowercased text; None for any other pattern."""
+    if not pattern.startswith("(?i:") or not pattern.endswith(")") or "(?-i" in pattern:
+        return None
+    depth, at, in_class = 0, 0, False
+    while at < len(pattern):
+        char = pattern[at]
+        if char == "\\":
+            at += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char in "()":
+            depth += 1 if char == "(" else -1
+            if depth == 0 and at != len(pattern) - 1:
+                return None
+        at += 1
+    return _lowered(pattern[4:-1])

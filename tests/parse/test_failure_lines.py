@@ -141,3 +141,24 @@ def test_malformed_lexicons_fail_with_one_line() -> None:
                 "family": [{"name": "f"}],
             }
         )
+
+
+def test_a_family_term_is_found_in_the_line_s_words_whatever_lies_between_them() -> None:
+    # "i o error" is a storage phrase: found across the slash, never inside another word
+    assert reading("ERROR: shard 3: I/O error") == ("storage", "crash")
+    assert reading("ERROR: shard 3: radio error") == ("general", "crash")
+    # a word's beginning ("alloc*") finds every word it begins
+    assert reading("ERROR: reallocation of arena failed") == ("general", "crash")
+    assert reading("ERROR: allocation of arena failed") == ("memory", "crash")
+
+
+def test_a_family_term_must_be_lowercase_words() -> None:
+    lexicon = {
+        "fast": {"literals": ["x"]},
+        "marker": [{"name": "a", "pattern": "b"}],
+        "loud": [{"name": "a", "pattern": "b"}],
+    }
+    with pytest.raises(LexiconError, match="lowercase words"):
+        parse_lexicon(lexicon | {"family": [{"name": "f", "kind": "crash", "terms": [r"\bx\b"]}]})
+    with pytest.raises(LexiconError, match="lowercase words"):
+        parse_lexicon(lexicon | {"family": [{"name": "f", "kind": "crash", "terms": ["GPU"]}]})
