@@ -11,7 +11,9 @@ Evidence, from the fastest to the slowest:
   them: torchrun's traceback after a rank died of such an abort is its consequence,
   not a cause), the job's other GPUs stalled (their power fell while they stayed pegged: GPUs
   blocked in a collective spin at full utilisation on a fraction of their working power, where
-  a checkpoint or a data stall leaves them idle), or the silence outlasts ``long_silence_s``.
+  a checkpoint or a data stall leaves them idle; every one of them, on every other node of the
+  job, for a GPU still at work is a live rank its peers wait on), or the silence outlasts
+  ``long_silence_s``.
   All this long before Slurm's SlurmdTimeout. The job's own output going quiet is no such
   sign: a hang stops it too (a rank stuck in host code or on a dead NFS server), and so do a
   job's start-up, checkpoints and evaluations, while a node's exporter restarts. Nor is a node's
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -75,9 +77,11 @@ class NodeFailureConfig:
     slack_s: NonNegative = 5.0
     """Lines written (and power drawn) this soon after the silence began were already in flight."""
     stall_ratio: Annotated[float, Range(gt=0, lt=1)] = 0.6
-    """The job's other GPUs stalled with the node if their mean power since fell below this share
-    of the minute before (GPUs blocked in a collective draw a fraction of their working power)
-    while every one of them stayed at ``spin_util`` or more."""
+    """The job's other GPUs stalled with the node if each of them, on every other node of the
+    job, drew less than this share of the job's mean power of the minute before (GPUs blocked in
+    a collective draw a fraction of their working power) while every one of them stayed at
+    ``spin_util`` or more. Higher: a dead node is confirmed sooner where its peers' spinning
+    draws more, and a live rank at light work (an evaluation) may pass for a stall."""
     spin_util: Percent = 80.0
     """NCCL kernels spin at full utilisation while they wait, on every rank blocked on the dead
     peer; in a synchronous checkpoint the writers' GPUs idle while the others wait in the
@@ -100,18 +104,31 @@ class NodeFailureConfig:
             raise ValueError("long_silence_s must be at least silence_s")
 
 
+class PowerSample(NamedTuple):
+    """One telemetry batch of a job's reporting GPUs."""
+
+    time: int
+    power: float
+    """Their mean power."""
+    lowest: float
+    """The lowest utilisation of any of them."""
+    peak: float
+    """The highest power of any of them."""
+    nodes: frozenset[str]
+    """The nodes they are on."""
+
+
 class JobPower:
-    """Mean power and lowest utilisation of each job's reporting GPUs, per telemetry batch, over
-    the last minutes. Batches are folded in ``FOLD_EVERY`` at a time, or when asked about: one
-    grouping query per second of telemetry would cost more than everything else this detector
-    does with it."""
+    """Each job's reporting GPUs per telemetry batch (``PowerSample``), over the last minutes.
+    Batches are folded in ``FOLD_EVERY`` at a time, or when asked about: one grouping query per
+    second of telemetry would cost more than everything else this detector does with it."""
 
     FOLD_EVERY = 16
-    COLUMNS = ("time", "job_id", "power_w", "util")
+    COLUMNS = ("time", "job_id", "node", "power_w", "util")
 
     def __init__(self, keep_us: int) -> None:
         self.keep_us = keep_us
-        self.samples: dict[str, deque[tuple[int, float, float]]] = {}
+        self.samples: dict[str, deque[PowerSample]] = {}
         self._arrived: list[pl.DataFrame] = []
         self._pruned_at = 0
 
@@ -139,32 +156,48 @@ class JobPower:
                 pl.col("time").max().cast(pl.Int64),
                 pl.col("power_w").mean(),
                 pl.col("util").min().fill_null(0.0),
+                pl.col("power_w").max().alias("peak"),
+                pl.col("node").unique(),
             )
             .sort("batch")
-            .select("job_id", "time", "power_w", "util")
+            .select("job_id", "time", "power_w", "util", "peak", "node")
         )
-        for job_id, time, power, lowest in means.iter_rows():
+        for job_id, time, power, lowest, peak, nodes in means.iter_rows():
             history = self.samples.setdefault(job_id, deque())
-            history.append((time, power, lowest))
-            while history[0][0] < time - self.keep_us:
+            history.append(PowerSample(time, power, lowest, peak, frozenset(nodes)))
+            while history[0].time < time - self.keep_us:
                 history.popleft()
 
     def stalled(
-        self, job_id: str, since: int, now: int, settle: int, ratio: float, spin_util: float
+        self,
+        job_id: str,
+        since: int,
+        now: int,
+        settle: int,
+        ratio: float,
+        spin_util: float,
+        absent: frozenset[str] = frozenset(),
     ) -> bool:
-        """Whether the job's GPUs drew under ``ratio`` of their power of the minute before
-        ``since`` in every sample from ``since + settle`` to ``now`` while every one of them
-        stayed at ``spin_util`` or more (three samples at least on each side). Every sample:
-        peers of a dead node block in their next collective, within a step; peers that went on
-        working for a while and then waited (on a save by a rank on the silent node, whose
-        exporter restarted) were not waiting on a dead node."""
+        """Whether the job's GPUs waited from ``since + settle`` to ``now``: every GPU drew
+        under ``ratio`` of the job's mean power of the minute before ``since`` while every one
+        of them stayed at ``spin_util`` or more (three samples at least on each side), and every
+        node that reported in that minute has reported since, but those in ``absent`` (the
+        silent ones). Every sample and every GPU: peers of a dead node block in their next
+        collective, within a step; peers that went on working for a while and then waited (on a
+        save by a rank on the silent node, whose exporter restarted) were not waiting on a dead
+        node, and a GPU still at work while the others wait (rank 0 evaluating, at a scrape
+        interval of 30 s seen only by its node's next scrape) is the rank they wait for, alive."""
         around = self._around(job_id, since, now, settle)
         if around is None:
             return False
         before, after = around
-        power = max(p for p, _ in after)
-        lowest = sum(low for _, low in after) / len(after)
-        return lowest >= spin_util and power < ratio * sum(before) / len(before)
+        expected = frozenset().union(*(s.nodes for s in before)) - absent
+        if not expected <= frozenset().union(*(s.nodes for s in after)):
+            return False
+        baseline = sum(s.power for s in before) / len(before)
+        peak = max(s.peak for s in after)
+        lowest = sum(s.lowest for s in after) / len(after)
+        return lowest >= spin_util and peak < ratio * baseline
 
     def worked(self, job_id: str, since: int, now: int, settle: int, ratio: float) -> bool:
         """Whether the job's reporting GPUs drew ``ratio`` or more of their power of the minute
@@ -175,18 +208,17 @@ class JobPower:
         if around is None:
             return False
         before, after = around
-        return min(p for p, _ in after) >= ratio * sum(before) / len(before)
+        return min(s.power for s in after) >= ratio * sum(s.power for s in before) / len(before)
 
     def _around(
         self, job_id: str, since: int, now: int, settle: int
-    ) -> tuple[list[float], list[tuple[float, float]]] | None:
-        """The job's power samples over the minute before ``since`` and its (power, lowest
-        utilisation) samples from ``since + settle`` to ``now``; None with fewer than three
-        on either side."""
+    ) -> tuple[list[PowerSample], list[PowerSample]] | None:
+        """The job's samples over the minute before ``since`` and from ``since + settle`` to
+        ``now``; None with fewer than three on either side."""
         self._fold()
         history = self.samples.get(job_id, ())
-        before = [p for t, p, _ in history if since - POWER_BASELINE_US <= t < since]
-        after = [(p, low) for t, p, low in history if since + settle <= t <= now]
+        before = [s for s in history if since - POWER_BASELINE_US <= s.time < since]
+        after = [s for s in history if since + settle <= s.time <= now]
         if len(before) < 3 or len(after) < 3:
             return None
         return before, after
@@ -197,7 +229,7 @@ class JobPower:
             return
         self._pruned_at = cutoff
         self._fold()
-        for job_id in [j for j, h in self.samples.items() if h[-1][0] < cutoff]:
+        for job_id in [j for j, h in self.samples.items() if h[-1].time < cutoff]:
             del self.samples[job_id]
 
 
@@ -282,7 +314,7 @@ class NodeFailureDetector(WatchesLiveness):
             for job_id in self.book.concerned(None, gap.node, watermark):
                 if self.book.is_reported(job_id, gap.node) or self._all_silent(job_id, silent):
                     continue
-                why = self._corroboration(job_id, gap, watermark)
+                why = self._corroboration(job_id, gap, watermark, frozenset(silent))
                 if why is not None:
                     what = f"no telemetry or log line for {gap.length / US:.0f} s, and {why}"
                     doubt = silence_doubt(gap.length, cfg.silence_s)
@@ -318,8 +350,9 @@ class NodeFailureDetector(WatchesLiveness):
         nodes = set(info.all_nodes) if info is not None else set()
         return len(nodes) > 1 and nodes <= silent
 
-    def _corroboration(self, job_id: str, gap: Gap, now: int) -> str | None:
-        """Why a silent node is a failed one rather than a restarting telemetry exporter."""
+    def _corroboration(self, job_id: str, gap: Gap, now: int, silent: frozenset[str]) -> str | None:
+        """Why a silent node is a failed one rather than a restarting telemetry exporter
+        (``silent``: the nodes silent now)."""
         cfg = self.config
         slack = round(cfg.slack_s * US)
         longest = round(cfg.long_silence_s * US / 3)
@@ -341,7 +374,9 @@ class NodeFailureDetector(WatchesLiveness):
         peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
         if peers_complain and not own_error:
             return f"ranks of job {job_id} report losing a peer"
-        if self.job_power.stalled(job_id, gap.since, now, settle, cfg.stall_ratio, cfg.spin_util):
+        if self.job_power.stalled(
+            job_id, gap.since, now, settle, cfg.stall_ratio, cfg.spin_util, silent
+        ):
             return f"the other GPUs of job {job_id} stalled with it"
         return None
 

@@ -327,8 +327,9 @@ def test_job_power_keeps_one_mean_per_job_and_batch_in_order_across_folds() -> N
         power.observe(latest.frame)
     assert not power.stalled("7", at(35), at(39), 0, 0.5, 0.0)
     history = list(power.samples["7"])
-    assert [t for t, _, _ in history] == [at(s) for s in range(9, 40)]
-    assert {p for _, p, _ in history} == {100.5} and len(power) == 1
+    assert [s.time for s in history] == [at(s) for s in range(9, 40)]
+    assert {s.power for s in history} == {100.5} and len(power) == 1
+    assert {(s.peak, s.nodes) for s in history} == {(101.0, frozenset({"a"}))}
 
 
 def every_node_logs(job: Job, start: int, end: int, every: int = 3) -> list[dict]:
@@ -494,3 +495,27 @@ def test_kernel_context_events_of_the_failed_node_are_attached_to_its_failure() 
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n2",))]
     assert "nvme_controller_reset" in found[0].evidence["signatures"]
     assert "cpu_soft_lockup" not in found[0].evidence["signatures"]
+
+
+def test_peers_waiting_on_rank_0_at_work_while_a_nodes_scrape_fails_are_not_stalled() -> None:
+    # Scraped every 30 s (n1 at 0, 30, ..., n3 at 14, 44, ...). Rank 0 (n1, GPU 0) evaluates
+    # from 100 s to 150 s, unannounced, at 400 W while every other GPU spins at 230 W in the
+    # next collective; n3's scrape at 104 s fails. Only n1's scrape at 120 s shows rank 0 at
+    # work: the peers wait on it, alive, not on n3.
+    job = Job()
+    spin = {**power(job, 600.0, 0, 100), **power(job, 230.0, 100, 150)}
+    job.gpu_fields = {
+        **spin,
+        **power(job, 600.0, 150, 300),
+        **{("n1", 0, t): {"power_w": 400.0} for t in range(100, 150)},
+    }
+    gpu = [r for r in scraped_every_30_s(job, 0, 300) if r["node"] != "n3" or r["time"] != at(104)]
+    logs = chatty(job, 0, 100, every=10.0) + chatty(job, 150, 300, every=10.0)
+    assert detect(300, logs, gpu, [job.start()]) == []
+    # Rank 0 spinning with the others, and n3 gone from 75 s: a dead node.
+    job.gpu_fields = {**spin, **power(job, 230.0, 150, 300)}
+    job.stopped = {("n3", None): 75}
+    logs = chatty(job, 0, 100, every=10.0)
+    found = detect(300, logs, scraped_every_30_s(job, 0, 300), [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert "stalled" in found[0].summary
