@@ -7,7 +7,9 @@ Per run, on the detections that act (the confirmed tier; scoring in ``medic.scor
 precision and false detections, recall, the p50 latency of hangs confirmed by positive evidence
 (a stuck GPU, hardware or kernel evidence against a node, a watchdog line), and the latency of
 hangs confirmed by silence alone (past the bound the job's own history sets); suspects and
-false suspects apart.
+false suspects apart. And how well the shipped calibration's scores say which detections are
+real, suspects included (``medic.tuning.reliability``): Brier score, expected calibration
+error, ROC AUC of real against false detections (null without both).
 
     .venv/bin/python bench/announcements_off.py SUITE_DIR [--jobs 2]
     .venv/bin/python bench/announcements_off.py --seeds 3 --out /tmp/suite   # generate first
@@ -17,6 +19,8 @@ false suspects apart.
 seeds start at 1).
 
 ``SUITE_DIR`` holds recordings (``medic simulate suite perturbed --seeds N --out DIR``).
+``--read ON OFF`` reads both runs from ``medic backtest --out`` directories instead of
+replaying (the second made with ``--config`` holding ``phase_announcements = false``).
 """
 
 from __future__ import annotations
@@ -32,11 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
 
-from medic.backtest import BacktestReport, run_backtest  # noqa: E402
+from medic.backtest import BacktestReport, read_backtest, run_backtest  # noqa: E402
+from medic.calibration import default_calibration  # noqa: E402
 from medic.recording import find_recordings, write_recording  # noqa: E402
 from medic.simulate import simulate  # noqa: E402
 from medic.simulate.suites import suite_entries  # noqa: E402
+from medic.tuning import calibration_outcomes, reliability  # noqa: E402
 
 OFF: Mapping[str, Any] = {"parsers": {"progress": {"phase_announcements": False}}}
 SILENCE_ONLY = "confirmed: silent past"
@@ -72,12 +79,23 @@ def figures(report: BacktestReport) -> dict[str, Any]:
         "hangs_by_silence": len(silence),
         "suspects": total.suspects,
         "false_suspects": total.false_suspects,
+        **_reliability(report),
         "false": [
             f"{r.name}: {row['kind']} of job {row['job_id']}"
             for r in report.results
             for row in r.score.false_positive_rows
         ],
     }
+
+
+def _reliability(report: BacktestReport) -> dict[str, Any]:
+    """Brier score, calibration error and ROC AUC of the scores the run gave, both tiers."""
+    outcomes = calibration_outcomes(report)
+    if outcomes.is_empty():
+        return {"brier": None, "ece": None, "auc": None}
+    every = reliability(default_calibration(), outcomes).filter(pl.col("kind") == "all")
+    row = every.row(0, named=True)
+    return {name: _round(row[name]) for name in ("brier", "ece", "auc")}
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:
@@ -116,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="where --seeds writes it")
     parser.add_argument("--first-seed", type=int, default=1, help="the first seed --seeds makes")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--read", nargs=2, type=Path, metavar=("ON", "OFF"), help="backtest --out directories"
+    )
     args = parser.parse_args(argv)
     if args.seeds:
         if args.out is None:
@@ -125,6 +146,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         paths = find_recordings([args.suite])
     else:
         parser.error("give a SUITE_DIR or --seeds with --out")
+    if args.read:
+        on, off = (figures(read_backtest(paths, d)) for d in args.read)
+        print(json.dumps({"announcements_on": on, "announcements_off": off}, indent=2))
+        return
     print(json.dumps(run(paths, args.jobs), indent=2))
 
 
