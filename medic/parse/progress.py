@@ -159,6 +159,18 @@ class ProgressConfig:
     leave-one-out measurement does: the hang detector then has only the GPUs and the job's own
     rhythm to tell a pause from a hang (slower to confirm, never less precise), and an
     evaluation's bars read as nothing."""
+    frameworks_off: tuple[str, ...] = ()
+    """Built-in frameworks whose formats are not read (``["megatron"]``): for a site whose
+    lines a built-in format misreads, and for measuring what the learning reader alone makes of
+    a framework's lines (``bench/frameworks_off.py``)."""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.frameworks_off) - {f.framework for f in FORMATS})
+        if unknown:
+            raise ValueError(
+                f"frameworks_off: no built-in format is of framework {unknown[0]!r} "
+                f"(known: {', '.join(sorted({f.framework for f in FORMATS}))})"
+            )
 
 
 def named_groups(pattern: str) -> set[str]:
@@ -183,6 +195,7 @@ def _compiled_formats(
     )
     if not config.phase_announcements:
         builtin = tuple(f for f in builtin if f.event not in PHASE_EVENTS)
+    builtin = tuple(f for f in builtin if f.framework not in config.frameworks_off)
     return custom + builtin
 
 

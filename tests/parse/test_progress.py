@@ -109,6 +109,17 @@ def test_phase_announcements_can_be_left_out_and_steps_are_still_read() -> None:
     assert any(f.event in PHASE_EVENTS for f in ProgressParser().formats)
 
 
+def test_a_frameworks_formats_can_be_left_out_and_the_rest_still_read() -> None:
+    # [parsers.progress] frameworks_off: a site whose lines a built-in format misreads, or a
+    # measurement of what the learning reader makes of a framework medic has no format for.
+    off = ProgressParser(from_dict(ProgressConfig, {"frameworks_off": ["megatron"]}))
+    assert not any(f.framework == "megatron" for f in off.formats)
+    assert "megatron" not in {r["framework"] for r in parse(MEGATRON_STEP, parser=off)}
+    assert [r["framework"] for r in parse(MEGATRON_STEP)] == ["megatron"]
+    with pytest.raises(ConfigError, match="no built-in format is of framework 'megatronlm'"):
+        from_dict(ProgressConfig, {"frameworks_off": ["megatronlm"]}, "parsers.progress")
+
+
 def test_nemo_bar_with_step_timing() -> None:
     # NeMo's TimingCallback metric on Lightning's bar, as in NeMo's performance docs;
     # global_step is rounded by the bar ("2e+3"), so the counter gives the step.
