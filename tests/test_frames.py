@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from medic.frames import newest_by, newest_by_pair, times_us
+from medic.frames import newest_by, newest_by_pair, present, spans_by, times_us
 from medic.testing.builders import at
 
 
@@ -57,3 +58,15 @@ def test_times_are_microseconds_whatever_the_columns_unit() -> None:
     assert times_us(frame).tolist() == expected
     in_ns = frame.with_columns(pl.col("time").cast(pl.Datetime("ns", "UTC")))
     assert times_us(in_ns).tolist() == expected
+
+
+def test_each_keys_earliest_and_newest_time() -> None:
+    keys = np.array(["b", "a", "b", "a", "b"], dtype=object)
+    times = np.array([5, 2, 1, 9, 3], dtype=np.int64)
+    assert sorted(spans_by(keys, times)) == [("a", 2, 9), ("b", 1, 5)]
+    assert spans_by(keys[:0], times[:0]) == []
+
+
+def test_present_marks_the_rows_that_hold_a_value() -> None:
+    assert present(pl.Series(["a", None, "b"])).tolist() == [True, False, True]
+    assert present(pl.Series(["a", "b"])).tolist() == [True, True]

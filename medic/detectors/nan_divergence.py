@@ -34,7 +34,7 @@ import polars as pl
 
 from medic.config import Positive, PositiveCount
 from medic.detectors.base import Detection
-from medic.frames import collect
+from medic.frames import present, times_us
 from medic.ingest.base import Batch
 from medic.slurm import JOB_ENDED_STATES, PENDING, REQUEUED, job_state
 from medic.timeutil import US
@@ -42,6 +42,8 @@ from medic.timeutil import US
 KIND = "nan_divergence"
 RESTARTS = ("startup", "checkpoint_load")
 """Progress events that begin an attempt."""
+EVENTS = ["step", *RESTARTS]
+"""The progress events the detector reads: steps (with their loss) and (re)starts."""
 STOPPED = frozenset({REQUEUED, PENDING})
 """Slurm states of a job between two attempts."""
 
@@ -189,24 +191,11 @@ class NanDivergenceDetector:
 
     def _progress(self, frame: pl.DataFrame) -> list[Detection]:
         """Per job, its step and start-up rows in order (a handful a batch: frameworks print a
-        loss every few steps), read in one query (a query costs more than the rows)."""
+        loss every few steps)."""
         if "event" not in frame.columns:
             return []
-        loss = pl.col("loss") if "loss" in frame.columns else pl.lit(None, pl.Float64)
-        wanted = pl.col("job_id").is_not_null() & pl.col("event").is_in(["step", *RESTARTS])
-        query = frame.lazy().filter(wanted).sort("time", maintain_order=True)
-        rows = collect(
-            query.select(
-                "job_id",
-                pl.col("time").dt.epoch("us"),
-                _process(frame),
-                "event",
-                pl.col("step") if "step" in frame.columns else pl.lit(None, pl.Int64),
-                loss.cast(pl.Float64),
-            )
-        )
         found = []
-        for job_id, time, process, event, step, value in rows.iter_rows():
+        for job_id, time, process, event, step, value in _step_rows(frame):
             job = self._job(job_id)
             job.last_seen = max(job.last_seen, time)
             before = job.steps.get(process)
@@ -344,3 +333,42 @@ def _process(frame: pl.DataFrame) -> pl.Expr:
     """The process that printed each row: its node and rank (as far as the row names them)."""
     parts = [pl.col(c).cast(pl.String).fill_null("") for c in ("node", "rank") if c in frame]
     return pl.concat_str(parts or [pl.lit("")], separator="/").alias("process")
+
+
+def _step_rows(frame: pl.DataFrame) -> list[tuple[Any, ...]]:
+    """The rows of a progress batch that have a job and are a step or a (re)start, in time
+    order (ties as they came): job id, time (us), process (``node/rank``, each as far as the
+    row names it), event, step and loss. Read through numpy and lists: on a second's few rows
+    a polars query costs far more than the rows."""
+    events = frame.get_column("event").to_numpy()
+    jobs = frame.get_column("job_id")
+    wanted = present(jobs) & np.isin(events, EVENTS)
+    picked = np.flatnonzero(wanted)
+    if not picked.size:
+        return []
+    times = times_us(frame)[picked]
+    if picked.size > 1 and bool((times[1:] < times[:-1]).any()):
+        order = np.argsort(times, kind="stable")
+        picked, times = picked[order], times[order]
+    taken = picked.tolist()
+
+    def column(name: str) -> list[Any]:
+        if name not in frame.columns:
+            return [None] * len(taken)
+        values = frame.get_column(name).to_list()
+        return [values[i] for i in taken]
+
+    parts = [column(c) for c in ("node", "rank") if c in frame.columns] or [[""] * len(taken)]
+    process = ["/".join("" if v is None else str(v) for v in p) for p in zip(*parts, strict=True)]
+    losses = [None if v is None else float(v) for v in column("loss")]
+    return list(
+        zip(
+            jobs.to_numpy()[picked].tolist(),
+            times.tolist(),
+            process,
+            events[picked].tolist(),
+            column("step"),
+            losses,
+            strict=True,
+        )
+    )

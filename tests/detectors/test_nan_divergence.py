@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 
+import polars as pl
 import pytest
 
 from medic.actions.config import load_rules
 from medic.actions.rules import RuleSet
 from medic.detectors.base import Detection
 from medic.detectors.nan_divergence import NanDivergenceConfig, NanDivergenceDetector
+from medic.ingest.base import Batch
 from medic.testing.builders import at
 from tests.detectors.training import Job, run
 
@@ -194,3 +196,21 @@ def test_two_nan_reports_a_few_steps_apart_are_not_yet_a_divergence() -> None:
     t = losses(job, 10, healthy_curve(20))
     losses(job, t, [math.nan, math.nan, 2.3, 2.3, 2.2])
     assert detect(job) == []
+
+
+def test_a_batchs_steps_are_read_in_time_order_and_rows_without_a_job_left_out() -> None:
+    rows = pl.DataFrame(
+        {
+            "time": pl.Series([at(3), at(2), at(1)]).cast(pl.Datetime("us", "UTC")),
+            "job_id": ["7", None, "7"],
+            "node": ["n1", "n1", "n1"],
+            "rank": pl.Series([0, 0, 0], dtype=pl.Int32),
+            "event": ["step", "startup", "step"],
+            "step": [20, None, 10],
+            "loss": [2.0, None, 2.5],
+        }
+    )
+    detector = NanDivergenceDetector()
+    detector.update(Batch.with_frame("progress", rows.to_arrow(), rows))
+    # Step 10 then step 20: no step back, no start-up of the job's own, so no new attempt.
+    assert detector.jobs["7"].attempt == 0 and detector.jobs["7"].last_step == 20
