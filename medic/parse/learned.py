@@ -16,6 +16,13 @@ a batch or an update (a header) and the next line of the same process, within
 ``RECORD_WINDOW`` lines, whose one number is a duration or a rate (a part) are joined into one
 line before learning, read at the header's time.
 
+A step may also be a record of metrics printed as one dict (``{'loss': 1.38,
+'learning_rate': 2e-05, 'epoch': 0.37}``, Hugging Face Trainer's log and every trainer built
+on it): a dict that reports a training loss and the learning rate is one optimizer step (an
+evaluation's or a run's summary reports no learning rate), numbered by its step key where it
+has one (``metrics_records``), where the templates do not read it. Any job's dicts are read,
+whether a format reads its other lines or not.
+
 Lines that say what else they are (evaluation, testing, inference, loading, downloading,
 tokenising, ... ``LOOKALIKE_LINE``) are never learned. The work per line is vectorised (masking,
 extracting the numbers, checking the counter); only the few distinct templates of a batch are
@@ -80,6 +87,12 @@ SUMMARY_LINE = (
 """Words of lines that report on a step rather than make one ("step 250: train loss 4.1, val
 loss 4.3", "Wrote summary entry at step 1100"): a counter-only line holding one is no step
 (a line that also says how long the step took is)."""
+METRICS_LOSS = r"""['"](?:train[_/])?loss['"]\s*:\s*[-+]?(?:[0-9]|nan|inf)"""
+"""A metrics dict's training loss (Python's or JSON's quotes) ..."""
+METRICS_RATE = r"""['"](?:learning_rate|lr)['"]\s*:"""
+"""... and its learning rate: both, an optimizer step's record."""
+METRICS_STEP = r"""['"](?:global_)?(?:step|iter|iteration)[^'"]{0,16}['"]\s*:\s*['"]?([0-9]+)"""
+"""A dict's step key (``'step': 120``, ``'global_step/max_steps': '120/1200'``)."""
 _LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
 _COUNTER_LABEL = re.compile(r"(?i)^(?:[a-z]+_)?(step|iter|iteration|batch|update)s?$")
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
@@ -314,6 +327,25 @@ class LearnedProgress:
             throughput.alias("throughput"),
             pl.lit(fields.unit, pl.String).alias("throughput_unit"),
         )
+
+
+def metrics_records(lines: pl.DataFrame) -> pl.DataFrame:
+    """``lines`` (``_line``, ``message``) -> the step rows of the metrics dicts among them (a
+    training loss and the learning rate, no word of another loop), in the columns ``read``
+    gives: their step where the dict has a step key, no step time."""
+    message = pl.col("message")
+    held = lines.filter(message.str.contains("{", literal=True)).filter(
+        message.str.contains(METRICS_LOSS)
+        & message.str.contains(METRICS_RATE)
+        & ~message.str.contains(LOOKALIKE_LINE)
+    )
+    return held.select(
+        "_line",
+        message.str.extract(METRICS_STEP, 1).cast(pl.Int64, strict=False).alias("step"),
+        pl.lit(None, pl.Float64).alias("step_time_s"),
+        pl.lit(None, pl.Float64).alias("throughput"),
+        pl.lit(None, pl.String).alias("throughput_unit"),
+    )
 
 
 def _per_second(message: pl.Expr) -> pl.Expr:

@@ -41,7 +41,7 @@ import pyarrow as pa
 from medic.ingest.base import Batch
 from medic.parse.announced_eval import AnnouncedEvaluations
 from medic.parse.first_match import PATTERN, ROW, FirstMatch
-from medic.parse.learned import LearnedProgress
+from medic.parse.learned import LearnedProgress, metrics_records
 from medic.parse.prefixes import PrefixStripper
 from medic.parse.progress_formats import (
     ANSI_ESCAPE,
@@ -252,7 +252,9 @@ class ProgressParser:
         if known is not None:
             steps = known.filter(pl.col("event") == "step").get_column("job_id").unique()
             self._formatted.update(steps.to_list())
-        learned = self._learned(self._unformatted(lines, read))
+        dicts = lines.filter(has_job & pl.col("message").str.contains("{", literal=True))
+        dicts = dicts.filter(~pl.col(LINE).is_in(read.implode()))
+        learned = self._learned(self._unformatted(lines, read), dicts)
         found = [rows for rows in (known, learned) if rows is not None]
         if not found:
             return None
@@ -362,10 +364,12 @@ class ProgressParser:
             .drop("_framework", *(f"{name}_part" for name in CARRIED))
         )
 
-    def _learned(self, lines: pl.DataFrame) -> pl.DataFrame | None:
+    def _learned(self, lines: pl.DataFrame, dicts: pl.DataFrame) -> pl.DataFrame | None:
         """The step lines of templates the learning reader knows (or learns now) for their
-        job, among the lines no format read that hold a duration or a rate."""
-        if lines.is_empty():
+        job, among the lines no format read that hold a duration or a rate, and the metrics
+        dicts among ``dicts`` (the lines of any job no format read that hold a brace) that
+        the templates do not read."""
+        if lines.is_empty() and dicts.is_empty():
             return None
         steps = self.learned.read(
             lines.select(
@@ -375,6 +379,11 @@ class ProgressParser:
                 pl.col("message").str.replace_all(ANSI_ESCAPE, ""),
             )
         )
+        unread = dicts.filter(~pl.col(LINE).is_in(steps.get_column(LINE).implode()))
+        records = metrics_records(unread.select(LINE, "message"))
+        if not records.is_empty():
+            steps = pl.concat([steps, records]).sort(LINE)
+            lines = pl.concat([lines, dicts.join(records.select(LINE), on=LINE)]).sort(LINE)
         if steps.is_empty():
             return None
         rank = self._rank()

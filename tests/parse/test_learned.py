@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from medic.parse.progress import ProgressParser
+from medic.parse.progress import FORMATS, ProgressParser
 from medic.testing.builders import batch, log
 
 
@@ -228,3 +228,23 @@ def test_a_bar_switching_from_iterations_per_second_to_seconds_per_iteration_sta
         ("learned", 9, 0.625),
         ("learned", 10, 2.5),
     ]
+
+
+def test_a_metrics_dict_with_a_loss_and_a_learning_rate_is_one_step() -> None:
+    parser = learner()
+    assert steps(
+        parser, "{'loss': 1.38, 'grad_norm': 2.1, 'learning_rate': 1e-05, 'epoch': 0.37}"
+    ) == [("learned", None, None)]
+    assert steps(parser, '{"loss": 0.9, "lr": 0.0003, "global_step": 120}') == [
+        ("learned", 120, None)
+    ]
+    # An evaluation's dict and a run's summary report no learning rate: no step.
+    assert steps(parser, "{'eval_loss': 1.9, 'eval_runtime': 9.3, 'epoch': 0.11}") == []
+    assert steps(parser, "{'train_runtime': 54.1, 'train_loss': 1.3, 'epoch': 3.0}") == []
+
+
+def test_a_metrics_dict_is_read_beside_the_bars_a_format_reads() -> None:
+    bar = "  1%|▏         | 8/640 [00:10<14:09,  1.34s/it]"
+    without_hf = ProgressParser(builtin=tuple(f for f in FORMATS if f.framework != "hf"))
+    found = steps(without_hf, bar, "{'loss': 2.4, 'learning_rate': 5e-06, 'epoch': 0.8}")
+    assert [f for f, _, _ in found] == ["tqdm", "learned"]
