@@ -25,13 +25,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
-import pyarrow.compute as pc
 
 from medic.actions.guards import Guards, Verdict
 from medic.actions.model import NOTIFY, Intent
 from medic.actions.recovery_config import RestartLoopConfig
 from medic.detectors.base import Detection
-from medic.frames import times_us
+from medic.frames import present, times_us
 from medic.ingest.base import Batch
 from medic.slurm import PENDING, RUNNING, job_state
 from medic.timeutil import US
@@ -172,14 +171,15 @@ class JobAttempts:
         checkpoints of each attempt, with array operations over the batch (a loop over its
         jobs and attempts, never its rows; a row without a job belongs to no attempt). The
         columns are read as arrays: a polars query costs more than a second's few rows."""
-        events, job_ids = frame.get_column("event").to_numpy(), frame.get_column("job_id")
+        events = frame.get_column("event").to_numpy()
+        job_ids = frame.get_column("job_id")
         is_step, is_checkpoint = events == "step", events == "checkpoint_end"
-        kept = (is_step | is_checkpoint) & job_ids.is_not_null().to_numpy()
+        kept = (is_step | is_checkpoint) & present(job_ids)
         if not kept.any():
             return
         jobs = job_ids.to_numpy()[kept]
         us = times_us(frame)[kept]
-        steps = pc.fill_null(frame.get_column("step").to_arrow(), -1).to_numpy()[kept]
+        steps = _filled(frame.get_column("step"), -1)[kept]
         is_step, is_checkpoint = is_step[kept], is_checkpoint[kept]
         for job_id in dict.fromkeys(jobs.tolist()):
             rows = jobs == job_id
@@ -194,6 +194,14 @@ class JobAttempts:
                     job.max_step[attempt] = max(job.max_step[attempt], int(stepped.max()))
                 job.checkpoints[attempt] += int((at & is_checkpoint).sum())
                 job.last_seen = max(job.last_seen, int(us[at].max()))
+
+
+def _filled(column: pl.Series, value: int) -> np.ndarray:
+    """An integer column as an int64 array, ``value`` where null (numpy gives NaN there)."""
+    array = column.to_numpy()
+    if column.null_count():
+        array = np.where(np.isnan(array), value, array)
+    return array.astype(np.int64)
 
 
 class RestartLoopGuard:

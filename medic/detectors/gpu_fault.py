@@ -37,6 +37,7 @@ from medic.detectors.gpu_slots import fitted
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.kernel_context import KernelContext, Located
 from medic.detectors.liveness import Liveness
+from medic.frames import times_us
 from medic.ingest.base import Batch
 from medic.parse.catalogue import Catalogue, builtin_catalogue
 from medic.timeutil import US
@@ -278,8 +279,10 @@ class GpuFaultDetector(WatchesLiveness):
         """A rise of the uncorrectable-ECC counter since the GPU's previous sample, or a burst of
         NVLink errors within the window (a counter that goes down was reset with the GPU)."""
         changed = self._changed_counters(latest)
+        if changed is None:
+            return []
         keys = list(zip(changed["node"].to_list(), changed["gpu"].to_list(), strict=True))
-        times = changed["time"].to_physical().to_list()
+        times = times_us(changed).tolist()
         jobs = changed["job_id"].to_list()
         out: list[Located] = []
         for i, value in enumerate(changed["ecc_dbe"].to_list()):
@@ -318,10 +321,11 @@ class GpuFaultDetector(WatchesLiveness):
             self._forget_counters(cleared)
         return out
 
-    def _changed_counters(self, latest: pl.DataFrame) -> pl.DataFrame:
+    def _changed_counters(self, latest: pl.DataFrame) -> pl.DataFrame | None:
         """The rows of ``latest`` whose ECC or NVLink count is set and differs from the GPU's
-        count when it last reported. The others cannot change the counter state: it already
-        holds their counts. GPUs are addressed by the ids the liveness gave them."""
+        count when it last reported (None: no row, as in most batches). The others cannot
+        change the counter state: it already holds their counts. GPUs are addressed by the ids
+        the liveness gave them."""
         located = self.liveness.located(latest)
         if located is None:
             return latest  # rows no array can address: all of them go through the fold
@@ -339,7 +343,7 @@ class GpuFaultDetector(WatchesLiveness):
             changed |= is_set & ~((known[cells] == SET) & (last[cells] == values))
             last[cells] = values
             known[cells] = np.where(is_set, SET, NULL)
-        return latest.filter(pl.Series(changed)) if changed.any() else latest.clear()
+        return latest.filter(pl.Series(changed)) if changed.any() else None
 
     def _forget_counters(self, keys: list[tuple[str, int]]) -> None:
         """Make the GPUs of ``keys`` count as changed in the next batch (their state restarts)."""

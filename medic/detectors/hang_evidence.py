@@ -239,13 +239,11 @@ class JobTelemetry:
         gpus, baseline = self.latest, self.power.get()
         if gpus is None or gpus.is_empty() or not baseline:
             return False
-        util, power = pl.col("util"), pl.col("power_w")
+        # Read as arrays (NaN where null, counted nowhere): checked every second of a silence.
+        util, power = gpus.get_column("util").to_numpy(), gpus.get_column("power_w").to_numpy()
         floor = config.spin_power_ratio * baseline
-        counts = gpus.select(
-            ((util >= config.busy_util) & (power >= floor)).sum().alias("working"),
-            ((util >= config.spin_util) & (power < floor)).sum().alias("waiting"),
-        ).row(0)
-        working, waiting = int(counts[0]), int(counts[1])
+        working = int(((util >= config.busy_util) & (power >= floor)).sum())
+        waiting = int(((util >= config.spin_util) & (power < floor)).sum())
         return 0 < working < waiting and waiting * 2 > gpus.height
 
     def apart_nodes(self) -> set[str]:
