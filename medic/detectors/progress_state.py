@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from medic.detectors.jobs import JobTracker
 from medic.detectors.telemetry import node_jobs
-from medic.frames import times_us
+from medic.frames import present, times_us
 from medic.ingest.base import Batch
 
 PHASE_OF = {
@@ -266,10 +267,12 @@ class WatchedJobs:
         if self._progress_seen is not None and self._progress_seen[0] is frame:
             return self._progress_seen[1]
         rows = frame
-        if self._ended:
-            live = ~rows.get_column("job_id").is_in(self._ended)
-            if not live.all():
-                rows = rows.filter(live)
+        if self._ended:  # read as arrays: a query costs more than a second's few rows
+            jobs = rows.get_column("job_id")
+            known = present(jobs)
+            ended = known & np.isin(jobs.to_numpy(), self._ended)
+            if ended.any():
+                rows = rows.filter(pl.Series(known & ~ended))
         steps = self.progress.observe(rows)
         self._progress_seen = (frame, steps)
         return steps

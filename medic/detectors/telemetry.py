@@ -139,7 +139,7 @@ class GpuWindows:
         wanted = None if jobs is None else frozenset(jobs)
         self._arrived.append(_Arrival(frame, placement, wanted))
         if self._earliest_end is None:
-            first = int(frame.get_column("time").to_physical().min())  # type: ignore[arg-type]
+            first = int(times_us(frame).min())
             self._earliest_end = (first // self.window_us + 1) * self.window_us
 
     def _sampled(self, frame: pl.DataFrame) -> pl.DataFrame | None:
