@@ -14,7 +14,16 @@ A step may also be a record of several lines (OLMo-core's ``[step=N/M,...]`` and
 ``name=value`` line per metric): a line whose only numbers are labelled as a step, an iteration,
 a batch or an update (a header) and the next line of the same process, within
 ``RECORD_WINDOW`` lines, whose one number is a duration or a rate (a part) are joined into one
-line before learning, read at the header's time.
+line before learning, read at the header's time. A record may lead with its part instead
+(paxml's ``steps/sec: 2.4``, then ``Metrics values at step 1100:``): which comes first is
+learned per process from the first lines of the part's template, and a pace of such a process
+that no header follows (a rate of steps alone) is a step that names no number.
+
+A progress bar (``n/N`` right before its drawn bar, or tqdm's elapsed clock: ``BAR_COUNTER``)
+is a step at first sight, whether it says how long the step took or not; under one
+description, a bar with a smaller total than the largest its process showed is another loop
+(an evaluation over a smaller set), never a step. A table (a header naming its columns, then
+rows of numbers) is read by column (``medic.parse.tables``).
 
 A step may also be a record of metrics printed as one dict (``{'loss': 1.38,
 'learning_rate': 2e-05, 'epoch': 0.37}``, Hugging Face Trainer's log and every trainer built
@@ -38,6 +47,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from medic.parse.progress_formats import LOOKALIKE
+from medic.parse.tables import Tables
 
 MIN_LINES = 3
 """Lines of one template, counter increasing, before its lines are read as steps."""
@@ -72,9 +82,12 @@ and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), chec
 naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a training loss). Word
 characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
 every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
-BAR = "[█▉▊▋▌▍▎▏▐░▒▓━╸╺─]+"
-"""A progress bar's blocks: masked apart (they change from line to line, the line's template
-does not)."""
+BAR = "[█▉▊▋▌▍▎▏▐░▒▓━╸╺─]+|\\[[=>.]+\\]"
+"""A progress bar's blocks, or its arrow (``[====>....]``): masked apart (they change from
+line to line, the line's template does not)."""
+BAR_COUNTER = re.compile(r"(?:^| )#(?:/#)? ?(?:~|\[@)|(?:^| )#it \[@")
+"""A bar's counter in a template: ``n/N`` (or ``n``, or tqdm's ``n it`` without a total) right
+before its drawn bar (``~``) or its elapsed clock (tqdm's ``[00:10<...``)."""
 SECONDS_PER_IT = r"([0-9]+(?:\.[0-9]+)?)s/it"
 """A bar's rate when slower than one iteration a second."""
 BAR_DESC = r"^(.*?)[0-9]+%\|"
@@ -124,6 +137,15 @@ class Fields:
     one per device where the line gives several; None when the line gives none."""
     unit: str | None = None
     """The throughput's unit or, without one, its label."""
+    bar: int | None = None
+    """A progress bar's counter (``BAR_COUNTER``): a step at first sight, timed or not, unless
+    its description holds a number that may be the step instead (torchtune's global step before
+    a bar that restarts each epoch): then learned, a rising number of the description first."""
+    total: int | None = None
+    """The bar's total, where it shows one (``n/N``)."""
+    per_step: bool = False
+    """The duration's words say it is a step's (``iter time``, ``ms/step``, ``per
+    iteration``): never a clock."""
 
     @property
     def timed(self) -> bool:
@@ -132,10 +154,15 @@ class Fields:
 
     @property
     def sure(self) -> int | None:
-        """The one number labelled a step or an iteration, in a timed template: a step line
-        at first sight."""
-        labelled = [i for i, rank in enumerate(self.ranks) if rank <= 1]
-        return labelled[0] if self.timed and len(labelled) == 1 else None
+        """The one number labelled a step (or else an iteration), in a timed template: a step
+        line at first sight."""
+        if self.bar is not None:
+            described = any(rank < NO_COUNTER for rank in self.ranks[: self.bar])
+            return None if described else self.bar
+        labelled = [rank for rank in self.ranks if rank <= 1]
+        if not self.timed or not labelled or labelled.count(min(labelled)) > 1:
+            return None
+        return self.ranks.index(min(labelled))
 
 
 @dataclass
@@ -159,13 +186,23 @@ class LearnedProgress:
     fields: dict[str, Fields | None] = field(default_factory=dict)
     """Per template ever seen: its duration field (None: it has none, it is no step line). A
     template of one number, a duration, is a record's part."""
+    totals: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    """Per (job, process, bar description): the largest total its bars showed, the training
+    loop's."""
+    leads: dict[tuple[str, str, str], bool] = field(default_factory=dict)
+    """Per (job, process, part template): whether its records lead with the part."""
     timed: set[tuple[str, str]] = field(default_factory=set)
     """The processes (job, process) whose step lines say how long a step took: their
     counter-only lines (a labelled counter and no time) are no steps of their own."""
+    tables: Tables = field(default_factory=Tables)
+    """The tables' headers (``medic.parse.tables``): their rows are read by column."""
     candidates: pl.Expr = field(
-        default_factory=lambda: pl.col("message").str.contains(f"{CANDIDATE}|{HEADER}")
+        default_factory=lambda: pl.col("message").str.contains(
+            f"{CANDIDATE}|{HEADER}|{Tables.candidates}"
+        )
     )
-    """The lines worth learning from: those holding a duration or a rate, and headers."""
+    """The lines worth learning from: those holding a duration or a rate, headers, and the
+    lines of tables."""
 
     def read(self, lines: pl.DataFrame) -> pl.DataFrame:
         """``lines`` (``_line``, ``job_id``, ``_who``: the process that printed it, ``message``;
@@ -174,6 +211,9 @@ class LearnedProgress:
         ``throughput_unit``. Each process's lines are learned apart (every rank may print the
         same step)."""
         message = pl.col("message")
+        tabled, held = self.tables.read(lines)
+        if not held.is_empty():
+            lines = lines.filter(~pl.col("_line").is_in(held.implode()))
         other_loop = message.str.extract(BAR_DESC, 1).str.contains(LOOKALIKE).fill_null(False)
         found = lines.filter(~message.str.contains(LOOKALIKE_LINE) & ~other_loop).select(
             "_line",
@@ -187,12 +227,17 @@ class LearnedProgress:
         )
         found = found.with_columns(pl.col("_text").str.replace_all(NUMBER, "#").alias("_template"))
         self._classify(found)
-        found = self._records(found)
+        found, paces = self._records(found)
         self._classify(found)
         learnable = [t for t, f in self.fields.items() if f is not None and not _is_part(f)]
         found = found.filter(pl.col("_template").is_in(learnable))
+        tabled = tabled.with_columns(
+            pl.lit(None, pl.Float64).alias("throughput"),
+            pl.lit(None, pl.String).alias("throughput_unit"),
+        )
         if found.is_empty():
-            return _EMPTY
+            alone = [frame for frame in (tabled, paces) if not frame.is_empty()]
+            return pl.concat(alone).sort("_line") if alone else _EMPTY
         found = found.with_columns(
             pl.col("_text")
             .str.extract_all(NUMBER)
@@ -205,6 +250,7 @@ class LearnedProgress:
         )
         steps = [self._steps(str(template), group) for (template,), group in groups]
         read = [s for s in steps if s is not None]
+        read += [frame for frame in (tabled, paces) if not frame.is_empty()]
         return pl.concat(read).sort("_line") if read else _EMPTY
 
     def _classify(self, found: pl.DataFrame) -> None:
@@ -213,31 +259,46 @@ class LearnedProgress:
             if template not in self.fields:
                 self.fields[template] = _fields(template)
 
-    def _records(self, found: pl.DataFrame) -> pl.DataFrame:
-        """``found`` with each record's header and its part (the first after it from the
-        same process, within ``RECORD_WINDOW`` lines) joined into one line at the header's
-        place; a header without a part stays a line of its own (a step that gives no time), a
-        part without a header is dropped."""
+    def _records(self, found: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """``found`` with each record's header and its part joined into one line at the
+        header's place, and the lone paces (``PACE``). A record leads with its header (the
+        part the first after it from the same process, within ``RECORD_WINDOW`` lines) or
+        with its part (the header the first after it: the part nearest a header is its), as
+        the process's first lines of the part's template showed (``leads``). A header without
+        a part stays a line of its own (a step that gives no time); a part without a header
+        is dropped, or, leading its records, a pace that names no step."""
         parts = [t for t, f in self.fields.items() if _is_part(f)]
-        headers_of = [t for t, f in self.fields.items() if f is not None and f.duration is None]
+        headers_of = [
+            t
+            for t, f in self.fields.items()
+            if f is not None and f.duration is None and f.bar is None
+        ]
         is_header = pl.col("_template").is_in(headers_of)
         is_part = pl.col("_template").is_in(parts)
         rest = found.filter(~is_header & ~is_part)
         headers, tails = found.filter(is_header), found.filter(is_part)
         if headers.is_empty() or tails.is_empty():
             alone = headers.filter(~pl.col("_text").str.contains(SUMMARY_LINE))
-            return pl.concat([rest, alone]).sort("_line")
+            return pl.concat([rest, alone]).sort("_line"), self._paces(tails)
+        tails = self._leading(headers, tails)
         owners = headers.select("_line", "job_id", "_who", pl.col("_line").alias("_owner"))
-        owned = (
-            tails.join_asof(
+        after, before = (
+            tails.filter(pl.col("_leads") == leads).join_asof(
                 owners,
                 on="_line",
                 by=["job_id", "_who"],
-                strategy="backward",
+                strategy="forward" if leads else "backward",
                 tolerance=RECORD_WINDOW,
                 check_sortedness=False,
             )
+            for leads in (False, True)
+        )
+        nearest = pl.col("_line") == pl.col("_line").max().over("_owner")
+        lone = before.filter(pl.col("_owner").is_null() | ~nearest)
+        owned = (
+            pl.concat([after, before.filter(pl.col("_owner").is_not_null() & nearest)])
             .filter(pl.col("_owner").is_not_null())
+            .sort("_line")
             .group_by("_owner", maintain_order=True)
             .agg(pl.col("_text", "_template").first().name.suffix("_part"))
         )
@@ -251,7 +312,75 @@ class LearnedProgress:
             pl.concat_str("_text", pl.lit(JOINT), "_text_part").alias("_text"),
             pl.concat_str("_template", pl.lit(JOINT), "_template_part").alias("_template"),
         )
-        return pl.concat([rest, alone, records]).sort("_line")
+        return pl.concat([rest, alone, records]).sort("_line"), self._paces(lone)
+
+    def _leading(self, headers: pl.DataFrame, tails: pl.DataFrame) -> pl.DataFrame:
+        """``tails`` with ``_leads``: whether their template's records lead with the part,
+        learned per process and template from the first batch that holds both, where the
+        template's first line came before the first header."""
+        firsts = (
+            tails.group_by("job_id", "_who", "_template")
+            .agg(pl.col("_line").min().alias("_first"))
+            .join(
+                headers.group_by("job_id", "_who").agg(pl.col("_line").min().alias("_header")),
+                on=["job_id", "_who"],
+            )
+        )
+        for job, who, template, first, header in firsts.iter_rows():
+            self.leads.setdefault((job, who, template), first < header)
+        leads = pl.DataFrame(
+            [(*key, lead) for key, lead in self.leads.items()],
+            schema={
+                "job_id": pl.String,
+                "_who": pl.String,
+                "_template": pl.String,
+                "_leads": pl.Boolean,
+            },
+            orient="row",
+        )
+        return tails.join(
+            leads, on=["job_id", "_who", "_template"], how="left", maintain_order="left"
+        ).with_columns(pl.col("_leads").fill_null(False))
+
+    def _paces(self, lone: pl.DataFrame) -> pl.DataFrame:
+        """The step rows of the lone parts whose records lead with them and whose one
+        number is a rate of steps (``PACE``): a step that names no number, its time the
+        rate's inverse."""
+        if lone.is_empty() or "_leads" not in lone.columns:
+            return _EMPTY
+        paces = [t for t, f in self.fields.items() if f is not None and _is_part(f) and f.scale < 0]
+        lone = lone.filter(pl.col("_leads") & pl.col("_template").is_in(paces))
+        rate = pl.col("_text").str.extract(f"({NUMBER})", 1).str.replace_all(",", "")
+        return lone.select(
+            pl.col("_line").cast(pl.UInt32),
+            pl.lit(None, pl.Int64).alias("step"),
+            (1.0 / rate.cast(pl.Float64, strict=False)).alias("step_time_s"),
+            pl.lit(None, pl.Float64).alias("throughput"),
+            pl.lit(None, pl.String).alias("throughput_unit"),
+        )
+
+    def _largest_loops(self, template: str, total: int, numbers: pl.DataFrame) -> pl.DataFrame:
+        """``numbers`` (a bar template's lines) without the bars of a process's other loops:
+        under one description, a bar with a smaller total than the largest yet is another loop
+        (an evaluation over a smaller set than the training's, Keras' ``evaluate()``)."""
+        fields = self.fields[template]
+        assert fields is not None
+        loop = _loop(template, fields)
+        name = f"n{total}"
+        before = pl.DataFrame(
+            [(job, who, most) for (job, who, desc), most in self.totals.items() if desc == loop],
+            schema={"job_id": pl.String, "_who": pl.String, "_before": pl.Float64},
+            orient="row",
+        )
+        numbers = numbers.join(before, on=["job_id", "_who"], how="left", maintain_order="left")
+        largest = pl.max_horizontal("_before", pl.col(name).cum_max().over("job_id", "_who"))
+        kept = numbers.filter(pl.col(name) >= largest).drop("_before")
+        most = numbers.group_by("job_id", "_who").agg(pl.col(name).max())
+        for job, who, value in most.iter_rows():
+            if value is not None:
+                key = (job, who, loop)
+                self.totals[key] = max(value, self.totals.get(key, value))
+        return kept
 
     def state_size(self) -> int:
         """Templates held, over every job."""
@@ -260,6 +389,9 @@ class LearnedProgress:
     def forget(self, job: str) -> None:
         """Drop what was learned of a job (it ended)."""
         self.jobs.pop(job, None)
+        self.tables.forget(job)
+        self.leads = {key: lead for key, lead in self.leads.items() if key[0] != job}
+        self.totals = {key: most for key, most in self.totals.items() if key[0] != job}
         self.timed = {(j, who) for j, who in self.timed if j != job}
 
     def _steps(self, template: str, lines: pl.DataFrame) -> pl.DataFrame | None:
@@ -281,7 +413,7 @@ class LearnedProgress:
             *((pl.col(n) == pl.col(n).round(0)).all().alias(f"whole_{n}") for n in names),
         )
         counters: dict[tuple[str, str], tuple[int, bool]] = {}
-        untimed = not fields.timed
+        untimed = _untimed(fields)
         for row in seen.iter_rows(named=True):
             if untimed and (row["job_id"], row["_who"]) in self.timed:
                 continue
@@ -320,6 +452,8 @@ class LearnedProgress:
             throughput = pl.lit(None, pl.Float64)
         else:
             throughput = pl.col(f"n{fields.throughput}")
+        if fields.total is not None:
+            numbers = self._largest_loops(template, fields.total, numbers)
         return numbers.join(chosen, on=["job_id", "_who"], how="inner").select(
             "_line",
             pl.col("_numbers").list.get(pl.col("_counter")).cast(pl.Int64).alias("step"),
@@ -348,6 +482,13 @@ def metrics_records(lines: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _loop(template: str, fields: Fields) -> str:
+    """A bar's loop, as its template names it: the text before its counter (its
+    description), the same whatever follows the bar."""
+    assert fields.bar is not None
+    return "#".join(template.split("#")[: fields.bar]).strip()
+
+
 def _per_second(message: pl.Expr) -> pl.Expr:
     """``message`` with a bar's seconds per iteration written as iterations per second: tqdm
     switches from one to the other as the loop slows (``1.68it/s``, then ``1.84s/it``), and
@@ -372,9 +513,11 @@ def _learned_counter(job: dict[tuple[str, str], Template], template: str) -> int
 
 def _clock(known: Template, fields: Fields) -> bool:
     """Whether a template's duration has risen on every line so far: a clock (time since the
-    start, the run's elapsed seconds), not how long a step took. A rate is never one, nor the
-    duration of a single line (a step at first sight), which has had nothing to rise from."""
-    if fields.duration is None or fields.scale < 0 or known.lines < 2:
+    start, the run's elapsed seconds), not how long a step took, once ``MIN_LINES`` lines have
+    shown it. A rate is never one, nor a duration its words say is a step's."""
+    if fields.duration is None or fields.scale < 0 or fields.per_step:
+        return False
+    if known.lines < MIN_LINES:
         return False
     return known.rises[fields.duration] >= known.lines - 1
 
@@ -409,8 +552,9 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
         and seen[f"whole_{name}"]
         and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] <= 1 else RISE) * pairs
     ]
-    if rising:
-        known.counter = min(rising, key=lambda i: (fields.ranks[i], i))
+    described = [i for i in rising if fields.bar is not None and i < fields.bar]
+    if described or rising:
+        known.counter = min(described or rising, key=lambda i: (fields.ranks[i], i))
 
 
 def _fields(template: str) -> Fields | None:
@@ -429,17 +573,24 @@ def _fields(template: str) -> Fields | None:
         for label, after in zip(labels, parts[1:], strict=True)
     )
     words = [_words(parts[index], parts[index + 1], labels[index]) for index in range(width)]
-    duration = next((i for i, w in enumerate(words) if _scale(*w) is not None), None)
+    timings = [i for i, w in enumerate(words) if _scale(*w) is not None]
+    step_units = [i for i in timings if "/" in words[i][0]]
+    duration = next(iter(step_units or timings), None)
     rates = [i for i, w in enumerate(words) if i != duration and _is_throughput(*w)]
     ranks = tuple(NO_COUNTER if i in rates else rank for i, rank in enumerate(ranks))
     throughput = min(rates, key=lambda i: not _PER_DEVICE.search(" ".join(words[i])), default=None)
     rate = None if throughput is None else _rate_name(*words[throughput])
+    bar = BAR_COUNTER.search(template)
+    counter = None if bar is None else template[: bar.start()].count("#")
+    total = None if bar is None or "/#" not in bar.group(0) else counter + 1  # type: ignore[operator]
     if duration is not None:
         scale = _scale(*words[duration])
         assert scale is not None
-        return Fields(width, duration, scale, ranks, throughput, rate)
-    if min(ranks) < len(_COUNTER_RANK) + 1:
-        return Fields(width, None, 0.0, ranks, throughput, rate)
+        unit, label, phrase = words[duration]
+        per_step = "/" in unit or bool(_PER_STEP.search(f"{label} {phrase}"))
+        return Fields(width, duration, scale, ranks, throughput, rate, counter, total, per_step)
+    if min(ranks) < len(_COUNTER_RANK) + 1 or counter is not None:
+        return Fields(width, None, 0.0, ranks, throughput, rate, counter, total)
     return None
 
 
@@ -464,6 +615,8 @@ _RATE = re.compile(
 _STEP_RATE = re.compile(r"(?i)^(?:it|iters?|steps?|batch(?:es)?|updates?)(?:/|_per_)s")
 """A rate of steps: a step time (``_scale``), never a throughput."""
 _PER_DEVICE = re.compile(r"(?i)gpu|device")
+_PER_STEP = re.compile(r"(?i)iter|step|batch|update|per ")
+"""A duration's label or phrase naming it a step's (or its unit: ``ms/step``)."""
 _EXCLUDED_RATE = re.compile(r"(?i)data|load|reader")
 """A loader's or reader's rate is not the step's."""
 
@@ -486,9 +639,10 @@ def _needed(fields: Fields) -> int:
 
 
 def _untimed(fields: Fields | None) -> bool:
-    """A template with a labelled counter and no time: read after the timed ones, so that a
-    process whose steps say how long they took is known before its counter-only lines."""
-    return fields is not None and not fields.timed
+    """A template with a labelled counter and no time (no bar's, a bar is a step whether it
+    says how long it took or not): read after the timed ones, so that a process whose steps say
+    how long they took is known before its counter-only lines."""
+    return fields is not None and not fields.timed and fields.bar is None
 
 
 def _is_part(fields: Fields | None) -> bool:
@@ -518,6 +672,8 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     if unit == "us" or unit.startswith("us/"):
         return 1e-6
     if re.search(r"steps?_per_s|batches_per_s|ups$|it_per_s|(?:^|/)bps$", label):
+        return -1.0
+    if re.search(r"(?:^|_)(?:steps?|iters?|batch(?:es)?|updates?)/s(?:ec)?$", label):
         return -1.0
     if re.search(r"per_?s|/s$|/sec$|ps$", label) or re.search(r"/s(?:ec)?$|per_s", unit):
         return None

@@ -248,3 +248,58 @@ def test_a_metrics_dict_is_read_beside_the_bars_a_format_reads() -> None:
     without_hf = ProgressParser(builtin=tuple(f for f in FORMATS if f.framework != "hf"))
     found = steps(without_hf, bar, "{'loss': 2.4, 'learning_rate': 5e-06, 'epoch': 0.8}")
     assert [f for f, _, _ in found] == ["tqdm", "learned"]
+
+
+def test_a_table_s_rows_are_steps_by_the_columns_of_its_header() -> None:
+    found = steps(
+        learner(),
+        "epoch     train_loss  valid_loss  time    ",
+        "0         0.874934    #na#        00:08     ",
+        "1         0.776536    0.812345    00:09     ",
+        "Total time: 00:17",
+    )
+    assert found == [("learned", 0, 8.0), ("learned", 1, 9.0)]
+
+
+def test_a_pace_before_its_step_header_times_that_step_and_alone_times_a_step() -> None:
+    lines = []
+    for step, rate in ((1100, 2.0), (1200, 4.0)):
+        lines += [f"steps/sec: {rate}", f"Metrics values at step {step}:", "  loss=2.4"]
+    lines.append("steps/sec: 5.0")
+    assert steps(learner(), *lines) == [
+        ("learned", 1100, 0.5),
+        ("learned", 1200, 0.25),
+        ("learned", None, 0.2),
+    ]
+
+
+def test_a_bar_is_a_step_at_first_sight_and_a_smaller_loop_s_bar_is_none() -> None:
+    parser = learner()
+    assert steps(parser, "train:  8%|▊         | 431/5000 [02:27<26:06,  2.00it/s]") == [
+        ("learned", 431, 0.5)
+    ]
+    assert steps(parser, " 100/1875 [=>............] - ETA: 9s - loss: 0.9230") == [
+        ("learned", 100, None)
+    ]
+    assert steps(parser, "1875/1875 [==============] - 14s 23ms/step - loss: 0.3076") == [
+        ("learned", 1875, 0.023)
+    ]
+    # evaluate(): the same bar over the smaller test set, another loop.
+    assert steps(parser, " 97/313 [========>.....] - ETA: 0s - loss: 0.0841") == []
+    # A number of the description that rises is the step, not the bar's restarting count.
+    lines = [
+        f"1|{g}|Loss: 1.2:  8%|▊   | {n}/24 [00:02<00:23,  2.00it/s]"
+        for g, n in ((2, 2), (3, 3), (7, 7), (9, 4))
+    ]
+    assert [s[1] for s in steps(learner(), *lines)] == [2, 3, 7, 9]
+
+
+def test_a_step_beside_an_iteration_is_the_step_and_a_step_s_time_is_never_a_clock() -> None:
+    line = "Epoch 1 | iter 100 step 25 | loss train: 2.661 | iter time: 1747.52 ms (step)"
+    assert steps(learner(), line) == [("learned", 25, 1.74752)]
+    rising = [f"iter {i}: loss 2.4, iter time: {t}ms" for i, t in ((7, 500), (8, 1000), (9, 1500))]
+    assert steps(learner(), *rising) == [
+        ("learned", 7, 0.5),
+        ("learned", 8, 1.0),
+        ("learned", 9, 1.5),
+    ]
