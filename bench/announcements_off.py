@@ -127,25 +127,35 @@ def generate(seeds: int, out: Path, first: int = 1) -> list[Path]:
     return paths
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def suite_arguments(description: str) -> argparse.ArgumentParser:
+    """A bench's arguments naming its suite: a directory, or seeds to generate first."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("suite", nargs="?", type=Path, help="a directory of recordings")
     parser.add_argument("--seeds", type=int, help="generate the perturbation suite first")
     parser.add_argument("--out", type=Path, help="where --seeds writes it")
     parser.add_argument("--first-seed", type=int, default=1, help="the first seed --seeds makes")
     parser.add_argument("--jobs", type=int, default=2)
+    return parser
+
+
+def suite_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[Path]:
+    """The recordings ``suite_arguments`` named, generated first when it gave seeds."""
+    if args.seeds:
+        if args.out is None:
+            parser.error("--seeds needs --out")
+        return generate(args.seeds, args.out, args.first_seed)
+    if args.suite is None:
+        parser.error("give a SUITE_DIR or --seeds with --out")
+    return find_recordings([args.suite])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = suite_arguments(__doc__.splitlines()[0])
     parser.add_argument(
         "--read", nargs=2, type=Path, metavar=("ON", "OFF"), help="backtest --out directories"
     )
     args = parser.parse_args(argv)
-    if args.seeds:
-        if args.out is None:
-            parser.error("--seeds needs --out")
-        paths = generate(args.seeds, args.out, args.first_seed)
-    elif args.suite is not None:
-        paths = find_recordings([args.suite])
-    else:
-        parser.error("give a SUITE_DIR or --seeds with --out")
+    paths = suite_paths(parser, args)
     if args.read:
         on, off = (figures(read_backtest(paths, d)) for d in args.read)
         print(json.dumps({"announcements_on": on, "announcements_off": off}, indent=2))

@@ -22,7 +22,6 @@ framework's format).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import defaultdict
@@ -35,12 +34,12 @@ sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
 
-from bench.announcements_off import figures, generate  # noqa: E402
+from bench.announcements_off import figures, suite_arguments, suite_paths  # noqa: E402
 from medic.backtest import run_backtest  # noqa: E402
 from medic.detectors.registry import build_detectors  # noqa: E402
 from medic.ingest.base import Batch  # noqa: E402
 from medic.parse.registry import build_parsers  # noqa: E402
-from medic.recording import find_recordings, read_recording  # noqa: E402
+from medic.recording import read_recording  # noqa: E402
 
 
 def formats_reading(paths: Sequence[Path]) -> dict[str, dict[str, set[str]]]:
@@ -89,23 +88,10 @@ def run(paths: list[Path], jobs: int, only: Sequence[str] = ()) -> dict[str, Any
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("suite", nargs="?", type=Path, help="a directory of recordings")
-    parser.add_argument("--seeds", type=int, help="generate the perturbation suite first")
-    parser.add_argument("--out", type=Path, help="where --seeds writes it")
-    parser.add_argument("--first-seed", type=int, default=1, help="the first seed --seeds makes")
+    parser = suite_arguments(__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=(), help="simulated frameworks to run")
-    parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
-    if args.seeds:
-        if args.out is None:
-            parser.error("--seeds needs --out")
-        paths = generate(args.seeds, args.out, args.first_seed)
-    elif args.suite is not None:
-        paths = find_recordings([args.suite])
-    else:
-        parser.error("give a SUITE_DIR or --seeds with --out")
-    print(json.dumps(run(paths, args.jobs, args.only), indent=2))
+    print(json.dumps(run(suite_paths(parser, args), args.jobs, args.only), indent=2))
 
 
 if __name__ == "__main__":
