@@ -11,6 +11,7 @@ replays that must not hold an hour of thousands of GPUs in memory.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -401,6 +402,21 @@ def find_recordings(paths: Iterable[Path | str]) -> list[Path]:
         if (path / "meta.json").exists() or not path.is_dir():
             found.append(path)
             continue
-        found.extend(sorted(meta.parent for meta in path.rglob("meta.json")))
+        found.extend(_recordings_under(path))
     unique = dict.fromkeys(found)
     return list(unique)
+
+
+def _recordings_under(root: Path) -> list[Path]:
+    """The recording directories below ``root``, sorted, through linked directories too (a suite
+    picked as links to recordings kept elsewhere), each real directory once (a link loop ends)."""
+    found, seen = [], set()
+    for top, dirs, files in os.walk(root, followlinks=True):
+        real = Path(top).resolve()
+        if real in seen:
+            dirs.clear()
+            continue
+        seen.add(real)
+        if "meta.json" in files and Path(top) != root:
+            found.append(Path(top))
+    return sorted(found)

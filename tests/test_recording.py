@@ -140,6 +140,17 @@ def test_find_recordings_expands_directories(tmp_path: Path) -> None:
     assert find_recordings([a, a]) == [a]
 
 
+def test_a_suite_of_links_to_recordings_is_found_and_a_link_loop_ends(tmp_path: Path) -> None:
+    a = sample(tmp_path / "kept", "a")
+    b = sample(tmp_path / "kept" / "more", "b")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "a").symlink_to(a, target_is_directory=True)
+    (suite / "more").symlink_to(b.parent, target_is_directory=True)
+    (suite / "loop").symlink_to(suite, target_is_directory=True)
+    assert find_recordings([suite]) == [suite / "a", suite / "more" / "b"]
+
+
 def gpu_rows(times: list[float]) -> list[dict[str, object]]:
     return [{"time": at(t), "node": f"n{i % 3}", "gpu": i % 2} for i, t in enumerate(times)]
 
