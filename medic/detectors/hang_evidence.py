@@ -147,6 +147,12 @@ class JobTelemetry:
     """(window end, nodes heard in it) for the windows of the last ``carry_s``: a node sampled
     every 30 s is missing from most 10 s windows without having stopped."""
     since: pl.DataFrame | None = None
+    """Hardware counter rises per GPU in the silence's first windows: a fault that stopped the
+    job shows in the first samples after it stopped (``since_until``); a rise minutes into a
+    hang did not stop it (a corrected PCIe replay on another node), and blames no node."""
+    since_until: int | None = None
+    """End of the last silent window whose counter rises count in ``since``: the first silent
+    window's end plus ``carry_s`` (a GPU sampled that seldom reports in it) and a window."""
 
     def snapshot(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
         """A window of a job that prints progress; healthy once an ordinary step follows.
@@ -189,7 +195,10 @@ class JobTelemetry:
         self.recent_nodes.append((end, set(gpus.get_column("node").to_list())))
         while self.recent_nodes[0][0] < end - round(config.carry_s * US):
             self.recent_nodes.popleft()
-        self.since = _summed(self.since, gpus.select("node", "gpu", *EVIDENCE_COLUMNS))
+        if self.since_until is None:
+            self.since_until = end + round((config.carry_s + config.window_s) * US)
+        if end <= self.since_until:
+            self.since = _summed(self.since, gpus.select("node", "gpu", *EVIDENCE_COLUMNS))
         gpus = gpus.with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
         if self.latest is not None:
             recent = pl.col("seen_at") >= end - round(config.carry_s * US)
@@ -289,7 +298,7 @@ class JobTelemetry:
 
     def resume(self) -> None:
         """Progress came back: forget what the silence showed."""
-        self.latest, self.since, self.state = None, None, "no telemetry"
+        self.latest, self.since, self.since_until, self.state = None, None, None, "no telemetry"
         self.corroborated_since = self.waited = self.apart = self.ended = self.writing = None
         self.all_waiting_since = None
         self.spell_states, self.quiet = set(), {}

@@ -197,6 +197,19 @@ def test_hardware_counters_rising_during_the_silence_name_their_node() -> None:
     assert found.culprits == ("n2",)
 
 
+def test_a_counter_rise_long_after_the_job_stopped_names_no_node() -> None:
+    # What stopped the job shows in the first samples after it stopped: a corrected PCIe replay
+    # on another node 90 s into the hang (before it is confirmed) did not stop it.
+    def replays(t: float, node: str, gpu: int) -> dict[str, Any]:
+        late = (node, gpu) == ("n2", 1) and t >= 490
+        return SPIN | {"pcie_replay": int(50 * (t - 490)) if late else 0}
+
+    job = healthy_until(400).telemetry(400, 700, replays)
+    found = run(HangDetector(), [job], 700)
+    assert silence_s(job, found[-1].detected_at) > 95  # confirmed after the rise began
+    assert [d.culprits for d in found] == [()] * len(found)
+
+
 def test_without_telemetry_the_silence_floor_applies() -> None:
     job = Job().start().steps(10, 400)
     found = suspected(run(HangDetector(), [job], 700))
