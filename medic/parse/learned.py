@@ -106,6 +106,11 @@ METRICS_RATE = r"""['"](?:learning_rate|lr)['"]\s*:"""
 """... and its learning rate: both, an optimizer step's record."""
 METRICS_STEP = r"""['"](?:global_)?(?:step|iter|iteration)[^'"]{0,16}['"]\s*:\s*['"]?([0-9]+)"""
 """A dict's step key (``'step': 120``, ``'global_step/max_steps': '120/1200'``)."""
+NO_THROUGHPUT = (
+    pl.lit(None, pl.Float64).alias("throughput"),
+    pl.lit(None, pl.String).alias("throughput_unit"),
+)
+"""The throughput columns of step rows that give none (tables, paces, metrics dicts)."""
 _LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
 _COUNTER_LABEL = re.compile(r"(?i)^(?:[a-z]+_)?(step|iter|iteration|batch|update)s?$")
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
@@ -231,10 +236,7 @@ class LearnedProgress:
         self._classify(found)
         learnable = [t for t, f in self.fields.items() if f is not None and not _is_part(f)]
         found = found.filter(pl.col("_template").is_in(learnable))
-        tabled = tabled.with_columns(
-            pl.lit(None, pl.Float64).alias("throughput"),
-            pl.lit(None, pl.String).alias("throughput_unit"),
-        )
+        tabled = tabled.with_columns(*NO_THROUGHPUT)
         if found.is_empty():
             alone = [frame for frame in (tabled, paces) if not frame.is_empty()]
             return pl.concat(alone).sort("_line") if alone else _EMPTY
@@ -355,8 +357,7 @@ class LearnedProgress:
             pl.col("_line").cast(pl.UInt32),
             pl.lit(None, pl.Int64).alias("step"),
             (1.0 / rate.cast(pl.Float64, strict=False)).alias("step_time_s"),
-            pl.lit(None, pl.Float64).alias("throughput"),
-            pl.lit(None, pl.String).alias("throughput_unit"),
+            *NO_THROUGHPUT,
         )
 
     def _largest_loops(self, template: str, total: int, numbers: pl.DataFrame) -> pl.DataFrame:
@@ -477,8 +478,7 @@ def metrics_records(lines: pl.DataFrame) -> pl.DataFrame:
         "_line",
         message.str.extract(METRICS_STEP, 1).cast(pl.Int64, strict=False).alias("step"),
         pl.lit(None, pl.Float64).alias("step_time_s"),
-        pl.lit(None, pl.Float64).alias("throughput"),
-        pl.lit(None, pl.String).alias("throughput_unit"),
+        *NO_THROUGHPUT,
     )
 
 

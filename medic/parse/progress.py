@@ -53,6 +53,7 @@ from medic.parse.progress_formats import (
     RANK_IN_TEXT,
     TOTAL,
     ProgressFormat,
+    clock_seconds,
 )
 
 __all__ = [
@@ -440,7 +441,7 @@ class ProgressParser:
                 _divided(value("step_time_us"), 1_000_000.0),
                 value("s_per_it"),
                 1.0 / value("it_per_s"),
-                _clock_seconds(pl.col("step_time_clock")),
+                clock_seconds(pl.col("step_time_clock")),
                 _bar_seconds(pl.col("bar_rate")),
             ).alias("_step_time"),
             value("throughput").alias("_throughput"),
@@ -508,15 +509,6 @@ def _bar_seconds(rate: pl.Expr) -> pl.Expr:
     number = rate.str.slice(0, rate.str.len_bytes() - 4).cast(pl.Float64, strict=False)
     unit = rate.str.slice(-4)
     return pl.when(unit == "s/it").then(number).when(unit == "it/s").then(1.0 / number)
-
-
-def _clock_seconds(clock: pl.Expr) -> pl.Expr:
-    """A duration written as a clock, ``mm:ss`` or ``h:mm:ss``, in seconds."""
-    seconds, minutes, hours = (
-        clock.str.extract(r"(?:^|:)([0-9]+)" + ":[0-9]+" * places + "$").cast(pl.Float64)
-        for places in range(3)
-    )
-    return seconds + 60.0 * minutes + 3600.0 * hours.fill_null(0.0)
 
 
 def _divided(dividend: pl.Expr, divisor: float) -> pl.Expr:

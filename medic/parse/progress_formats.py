@@ -16,6 +16,8 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from typing import Any
 
+import polars as pl
+
 from medic.parse.first_match import Shortcut
 
 EVENTS = (
@@ -198,3 +200,12 @@ FORMATS, LOOKALIKE = parse_formats(
 )
 """The built-in formats, by priority, and what a bar that is not a training loop says it does
 (looked for in its description, ``DESC``)."""
+
+
+def clock_seconds(clock: pl.Expr) -> pl.Expr:
+    """A duration written as a clock, ``mm:ss`` or ``h:mm:ss``, in seconds."""
+    seconds, minutes, hours = (
+        clock.str.extract(r"(?:^|:)([0-9]+)" + ":[0-9]+" * places + "$").cast(pl.Float64)
+        for places in range(3)
+    )
+    return seconds + 60.0 * minutes + 3600.0 * hours.fill_null(0.0)

@@ -19,6 +19,8 @@ from typing import ClassVar
 
 import polars as pl
 
+from medic.parse.progress_formats import clock_seconds
+
 COUNTER = r"(?:epoch|step|iter|iteration|batch|update)s?"
 """A column naming the counter: the step of each row."""
 NAME = r"[A-Za-z_][A-Za-z0-9_./%()-]*"
@@ -33,7 +35,6 @@ CELL = (
 )
 ROW = rf"^\s*(?:{CELL})(?:\s+(?:{CELL}))+\s*$"
 """A line of cells only: numbers, clocks, or a value not measured."""
-CLOCK = r"^(?:([0-9]+):)?([0-9]+):([0-9]{2})$"
 _COUNTER = re.compile(rf"(?i)^{COUNTER}$")
 _TIME = re.compile(r"(?i)^(?:time|duration|elapsed|took|step_?time|time_?s|sec|seconds)$")
 _TIME_MS = re.compile(r"(?i)^(?:time_?ms|ms|step_?time_?ms|ms/(?:step|it|batch))$")
@@ -109,10 +110,10 @@ class Tables:
             .filter(pl.col("step").is_not_null())
         )
         cell = pl.col("_cell")
-        clock = [cell.str.extract(CLOCK, i).cast(pl.Float64) for i in (1, 2, 3)]
-        seconds = clock[0].fill_null(0.0) * 3600.0 + clock[1] * 60.0 + clock[2]
         plain = cell.cast(pl.Float64, strict=False) * pl.col("_scale")
-        step_time = pl.when(pl.col("_time").is_not_null()).then(pl.coalesce(seconds, plain))
+        step_time = pl.when(pl.col("_time").is_not_null()).then(
+            pl.coalesce(clock_seconds(cell), plain)
+        )
         steps = fitted.select(pl.col("_line"), "step", step_time.alias("step_time_s")).sort("_line")
         held = pl.concat([headers.get_column("_line"), steps.get_column("_line")])
         return steps, held
