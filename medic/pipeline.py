@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from medic.calibration import Calibration, calibration_of
-from medic.detectors.base import Detection
+from medic.detectors.base import Detection, EndsWithInput
 from medic.detectors.incidents import share_liveness
 from medic.detectors.progress_state import share_watched_jobs
 from medic.detectors.registry import build_parsers, detectors_from, parsers_from
@@ -172,6 +172,15 @@ class Pipeline:
             for event in stretch:
                 emitted.extend(self.process(event))
         return emitted
+
+    def finish(self, alive: Mapping[str, int]) -> list[Detection]:
+        """The input ends for good (a finite text, not a live stream; ``alive``: each job's last
+        sign of life in it): the detectors that hold something waiting for news report it
+        (``EndsWithInput``); return what was emitted."""
+        found = [
+            d for det in self.detectors if isinstance(det, EndsWithInput) for d in det.at_end(alive)
+        ]
+        return self._emit(found)
 
     def state_size(self) -> int:
         held: int = sum(int(d.state_size()) for d in self.detectors)

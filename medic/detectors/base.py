@@ -113,3 +113,12 @@ class Detector(Protocol):
     def state_size(self) -> int:
         """Number of entities (jobs, ranks, GPUs) currently held: bounded and freed at job end."""
         ...
+
+
+@runtime_checkable
+class EndsWithInput(Protocol):
+    """A detector that has something to say when its input ends for good (a finite text read by
+    ``medic diagnose``), which a live stream never does: what it holds waiting for news.
+    ``alive``: per job, the event time of its last sign of life in the input."""
+
+    def at_end(self, alive: Mapping[str, int]) -> list[Detection]: ...

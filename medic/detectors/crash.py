@@ -21,6 +21,14 @@ Errors that a program may survive (a traceback, an exception line) wait up to ``
 for the process death that confirms them. Signs that follow a deliberate end (a user's
 cancel, the time limit, a preemption) are its consequence and are dropped.
 
+A finite text (``medic diagnose``) has no scheduler to report the job's end: when the input
+ends (``at_end``), the errors a job itself printed (that an entry names) that wait for their
+confirmation, with no sign of life of the job since (a step, a line at a lower severity or
+saying it recovers), are the last thing the text says of it (a node's kernel lines alone are no
+job's end). They are reported as ``suspect`` (their evidence
+says the fate is unknown): an operator reading the text would conclude the same, and nothing
+acts on it by default. In a live stream the input never ends and such errors lapse.
+
 Lines no catalogue entry describes (the second layer's ``unmatched:<family>`` signs) carry the
 kind their vocabulary reads as. A job whose death no fatal entry of the catalogue explains
 takes the reading of its earliest such line: a hang, a GPU fault or a node failure blaming the
@@ -30,6 +38,7 @@ none of it) and evidence saying so; a crash reading stays a crash.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -42,7 +51,7 @@ from medic.detectors.attribution import (
     JobEvidence,
     evidence_rows,
 )
-from medic.detectors.base import SUSPECT, Detection
+from medic.detectors.base import CONFIRMED, SUSPECT, Detection
 from medic.detectors.failed_ranks import FailedRanks
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
@@ -92,6 +101,9 @@ class _Pending:
     """A fatal root error of a catalogue entry is among the signs."""
     reading: tuple[int, str, str | None] | None = None
     """The earliest unmatched sign: its time, the kind it reads as and the node it names."""
+    spoken: bool = False
+    """A catalogue entry names an error among the job's own output (its ``app`` lines), not
+    only a node's kernel or a daemon's log, nor only text no entry describes."""
 
 
 class CrashDetector(WatchesLiveness):
@@ -148,6 +160,24 @@ class CrashDetector(WatchesLiveness):
         elif batch.stream == "failed_ranks":
             self.failed.observe(batch.frame)
         return []
+
+    def at_end(self, alive: Mapping[str, int]) -> list[Detection]:
+        """The input ends here (a finite text; ``alive``: each job's last sign of life in it).
+        Each job's named errors that still wait for the death that confirms them, with no sign
+        of life since, are reported as a ``suspect`` whose fate the text does not hold."""
+        found = []
+        for job_id, pending in list(self.pending.items()):
+            if (
+                pending.confirmed_at is not None
+                or not pending.spoken
+                or alive.get(job_id, -1) > pending.incident.onset
+                or job_id in self.faulted
+            ):
+                continue
+            del self.pending[job_id]
+            self.book.reported.add(job_id)
+            found.append(self._detection(pending, unconfirmed=True))
+        return found
 
     def advance(self, watermark: int) -> list[Detection]:
         cfg = self.config
@@ -262,6 +292,9 @@ class CrashDetector(WatchesLiveness):
             pl.len().alias("count"),
             pl.col("node").drop_nulls().unique().alias("nodes"),
             pl.col("time_us").filter(pl.col("severity") == "fatal").min().alias("fatal"),
+            ((pl.col("source") == "app") & ~pl.col("signature").str.starts_with(UNMATCHED))
+            .any()
+            .alias("spoken"),
         )
         other = (pl.col("role") != "root").alias("_other")
         kept = (
@@ -274,8 +307,9 @@ class CrashDetector(WatchesLiveness):
             kept.get_column("job_id").to_list(), evidence_rows(kept, hardware=False), strict=True
         ):
             evidence.setdefault(job_id, []).append(item)
-        for job_id, count, nodes, fatal in jobs.iter_rows():
+        for job_id, count, nodes, fatal, spoken in jobs.iter_rows():
             pending = self.pending.setdefault(job_id, _Pending(JobEvidence(job_id)))
+            pending.spoken = pending.spoken or bool(spoken)
             pending.incident.add(evidence[job_id], count)
             pending.nodes.update(n for n in nodes if n)
             if fatal is not None and pending.confirmed_at is None:
@@ -350,27 +384,28 @@ class CrashDetector(WatchesLiveness):
         if pending.confirmed_at is None:
             pending.confirmed_at = end
 
-    def _detection(self, pending: _Pending) -> Detection:
+    def _detection(self, pending: _Pending, unconfirmed: bool = False) -> Detection:
         incident = pending.incident
         since = incident.onset - round(self.config.confirm_s * US)
         incident.reported = self.failed.reported(incident.job_id, since)
         evidence = incident.details()
+        if unconfirmed:
+            evidence["fate"] = "unknown"
         reading = None if pending.explained or pending.reading is None else pending.reading
-        if reading is None or reading[1] == "crash":
-            return Detection(
-                job_id=incident.job_id,
-                kind="crash",
-                culprits=(),
-                ranks=incident.ranks(),
-                score=incident.confidence(),
-                detector=self.name,
-                summary=incident.summary(f"Job {incident.job_id} crashed"),
-                onset=incident.onset,
-                evidence=evidence,
-            )
-        _, kind, where = reading
-        blamed = (where,) if where and kind in HARDWARE_KINDS else ()
-        said = READS.get(kind, kind)
+        kind, said = "crash", ""
+        blamed: tuple[str, ...] = ()
+        if reading is not None and reading[1] != "crash":
+            _, kind, where = reading
+            blamed = (where,) if where and kind in HARDWARE_KINDS else ()
+            said = READS.get(kind, kind)
+            evidence.update(reading=kind, no_signature=True)
+        headline = (
+            f"Job {incident.job_id} died of what reads as {said}"
+            if said
+            else f"Job {incident.job_id} crashed"
+        )
+        if unconfirmed:
+            headline += " (unconfirmed: the text ends before the job's fate)"
         return Detection(
             job_id=incident.job_id,
             kind=kind,
@@ -378,8 +413,8 @@ class CrashDetector(WatchesLiveness):
             ranks=incident.ranks(),
             score=incident.confidence(),
             detector=self.name,
-            summary=incident.summary(f"Job {incident.job_id} died of what reads as {said}"),
+            summary=incident.summary(headline),
             onset=incident.onset,
-            evidence={**evidence, "reading": kind, "no_signature": True},
-            tier=SUSPECT,
+            evidence=evidence,
+            tier=SUSPECT if said or unconfirmed else CONFIRMED,
         )

@@ -31,6 +31,7 @@ from medic.diagnose.lines import LogText, lines_frame
 from medic.incident import Incident
 from medic.ingest.base import Batch, Event, Watermark
 from medic.parse.catalogue import Catalogue
+from medic.parse.failure_lines import FailureLines
 from medic.parse.signatures import SignatureParser
 from medic.pipeline import Pipeline
 from medic.settings_tree import Settings
@@ -96,6 +97,37 @@ class MatchedLines:
         )
 
 
+class Steps:
+    """Observer keeping each job's latest training progress (its ``progress`` rows)."""
+
+    streams = frozenset({"progress"})
+
+    def __init__(self) -> None:
+        self.latest: dict[str, int] = {}
+
+    def update(self, batch: Batch) -> None:
+        latest = batch.frame.group_by("job_id").agg(pl.col("time").max().dt.epoch("us"))
+        for job_id, time in latest.iter_rows():
+            self.latest[job_id] = max(time, self.latest.get(job_id, time))
+
+    def advance(self, watermark: int) -> None:
+        return None
+
+
+def alive(lines: pl.DataFrame, steps: Mapping[str, int], going_on: pl.Expr) -> dict[str, int]:
+    """Each job's last sign of life in the text: its latest step, or its latest line of its own
+    saying that it goes on (``FailureLines.going_on``)."""
+    said = (
+        lines.filter((pl.col("source") == "app") & pl.col("job_id").is_not_null() & going_on)
+        .group_by("job_id")
+        .agg(pl.col("time").max())
+    )
+    latest = dict(steps)
+    for job_id, time in said.iter_rows():
+        latest[job_id] = max(time, latest.get(job_id, time))
+    return latest
+
+
 def placed_lines(lines: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, list[str]]]:
     """The lines with node logs of unplaced nodes given their pseudo-job, and each job's
     nodes."""
@@ -125,9 +157,10 @@ def placed_lines(lines: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, list[str]
     return lines.with_columns(pseudo.alias("job_id")), nodes
 
 
-def events(lines: pl.DataFrame, nodes: Mapping[str, list[str]]) -> list[Event]:
+def events(lines: pl.DataFrame, nodes: Mapping[str, list[str]]) -> list[list[Event]]:
     """Scheduler rows starting every job, then the lines in one-second batches, with a
-    watermark every second (``MAX_TICKS`` at most per gap) and ``TAIL_S`` past the end."""
+    watermark every second (``MAX_TICKS`` at most per gap); and apart, the watermarks of the
+    ``TAIL_S`` past the end, which come after the text has ended."""
     start = int(lines.get_column("time").min()) - US  # type: ignore[arg-type]
     count = len(nodes)
     scheduler = pa.Table.from_pydict(
@@ -158,8 +191,7 @@ def events(lines: pl.DataFrame, nodes: Mapping[str, list[str]]) -> list[Event]:
         out.extend(Watermark(t * US) for t in _ticks(last, int(second)))
         out.append(Batch.from_frame("logs", rows.drop("_second"), schema.LOGS))
         last = int(second)
-    out.extend(Watermark(t * US) for t in range(last + 1, last + TAIL_S + 1))
-    return out
+    return [out, [Watermark(t * US) for t in range(last + 1, last + TAIL_S + 1)]]
 
 
 def _ticks(after: int, upto: int) -> range:
@@ -178,13 +210,13 @@ def diagnose(
     mapping: detectors, parsers, pipeline and rules), earliest first; with ``catalogue`` in
     place of the one the settings name."""
     settings = Settings.load(settings)
-    matched = MatchedLines()
+    matched, steps = MatchedLines(), Steps()
     rules = settings.rules
     stage = _stage(rules, settings)
     pipeline = Pipeline.from_settings(
         settings,
         responders=[stage],
-        observers=[matched, *stage.observers],
+        observers=[matched, steps, *stage.observers],
         catalogue=catalogue,
     )
     reader = next(p for p in pipeline.parsers if isinstance(p, SignatureParser))
@@ -192,7 +224,11 @@ def diagnose(
     if lines.is_empty():
         return []
     lines, nodes = placed_lines(lines)
-    pipeline.run(events(lines, nodes))
+    read, tail = events(lines, nodes)
+    pipeline.run(read)
+    lexicon = reader.matcher.unmatched or FailureLines()
+    pipeline.finish(alive(lines, steps.latest, lexicon.going_on(pl.col("message"))))
+    pipeline.run(tail)
     incidents = [*pipeline.correlator.take_closed(), *pipeline.correlator.open.values()]
     located = _located(matched.rows(), lines)
     decided: dict[str, list[Decision]] = {}

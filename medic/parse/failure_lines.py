@@ -52,6 +52,9 @@ DEATHS = ("death", "signal", "exit")
 FAILED = "failure"
 """The marker of a line that says something failed: a deliberate end's words beside it (a job
 cancelled due to a node's failure) are no deliberate end."""
+GOING_ON = ("lower_severity", "recovered")
+"""The quiet words that say a program goes on (a line at a lower severity, a retry or a
+recovery): a job that prints one after an error was not stopped by it."""
 _LOWER, _BLIND, _DEATH, _LOUD = "_lower", "_blind", "_death", "_loud"
 """Working columns of ``read``, dropped before it returns."""
 
@@ -197,6 +200,14 @@ class FailureLines:
     def failure_like(self, raw: pl.Expr) -> pl.Expr:
         """True on the lines that hold one of the fast path's words (case-blind)."""
         return raw.str.contains_any(self._literals, ascii_case_insensitive=True)
+
+    def going_on(self, raw: pl.Expr) -> pl.Expr:
+        """True on the lines that say their program goes on (``GOING_ON``) and hold no
+        ``loud`` word: a sign of life after an error."""
+        said = [p for n, p in (*self.lexicon.quiet, *self.lexicon.soft_quiet) if n in GOING_ON]
+        if not said:
+            return pl.lit(False)
+        return raw.str.contains(_any(said)) & ~self._loud.on(raw, raw.str.to_lowercase())
 
     def read(self, frame: pl.DataFrame, raw: str, message: str) -> pl.DataFrame:
         """The rows of ``frame`` that read as failures or as the job's deliberate end, with

@@ -157,3 +157,39 @@ def test_diagnose_applies_the_nvrx_guard_serve_applies(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     (found,) = json.loads(result.stdout)
     assert found["actions"] == ["requeue: suppressed by guard nvrx"]
+
+
+TRACEBACK = """\
+[rank3]: Traceback (most recent call last):
+[rank3]:   File "/opt/app/train.py", line 210, in step
+[rank3]:     loss.backward()
+[rank3]: ValueError: expected a non-empty batch of token ids
+"""
+
+
+def test_a_text_that_ends_at_an_error_is_an_unconfirmed_crash() -> None:
+    [finding] = diagnose([LogText("slurm-41.out", TRACEBACK)], year=2026)
+    [detection] = finding.detections
+    assert (finding.kind, finding.ranks, detection.tier) == ("crash", (3,), "suspect")
+    assert detection.evidence["fate"] == "unknown"
+    assert "unconfirmed: the text ends before the job's fate" in finding.summary
+    assert not any("would run" in action for action in finding.actions)
+
+
+def test_an_error_the_job_went_on_from_is_no_crash() -> None:
+    retried = TRACEBACK + "[rank3]: WARNING: skipping the batch and retrying\n"
+    stepped = TRACEBACK + "".join(
+        f"[rank0]:  iteration {i:>8}/ 100000 | consumed samples: {i * 256:>12} | elapsed time per"
+        f" iteration (ms): 1012.{i} | learning rate: 1.0E-04 | lm loss: 2.1E+00 |\n"
+        for i in range(11, 14)
+    )
+    assert diagnose([LogText("slurm-42.out", retried)], year=2026) == []
+    assert diagnose([LogText("slurm-43.out", stepped)], year=2026) == []
+
+
+def test_text_no_entry_names_needs_the_job_s_end_to_be_a_crash() -> None:
+    unnamed = "frobnicator: ERROR: widget alignment failed\n"
+    assert diagnose([LogText("slurm-44.out", unnamed)], year=2026) == []
+    ended = unnamed + "srun: error: n1: task 0: Exited with exit code 1\n"
+    [finding] = diagnose([LogText("slurm-45.out", ended)], year=2026)
+    assert finding.kind == "crash" and finding.detections[0].tier == "confirmed"
