@@ -52,6 +52,12 @@ DEATHS = ("death", "signal", "exit")
 FAILED = "failure"
 """The marker of a line that says something failed: a deliberate end's words beside it (a job
 cancelled due to a node's failure) are no deliberate end."""
+HOST_NAME = (
+    r"\b(?:(?:[a-z0-9]+-)+[a-z]*\d[a-z0-9]*(?:-[a-z0-9]+)*|[a-z]*\d[a-z0-9]*(?:-[a-z0-9]+)+)\b"
+)
+"""A host's name as clusters write them, lowercased: words of letters and digits joined by
+hyphens, one holding a digit (``gpu-b17``, ``dgx-h100-031``, ``ip-10-2-41-7``). Its words say
+nothing of what failed (a node named ``gpu-...`` is no GPU fault), so no family reads them."""
 GOING_ON = ("lower_severity", "recovered")
 """The quiet words that say a program goes on (a line at a lower severity, a retry or a
 recovery): a job that prints one after an error was not stopped by it."""
@@ -241,7 +247,8 @@ class FailureLines:
         counted from its words found in the line's words (one scan for every family), not
         with a regex per family."""
         lower = read.get_column(_LOWER)
-        words = (" " + lower.str.replace_all(r"\W+", " ") + " ").str.extract_many(
+        unnamed = lower.str.replace_all(HOST_NAME, " ")
+        words = (" " + unnamed.str.replace_all(r"\W+", " ") + " ").str.extract_many(
             self._needles, overlapping=True
         )
         found = words.explode(empty_as_null=False, keep_nulls=False).cast(self._needle_type)

@@ -102,6 +102,7 @@ def test_a_line_reporting_an_end_is_fatal_and_an_error_a_program_may_survive_is_
         "worker 3 exited with exit code 1": True,
         "E1130 02:11:09.511 4411 agent.cc:88] ring allreduce timed out after 600s": True,
         "zork: GPU 0000:3b:00.0 is lost, reboot to recover it": True,  # its family's end
+        "zorkd: ERROR: job 12 stopped after a failure of node rack7-04": True,  # a node's end
         "fabric agent: catastrophic event on hca 2": True,  # a fatal word
         "ERROR could not open checkpoint shard 3": False,  # may be handled
         "quux.io.PermanentWriteError: ENOSPC while flushing shard 12": False,
@@ -162,3 +163,9 @@ def test_a_family_term_must_be_lowercase_words() -> None:
         parse_lexicon(lexicon | {"family": [{"name": "f", "kind": "crash", "terms": [r"\bx\b"]}]})
     with pytest.raises(LexiconError, match="lowercase words"):
         parse_lexicon(lexicon | {"family": [{"name": "f", "kind": "crash", "terms": ["GPU"]}]})
+
+
+def test_a_host_s_name_is_no_word_of_what_failed() -> None:
+    # "gpu" in a node's name would tie the device family with the host's "dimm"
+    for host in ("gpu-b17", "dgx-h100-031", "ip-10-2-41-7"):
+        assert reading(f"ERROR: dimm failure reported on {host}") == ("host", "node_failure")
