@@ -91,6 +91,12 @@ def file_kind(text: LogText, messages: Sequence[str]) -> str:
     return "system" if messages and kernel * 2 > len(messages) else "app"
 
 
+UNNAMED_NODE = "(node of {})"
+"""The node of a kernel log that names no host, in its path or in any line (a ``dmesg`` saved on
+the node itself): named after the file, in a form no Slurm node name takes, so that its faults
+are diagnosed and the actions they call for say where to look."""
+
+
 def node_from_path(name: str) -> str:
     """A host name the path holds: the file name without log words, else its folder."""
     path = Path(name)
@@ -174,13 +180,23 @@ def lines_frame(
     )
     message = pl.col("message")
     app = pl.col("kind") == "app"
+    unnamed = (
+        (pl.col("kind") == "system")
+        & (pl.col("file_node") == "")
+        & pl.col("_host").is_null().all().over("order")
+    )
+    file_node = (
+        pl.when(unnamed)
+        .then(pl.format(UNNAMED_NODE, pl.col("file").str.extract(r"([^/\\]+)$", 1)))
+        .otherwise(pl.col("file_node"))
+    )
     return (
         lines.with_columns(
             pl.when(app)
             .then(pl.col("file_job"))
             .otherwise(message.str.extract(SLURM_LOG_JOB, 1))
             .alias("job_id"),
-            pl.coalesce(pl.col("_host"), pl.col("file_node")).alias("node"),
+            pl.coalesce(pl.col("_host"), file_node).alias("node"),
             pl.when(app).then(pl.col("_rank")).alias("rank"),
             pl.when(app)
             .then(pl.lit("app"))

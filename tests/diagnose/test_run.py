@@ -193,3 +193,11 @@ def test_text_no_entry_names_needs_the_job_s_end_to_be_a_crash() -> None:
     ended = unnamed + "srun: error: n1: task 0: Exited with exit code 1\n"
     [finding] = diagnose([LogText("slurm-45.out", ended)], year=2026)
     assert finding.kind == "crash" and finding.detections[0].tier == "confirmed"
+
+
+def test_a_kernel_log_that_names_no_host_is_diagnosed_as_its_own_node() -> None:
+    # a dmesg saved on the node itself: no host in its name, folder or lines
+    line = "[ 1843.308145] NVRM: Xid (PCI:0000:b3:00): 79, pid=1234, GPU has fallen off the bus."
+    [finding] = diagnose([LogText("/var/log/dmesg.txt", line)], year=2026)
+    assert (finding.kind, finding.culprits) == ("gpu_fault", ("(node of dmesg.txt)",))
+    assert any(a.startswith("drain (node of dmesg.txt)") for a in finding.actions)
