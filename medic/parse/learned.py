@@ -61,12 +61,15 @@ CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-
 """Times of day, durations as h:mm:ss and dates: masked apart, never a counter."""
 CANDIDATE = (
     r"[0-9] ?(?:ms|s|sec|secs|seconds|us)(?-u:\b)"
-    r"|(?i:time|dt[:=]|took|duration|timing|cost|latency|ms/|s/it|it/s|steps?/s|_per_s|(?-u:\b)bps(?-u:\b))"
+    r"|(?i:time|dt[:=]|took|duration|timing|cost|latency|ms/|s/it|it/s|steps?/s|_per_s|persec"
+    r"|(?-u:\b)bps(?-u:\b))"
 )
 """A line worth learning from holds a duration or a rate ..."""
 HEADER = r"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:step|iter|iteration|batch|update)s?\W{0,2}[0-9]"
 """... or a counter labelled as a step (alone: a step line that gives no time; followed by a
 line giving the time: a multi-line record), its label coloured or not."""
+AGREE = 0.01
+"""How close a duration must come to a rate's inverse to say the same (``Fields.rated``)."""
 RECORD_WINDOW = 64
 """Lines after a record's header in which its part is looked for."""
 JOINT = " ¦ "
@@ -106,13 +109,19 @@ METRICS_RATE = r"""['"](?:learning_rate|lr)['"]\s*:"""
 """... and its learning rate: both, an optimizer step's record."""
 METRICS_STEP = r"""['"](?:global_)?(?:step|iter|iteration)[^'"]{0,16}['"]\s*:\s*['"]?([0-9]+)"""
 """A dict's step key (``'step': 120``, ``'global_step/max_steps': '120/1200'``)."""
+SCALAR_REPR = (
+    r"(?-u:\b)(?:(?:np|numpy)\.(?:float|u?int)[0-9]+|tensor)\(([-+]?[0-9][0-9.eE+-]*)[^()]*\)"
+)
+"""A number in its scalar type's repr (numpy's, torch's): its value the first argument."""
+MAGNITUDES = {"K": "e3", "M": "e6", "G": "e9"}
+"""A number's magnitude suffix (``24.5K``), as the exponent it stands for."""
 NO_THROUGHPUT = (
     pl.lit(None, pl.Float64).alias("throughput"),
     pl.lit(None, pl.String).alias("throughput_unit"),
 )
 """The throughput columns of step rows that give none (tables, paces, metrics dicts)."""
 _LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
-_COUNTER_LABEL = re.compile(r"(?i)^(?:[a-z]+_)?(step|iter|iteration|batch|update)s?$")
+_COUNTER_LABEL = re.compile(r"(?i)^(?:([a-z]+)_)?(step|iter|iteration|batch|update)s?$")
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
 NO_COUNTER = 99
@@ -127,15 +136,18 @@ _EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|re
 
 @dataclass(frozen=True)
 class Fields:
-    """Which numbers of a template mean what: how many it holds, its duration (or rate), and
+    """Which numbers of a template mean what: how many it holds, its durations (or rate), and
     the rank of each number's counter label (lower: the likelier step)."""
 
     width: int
-    duration: int | None
-    """None: a labelled counter without a time (a step line that gives none, or a record's
-    header)."""
-    scale: float
-    """Seconds per unit of the duration field, or -1 for a rate (steps per second)."""
+    durations: tuple[int, ...] = ()
+    """The fields of which the largest (in seconds) is how long the step took: a rate of steps
+    or a duration per step by its unit (``it/s``, ``ms/step``) alone; or else every duration a
+    label names (a step's time and its parts: forward, backward, optimizer ...: the whole is
+    the largest); or else one that has a unit only. Empty: a labelled counter without a time (a
+    step line that gives none, or a record's header)."""
+    scales: tuple[float, ...] = ()
+    """Per duration field: seconds per unit, or -1 for a rate (steps per second)."""
     ranks: tuple[int, ...] = ()
     throughput: int | None = None
     """The field of the step's throughput (samples, tokens, images or FLOPs per second), the
@@ -148,14 +160,27 @@ class Fields:
     a bar that restarts each epoch): then learned, a rising number of the description first."""
     total: int | None = None
     """The bar's total, where it shows one (``n/N``)."""
-    per_step: bool = False
-    """The duration's words say it is a step's (``iter time``, ``ms/step``, ``per
+    per_step: tuple[bool, ...] = ()
+    """Per duration field: its words say it is a step's (``iter time``, ``ms/step``, ``per
     iteration``): never a clock."""
+    rated: bool = False
+    """The first duration field is a rate of steps, the others durations labels name: one of
+    them is read in its place where it says the same (to ``AGREE``; a rate is printed with
+    fewer digits), the rate where none does (an interval's seconds, a part of the step)."""
+    noted: bool = False
+    """The one duration is a note in parentheses with a unit and no label (``step = 100 (14.3
+    sec)``: the time since the last line, over every step between): the line is timed, but
+    gives no one step's time."""
+
+    @property
+    def duration(self) -> int | None:
+        """The first duration field; None when the template gives none."""
+        return self.durations[0] if self.durations else None
 
     @property
     def timed(self) -> bool:
         """Whether the template says how long a step took or how fast it went."""
-        return self.duration is not None or self.throughput is not None
+        return bool(self.durations) or self.throughput is not None
 
     @property
     def sure(self) -> int | None:
@@ -224,7 +249,7 @@ class LearnedProgress:
             "_line",
             "job_id",
             "_who",
-            _per_second(message)
+            _plain_numbers(_per_second(message))
             .str.replace_all(CLOCK, "@")
             .str.replace_all(BAR, "~")
             .str.replace_all(r"\s+", " ")
@@ -350,7 +375,7 @@ class LearnedProgress:
         rate's inverse."""
         if lone.is_empty() or "_leads" not in lone.columns:
             return _EMPTY
-        paces = [t for t, f in self.fields.items() if f is not None and _is_part(f) and f.scale < 0]
+        paces = [t for t, f in self.fields.items() if f is not None and _is_part(f) and _pace(f)]
         lone = lone.filter(pl.col("_leads") & pl.col("_template").is_in(paces))
         rate = pl.col("_text").str.extract(f"({NUMBER})", 1).str.replace_all(",", "")
         return lone.select(
@@ -413,7 +438,7 @@ class LearnedProgress:
             *(pl.col(n).last().alias(f"last_{n}") for n in names),
             *((pl.col(n) == pl.col(n).round(0)).all().alias(f"whole_{n}") for n in names),
         )
-        counters: dict[tuple[str, str], tuple[int, bool]] = {}
+        counters: dict[tuple[str, str], tuple[int, tuple[bool, ...]]] = {}
         untimed = _untimed(fields)
         for row in seen.iter_rows(named=True):
             if untimed and (row["job_id"], row["_who"]) in self.timed:
@@ -425,30 +450,42 @@ class LearnedProgress:
             if known.counter is None:
                 known.counter = taught
             if known.counter is not None and (known.lines >= _needed(fields) or taught is not None):
-                counters[(row["job_id"], row["_who"])] = (known.counter, _clock(known, fields))
+                counters[(row["job_id"], row["_who"])] = (known.counter, _clocks(known, fields))
                 if not untimed:
                     self.timed.add((row["job_id"], row["_who"]))
         if not counters:
             return None
+        clocks = [f"_clock{k}" for k in range(len(fields.durations))]
         chosen = pl.DataFrame(
             {
                 "job_id": [job for job, _ in counters],
                 "_who": [who for _, who in counters],
                 "_counter": [counter for counter, _ in counters.values()],
-                "_clock": [clock for _, clock in counters.values()],
+                **{
+                    name: [flags[k] for _, flags in counters.values()]
+                    for k, name in enumerate(clocks)
+                },
             },
             schema={
                 "job_id": pl.String,
                 "_who": pl.String,
                 "_counter": pl.Int64,
-                "_clock": pl.Boolean,
+                **dict.fromkeys(clocks, pl.Boolean),
             },
         )
-        if fields.duration is None:
+        times = [
+            pl.when(~pl.col(clock)).then(
+                1.0 / pl.col(f"n{field}") if scale < 0 else pl.col(f"n{field}") * scale
+            )
+            for field, scale, clock in zip(fields.durations, fields.scales, clocks, strict=True)
+        ]
+        if not times or fields.noted:
             step_time = pl.lit(None, pl.Float64)
+        elif fields.rated:
+            agreeing = [pl.when(((t / times[0]) - 1.0).abs() < AGREE).then(t) for t in times[1:]]
+            step_time = pl.coalesce(*agreeing, times[0])
         else:
-            duration = pl.col(f"n{fields.duration}")
-            step_time = 1.0 / duration if fields.scale < 0 else duration * fields.scale
+            step_time = times[0] if len(times) == 1 else pl.max_horizontal(times)
         if fields.throughput is None:
             throughput = pl.lit(None, pl.Float64)
         else:
@@ -458,7 +495,7 @@ class LearnedProgress:
         return numbers.join(chosen, on=["job_id", "_who"], how="inner").select(
             "_line",
             pl.col("_numbers").list.get(pl.col("_counter")).cast(pl.Int64).alias("step"),
-            pl.when(~pl.col("_clock")).then(step_time).alias("step_time_s"),
+            step_time.alias("step_time_s"),
             throughput.alias("throughput"),
             pl.lit(fields.unit, pl.String).alias("throughput_unit"),
         )
@@ -498,6 +535,17 @@ def _per_second(message: pl.Expr) -> pl.Expr:
     return pl.when(seconds > 0).then(message.str.replace(SECONDS_PER_IT, rate)).otherwise(message)
 
 
+def _plain_numbers(message: pl.Expr) -> pl.Expr:
+    """``message`` with its numbers written plainly: a scalar's repr unwrapped
+    (``np.float64(1.5)``, ``tensor(2.3, device='cuda:0')``: the wrapper's digits are no
+    number), a magnitude suffix as its exponent (``24.5K``, ``1.05M``: nanotron's
+    human_format, many a logger's), so that a line's template does not change with them."""
+    plain = message.str.replace_all(SCALAR_REPR, "${1}")
+    for suffix, exponent in MAGNITUDES.items():
+        plain = plain.str.replace_all(f"([0-9]){suffix}(?-u:\\b)", f"${{1}}{exponent}")
+    return plain
+
+
 def _learned_counter(job: dict[tuple[str, str], Template], template: str) -> int | None:
     """The counter another process of the job learned for ``template``: ranks print the same
     lines, so a rank that printed a few is read as the one that printed many."""
@@ -511,15 +559,20 @@ def _learned_counter(job: dict[tuple[str, str], Template], template: str) -> int
     )
 
 
-def _clock(known: Template, fields: Fields) -> bool:
-    """Whether a template's duration has risen on every line so far: a clock (time since the
-    start, the run's elapsed seconds), not how long a step took, once ``MIN_LINES`` lines have
-    shown it. A rate is never one, nor a duration its words say is a step's."""
-    if fields.duration is None or fields.scale < 0 or fields.per_step:
-        return False
-    if known.lines < MIN_LINES:
-        return False
-    return known.rises[fields.duration] >= known.lines - 1
+def _clocks(known: Template, fields: Fields) -> tuple[bool, ...]:
+    """Per duration field of a template, whether it has risen on every line so far: a clock
+    (time since the start, the run's elapsed seconds), not how long a step took, once
+    ``MIN_LINES`` lines have shown it. A rate is never one, nor a duration its words say is a
+    step's."""
+    return tuple(
+        scale >= 0
+        and not per_step
+        and known.lines >= MIN_LINES
+        and known.rises[field] >= known.lines - 1
+        for field, scale, per_step in zip(
+            fields.durations, fields.scales, fields.per_step, strict=True
+        )
+    )
 
 
 def _observe(known: Template, seen: dict[str, object], names: list[str], fields: Fields) -> None:
@@ -547,7 +600,7 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
     rising = [
         i
         for i, name in enumerate(names)
-        if i != fields.duration
+        if i not in fields.durations
         and fields.ranks[i] < NO_COUNTER
         and seen[f"whole_{name}"]
         and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] <= 1 else RISE) * pairs
@@ -573,25 +626,58 @@ def _fields(template: str) -> Fields | None:
         for label, after in zip(labels, parts[1:], strict=True)
     )
     words = [_words(parts[index], parts[index + 1], labels[index]) for index in range(width)]
-    timings = [i for i, w in enumerate(words) if _scale(*w) is not None]
-    step_units = [i for i in timings if "/" in words[i][0]]
-    duration = next(iter(step_units or timings), None)
-    rates = [i for i, w in enumerate(words) if i != duration and _is_throughput(*w)]
+    durations, rated, noted = _durations(parts, words)
+    rates = [i for i, w in enumerate(words) if i not in durations and _is_throughput(*w)]
     ranks = tuple(NO_COUNTER if i in rates else rank for i, rank in enumerate(ranks))
-    throughput = min(rates, key=lambda i: not _PER_DEVICE.search(" ".join(words[i])), default=None)
+    throughput = min(rates, key=lambda i: _rate_rank(words[i]), default=None)
     rate = None if throughput is None else _rate_name(*words[throughput])
     bar = BAR_COUNTER.search(template)
     counter = None if bar is None else template[: bar.start()].count("#")
     total = None if bar is None or "/#" not in bar.group(0) else counter + 1  # type: ignore[operator]
-    if duration is not None:
-        scale = _scale(*words[duration])
-        assert scale is not None
-        unit, label, phrase = words[duration]
-        per_step = "/" in unit or bool(_PER_STEP.search(f"{label} {phrase}"))
-        return Fields(width, duration, scale, ranks, throughput, rate, counter, total, per_step)
-    if min(ranks) < len(_COUNTER_RANK) + 1 or counter is not None:
-        return Fields(width, None, 0.0, ranks, throughput, rate, counter, total)
-    return None
+    if not durations and min(ranks) >= len(_COUNTER_RANK) + 1 and counter is None:
+        return None
+    per_step = (
+        "/" in words[i][0] or bool(_PER_STEP.search(" ".join(words[i][1:]))) for i in durations
+    )
+    return Fields(
+        width,
+        durations,
+        tuple(_scale(*words[i]) or 0.0 for i in durations),
+        ranks,
+        throughput,
+        rate,
+        counter,
+        total,
+        tuple(per_step),
+        rated,
+        noted,
+    )
+
+
+def _durations(
+    parts: list[str], words: list[tuple[str, str, str]]
+) -> tuple[tuple[int, ...], bool, bool]:
+    """The fields whose largest is the step's time (``Fields.durations``), whether the first is
+    a rate to be checked against the others (``Fields.rated``) and whether the one duration is
+    a note (``Fields.noted``). A rate of steps or a duration per step by its unit says so
+    alone; of durations that labels name, one labelled plainly (``time: 0.49``, beside
+    ``last_time`` or ``data_time``: its variants), or else the largest (a step's time and its
+    parts: forward, backward, optimizer ..., the whole the largest); a duration with a unit
+    only is one when no label names another."""
+    timings = [i for i, w in enumerate(words) if _scale(*w) is not None]
+    labelled = [i for i in timings if _scale("", *words[i][1:]) is not None]
+    strong = [i for i in timings if "/" in words[i][0] or (_scale(*words[i]) or 0.0) < 0]
+    if strong:
+        first = strong[0]
+        rate = (_scale(*words[first]) or 0.0) < 0
+        others = tuple(i for i in labelled if i != first) if rate else ()
+        return (first, *others), bool(others), False
+    plain = [i for i in labelled if _PLAIN.match(words[i][1])]
+    if plain or labelled:
+        return tuple(plain[:1] or labelled), False, False
+    if not timings:
+        return (), False, False
+    return (timings[0],), False, bool(_NOTE.search(parts[timings[0]]))
 
 
 def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, str, str]:
@@ -607,24 +693,42 @@ def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, s
 
 
 _RATE = re.compile(
-    r"(?i)/s(?:ec)?(?:/|$)|_per_s(?:ec(?:ond)?)?(?:_|$)|per sec|^(?:tps|wps|sps|ips)$|flops$"
+    r"(?i)/s(?:ec)?(?:/|$)|_per_s(?:ec(?:ond)?)?(?:_|$)|per sec|[a-z]persec(?:ond)?$"
+    r"|^(?:tps|wps|sps|ips)$|flops$"
 )
 """A throughput: so many samples, tokens, images or FLOPs a second (``samples/sec``,
 ``tokens_per_sec``, ``TFLOP/s/GPU``; tokens, words, samples or images: ``tps``, ``wps``,
 ``sps``, ``ips``)."""
+_RATE_LABEL = re.compile(r"(?i)(?:^|[/_])throughput$")
+"""A label naming a throughput (``perf/throughput``); as a unit, the word is the next field's."""
 _STEP_RATE = re.compile(r"(?i)^(?:it|iters?|steps?|batch(?:es)?|updates?)(?:/|_per_)s")
 """A rate of steps: a step time (``_scale``), never a throughput."""
 _PER_DEVICE = re.compile(r"(?i)gpu|device")
+_AVERAGED = re.compile(r"(?i)avg|average|mean|running|smooth")
+"""A rate averaged over many steps, not the step's own."""
+_PLAIN = re.compile(r"(?i)(?:time|dt|took|duration|timing|latency)$")
+"""A duration's plain label: the step's time, not one of its variants or parts."""
+_NOTE = re.compile(r"\(\s*$")
+"""A number opening a parenthesis: a note on the line (an average, an interval's time)."""
 _PER_STEP = re.compile(r"(?i)iter|step|batch|update|per ")
 """A duration's label or phrase naming it a step's (or its unit: ``ms/step``)."""
 _EXCLUDED_RATE = re.compile(r"(?i)data|load|reader")
 """A loader's or reader's rate is not the step's."""
 
 
+def _rate_rank(words: tuple[str, str, str]) -> tuple[bool, bool]:
+    """Which of a line's throughputs is the step's (the lowest): the current one before a
+    running average, the one per device before the whole job's."""
+    text = " ".join(words)
+    return bool(_AVERAGED.search(text)), not _PER_DEVICE.search(text)
+
+
 def _rate_name(unit: str, label: str, phrase: str) -> str:
     """The word that names a number a rate: its unit (``samples/s``) or its label
     (``tokens_per_sec``); empty when neither does."""
-    return unit if _RATE.search(unit) else label if _RATE.search(label) else ""
+    if _RATE.search(unit):
+        return unit
+    return label if _RATE.search(label) or _RATE_LABEL.search(label) else ""
 
 
 def _is_throughput(unit: str, label: str, phrase: str) -> bool:
@@ -645,15 +749,28 @@ def _untimed(fields: Fields | None) -> bool:
     return fields is not None and not fields.timed and fields.bar is None
 
 
+def _pace(fields: Fields) -> bool:
+    """A template whose first duration is a rate of steps."""
+    return bool(fields.scales) and fields.scales[0] < 0
+
+
 def _is_part(fields: Fields | None) -> bool:
     """A template of one number, a duration: the later line of a record."""
     return fields is not None and fields.width == 1 and fields.duration is not None
 
 
 def _counter_rank(label: str) -> int:
-    """How likely a number with this label is the step: by ``_COUNTER_RANK``, unlabelled last."""
-    match = _COUNTER_LABEL.match(label)
-    return _COUNTER_RANK[match.group(1).lower()] if match else len(_COUNTER_RANK) + 1
+    """How likely a number with this label (its last name of a path: ``epoch=0/global_step=``)
+    is the step: by ``_COUNTER_RANK``, unlabelled last; a global step before any other, a
+    micro step (a micro-batch's) as a batch."""
+    match = _COUNTER_LABEL.match(re.split(r"[/.]", label)[-1])
+    if match is None:
+        return len(_COUNTER_RANK) + 1
+    qualifier = (match.group(1) or "").lower()
+    rank = _COUNTER_RANK[match.group(2).lower()]
+    if qualifier == "micro":
+        return _COUNTER_RANK["batch"]
+    return rank - 1 if qualifier == "global" else rank
 
 
 def _scale(unit: str, label: str, phrase: str = "") -> float | None:
@@ -677,9 +794,13 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
         return -1.0
     if re.search(r"per_?s|/s$|/sec$|ps$", label) or re.search(r"/s(?:ec)?$|per_s", unit):
         return None
+    if re.search(r"(?:^| )(?:steps?|iter[a-z]*|batch[a-z]*|updates?) per sec", phrase):
+        return -1.0
+    if re.search(r" per sec", phrase):
+        return None
     if re.search(r"(^|[^a-z])ms|_ms\b|ms/", label):
         return 0.001
-    timed = re.search(r"time|dt$|took|duration|timing|cost|latency|_s/|_s$|sec", label)
+    timed = re.search(r"time(?![a-z])|dt$|took|duration|timing|cost|latency|_s/|_s$|sec", label)
     if not timed and not re.search(r"(?:^|[^a-z])(?:time|timing|latency)\b", phrase):
         return None
     if re.search(r"\(ms\)|\bin ms\b", phrase):

@@ -303,3 +303,47 @@ def test_a_step_beside_an_iteration_is_the_step_and_a_step_s_time_is_never_a_clo
         ("learned", 8, 1.0),
         ("learned", 9, 1.5),
     ]
+
+
+PACES = ((1, 4), (2, 2), (3, 3))
+"""Steps and a digit of their times (rising and falling: no clock)."""
+
+
+def test_a_plain_time_is_the_steps_beside_its_variants_and_else_the_largest_part() -> None:
+    variants = [f"iter: {i}  time: 0.{t}5  last_time: 0.9{i}  data_time: 0.01" for i, t in PACES]
+    assert steps(learner(), *variants) == [("learned", i, float(f"0.{t}5")) for i, t in PACES]
+    parts = [
+        f"{i}0batch: fwd_time=0.{t} bwd_time=0.2 opt_step_time=0.01 run_time=0.{t}9"
+        for i, t in PACES
+    ]
+    assert steps(learner(), *parts) == [("learned", i * 10, float(f"0.{t}9")) for i, t in PACES]
+
+
+def test_a_rate_of_steps_times_the_step_unless_a_duration_says_the_same_with_more_digits() -> None:
+    interval = [f"[{i}00] sums/seconds={30 + t}.5 sums/steps_per_second=2.5" for i, t in PACES]
+    assert [s[2] for s in steps(learner(), *interval)] == [0.4, 0.4, 0.4]
+    agreeing = [f"iter {i} window_runtime: 5.1972 steps_per_sec: 0.1924" for i in (1, 2, 3)]
+    assert [s[2] for s in steps(learner(), *agreeing)] == [5.1972] * 3
+
+
+def test_a_duration_in_parentheses_with_a_unit_only_is_a_note_not_the_step_time() -> None:
+    lines = [f"cost = 2.{i}, step = {i}00 (1{t}.319 sec)" for i, t in PACES]
+    assert steps(learner(), *lines) == [("learned", i * 100, None) for i in (1, 2, 3)]
+
+
+def test_scalar_reprs_and_magnitude_suffixes_are_plain_numbers() -> None:
+    lines = [
+        f"step:{i} - timing_s/step:np.float64({t}.25) - tps: 1.5K - ms_per_iter_total: 2.{t}K"
+        for i, t in PACES
+    ]
+    assert throughputs(learner(), *lines) == [(i, 1500.0, "tps") for i, _ in PACES]
+    assert steps(learner(), *lines) == [("learned", i, t + 0.25) for i, t in PACES]
+
+
+def test_the_current_rate_comes_before_a_running_average_and_a_global_step_first() -> None:
+    lines = [
+        f"[timer.py:260:stop] epoch=0/micro_step={8 * i}/global_step={i}, "
+        f"AvgSamplesPerSec=9{i}.5, CurrSamplesPerSec=8{i}.5"
+        for i in (1, 2, 3)
+    ]
+    assert throughputs(learner(), *lines) == [(i, 80.5 + i, "CurrSamplesPerSec") for i in (1, 2, 3)]
