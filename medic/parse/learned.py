@@ -12,9 +12,11 @@ tokens, images or FLOPs is the step's throughput, never its counter.
 
 A step may also be a record of several lines (OLMo-core's ``[step=N/M,...]`` and then one
 ``name=value`` line per metric): a line whose only numbers are labelled as a step, an iteration,
-a batch or an update (a header) and the next line of the same process, within
-``RECORD_WINDOW`` lines, whose one number is a duration or a rate (a part) are joined into one
-line before learning, read at the header's time. A record may lead with its part instead
+a batch or an update (a header) and the later lines of the same process, within
+``RECORD_WINDOW`` lines and before its next header, whose one number is a duration or a rate
+(its parts: Composer's ``time/batch``, ``throughput/batches_per_sec``, ...) are joined into one
+line before learning, read at the header's time (its durations chosen as a line's are). A
+record may lead with its part instead
 (paxml's ``steps/sec: 2.4``, then ``Metrics values at step 1100:``): which comes first is
 learned per process from the first lines of the part's template, and a pace of such a process
 that no header follows (a rate of steps alone) is a step that names no number.
@@ -54,7 +56,7 @@ MIN_LINES = 3
 RISE = 0.75
 """Share of line pairs in which a number must grow to be a counter ..."""
 LABELLED_RISE = 0.5
-"""... or, labelled step or iteration, in which it must grow."""
+"""... or, labelled a counter (a step, an iteration, a batch...), in which it must grow."""
 NUMBER = r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
 """A number, its thousands grouped by commas or not ("505,100" is one number)."""
 CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}\b"
@@ -124,6 +126,10 @@ _LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
 _COUNTER_LABEL = re.compile(r"(?i)^(?:([a-z]+)_)?(step|iter|iteration|batch|update)s?$")
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
+UNLABELLED = len(_COUNTER_RANK) + 1
+"""The rank of a number no counter's name labels."""
+_COUNTER_AFTER = re.compile(r"(?i)^(step|iter|iteration|batch|update)s?(?![a-z])")
+"""A counter's name written right after its number (ESPnet's ``1-100batch``)."""
 NO_COUNTER = 99
 """The rank of a number that is no counter however it rises (a percentage)."""
 _PHRASE = re.compile(r"([A-Za-z_/%@.\-]+(?: \(?[A-Za-z_/%@.\-]+\)?){0,3})\W{0,3}$")
@@ -287,9 +293,9 @@ class LearnedProgress:
                 self.fields[template] = _fields(template)
 
     def _records(self, found: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """``found`` with each record's header and its part joined into one line at the
-        header's place, and the lone paces (``PACE``). A record leads with its header (the
-        part the first after it from the same process, within ``RECORD_WINDOW`` lines) or
+        """``found`` with each record's header and its parts joined into one line at the
+        header's place, and the lone paces (``PACE``). A record leads with its header (its
+        parts those after it from the same process, within ``RECORD_WINDOW`` lines) or
         with its part (the header the first after it: the part nearest a header is its), as
         the process's first lines of the part's template showed (``leads``). A header without
         a part stays a line of its own (a step that gives no time); a part without a header
@@ -327,7 +333,7 @@ class LearnedProgress:
             .filter(pl.col("_owner").is_not_null())
             .sort("_line")
             .group_by("_owner", maintain_order=True)
-            .agg(pl.col("_text", "_template").first().name.suffix("_part"))
+            .agg(pl.col("_text", "_template").str.join(JOINT).name.suffix("_part"))
         )
         alone = headers.join(owned, left_on="_line", right_on="_owner", how="anti").filter(
             ~pl.col("_text").str.contains(SUMMARY_LINE)
@@ -603,7 +609,7 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
         if i not in fields.durations
         and fields.ranks[i] < NO_COUNTER
         and seen[f"whole_{name}"]
-        and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] <= 1 else RISE) * pairs
+        and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] < UNLABELLED else RISE) * pairs
     ]
     described = [i for i in rising if fields.bar is not None and i < fields.bar]
     if described or rising:
@@ -622,8 +628,8 @@ def _fields(template: str) -> Fields | None:
     width = len(parts) - 1
     labels = [_LABEL.search(part) for part in parts[:-1]]
     ranks = tuple(
-        NO_COUNTER if after.startswith("%") else _counter_rank(label.group(1) if label else "")
-        for label, after in zip(labels, parts[1:], strict=True)
+        _number_rank(before, label.group(1) if label else "", after)
+        for before, label, after in zip(parts[:-1], labels, parts[1:], strict=True)
     )
     words = [_words(parts[index], parts[index + 1], labels[index]) for index in range(width)]
     durations, rated, noted = _durations(parts, words)
@@ -634,7 +640,7 @@ def _fields(template: str) -> Fields | None:
     bar = BAR_COUNTER.search(template)
     counter = None if bar is None else template[: bar.start()].count("#")
     total = None if bar is None or "/#" not in bar.group(0) else counter + 1  # type: ignore[operator]
-    if not durations and min(ranks) >= len(_COUNTER_RANK) + 1 and counter is None:
+    if not durations and min(ranks) >= UNLABELLED and counter is None:
         return None
     per_step = (
         "/" in words[i][0] or bool(_PER_STEP.search(" ".join(words[i][1:]))) for i in durations
@@ -759,13 +765,27 @@ def _is_part(fields: Fields | None) -> bool:
     return fields is not None and fields.width == 1 and fields.duration is not None
 
 
+def _number_rank(before: str, label: str, after: str) -> int:
+    """How likely a number is the step, by its label (``_counter_rank``) or the counter's name
+    written right after it (``1-100batch``); a percentage, or digits within a name
+    (``gpu-a03``, ``node12``: a host's, a device's), are never the step."""
+    if after.startswith("%"):
+        return NO_COUNTER
+    suffix = _COUNTER_AFTER.match(after)
+    if suffix:
+        return _counter_rank(suffix.group(1))
+    if before[-1:].isalpha():
+        return NO_COUNTER if _counter_rank(label) == UNLABELLED else _counter_rank(label)
+    return _counter_rank(label)
+
+
 def _counter_rank(label: str) -> int:
     """How likely a number with this label (its last name of a path: ``epoch=0/global_step=``)
     is the step: by ``_COUNTER_RANK``, unlabelled last; a global step before any other, a
     micro step (a micro-batch's) as a batch."""
     match = _COUNTER_LABEL.match(re.split(r"[/.]", label)[-1])
     if match is None:
-        return len(_COUNTER_RANK) + 1
+        return UNLABELLED
     qualifier = (match.group(1) or "").lower()
     rank = _COUNTER_RANK[match.group(2).lower()]
     if qualifier == "micro":

@@ -347,3 +347,39 @@ def test_the_current_rate_comes_before_a_running_average_and_a_global_step_first
         for i in (1, 2, 3)
     ]
     assert throughputs(learner(), *lines) == [(i, 80.5 + i, "CurrSamplesPerSec") for i in (1, 2, 3)]
+
+
+def test_every_part_of_a_record_is_read_its_rate_of_steps_first() -> None:
+    """A header, then one line per metric: the counter-like "time/batch" part and the
+    samples' rate are no step time; the rate of batches is."""
+    lines = [
+        line
+        for step, rate in ((100, 4.0), (200, 0.5), (300, 2.0), (400, 1.0))
+        for line in (
+            f"[batch={step}/4800]:",
+            f"\t Train time/batch: {step - 1}",
+            f"\t Train time/sample: {step * 256}",
+            f"\t Train loss/train/total: 2.{step}",
+            f"\t Train throughput/batches_per_sec: {rate}",
+        )
+    ]
+    assert steps(learner(), *lines) == [
+        ("learned", 100, 0.25),
+        ("learned", 200, 2.0),
+        ("learned", 300, 0.5),
+        ("learned", 400, 1.0),
+    ]
+
+
+def test_a_counter_named_after_its_number_is_the_step_and_a_hosts_digits_never_are() -> None:
+    lines = [
+        f"[node-a0{host}] 1epoch:train:{step - 99}-{step}batch: loss=2.{host}, run_time=0.{t}"
+        for host, (step, t) in enumerate(((100, 4), (200, 2), (300, 3), (400, 5), (100, 3)))
+    ]
+    assert [s[1:] for s in steps(learner(), *lines)] == [
+        (100, 0.4),
+        (200, 0.2),
+        (300, 0.3),
+        (400, 0.5),
+        (100, 0.3),
+    ]
