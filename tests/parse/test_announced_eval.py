@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from medic.parse.progress import ProgressParser
+from medic.parse.progress import ProgressConfig, ProgressParser
 from medic.testing.builders import batch, log
 
 ANNOUNCED = "[INFO|trainer.py:4181] 2026-11-30 06:02:11,204 >> ***** Running Evaluation *****"
@@ -43,3 +43,16 @@ def test_an_evaluation_announced_once_the_job_trains_leaves_its_training_bar_alo
     assert events(parser, TRAIN_BAR) == [("step", 17)]
     later = "  2%|▏         | 52/2808 [01:17<1:08:24,  1.49s/it]"
     assert events(parser, ANNOUNCED, later, start=1) == [("eval_start", None), ("step", 52)]
+
+
+def test_a_scripts_phase_banners_announce_without_the_trainers_own_formats() -> None:
+    """The banners are a convention of many training scripts, not the Trainer's alone: with
+    the Trainer's formats off they still open the evaluation and the training."""
+    parser = ProgressParser(ProgressConfig(frameworks_off=("hf",)))
+    lines = ["***** Running evaluation *****", EVAL_BAR, "***** Running training *****"]
+    assert events(parser, *lines, TRAIN_BAR) == [
+        ("eval_start", None),
+        ("eval_step", 40),
+        ("startup", None),
+        ("step", 17),
+    ]
