@@ -87,6 +87,9 @@ and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), chec
 naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a training loss). Word
 characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
 every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
+PADDING = r"([\[(/])\s+"
+"""Spaces padding a number after a bracket or a slash (``[  20/1465]``, ``[1000/1465]``):
+dropped, so that the line's template does not change with the number's width."""
 BAR = "[█▉▊▋▌▍▎▏▐░▒▓━╸╺─]+|\\[[=>.]+\\]"
 """A progress bar's blocks, or its arrow (``[====>....]``): masked apart (they change from
 line to line, the line's template does not)."""
@@ -258,6 +261,7 @@ class LearnedProgress:
             _plain_numbers(_per_second(message))
             .str.replace_all(CLOCK, "@")
             .str.replace_all(BAR, "~")
+            .str.replace_all(PADDING, "${1}")
             .str.replace_all(r"\s+", " ")
             .alias("_text"),
         )

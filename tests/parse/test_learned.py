@@ -383,3 +383,15 @@ def test_a_counter_named_after_its_number_is_the_step_and_a_hosts_digits_never_a
         (400, 0.5),
         (100, 0.3),
     ]
+
+
+def test_a_number_padded_to_its_width_keeps_its_lines_one_template() -> None:
+    lines = [
+        f"engine INFO: Epoch: [3] [{step:>4}/1465] lr: 0.01 batch_cost: 0.{t}5 ips: 1{t}.5 img/s"
+        for step, t in ((980, 4), (1000, 2), (1020, 3))
+    ]
+    assert steps(learner(), *lines) == [
+        ("learned", 980, 0.45),
+        ("learned", 1000, 0.25),
+        ("learned", 1020, 0.35),
+    ]
