@@ -136,6 +136,19 @@ def test_nemo_bar_with_step_timing() -> None:
     assert (row["framework"], row["step"], row["step_time_s"]) == ("nemo", 1, 3.37)
 
 
+def test_a_lightning_bar_shows_a_step_time_its_module_logs_where_it_shows_no_rate() -> None:
+    off = ProgressParser(ProgressConfig(frameworks_off=("nemo",)))
+    rows = parse(
+        "Epoch 2: : 40/500 [00:31<06:00, train_loss=1.25, step_time_s=0.750, lr=3e-4]",
+        "Epoch 2:   8%|▊         | 41/500 [00:32<05:58,  1.25it/s, step_time_ms=790.0]",
+        parser=off,
+    )
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [
+        ("lightning", 40, 0.75),
+        ("lightning", 41, 0.8),
+    ]
+
+
 def test_torchtitan_metrics_line_with_colours() -> None:
     # torchtitan/components/metrics.py MetricsProcessor.log(), colour codes included.
     line = (
