@@ -50,7 +50,7 @@ import tomli_w
 
 from medic.config import ConfigError
 from medic.detectors.base import detection_id
-from medic.evidence_features import FEATURES, Features, raw_only
+from medic.evidence_features import FEATURES, Features, confirmed_feature, raw_only
 from medic.schema import DETECTION_KINDS, DETECTIONS_WRITTEN, conform
 
 FORMAT = "medic-calibration/1"
@@ -207,6 +207,9 @@ def aligned_features(
     """The evidence features of each row of ``detections`` (columns, in its order), from
     ``features`` (rows by ``detection_id``); a row it lacks has its raw score alone."""
     columns = raw_only(raw)
+    if "tier" in detections.column_names:
+        tiers = detections.column("tier").to_pylist()
+        columns["confirmed"] = np.array([confirmed_feature(t) for t in tiers], dtype=float)
     if features is None or features.num_rows == 0 or detections.num_rows == 0:
         return columns
     times = detections.column("detected_at").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())

@@ -31,6 +31,13 @@ detector reports no history (a watchdog's line, a crash):
   silence (``like_pauses``): 1 for a silence the job never came back from, 0.5 after one such.
 - ``off_rhythm``: 0 when the silence began at the step interval the job's earlier pauses came
   at (``on_rhythm``), 1 otherwise.
+
+And one reads the detector's alarm policy: ``confirmed``, 1 for a confirmed detection (positive
+evidence, or a silence past the bound the job's own history sets: ``medic.detectors.base``),
+0 for a suspect, which has silence or slowness alone to go on. The policy weighs evidence the
+other features do not carry (a stuck GPU, hardware counters or a kernel event against a node,
+a rank blocked on I/O), and a healthy job's look-alikes are suspects far more often than the
+faults are.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from medic.detectors.base import Detection
+from medic.detectors.base import CONFIRMED, SUSPECT, Detection
 from medic.parse.signatures import UNMATCHED, unmatched_only
 
 FEATURES = (
@@ -57,6 +64,7 @@ FEATURES = (
     "novel",
     "unprecedented",
     "off_rhythm",
+    "confirmed",
 )
 Features = Mapping[str, np.ndarray]
 """Features of several detections, a column (array) per name."""
@@ -67,14 +75,20 @@ UNKNOWN_GAP_S = 60.0
 def features_of(detection: Detection) -> dict[str, float]:
     """The features of ``detection`` (its raw score: ``raw_score`` once calibrated)."""
     raw = detection.score if detection.raw_score is None else detection.raw_score
-    return evidence_features(raw, detection.evidence, len(detection.ranks), len(detection.culprits))
+    return evidence_features(
+        raw, detection.evidence, len(detection.ranks), len(detection.culprits), detection.tier
+    )
 
 
 def evidence_features(
-    raw: float, evidence: Mapping[str, Any], ranks: int = 0, culprits: int = 0
+    raw: float,
+    evidence: Mapping[str, Any],
+    ranks: int = 0,
+    culprits: int = 0,
+    tier: str | None = CONFIRMED,
 ) -> dict[str, float]:
     """The features of a detection with raw score ``raw``, ``evidence`` as its detector
-    reported it, and that many ranks and culprits named."""
+    reported it, that many ranks and culprits named, and its ``tier``."""
     silence = _number(evidence.get("silence_s"))
     threshold = _number(evidence.get("threshold_s"))
     gap = _number(evidence.get("gap_s")) or UNKNOWN_GAP_S
@@ -93,7 +107,14 @@ def evidence_features(
         "agree": _clip(math.log2(1.0 + count), 0.0, 6.0),
         "named": float(named),
         **_history(silence, evidence),
+        "confirmed": confirmed_feature(tier),
     }
+
+
+def confirmed_feature(tier: str | None) -> float:
+    """``confirmed`` of a detection of ``tier`` (None, from a file written before medic kept
+    tiers: confirmed, as every detection then was)."""
+    return 0.0 if tier == SUSPECT else 1.0
 
 
 def _history(silence: float, evidence: Mapping[str, Any]) -> dict[str, float]:
@@ -120,10 +141,12 @@ def features_table(ids: Sequence[str], detections: Iterable[Detection]) -> pa.Ta
 
 def raw_only(raw: np.ndarray) -> dict[str, np.ndarray]:
     """The features of detections of which only the raw scores ``raw`` are known (a cached
-    backtest without ``features.parquet``): no evidence besides the detector's score."""
+    backtest without ``features.parquet``): no evidence besides the detector's score, and
+    confirmed (detections from before medic kept tiers all were)."""
     values = np.asarray(raw, dtype=float)
     columns = {name: np.zeros(values.shape) for name in FEATURES}
     columns["raw"] = np.clip(values, 0.0, 1.0)
+    columns["confirmed"] = np.ones(values.shape)
     return columns
 
 

@@ -37,7 +37,7 @@ from sklearn.metrics import brier_score_loss, precision_recall_curve, roc_auc_sc
 from medic.backtest import BacktestReport, RecordingResult, backtest_recording
 from medic.calibration import METHODS, Calibration, EvidenceModel, KindMap, ScoreMap
 from medic.detectors.base import detection_id
-from medic.evidence_features import FEATURES, raw_only
+from medic.evidence_features import FEATURES, confirmed_feature, raw_only
 from medic.recording import Recording, find_recordings, read_recording
 from medic.schema import CONFIRMED
 from medic.scoring import score
@@ -190,7 +190,11 @@ def _outcomes(result: RecordingResult) -> pl.DataFrame:
     dets = [(True, d) for d in scored.matched_rows + scored.suspect_rows]
     dets += [(False, d) for d in scored.false_positive_rows + scored.false_suspect_rows]
     raw = np.array([_raw(d) for _, d in dets], dtype=float)
+    tiers = [d.get("tier") or CONFIRMED for _, d in dets]
     columns = raw_only(raw)
+    # The tier is in every detections file; a features file written before medic read it
+    # as a feature lacks the column.
+    columns["confirmed"] = np.array([confirmed_feature(t) for t in tiers], dtype=float)
     if result.features is not None and dets:
         where = {d: i for i, d in enumerate(result.features.column("detection_id").to_pylist())}
         rows = np.array(
@@ -204,14 +208,14 @@ def _outcomes(result: RecordingResult) -> pl.DataFrame:
             if name not in result.features.column_names:
                 continue  # written before medic read that feature: its default
             values = result.features.column(name).to_numpy(zero_copy_only=False)
-            columns[name] = np.where(found, np.asarray(values)[np.maximum(rows, 0)], 0.0)
+            columns[name] = np.where(found, np.asarray(values)[np.maximum(rows, 0)], columns[name])
     return _outcomes_frame(
         [result.name] * len(dets),
         [d["kind"] for _, d in dets],
         raw,
         [r for r, _ in dets],
         columns,
-        [d.get("tier") or CONFIRMED for _, d in dets],
+        tiers,
     )
 
 

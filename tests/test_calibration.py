@@ -164,3 +164,17 @@ def test_a_map_for_unmatched_text_of_an_unknown_kind_is_refused(tmp_path: Path) 
     file.write_text(tomli_w.dumps(data))
     with pytest.raises(CalibrationError, match="unknown kind 'oops:unmatched'"):
         read_calibration(file)
+
+
+def test_a_cached_suspect_is_scored_as_one_whatever_its_features_file_holds() -> None:
+    rows = [detection(t, "hang") | {"score": 0.7} for t in (1, 2, 3)]
+    cached = schema.conform(table("detections", rows), schema.DETECTIONS_WRITTEN)
+    tiers = pa.array(["confirmed", "suspect", None])  # None: written before medic kept tiers
+    cached = cached.set_column(cached.schema.get_field_index("tier"), "tier", tiers)
+    ids = [detection_id(at(t), "100", "hang", "test") for t in (1, 2)]
+    written_before = pa.table({"detection_id": ids, "positive": [1.0, 1.0]})  # no "confirmed"
+    hangs = Calibration({"hang": EvidenceModel(-1.0, {"confirmed": 2.0})})
+    confirmed, suspect = 1 / (1 + math.exp(-1.0)), 1 / (1 + math.exp(1.0))
+    for features in (None, written_before):
+        scores = hangs.rescore(cached, features).column("score").to_pylist()
+        assert scores == pytest.approx([confirmed, suspect, confirmed])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from medic.calibration import Calibration, EvidenceModel
-from medic.detectors.base import Detection
+from medic.detectors.base import SUSPECT, Detection
 from medic.evidence_features import FEATURES, evidence_features, features_of, features_table
 
 
@@ -68,3 +70,11 @@ def test_a_silence_the_jobs_own_pauses_explain_reads_as_less() -> None:
     said = evidence_features(1.0, {"signatures": ["nccl_watchdog"]})
     assert (said["novel"], said["unprecedented"], said["off_rhythm"]) == (0.0, 1.0, 1.0)
     assert evidence_features(0.7, base)["novel"] == 4.0
+
+
+def test_a_suspect_reads_as_less_than_a_confirmed_detection() -> None:
+    suspect = dataclasses.replace(hang(160.0, True), tier=SUSPECT)
+    assert features_of(suspect)["confirmed"] == 0.0
+    assert features_of(hang(160.0, True))["confirmed"] == 1.0
+    # A detection from before medic kept tiers was acted on: confirmed.
+    assert evidence_features(0.7, {}, tier=None)["confirmed"] == 1.0
