@@ -48,6 +48,19 @@ def require_labels(paths: Iterable[Path]) -> None:
             )
 
 
+def require_unique_names(paths: Iterable[Path]) -> None:
+    """A backtest keeps a recording's detections under its name, and its outcomes are scored
+    by the labels of the recording of that name: two recordings of one name (``deadlock-p1``
+    in two suites) would score each one's detections by the other's labels."""
+    seen: dict[str, Path] = {}
+    for path in paths:
+        first = seen.setdefault(path.name, path)
+        if first.resolve() != path.resolve():
+            raise RecordingError(
+                f"{path}: named like {first}: a calibration needs each recording's name once"
+            )
+
+
 def held_out_names(paths: Sequence[Path], patterns: Sequence[str]) -> list[str]:
     """Names of the recordings matching any of the glob ``patterns``."""
     return [p.name for p in paths if any(fnmatch.fnmatchcase(p.name, g) for g in patterns)]

@@ -329,12 +329,13 @@ def calibrate(
     raw score is real, from labelled recordings' outcomes (a backtest replayed here, or read
     from --detections). Prints the held-out check, writes the calibration file."""
     from medic.backtest import BacktestReport, read_backtest, run_backtest
-    from medic.calibrate import calibrate_backtest, require_labels
+    from medic.calibrate import calibrate_backtest, require_labels, require_unique_names
     from medic.ingest.replay import with_delays
     from medic.render import print_calibration
 
     recordings = expand_recordings(paths)
     require_labels(recordings)
+    require_unique_names(recordings)
 
     def replayed(out: Path) -> list[Path]:
         """The recordings ``out`` holds detections of; with one directory, every one (a

@@ -91,6 +91,7 @@ def test_it_replays_recordings_when_given_no_backtest(tmp_path: Path) -> None:
         ("no_labels", "no labels.parquet: a calibration needs labelled recordings"),
         ("no_detections", "detections.parquet: missing (no detections of hangs-p1"),
         ("bad_holdout", "the held-out check needs detections on both sides of the split"),
+        ("same_name", "named like"),
     ],
 )
 def test_what_it_cannot_use_is_a_one_line_error(tmp_path: Path, setup: str, problem: str) -> None:
@@ -100,6 +101,10 @@ def test_what_it_cannot_use_is_a_one_line_error(tmp_path: Path, setup: str, prob
         (suite / "hangs-p2" / "labels.parquet").unlink()
     elif setup == "no_detections":
         (out / "hangs-p1" / "detections.parquet").unlink()
+    elif setup == "same_name":  # another suite's hangs-p1: its detections are not these
+        other = tmp_path / "other" / "hangs-p1"
+        write(other, recording(3600, labels=[], name="hangs-p1"))
+        args.insert(2, str(other.parent))
     else:
         args += ["--holdout", "nothing-matches"]
     result = CliRunner().invoke(main, args)
