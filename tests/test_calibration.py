@@ -22,6 +22,7 @@ from medic.calibration import (
     read_calibration,
 )
 from medic.detectors.base import detection_id
+from medic.evidence_features import evidence_features
 from medic.testing.builders import at, detection, table
 
 HANG = ScoreMap("isotonic", (0.5, 0.6, 0.7, 1.0), (0.4, 0.4, 0.9, 0.95), true=12, false=3)
@@ -149,7 +150,7 @@ def test_the_shipped_calibration_models_every_kind_by_its_evidence_with_provenan
 
 def test_a_detection_resting_only_on_unmatched_text_reads_its_own_lower_map() -> None:
     shipped = default_calibration()
-    cited = {"positive": 1.0, "named": 1.0}  # a catalogue signature names the failure
+    cited = evidence_features(0.51, {"signatures": ["cuda_oom"]})  # a signature names it
     signature = shipped.calibrated("crash", 0.51, features=cited)
     unmatched = shipped.calibrated("crash", 0.51, unmatched=True)
     assert 0 < unmatched < signature
