@@ -48,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 import polars as pl
 from river import stats
 
@@ -67,6 +68,11 @@ _NO_GPUS = pl.DataFrame(schema=_GPU | {"stuck": pl.Boolean, "pegged": pl.Boolean
 """Stopped GPUs: ``stuck`` says the GPU itself looks stuck (pegged at idle power, or idle
 without reporting the GPU-idle reason) rather than left without work by its rank; ``pegged``
 that it is the former (its engine busy on nothing)."""
+
+
+_StoppedOf = tuple[pl.DataFrame, pl.DataFrame, float | None, "HangConfig"]
+"""What a ``JobTelemetry.stopped`` answer is of: the window, the healthy snapshot, the job's
+power baseline and the config."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,11 @@ class JobTelemetry:
     since_until: int | None = None
     """End of the last silent window whose counter rises count in ``since``: the first silent
     window's end plus ``carry_s`` (a GPU sampled that seldom reports in it) and a window."""
+    _stopped: tuple[_StoppedOf, pl.DataFrame] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """The latest ``stopped`` answer and what it was of (window, snapshot, power baseline,
+    config): asked again every second of a silence of the same window."""
 
     def snapshot(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
         """A window of a job that prints progress; healthy once an ordinary step follows.
@@ -310,6 +321,19 @@ class JobTelemetry:
         healthy = self.healthy
         if gpus is None or healthy is None or gpus.is_empty():
             return _NO_GPUS
+        baseline, memo = self.power.get(), self._stopped
+        if memo is not None:
+            (was_gpus, was_healthy, was_baseline, was_config), stopped = memo
+            same = was_gpus is gpus and was_healthy is healthy and was_config is config
+            if same and was_baseline == baseline:
+                return stopped
+        stopped = self._stopped_of(gpus, healthy, config)
+        self._stopped = ((gpus, healthy, baseline, config), stopped)
+        return stopped
+
+    def _stopped_of(
+        self, gpus: pl.DataFrame, healthy: pl.DataFrame, config: HangConfig
+    ) -> pl.DataFrame:
         util, power = gpus.get_column("util"), gpus.get_column("power_w")
         pegged = util >= config.spin_util
         stuck = pl.Series([False] * gpus.height)
@@ -462,43 +486,62 @@ def culprits(
     healthy = telemetry.healthy
     gpus = healthy.height if healthy is not None else 0
     reasons: dict[str, str] = {}
+    # Read as columns, not filtered as frames: a frame's filter is a query, and this runs every
+    # second of a silence on a window of a job's GPUs.
     stopped = telemetry.stopped(telemetry.latest, config)
     if stopped.height > share * max(gpus, 1):
         stopped = _NO_GPUS
-    for node in sorted(set(stopped.filter("stuck").get_column("node").to_list())):
+    nodes, stuck = stopped.get_column("node"), stopped.get_column("stuck")
+    for node in sorted(set(nodes.filter(stuck).to_list())):
         reasons.setdefault(node, "its GPU looks stuck (stopped as the others wait, yet not idle)")
     heard, known = telemetry.heard(), telemetry.known()
-    left_idle = stopped.filter(~pl.col("stuck"))
-    if heard and telemetry.covered(config) and known - heard and left_idle.is_empty():
+    idle_nodes, idle_gpus = nodes.filter(~stuck), stopped.get_column("gpu").filter(~stuck)
+    left_idle = list(zip(idle_nodes.to_list(), idle_gpus.to_list(), strict=True))
+    if heard and telemetry.covered(config) and known - heard and not left_idle:
         for node in sorted(known - heard):
             if stopped_with is None or stopped_with(node):
                 reasons.setdefault(node, SILENT_NODE)
     if telemetry.since is not None:
-        rising = telemetry.since.filter(pl.sum_horizontal(EVIDENCE_COLUMNS) > 0)
-        if not rising.is_empty() and rising.height <= share * max(gpus, 1):
-            for node in sorted(set(rising.get_column("node").to_list())):
+        rising = _rising_nodes(telemetry.since)
+        if rising and len(rising) <= share * max(gpus, 1):
+            for node in sorted(set(rising)):
                 reasons.setdefault(node, "hardware error counters rose")
     rank_steps = job.rank_steps if job is not None else {}
-    nodes = known | heard | {node for _, node in rank_steps.values()}
+    nodes_of_job = known | heard | {node for _, node in rank_steps.values()}
     for node, line in sorted((kernel or {}).items()):
-        if node in nodes:
+        if node in nodes_of_job:
             reasons.setdefault(node, f"its kernel logged {line}")
-    if reasons and (len(nodes) <= 1 or len(reasons) <= share * len(nodes)):
+    if reasons and (len(nodes_of_job) <= 1 or len(reasons) <= share * len(nodes_of_job)):
         ranks = sorted(r for r, (_, node) in rank_steps.items() if node in reasons)
         return Blame(tuple(sorted(reasons)), tuple(ranks), reasons)
     per_node = Counter(healthy.get_column("node").to_list()) if healthy is not None else Counter()
-    return _stuck_ranks(rank_steps, stopped.filter(~pl.col("stuck")), per_node, share)
+    return _stuck_ranks(rank_steps, left_idle, per_node, share)
+
+
+def _rising_nodes(since: pl.DataFrame) -> list[str]:
+    """The node of each GPU whose hardware counters rose (``since``'s rows with a rise), as
+    column sums: a filter of the frame is a query."""
+    risen = np.zeros(since.height, np.int64)
+    for name in EVIDENCE_COLUMNS:
+        column = since.get_column(name)
+        if column.null_count():  # a rise not known is none (as in a horizontal sum)
+            column = column.fill_null(0)
+        risen += column.to_numpy().astype(np.int64)
+    if not risen.any():
+        return []
+    nodes: list[str] = since.get_column("node").filter(pl.Series(risen > 0)).to_list()
+    return nodes
 
 
 def _stuck_ranks(
     rank_steps: dict[int, tuple[int, str]],
-    idle: pl.DataFrame,
+    idle: list[tuple[str, int]],
     per_node: Counter[str],
     share: float,
 ) -> Blame:
-    """No node at fault: the ranks whose GPU went idle while the others wait (when every rank
-    of that node prints, the n-th of them runs on its n-th GPU) and the ranks a step behind
-    the others."""
+    """No node at fault: the ranks whose GPU went idle while the others wait (``idle``: their
+    node and GPU; when every rank of that node prints, the n-th of them runs on its n-th GPU)
+    and the ranks a step behind the others."""
     lagging = _lagging_ranks(rank_steps)
     if len(lagging) > share * max(len(rank_steps), 1):
         lagging = []
@@ -506,11 +549,11 @@ def _stuck_ranks(
     for rank, (_, node) in sorted(rank_steps.items()):
         on_node.setdefault(node, []).append(rank)
     ranks = set(lagging)
-    for node, gpu in idle.select("node", "gpu").iter_rows():
+    for node, gpu in idle:
         local = on_node.get(node, [])
         if len(local) == per_node[node] and gpu < len(local):
             ranks.add(local[gpu])
-    shown = [f"{node} GPU {gpu}" for node, gpu in idle.select("node", "gpu").iter_rows()]
+    shown = [f"{node} GPU {gpu}" for node, gpu in idle]
     what = []
     if shown:
         what.append(f"{', '.join(shown)} went idle while the others wait")
