@@ -54,15 +54,17 @@ def newest_by(frame: pl.DataFrame, key: str) -> tuple[list[Any], list[int]]:
     """Each value of column ``key`` (nulls left out) and the newest time of its rows, in
     microseconds. A batch is sorted by time, so that is the time of its last row: found with
     column operations rather than a grouping query, which costs far more on a second of logs."""
-    keys, times = frame.get_column(key), frame.get_column("time").to_physical()
+    keys, times = frame.get_column(key), times_us(frame)
     if keys.null_count():
         known = keys.is_not_null()
-        keys, times = keys.filter(known), times.filter(known)
-    if not times.is_sorted():
-        newest = pl.DataFrame([keys, times]).group_by(key).agg(pl.col("time").max())
+        keys, times = keys.filter(known), times[known.to_numpy()]
+    if not _ascending(times):
+        newest = (
+            pl.DataFrame([keys, pl.Series("time", times)]).group_by(key).agg(pl.col("time").max())
+        )
         return newest.get_column(key).to_list(), newest.get_column("time").to_list()
-    last = keys.is_last_distinct()
-    return keys.filter(last).to_list(), times.filter(last).to_list()
+    last = _last_distinct(keys)
+    return keys.filter(last).to_list(), times[last.to_numpy()].tolist()
 
 
 PAIR_SEPARATOR = "\x1f"
@@ -75,16 +77,24 @@ def newest_by_pair(frame: pl.DataFrame, first: str, second: str) -> list[tuple[A
     either left out) and the newest time of its rows, in microseconds. As ``newest_by``: the
     last row of each pair in a batch sorted by time, with column operations on one joined key
     (a grouping query costs several times more on a second of logs)."""
-    a, b = frame.get_column(first), frame.get_column(second)
-    times = frame.get_column("time").to_physical()
+    a, b, times = frame.get_column(first), frame.get_column(second), times_us(frame)
     if a.null_count() or b.null_count():
         known = a.is_not_null() & b.is_not_null()
-        a, b, times = a.filter(known), b.filter(known), times.filter(known)
-    if not times.is_sorted():
-        newest = (
-            pl.DataFrame([a, b, times]).group_by(first, second).agg(pl.col("time").max()).rows()
-        )
+        a, b, times = a.filter(known), b.filter(known), times[known.to_numpy()]
+    if not _ascending(times):
+        rows = [a, b, pl.Series("time", times)]
+        newest = pl.DataFrame(rows).group_by(first, second).agg(pl.col("time").max()).rows()
         return [(x, y, int(t)) for x, y, t in newest]
-    last = (a + PAIR_SEPARATOR + b).is_last_distinct()
-    kept = (a.filter(last).to_list(), b.filter(last).to_list(), times.filter(last).to_list())
+    last = _last_distinct(a + PAIR_SEPARATOR + b)
+    kept = (a.filter(last).to_list(), b.filter(last).to_list(), times[last.to_numpy()].tolist())
     return list(zip(*kept, strict=True))
+
+
+def _ascending(times: np.ndarray) -> bool:
+    """Whether ``times`` never go back (as ``Series.is_sorted``), without a Series."""
+    return bool(times.size < 2 or (times[1:] >= times[:-1]).all())
+
+
+def _last_distinct(keys: pl.Series) -> pl.Series:
+    """Where each value of ``keys`` comes for the last time; a lone row without a query."""
+    return pl.Series([True]) if len(keys) == 1 else keys.is_last_distinct()
