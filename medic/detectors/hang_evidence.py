@@ -54,6 +54,7 @@ from river import stats
 
 from medic.detectors.progress_state import JobProgress
 from medic.detectors.telemetry import COUNTERS
+from medic.frames import collect
 from medic.timeutil import US
 
 if TYPE_CHECKING:
@@ -210,18 +211,20 @@ class JobTelemetry:
             self.since_until = end + round((config.carry_s + config.window_s) * US)
         if end <= self.since_until:
             self.since = _summed(self.since, gpus.select("node", "gpu", *EVIDENCE_COLUMNS))
-        gpus = gpus.with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
-        if self.latest is not None:
+        query = gpus.lazy().with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
+        if self.latest is not None:  # one query: each eager call would be one
             recent = pl.col("seen_at") >= end - round(config.carry_s * US)
-            carried = self.latest.join(gpus, on=list(_GPU), how="anti").filter(recent)
-            gpus = pl.concat([gpus, carried.select(gpus.columns)]).sort(list(_GPU))
+            columns = [*gpus.columns, "seen_at"]
+            carried = self.latest.lazy().join(query, on=list(_GPU), how="anti").filter(recent)
+            query = pl.concat([query, carried.select(columns)]).sort(list(_GPU))
+        gpus = collect(query)
         self.latest, self.latest_end, self.last_seen = gpus, end, end
         state = _state(self, gpus, config)
         if state == "mixed" and self.state in HOLDING:
             state = self.state  # a window half-way out of an idle or working spell
         self.state = state
         window = round(config.window_s * US)
-        if state != "spinning" or not gpus.filter(pl.col("util") < config.busy_util).is_empty():
+        if state != "spinning" or (gpus.get_column("util") < config.busy_util).any():
             self.all_waiting_since = None
         elif self.all_waiting_since is None:
             self.all_waiting_since = end - window

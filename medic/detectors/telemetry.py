@@ -230,23 +230,27 @@ class GpuWindows:
         if self.xid:
             aggregations.append(pl.col("xid").sum())
         aggregations += [pl.col(c).max().alias(f"max_{c}") for c in self.counters]
-        gpus = rows.group_by(KEYS).agg(aggregations)
-        if self.counters:
-            # A counter's rise since the GPU's previous window (0 in its first window).
-            gpus = gpus.join(self._last, on=KEYS, how="left").with_columns(
+        query = rows.lazy().group_by(KEYS).agg(aggregations)
+        if not self.counters:
+            return collect(query.sort(KEYS))
+        # A counter's rise since the GPU's previous window (0 in its first window): one query
+        # for the window, one for the counts kept (each eager call would be one).
+        gpus = collect(
+            query.join(self._last.lazy(), on=KEYS, how="left").with_columns(
                 (pl.col(f"max_{c}") - pl.coalesce(f"last_{c}", f"max_{c}"))
                 .clip(lower_bound=0)
                 .fill_null(0)
                 .alias(f"{c}_delta")
                 for c in self.counters
             )
-            seen = gpus.select(
-                *KEYS,
-                *(pl.coalesce(f"max_{c}", f"last_{c}").alias(f"last_{c}") for c in self.counters),
-            )
-            self._last = pl.concat([self._last.join(seen, on=KEYS, how="anti"), seen])
-            gpus = gpus.drop(*(f"{p}_{c}" for p in ("max", "last") for c in self.counters))
-        return gpus.sort(KEYS)
+        )
+        seen = gpus.lazy().select(
+            *KEYS,
+            *(pl.coalesce(f"max_{c}", f"last_{c}").alias(f"last_{c}") for c in self.counters),
+        )
+        self._last = collect(pl.concat([self._last.lazy().join(seen, on=KEYS, how="anti"), seen]))
+        dropped = (f"{p}_{c}" for p in ("max", "last") for c in self.counters)
+        return collect(gpus.lazy().drop(*dropped).sort(KEYS))
 
     def _empty(self) -> pl.DataFrame:
         schema = {"job_id": pl.String, "node": pl.String, "gpu": pl.Int16, "samples": pl.Int64}
