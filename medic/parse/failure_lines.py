@@ -58,9 +58,9 @@ HOST_NAME = (
 """A host's name as clusters write them, lowercased: words of letters and digits joined by
 hyphens, one holding a digit (``gpu-b17``, ``dgx-h100-031``, ``ip-10-2-41-7``). Its words say
 nothing of what failed (a node named ``gpu-...`` is no GPU fault), so no family reads them."""
-GOING_ON = ("lower_severity", "recovered")
-"""The quiet words that say a program goes on (a line at a lower severity, a retry or a
-recovery): a job that prints one after an error was not stopped by it."""
+LOWER_SEVERITY, RECOVERED = "lower_severity", "recovered"
+"""The quiet words that may say a program goes on (a line at a lower severity, a retry or a
+recovery): a job that prints one after an error was not stopped by it (``going_on``)."""
 _LOWER, _BLIND, _DEATH, _LOUD = "_lower", "_blind", "_death", "_loud"
 """Working columns of ``read``, dropped before it returns."""
 
@@ -208,12 +208,19 @@ class FailureLines:
         return raw.str.contains_any(self._literals, ascii_case_insensitive=True)
 
     def going_on(self, raw: pl.Expr) -> pl.Expr:
-        """True on the lines that say their program goes on (``GOING_ON``) and hold no
-        ``loud`` word: a sign of life after an error."""
-        said = [p for n, p in (*self.lexicon.quiet, *self.lexicon.soft_quiet) if n in GOING_ON]
-        if not said:
-            return pl.lit(False)
-        return raw.str.contains(_any(said)) & ~self._loud.on(raw, raw.str.to_lowercase())
+        """True on the lines that say their program goes on, a sign of life after an error: a
+        retry or a recovery (``RECOVERED``), or a line at a lower severity (``LOWER_SEVERITY``)
+        that reports nothing failing (no marker: NCCL passes an error's code up its calls in
+        INFO lines); never one holding a ``loud`` word."""
+        quiet = dict((*self.lexicon.quiet, *self.lexicon.soft_quiet))
+        recovered = quiet.get(RECOVERED)
+        lower = quiet.get(LOWER_SEVERITY)
+        said = pl.lit(False)
+        if recovered:
+            said = said | raw.str.contains(recovered)
+        if lower:
+            said = said | (raw.str.contains(lower) & ~raw.str.contains(self._marker))
+        return said & ~self._loud.on(raw, raw.str.to_lowercase())
 
     def read(self, frame: pl.DataFrame, raw: str, message: str) -> pl.DataFrame:
         """The rows of ``frame`` that read as failures or as the job's deliberate end, with

@@ -169,3 +169,17 @@ def test_a_host_s_name_is_no_word_of_what_failed() -> None:
     # "gpu" in a node's name would tie the device family with the host's "dimm"
     for host in ("gpu-b17", "dgx-h100-031", "ip-10-2-41-7"):
         assert reading(f"ERROR: dimm failure reported on {host}") == ("host", "node_failure")
+
+
+def test_a_sign_of_life_is_a_retry_or_a_lower_severity_line_reporting_nothing_failing() -> None:
+    lines = {
+        "I1130 02:11:09.511 4411 loader.cc:88] shard 12 opened": True,
+        "2026-11-30 02:11:09 INFO trainer: epoch 3 begins": True,
+        "WARNING: shard fetch failed, retrying (attempt 2/5)": True,  # a retry
+        "node7:2708:3002 [0] NCCL INFO transport/net.cc:1298 -> 6": False,  # an error passed up
+        "2026-11-30 02:11:09 INFO trainer: fatal error in the loader": False,  # a loud word
+        "RuntimeError: widget alignment failed": False,
+    }
+    frame = pl.DataFrame({"message": list(lines)})
+    alive = frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list()
+    assert dict(zip(lines, alive, strict=True)) == lines
