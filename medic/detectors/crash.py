@@ -22,12 +22,12 @@ for the process death that confirms them. Signs that follow a deliberate end (a 
 cancel, the time limit, a preemption) are its consequence and are dropped.
 
 A finite text (``medic diagnose``) has no scheduler to report the job's end: when the input
-ends (``at_end``), the errors a job itself printed (that an entry names) that wait for their
-confirmation, with no sign of life of the job since (a step, a line at a lower severity or
-saying it recovers), are the last thing the text says of it (a node's kernel lines alone are no
-job's end). They are reported as ``suspect`` (their evidence
-says the fate is unknown): an operator reading the text would conclude the same, and nothing
-acts on it by default. In a live stream the input never ends and such errors lapse.
+ends (``at_end``), the errors a job itself reported (an entry names them, or the second layer
+reads a report in them) that wait for their confirmation, with no sign of life of the job since
+(a step, a line at a lower severity or saying it recovers), are the last thing the text says of
+it (a node's kernel lines alone are no job's end). They are reported as ``suspect`` (their
+evidence says the fate is unknown): an operator reading the text would conclude the same, and
+nothing acts on it by default. In a live stream the input never ends and such errors lapse.
 
 Lines no catalogue entry describes (the second layer's ``unmatched:<family>`` signs) carry the
 kind their vocabulary reads as. A job whose death no fatal entry of the catalogue explains
@@ -102,8 +102,9 @@ class _Pending:
     reading: tuple[int, str, str | None] | None = None
     """The earliest unmatched sign: its time, the kind it reads as and the node it names."""
     spoken: bool = False
-    """A catalogue entry names an error among the job's own output (its ``app`` lines), not
-    only a node's kernel or a daemon's log, nor only text no entry describes."""
+    """The job's own output (its ``app`` lines) reports an error: an entry names it, or the
+    second layer reads a report in it (not only a mention of an Xid); not only a node's kernel
+    or a daemon's log."""
 
 
 class CrashDetector(WatchesLiveness):
@@ -292,7 +293,13 @@ class CrashDetector(WatchesLiveness):
             pl.len().alias("count"),
             pl.col("node").drop_nulls().unique().alias("nodes"),
             pl.col("time_us").filter(pl.col("severity") == "fatal").min().alias("fatal"),
-            ((pl.col("source") == "app") & ~pl.col("signature").str.starts_with(UNMATCHED))
+            (
+                (pl.col("source") == "app")
+                & (
+                    ~pl.col("signature").str.starts_with(UNMATCHED)
+                    | (pl.col("severity") == "error")
+                )
+            )
             .any()
             .alias("spoken"),
         )

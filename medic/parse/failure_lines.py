@@ -45,9 +45,13 @@ GENERAL_KIND = "crash"
 FAMILY = "_family"
 READING = "_reading"
 FATAL = "_fatal"
+MENTION = "_mention"
 END = "_end"
 DELIBERATE_END = "deliberate_end"
 DEATHS = ("death", "signal", "exit")
+MENTIONS = ("device_code",)
+"""Markers that only name a thing failures are reported about (an Xid), not a report: a line
+holding no other (``_mention``) may be a health check's or a document's."""
 """The markers that report a process's end, not an error it may survive."""
 FAILED = "failure"
 """The marker of a line that says something failed: a deliberate end's words beside it (a job
@@ -181,6 +185,8 @@ class FailureLines:
         self._names = pl.Series([*(f.name for f in self._families), GENERAL])
         self._kinds = pl.Series([*(f.kind for f in self._families), GENERAL_KIND])
         """Per family, then for a line that names none: the family's name and its kind."""
+        reports = [p for n, p in self.lexicon.markers if n not in MENTIONS]
+        self._report = _any(reports) if reports else None
         deaths = [p for n, p in self.lexicon.markers if n in DEATHS]
         self._death = _any(deaths) if deaths else None
         self._needles, self._weights = _vocabulary(self._families)
@@ -224,8 +230,9 @@ class FailureLines:
 
     def read(self, frame: pl.DataFrame, raw: str, message: str) -> pl.DataFrame:
         """The rows of ``frame`` that read as failures or as the job's deliberate end, with
-        ``_family``, ``_reading`` (the family's kind), ``_fatal`` (the line reports an end) and
-        ``_end`` (a deliberate end: the other columns null) added. ``raw`` names the column of
+        ``_family``, ``_reading`` (the family's kind), ``_fatal`` (the line reports an end),
+        ``_mention`` (its only marker names a thing failures are about: no report) and ``_end``
+        (a deliberate end: the other columns null) added. ``raw`` names the column of
         lines as they came (markers and quiet words: a logging level is in the prefix),
         ``message`` the lines without their prefixes (vocabulary).
 
@@ -289,16 +296,26 @@ class FailureLines:
         quiet = lines.str.contains(self._quiet) if self._quiet else pl.lit(False)
         soft = lines.str.contains(self._soft_quiet) & ~pl.col(_LOUD)
         death = lines.str.contains(self._death) if self._death else pl.lit(False)
+        mention = (
+            ~(text.str.contains(self._report) | lines.str.contains(self._report))
+            if self._report
+            else pl.lit(True)
+        )
         return _Plan(
             blind=lines.str.to_lowercase().alias(_BLIND),
             found=found | ends,
             flags=[(ends & ~failed).alias(END), self._loud.on(lines, blind).alias(_LOUD)],
             quiet=pl.col(END) | ~(quiet | soft),
-            lowered=[text.str.to_lowercase().alias(_LOWER), death.alias(_DEATH)],
+            lowered=[
+                text.str.to_lowercase().alias(_LOWER),
+                death.alias(_DEATH),
+                (mention & ~pl.col(END)).alias(MENTION),
+            ],
             nothing=[
                 pl.lit(None, pl.String).alias(FAMILY),
                 pl.lit(None, pl.String).alias(READING),
                 pl.lit(None, pl.Boolean).alias(FATAL),
+                pl.lit(None, pl.Boolean).alias(MENTION),
             ],
         )
 

@@ -48,7 +48,7 @@ from medic.parse.catalogue import (
     builtin_catalogue,
     site_catalogue,
 )
-from medic.parse.failure_lines import END, FAMILY, FATAL, READING, FailureLines
+from medic.parse.failure_lines import END, FAMILY, FATAL, MENTION, READING, FailureLines
 from medic.parse.first_match import PATTERN, ROW, FirstMatch
 from medic.parse.prefixes import RAW, PrefixStripper
 
@@ -169,6 +169,8 @@ class SignatureMatcher:
             .then(pl.lit("info"))
             .when(pl.col(FATAL))
             .then(pl.lit("fatal"))
+            .when(pl.col(MENTION))
+            .then(pl.lit("warning"))
             .otherwise(pl.lit("error"))
             .alias("severity"),
             pl.when(pl.col(END)).then(pl.lit("benign")).otherwise(pl.lit("context")).alias("role"),

@@ -187,12 +187,15 @@ def test_an_error_the_job_went_on_from_is_no_crash() -> None:
     assert diagnose([LogText("slurm-43.out", stepped)], year=2026) == []
 
 
-def test_text_no_entry_names_needs_the_job_s_end_to_be_a_crash() -> None:
+def test_text_no_entry_names_is_read_as_a_report_or_a_mention() -> None:
     unnamed = "frobnicator: ERROR: widget alignment failed\n"
-    assert diagnose([LogText("slurm-44.out", unnamed)], year=2026) == []
+    [finding] = diagnose([LogText("slurm-44.out", unnamed)], year=2026)
+    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
     ended = unnamed + "srun: error: n1: task 0: Exited with exit code 1\n"
     [finding] = diagnose([LogText("slurm-45.out", ended)], year=2026)
     assert finding.kind == "crash" and finding.detections[0].tier == "confirmed"
+    mention = "gpu-health: scanning the kernel log for Xid 79 and Xid 48 lines\n"
+    assert diagnose([LogText("slurm-46.out", mention)], year=2026) == []
 
 
 def test_a_kernel_log_that_names_no_host_is_diagnosed_as_its_own_node() -> None:
