@@ -81,6 +81,7 @@ def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
         "slurmstepd: error: *** STEP 12.0 ON n3 CANCELLED AT 2026-11-30T02:11:09 ***",
         "job preempted: checkpoint saved, exiting",
         "all ranks finished, 0 errors",
+        "vision.py:12: UserWarning: Failed to load image Python extension",  # Python's warnings
     ],
 )
 def test_lines_that_only_look_like_failures_stay_silent(line: str) -> None:
@@ -179,6 +180,7 @@ def test_a_sign_of_life_is_a_retry_or_a_lower_severity_line_reporting_nothing_fa
         "node7:2708:3002 [0] NCCL INFO transport/net.cc:1298 -> 6": False,  # an error passed up
         "2026-11-30 02:11:09 INFO trainer: fatal error in the loader": False,  # a loud word
         "RuntimeError: widget alignment failed": False,
+        "loader.py:557: UserWarning: this DataLoader will create 16 worker processes": True,
     }
     frame = pl.DataFrame({"message": list(lines)})
     alive = frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list()
