@@ -23,11 +23,12 @@ cancel, the time limit, a preemption) are its consequence and are dropped.
 
 A finite text (``medic diagnose``) has no scheduler to report the job's end: when the input
 ends (``at_end``), the errors a job itself reported (an entry names them, or the second layer
-reads a report in them) that wait for their confirmation, with no sign of life of the job since
-(a step, a line at a lower severity or saying it recovers), are the last thing the text says of
-it (a node's kernel lines alone are no job's end). They are reported as ``suspect`` (their
-evidence says the fate is unknown): an operator reading the text would conclude the same, and
-nothing acts on it by default. In a live stream the input never ends and such errors lapse.
+reads a report in them) that wait for their confirmation, the last of them after the job's last
+sign of life (a step, a line at a lower severity or saying it recovers), are the last thing the
+text says of it (a node's kernel lines alone are no job's end). They are reported as
+``suspect`` (their evidence says the fate is unknown): an operator reading the text would
+conclude the same, and nothing acts on it by default. In a live stream the input never ends and
+such errors lapse.
 
 Lines no catalogue entry describes (the second layer's ``unmatched:<family>`` signs) carry the
 kind their vocabulary reads as. A job whose death no fatal entry of the catalogue explains
@@ -101,6 +102,8 @@ class _Pending:
     """A fatal root error of a catalogue entry is among the signs."""
     reading: tuple[int, str, str | None] | None = None
     """The earliest unmatched sign: its time, the kind it reads as and the node it names."""
+    last: int = 0
+    """The event time of the latest of the incident's signs."""
     spoken: bool = False
     """The job's own output (its ``app`` lines) reports an error: an entry names it, or the
     second layer reads a report in it (not only a mention of an Xid); not only a node's kernel
@@ -164,14 +167,15 @@ class CrashDetector(WatchesLiveness):
 
     def at_end(self, alive: Mapping[str, int]) -> list[Detection]:
         """The input ends here (a finite text; ``alive``: each job's last sign of life in it).
-        Each job's named errors that still wait for the death that confirms them, with no sign
-        of life since, are reported as a ``suspect`` whose fate the text does not hold."""
+        Each job's reported errors that still wait for the death that confirms them, when the
+        last of them came after its last sign of life, are reported as a ``suspect`` whose fate
+        the text does not hold."""
         found = []
         for job_id, pending in list(self.pending.items()):
             if (
                 pending.confirmed_at is not None
                 or not pending.spoken
-                or alive.get(job_id, -1) > pending.incident.onset
+                or alive.get(job_id, -1) >= pending.last
                 or job_id in self.faulted
             ):
                 continue
@@ -293,6 +297,7 @@ class CrashDetector(WatchesLiveness):
             pl.len().alias("count"),
             pl.col("node").drop_nulls().unique().alias("nodes"),
             pl.col("time_us").filter(pl.col("severity") == "fatal").min().alias("fatal"),
+            pl.col("time_us").max().alias("last"),
             (
                 (pl.col("source") == "app")
                 & (
@@ -314,8 +319,9 @@ class CrashDetector(WatchesLiveness):
             kept.get_column("job_id").to_list(), evidence_rows(kept, hardware=False), strict=True
         ):
             evidence.setdefault(job_id, []).append(item)
-        for job_id, count, nodes, fatal, spoken in jobs.iter_rows():
+        for job_id, count, nodes, fatal, last, spoken in jobs.iter_rows():
             pending = self.pending.setdefault(job_id, _Pending(JobEvidence(job_id)))
+            pending.last = max(pending.last, int(last))
             pending.spoken = pending.spoken or bool(spoken)
             pending.incident.add(evidence[job_id], count)
             pending.nodes.update(n for n in nodes if n)

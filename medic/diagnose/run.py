@@ -98,7 +98,8 @@ class MatchedLines:
 
 
 class Steps:
-    """Observer keeping each job's latest training progress (its ``progress`` rows)."""
+    """Observer keeping each job's latest training progress (its ``progress`` rows, but the
+    scheduler's cancel: ``job_end`` is no sign of the job's life)."""
 
     streams = frozenset({"progress"})
 
@@ -106,7 +107,11 @@ class Steps:
         self.latest: dict[str, int] = {}
 
     def update(self, batch: Batch) -> None:
-        latest = batch.frame.group_by("job_id").agg(pl.col("time").max().dt.epoch("us"))
+        latest = (
+            batch.frame.filter(pl.col("event") != "job_end")
+            .group_by("job_id")
+            .agg(pl.col("time").max().dt.epoch("us"))
+        )
         for job_id, time in latest.iter_rows():
             self.latest[job_id] = max(time, self.latest.get(job_id, time))
 
@@ -114,18 +119,44 @@ class Steps:
         return None
 
 
-def alive(lines: pl.DataFrame, steps: Mapping[str, int], going_on: pl.Expr) -> dict[str, int]:
-    """Each job's last sign of life in the text: its latest step, or its latest line of its own
-    saying that it goes on (``FailureLines.going_on``)."""
-    said = (
-        lines.filter((pl.col("source") == "app") & pl.col("job_id").is_not_null() & going_on)
-        .group_by("job_id")
-        .agg(pl.col("time").max())
-    )
+def alive(
+    lines: pl.DataFrame, steps: Mapping[str, int], going_on: pl.Expr, signs: pl.DataFrame
+) -> dict[str, int]:
+    """Each job's last sign of life in the text: its latest step, its latest line of its own
+    saying that it goes on (``FailureLines.going_on``) that is none of its errors (``signs``:
+    the matched lines, by time and text), or the end of a report Python says it ignored
+    (``dismissed``)."""
+    own = lines.filter((pl.col("source") == "app") & pl.col("job_id").is_not_null())
+    said = own.filter(going_on).select("job_id", "time", "message")
+    if not signs.is_empty():
+        errors = signs.select(pl.col("time_us").alias("time"), "message").unique()
+        said = said.join(errors, on=["time", "message"], how="anti")
+    found = pl.concat([said.select("job_id", "time"), dismissed(own)])
     latest = dict(steps)
-    for job_id, time in said.iter_rows():
+    for job_id, time in found.group_by("job_id").agg(pl.col("time").max()).iter_rows():
         latest[job_id] = max(time, latest.get(job_id, time))
     return latest
+
+
+DISMISSED = r"^(?:\[rank\d+\]:\s?)?Exception ignored\b"
+"""Python's header of an exception it reports and ignores (in a finaliser, at exit)."""
+INSIDE_REPORT = r"^(?:\[rank\d+\]:)?(?:\s|Traceback \(most recent call last\):)"
+"""A traceback's own lines: its header and its indented frames."""
+
+
+def dismissed(lines: pl.DataFrame) -> pl.DataFrame:
+    """The job and time of the last line of each report Python says it ignored: the first line
+    after its header that is no traceback line (the exception), in each job's lines in order."""
+    message = pl.col("message")
+    blocks = lines.select(
+        "job_id",
+        "time",
+        message.str.contains(DISMISSED).alias("_header"),
+        (~message.str.contains(INSIDE_REPORT)).alias("_starts"),
+    ).filter(pl.col("_starts"))
+    return blocks.filter(pl.col("_header").shift(1).over("job_id").fill_null(False)).select(
+        "job_id", "time"
+    )
 
 
 def placed_lines(lines: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, list[str]]]:
@@ -227,7 +258,8 @@ def diagnose(
     read, tail = events(lines, nodes)
     pipeline.run(read)
     lexicon = reader.matcher.unmatched or FailureLines()
-    pipeline.finish(alive(lines, steps.latest, lexicon.going_on(pl.col("message"))))
+    going_on = lexicon.going_on(pl.col("message"))
+    pipeline.finish(alive(lines, steps.latest, going_on, matched.rows()))
     pipeline.run(tail)
     incidents = [*pipeline.correlator.take_closed(), *pipeline.correlator.open.values()]
     located = _located(matched.rows(), lines)

@@ -187,6 +187,29 @@ def test_an_error_the_job_went_on_from_is_no_crash() -> None:
     assert diagnose([LogText("slurm-43.out", stepped)], year=2026) == []
 
 
+def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
+    retried_then_failed = TRACEBACK + "[rank3]: WARNING: retrying the batch\n" + TRACEBACK
+    [finding] = diagnose([LogText("slurm-47.out", retried_then_failed)], year=2026)
+    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
+    # Python reports an exception raised in a finaliser at exit and ignores it
+    ignored = (
+        "Exception ignored in: <function _Loader.__del__ at 0x7f1c2c0e2f80>\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/app/data.py", line 40, in __del__\n'
+        "    self._shutdown_workers()\n"
+        "AttributeError: '_Loader' object has no attribute '_workers'\n"
+    )
+    assert diagnose([LogText("slurm-48.out", ignored)], year=2026) == []
+    assert diagnose([LogText("slurm-49.out", ignored + TRACEBACK)], year=2026) != []
+    # the scheduler ending the step is no sign of the job's life
+    stopped = (
+        "srun: error: n1: task 3: Bus error\n"
+        "slurmstepd: error: *** STEP 50.0 ON n1 CANCELLED AT 2026-11-30T04:10:00 ***\n"
+    )
+    [finding] = diagnose([LogText("slurm-50.out", stopped)], year=2026)
+    assert (finding.kind, finding.ranks) == ("crash", (3,))
+
+
 def test_text_no_entry_names_is_read_as_a_report_or_a_mention() -> None:
     unnamed = "frobnicator: ERROR: widget alignment failed\n"
     [finding] = diagnose([LogText("slurm-44.out", unnamed)], year=2026)
