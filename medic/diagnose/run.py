@@ -32,6 +32,7 @@ from medic.incident import Incident
 from medic.ingest.base import Batch, Event, Watermark
 from medic.parse.catalogue import Catalogue
 from medic.parse.failure_lines import FailureLines
+from medic.parse.prefixes import PrefixStripper
 from medic.parse.signatures import SignatureParser
 from medic.pipeline import Pipeline
 from medic.settings_tree import Settings
@@ -120,33 +121,39 @@ class Steps:
 
 
 def alive(
-    lines: pl.DataFrame, steps: Mapping[str, int], going_on: pl.Expr, signs: pl.DataFrame
+    lines: pl.DataFrame,
+    steps: Mapping[str, int],
+    going_on: pl.Expr,
+    signs: pl.DataFrame,
+    prefixes: PrefixStripper,
 ) -> dict[str, int]:
     """Each job's last sign of life in the text: its latest step, its latest line of its own
     saying that it goes on (``FailureLines.going_on``) that is none of its errors (``signs``:
     the matched lines, by time and text), or the end of a report Python says it ignored
-    (``dismissed``)."""
+    (``dismissed``, read without the lines' prefixes)."""
     own = lines.filter((pl.col("source") == "app") & pl.col("job_id").is_not_null())
     said = own.filter(going_on).select("job_id", "time", "message")
     if not signs.is_empty():
         errors = signs.select(pl.col("time_us").alias("time"), "message").unique()
         said = said.join(errors, on=["time", "message"], how="anti")
-    found = pl.concat([said.select("job_id", "time"), dismissed(own)])
+    bare = prefixes.strip(own.select("job_id", "time", "message"))
+    found = pl.concat([said.select("job_id", "time"), dismissed(bare)])
     latest = dict(steps)
     for job_id, time in found.group_by("job_id").agg(pl.col("time").max()).iter_rows():
         latest[job_id] = max(time, latest.get(job_id, time))
     return latest
 
 
-DISMISSED = r"^(?:\[rank\d+\]:\s?)?Exception ignored\b"
+DISMISSED = r"^Exception ignored\b"
 """Python's header of an exception it reports and ignores (in a finaliser, at exit)."""
-INSIDE_REPORT = r"^(?:\[rank\d+\]:)?(?:\s|Traceback \(most recent call last\):)"
+INSIDE_REPORT = r"^(?:\s|Traceback \(most recent call last\):)"
 """A traceback's own lines: its header and its indented frames."""
 
 
 def dismissed(lines: pl.DataFrame) -> pl.DataFrame:
     """The job and time of the last line of each report Python says it ignored: the first line
-    after its header that is no traceback line (the exception), in each job's lines in order."""
+    after its header that is no traceback line (the exception), in each job's lines in order
+    (``message``: without its prefixes)."""
     message = pl.col("message")
     blocks = lines.select(
         "job_id",
@@ -188,7 +195,7 @@ def placed_lines(lines: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, list[str]
     return lines.with_columns(pseudo.alias("job_id")), nodes
 
 
-def events(lines: pl.DataFrame, nodes: Mapping[str, list[str]]) -> list[list[Event]]:
+def events(lines: pl.DataFrame, nodes: Mapping[str, list[str]]) -> tuple[list[Event], list[Event]]:
     """Scheduler rows starting every job, then the lines in one-second batches, with a
     watermark every second (``MAX_TICKS`` at most per gap); and apart, the watermarks of the
     ``TAIL_S`` past the end, which come after the text has ended."""
@@ -222,7 +229,7 @@ def events(lines: pl.DataFrame, nodes: Mapping[str, list[str]]) -> list[list[Eve
         out.extend(Watermark(t * US) for t in _ticks(last, int(second)))
         out.append(Batch.from_frame("logs", rows.drop("_second"), schema.LOGS))
         last = int(second)
-    return [out, [Watermark(t * US) for t in range(last + 1, last + TAIL_S + 1)]]
+    return out, [Watermark(t * US) for t in range(last + 1, last + TAIL_S + 1)]
 
 
 def _ticks(after: int, upto: int) -> range:
@@ -259,7 +266,7 @@ def diagnose(
     pipeline.run(read)
     lexicon = reader.matcher.unmatched or FailureLines()
     going_on = lexicon.going_on(pl.col("message"))
-    pipeline.finish(alive(lines, steps.latest, going_on, matched.rows()))
+    pipeline.finish(alive(lines, steps.latest, going_on, matched.rows(), reader.matcher.prefixes))
     pipeline.run(tail)
     incidents = [*pipeline.correlator.take_closed(), *pipeline.correlator.open.values()]
     located = _located(matched.rows(), lines)

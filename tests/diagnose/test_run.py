@@ -200,6 +200,8 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
         "AttributeError: '_Loader' object has no attribute '_workers'\n"
     )
     assert diagnose([LogText("slurm-48.out", ignored)], year=2026) == []
+    tagged = "".join(f"[rank2]: {line}\n" for line in ignored.splitlines())
+    assert diagnose([LogText("slurm-51.out", tagged)], year=2026) == []
     assert diagnose([LogText("slurm-49.out", ignored + TRACEBACK)], year=2026) != []
     # the scheduler ending the step is no sign of the job's life
     stopped = (
