@@ -140,6 +140,10 @@ def lines_frame(
         numbered = [(i + 1, m) for i, m in enumerate(raw) if m.strip()]
         messages = [m for _, m in numbered]
         kind = file_kind(text, messages)
+        node = node_from_path(text.name) if kind != "app" else folder_node(text.name)
+        unnamed = (
+            UNNAMED_NODE.format(Path(text.name).name) if kind == "system" and not node else None
+        )
         frames.append(
             pl.DataFrame(
                 {
@@ -157,9 +161,8 @@ def lines_frame(
             ).with_columns(
                 kind=pl.lit(kind),
                 file_job=pl.lit(job_of_file(text, messages) if kind == "app" else None, pl.String),
-                file_node=pl.lit(
-                    node_from_path(text.name) if kind != "app" else folder_node(text.name)
-                ),
+                file_node=pl.lit(node),
+                _unnamed=pl.lit(unnamed, pl.String),
             )
         )
     if not frames:
@@ -180,14 +183,9 @@ def lines_frame(
     )
     message = pl.col("message")
     app = pl.col("kind") == "app"
-    unnamed = (
-        (pl.col("kind") == "system")
-        & (pl.col("file_node") == "")
-        & pl.col("_host").is_null().all().over("order")
-    )
     file_node = (
-        pl.when(unnamed)
-        .then(pl.format(UNNAMED_NODE, pl.col("file").str.extract(r"([^/\\]+)$", 1)))
+        pl.when(pl.col("_host").is_null().all().over("order"))
+        .then(pl.coalesce("_unnamed", "file_node"))
         .otherwise(pl.col("file_node"))
     )
     return (
@@ -205,6 +203,6 @@ def lines_frame(
             .otherwise(pl.lit("system"))
             .alias("source"),
         )
-        .drop("_rank", "_host")
+        .drop("_rank", "_host", "_unnamed")
         .sort("time", "order", "line", maintain_order=True)
     )
