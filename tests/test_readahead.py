@@ -85,15 +85,24 @@ def test_overlapping_batches_are_read_in_one_call_with_their_own_times(parser: o
 
 
 class _Counted:
-    """``parser`` counting its calls in ``calls``."""
+    """``parser`` counting its calls in ``calls``, with its ``parse_apart`` when it has one (a
+    parser whose rows depend on their batch: the signature parser's second layer)."""
 
     def __init__(self, parser: object, calls: list[int]) -> None:
         self.parser, self.calls = parser, calls
         self.output_stream = parser.output_stream  # type: ignore[attr-defined]
+        if hasattr(parser, "parse_apart"):
+            self.parse_apart = self._parse_apart
 
     def parse(self, batch: Batch) -> Batch | None:
         self.calls.append(batch.num_rows)
         return self.parser.parse(batch)  # type: ignore[attr-defined, no-any-return]
+
+    def _parse_apart(
+        self, batches: list[Batch], joined: pl.DataFrame | None = None
+    ) -> list[Batch | None]:
+        self.calls.append(sum(batch.num_rows for batch in batches))
+        return self.parser.parse_apart(batches, joined)  # type: ignore[attr-defined, no-any-return]
 
 
 def test_stretches_end_at_the_row_or_event_limit(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -62,6 +62,7 @@ _SIGNATURE_KEYS = {
     "role": str,
     "action": str,
     "xid_table": bool,
+    "generic": bool,
     "source": str,
     "example": str,
 }
@@ -101,7 +102,7 @@ _TABLES: dict[str, dict[str, type] | None] = {
     "nvlink5": _NVLINK5_KEYS,
     "recovery": _RECOVERY_KEYS,
 }
-_OPTIONAL = {"xid_table", "per_process"}
+_OPTIONAL = {"xid_table", "generic", "per_process"}
 _VOCABULARY = {
     "kind": KINDS,
     "implicates": IMPLICATES,
@@ -242,7 +243,7 @@ def parse_catalogue(data: dict[str, Any]) -> Catalogue:
         for i, entry in enumerate(data.get(table, [])):
             first = next(iter(keys))
             _check(entry, keys, f"{table} #{i + 1} ({entry.get(first, '?')})")
-    signature_rows = [{"xid_table": False, **entry} for entry in signatures]
+    signature_rows = [{"xid_table": False, "generic": False, **entry} for entry in signatures]
     return Catalogue(
         signatures=pl.DataFrame(
             signature_rows,
@@ -256,6 +257,7 @@ def parse_catalogue(data: dict[str, Any]) -> Catalogue:
                 "role": pl.String,
                 "action": pl.String,
                 "xid_table": pl.Boolean,
+                "generic": pl.Boolean,
                 "source": pl.String,
                 "example": pl.String,
             },

@@ -98,6 +98,11 @@ class Lexicon:
     """Words that silence a line unless it holds a ``loud`` word."""
     loud: tuple[tuple[str, str], ...]
     families: tuple[Family, ...]
+    reporters: tuple[str, ...] = ()
+    """Tags naming who reports a line (``NCCL WARN``), removed before families are scored."""
+    error_levels: tuple[tuple[str, str], ...] = ()
+    """A logging convention's word for its errors that reads as a lower severity elsewhere
+    (NCCL has no level above WARN): a line holding one is a report at error severity."""
 
 
 def builtin_lexicon() -> Lexicon:
@@ -148,6 +153,8 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
         tuple((row["name"], row["pattern"]) for row in soft),
         named("loud"),
         tuple(families),
+        tuple(data.get("reporter", {}).get("patterns", ())),
+        tuple((row["name"], row["pattern"]) for row in data.get("error_level", [])),
     )
 
 
@@ -172,7 +179,9 @@ class FailureLines:
     def __init__(self, lexicon: Lexicon | None = None) -> None:
         self.lexicon = lexicon or builtin_lexicon()
         self._literals = [w.lower() for w in self.lexicon.literals]
-        self._marker = _any([p for _, p in self.lexicon.markers])
+        levels = [p for _, p in self.lexicon.error_levels]
+        self._level = _any(levels) if levels else None
+        self._marker = _any([*(p for _, p in self.lexicon.markers), *levels])
         others = [p for n, p in self.lexicon.quiet if n != DELIBERATE_END]
         self._quiet = _any(others) if others else None
         ends = [p for n, p in self.lexicon.quiet if n == DELIBERATE_END]
@@ -185,10 +194,12 @@ class FailureLines:
         self._names = pl.Series([*(f.name for f in self._families), GENERAL])
         self._kinds = pl.Series([*(f.kind for f in self._families), GENERAL_KIND])
         """Per family, then for a line that names none: the family's name and its kind."""
-        reports = [p for n, p in self.lexicon.markers if n not in MENTIONS]
+        reports = [*(p for n, p in self.lexicon.markers if n not in MENTIONS), *levels]
         self._report = _any(reports) if reports else None
         deaths = [p for n, p in self.lexicon.markers if n in DEATHS]
         self._death = _any(deaths) if deaths else None
+        self._unnamed = _any([HOST_NAME, *self.lexicon.reporters])
+        """What names who or where, not what failed: host names and reporters' tags."""
         self._needles, self._weights = _vocabulary(self._families)
         self._needle_type = pl.Enum(self._needles)
         """The words and phrases of every family as the texts looked for in a line's words
@@ -216,16 +227,17 @@ class FailureLines:
     def going_on(self, raw: pl.Expr) -> pl.Expr:
         """True on the lines that say their program goes on, a sign of life after an error: a
         retry or a recovery (``RECOVERED``), or a line at a lower severity (``LOWER_SEVERITY``)
-        that reports nothing failing (no marker: NCCL passes an error's code up its calls in
-        INFO lines); never one holding a ``loud`` word."""
+        that reports nothing failing (no marker, an error level such as NCCL's WARN included:
+        NCCL passes an error's code up its calls in INFO lines); never one holding a ``loud``
+        word."""
         quiet = dict((*self.lexicon.quiet, *self.lexicon.soft_quiet))
         recovered = quiet.get(RECOVERED)
         lower = quiet.get(LOWER_SEVERITY)
         said = pl.lit(False)
+        if lower:  # the error levels are among the markers
+            said = raw.str.contains(lower) & ~raw.str.contains(self._marker)
         if recovered:
             said = said | raw.str.contains(recovered)
-        if lower:
-            said = said | (raw.str.contains(lower) & ~raw.str.contains(self._marker))
         return said & ~self._loud.on(raw, raw.str.to_lowercase())
 
     def read(self, frame: pl.DataFrame, raw: str, message: str) -> pl.DataFrame:
@@ -257,20 +269,9 @@ class FailureLines:
 
     def _readings(self, read: pl.DataFrame) -> list[pl.Series]:
         """``_family``, ``_reading`` and ``_fatal`` of the lines ``read`` (with ``_end``,
-        ``_loud``, ``_death`` and the lowercased text ``_lower``). The family's score is
-        counted from its words found in the line's words (one scan for every family), not
-        with a regex per family."""
+        ``_loud``, ``_death`` and the lowercased text ``_lower``)."""
         lower = read.get_column(_LOWER)
-        unnamed = lower.str.replace_all(HOST_NAME, " ")
-        words = (" " + unnamed.str.replace_all(r"\W+", " ") + " ").str.extract_many(
-            self._needles, overlapping=True
-        )
-        found = words.explode(empty_as_null=False, keep_nulls=False).cast(self._needle_type)
-        rows = np.repeat(np.arange(read.height), words.list.len().fill_null(0).to_numpy())
-        scores = np.zeros((read.height, len(self._families)), dtype=np.int64)
-        np.add.at(scores, rows, self._weights[found.to_physical().to_numpy()])
-        chosen = scores.argmax(axis=1)  # the first of the highest: ties go to the earlier
-        named = scores.max(axis=1) > 0
+        chosen, named, _ = self._families_of(lower)
         stated = np.zeros(read.height, dtype=bool)
         for family, fatal in self._fatal:
             theirs = named & (chosen == family)
@@ -286,6 +287,38 @@ class FailureLines:
             pl.Series(FATAL, failing & (death | stated)),
         ]
 
+    def strong_reading(self, text: pl.Series) -> pl.Series:
+        """The kind each line reads as when a strong term of its family is in it, else null:
+        for the lines a ``generic`` catalogue entry matched (a Python exception's last line),
+        whose form the entry names but not what failed. A plain term is not enough there
+        (``ConnectionError``, ``DistBackendError`` say little of what broke)."""
+        if text.is_empty():
+            return pl.Series(READING, [], dtype=pl.String)
+        lower = text.to_frame("text").select(_words_apart(pl.col("text"))).to_series()
+        chosen, named, strong = self._families_of(lower)
+        sure = named & strong[np.arange(len(chosen)), chosen]
+        which = pl.Series(np.where(sure, chosen, len(self._families)).astype(np.uint32))
+        nulls = pl.repeat(None, len(which), dtype=pl.String, eager=True)
+        return self._kinds.gather(which).zip_with(pl.Series(sure), nulls).alias(READING)
+
+    def _families_of(self, lower: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per line of ``lower`` (lowercased, identifiers' words apart): the index of its family
+        (the first of the highest scores), whether any family's term is in it, and per family
+        whether one of its strong terms is. Counted from the families' words found in the
+        line's words (one scan for every family), not with a regex per family."""
+        unnamed = lower.str.replace_all(self._unnamed, " ")
+        words = (" " + unnamed.str.replace_all(r"\W+", " ") + " ").str.extract_many(
+            self._needles, overlapping=True
+        )
+        found = words.explode(empty_as_null=False, keep_nulls=False).cast(self._needle_type)
+        rows = np.repeat(np.arange(lower.len()), words.list.len().fill_null(0).to_numpy())
+        index = found.to_physical().to_numpy()
+        scores = np.zeros((lower.len(), len(self._families)), dtype=np.int64)
+        np.add.at(scores, rows, self._weights[index])
+        strong = np.zeros(scores.shape, dtype=bool)
+        np.logical_or.at(strong, rows, self._weights[index] >= 2)
+        return scores.argmax(axis=1), scores.max(axis=1) > 0, strong
+
     def _plan(self, lines: pl.Expr, text: pl.Expr) -> _Plan:
         """``read``'s expressions over the columns ``lines`` and ``text``: built once, as
         building them costs more than running them on a batch's few failure lines."""
@@ -295,6 +328,8 @@ class FailureLines:
         failed = self._failed.on(lines, blind) if self._failed else pl.lit(False)
         quiet = lines.str.contains(self._quiet) if self._quiet else pl.lit(False)
         soft = lines.str.contains(self._soft_quiet) & ~pl.col(_LOUD)
+        if self._level:
+            soft = soft & ~lines.str.contains(self._level)
         death = lines.str.contains(self._death) if self._death else pl.lit(False)
         mention = (
             ~(text.str.contains(self._report) | lines.str.contains(self._report))
@@ -307,7 +342,7 @@ class FailureLines:
             flags=[(ends & ~failed).alias(END), self._loud.on(lines, blind).alias(_LOUD)],
             quiet=pl.col(END) | ~(quiet | soft),
             lowered=[
-                text.str.to_lowercase().alias(_LOWER),
+                _words_apart(text).alias(_LOWER),
                 death.alias(_DEATH),
                 (mention & ~pl.col(END)).alias(MENTION),
             ],
@@ -330,6 +365,17 @@ class _Plan:
     quiet: pl.Expr
     lowered: list[pl.Expr]
     nothing: list[pl.Expr]
+
+
+def _words_apart(text: pl.Expr) -> pl.Expr:
+    """``text`` lowercased, with the words of an identifier written in camel case apart
+    (``ncclCommWatchdog``: "nccl comm watchdog"; ``ProcessGroupNCCL``: "process group nccl"):
+    stack frames and exception names hold what failed in their identifiers."""
+    return (
+        text.str.replace_all(r"([a-z0-9])([A-Z])", "$1 $2")
+        .str.replace_all(r"([A-Z])([A-Z][a-z])", "$1 $2")
+        .str.to_lowercase()
+    )
 
 
 def _vocabulary(families: tuple[Family, ...]) -> tuple[list[str], np.ndarray]:

@@ -130,6 +130,7 @@ class SignatureMatcher:
             "role",
             "action",
             "xid_table",
+            "generic",
         )
         self._xids = catalogue.xids.select(
             pl.col("code").alias("xid"),
@@ -286,7 +287,7 @@ class SignatureMatcher:
                 .alias("action"),
             )
         )
-        return self.decide(hits).select(
+        rows = self.decide(hits).select(
             *line,
             "time",
             "job_id",
@@ -313,7 +314,20 @@ class SignatureMatcher:
             pl.col("_cause_xid").alias("cause_xid"),
             pl.col(RAW).alias("message"),
             pl.lit(None, pl.String).alias("reading"),
+            "generic",
         )
+        return self._read_generic(rows)
+
+    def _read_generic(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """``rows`` with the ``reading`` of the lines a ``generic`` entry matched (the second
+        layer's, from a strong term of a family's vocabulary; null without the layer)."""
+        generic = rows.get_column("generic")
+        rows = rows.drop("generic")
+        if self.unmatched is None or not generic.any():
+            return rows
+        at = generic.arg_true()
+        read = self.unmatched.strong_reading(rows.get_column("message").gather(at))
+        return rows.with_columns(rows.get_column("reading").scatter(at, read))
 
     def decide(self, hits: pl.DataFrame) -> pl.DataFrame:
         """Kind, severity and action of the lines NVIDIA's catalogues decide by what they carry.

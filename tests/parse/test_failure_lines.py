@@ -97,6 +97,51 @@ def test_a_fatal_word_is_heard_under_a_lower_severity() -> None:
     assert reading("host1:4:4 [2] ZZZ WARN net plugin: event on port 1: link down") is None
 
 
+@pytest.mark.parametrize(
+    ("line", "family"),
+    [
+        # a connection's other end went away: the peer ended, the network did not fail
+        ("host1:4:4 [1] misc/net.cc:51 ZZZ ERROR recv from peer failed : Broken pipe", "peer"),
+        ("RuntimeError: zork store: Connection reset by peer", "peer"),
+        ("E1130 02:11:09 agent.cc:12] qp 7 error on hca mlx5_2: retry count exceeded", "fabric"),
+        # identifiers' words count: a stack frame's function names what failed
+        ("Exception raised from zorkCommWatchdog at ../zork/GroupBarrier.cpp:88", "collectives"),
+    ],
+)
+def test_what_a_line_is_about_is_read_from_its_words_and_its_identifiers(
+    line: str, family: str
+) -> None:
+    assert reading(line) is not None
+    assert reading(line)[0] == family  # type: ignore[index]
+
+
+def test_nccl_warn_is_nccls_error_level_and_its_tag_names_no_family() -> None:
+    # NCCL logs nothing above WARN: its WARN lines are its error reports
+    line = "h1:7:9 [3] NCCL WARN NET/IB : mlx5_2:1 Got async error event: zork error"
+    assert reading(line) == ("fabric", "node_failure")
+    # a link that comes back is a recovery, whatever its level, and goes on
+    back = "h1:7:9 [3] NCCL WARN NET/IB : mlx5_2:1 Got async error event: port active"
+    assert read(back) == []
+    frame = pl.DataFrame({"message": [line, back, "h1:7:9 [3] NCCL INFO comm 0x1 rank 3 ok"]})
+    assert frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list() == [
+        False,
+        True,
+        True,
+    ]
+
+
+def test_a_generic_entrys_line_takes_a_reading_only_from_a_strong_term() -> None:
+    lines = pl.Series(
+        [
+            "RuntimeError: zork: uncorrectable ECC error on the device",  # device, strong
+            "ConnectionError: HTTPSConnectionPool(host='hub.example'): connection failed",
+            "RuntimeError: NCCL communicator was aborted on rank 3",  # plain terms only
+            "ValueError: bad shape (3, 4)",
+        ]
+    )
+    assert LAYER.strong_reading(lines).to_list() == ["gpu_fault", None, None, None]
+
+
 def test_a_line_reporting_an_end_is_fatal_and_an_error_a_program_may_survive_is_not() -> None:
     lines = {
         "Segmentation fault (core dumped)": True,  # a death
