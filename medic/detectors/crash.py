@@ -25,16 +25,18 @@ A finite text (``medic diagnose``) has no scheduler to report the job's end: whe
 ends (``at_end``), the errors a job itself reported (an entry names them, or the second layer
 reads a report in them) that wait for their confirmation, the last of them after the job's last
 sign of life (a step, a line at a lower severity or saying it recovers), are the last thing the
-text says of it (a node's kernel lines alone are no job's end). They are reported as
+text says of it (a node's kernel or a daemon's lines are no job's end, unless the second layer
+reads a GPU or node failure in them: a ``dmesg`` read alone). They are reported as
 ``suspect`` (their evidence says the fate is unknown): an operator reading the text would
 conclude the same, and nothing acts on it by default. In a live stream the input never ends and
 such errors lapse.
 
-Lines no catalogue entry describes (the second layer's ``unmatched:<family>`` signs) carry the
-kind their vocabulary reads as. A job whose death no fatal entry of the catalogue explains
-takes the reading of its earliest such line: a hang, a GPU fault or a node failure blaming the
-node that printed it, of tier ``suspect`` (no signature matched: the default rules act on
-none of it) and evidence saying so; a crash reading stays a crash.
+Lines no catalogue entry describes (the second layer's ``unmatched:<family>`` signs), and those
+a ``generic`` entry names only the form of (a Python exception) where a family's strong term is
+in them, carry the kind their vocabulary reads as. A job whose death no fatal entry of the
+catalogue explains takes the reading of its earliest such line: a hang, a GPU fault or a node
+failure blaming the node that printed it, of tier ``suspect`` (no signature matched: the
+default rules act on none of it) and evidence saying so; a crash reading stays a crash.
 """
 
 from __future__ import annotations
@@ -106,8 +108,8 @@ class _Pending:
     """The event time of the latest of the incident's signs."""
     spoken: bool = False
     """The job's own output (its ``app`` lines) reports an error: an entry names it, or the
-    second layer reads a report in it (not only a mention of an Xid); not only a node's kernel
-    or a daemon's log."""
+    second layer reads a report in it (not only a mention of an Xid). A node's kernel or a
+    daemon's log speaks for a job only where the layer reads a GPU or node failure in it."""
 
 
 class CrashDetector(WatchesLiveness):
@@ -293,16 +295,26 @@ class CrashDetector(WatchesLiveness):
     def _add_signs(self, signs: pl.DataFrame) -> None:
         """Each job's signs join its pending incident: its earliest root errors, then its
         earliest other errors (up to ``MAX_EVIDENCE`` of each), counted in full."""
+        hardware = (
+            pl.col("reading").is_in(HARDWARE_KINDS) if "reading" in signs.columns else pl.lit(False)
+        )
         jobs = signs.group_by("job_id", maintain_order=True).agg(
             pl.len().alias("count"),
             pl.col("node").drop_nulls().unique().alias("nodes"),
             pl.col("time_us").filter(pl.col("severity") == "fatal").min().alias("fatal"),
             pl.col("time_us").max().alias("last"),
             (
-                (pl.col("source") == "app")
-                & (
-                    ~pl.col("signature").str.starts_with(UNMATCHED)
-                    | (pl.col("severity") == "error")
+                (
+                    (pl.col("source") == "app")
+                    & (
+                        ~pl.col("signature").str.starts_with(UNMATCHED)
+                        | (pl.col("severity") == "error")
+                    )
+                )
+                | (
+                    pl.col("source").ne_missing("app")
+                    & hardware
+                    & (pl.col("severity") != "warning")
                 )
             )
             .any()
@@ -333,15 +345,16 @@ class CrashDetector(WatchesLiveness):
         """Note per job whether a fatal catalogue root is among ``signs``, and its earliest
         unmatched sign's reading."""
         unmatched = pl.col("signature").str.starts_with(UNMATCHED)
+        read = pl.col("reading").is_not_null() if "reading" in signs.columns else pl.lit(False)
         explained = signs.filter(
-            ~unmatched & (pl.col("role") == "root") & (pl.col("severity") == "fatal")
+            ~unmatched & ~read & (pl.col("role") == "root") & (pl.col("severity") == "fatal")
         )
         for job_id in explained.get_column("job_id").unique().to_list():
             self.pending[job_id].explained = True
         if "reading" not in signs.columns:
             return
         first = (
-            signs.filter(unmatched & pl.col("reading").is_not_null())
+            signs.filter(read)
             .sort("time_us", maintain_order=True)
             .group_by("job_id", maintain_order=True)
             .first()

@@ -129,12 +129,16 @@ def alive(
 ) -> dict[str, int]:
     """Each job's last sign of life in the text: its latest step, its latest line of its own
     saying that it goes on (``FailureLines.going_on``) that is none of its errors (``signs``:
-    the matched lines, by time and text), or the end of a report Python says it ignored
-    (``dismissed``, read without the lines' prefixes)."""
+    the matched lines, by time and text, at an error's severity), or the end of a report Python
+    says it ignored (``dismissed``, read without the lines' prefixes)."""
     own = lines.filter((pl.col("source") == "app") & pl.col("job_id").is_not_null())
     said = own.filter(going_on).select("job_id", "time", "message")
     if not signs.is_empty():
-        errors = signs.select(pl.col("time_us").alias("time"), "message").unique()
+        errors = (
+            signs.filter(pl.col("severity").is_in(("error", "fatal")))
+            .select(pl.col("time_us").alias("time"), "message")
+            .unique()
+        )
         said = said.join(errors, on=["time", "message"], how="anti")
     bare = prefixes.strip(own.select("job_id", "time", "message"))
     found = pl.concat([said.select("job_id", "time"), dismissed(bare)])

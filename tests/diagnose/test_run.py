@@ -229,3 +229,26 @@ def test_a_kernel_log_that_names_no_host_is_diagnosed_as_its_own_node() -> None:
     [finding] = diagnose([LogText("/var/log/dmesg.txt", line)], year=2026)
     assert (finding.kind, finding.culprits) == ("gpu_fault", ("(node of dmesg.txt)",))
     assert any(a.startswith("drain (node of dmesg.txt)") for a in finding.actions)
+
+
+def test_a_node_log_no_entry_names_reads_as_its_hardware_failure() -> None:
+    # a node's own kernel log is its text: a GPU or node failure read in it is a suspect
+    gpu = "Dec 10 12:08:20 gpu-q07 kernel: NVRM: GPU 0000:9c:00.0: zorkinit failed! (0x62:0x1f)\n"
+    [finding] = diagnose([LogText("journal.txt", gpu)], year=2026)
+    assert (finding.kind, finding.culprits) == ("gpu_fault", ("gpu-q07",))
+    assert finding.detections[0].tier == "suspect"
+    assert not any("would run" in action for action in finding.actions)
+    # what reads as no GPU or node failure says nothing of the node
+    other = "Dec 10 12:08:20 gpu-q07 kernel: zorkfs: mount option foo failed\n"
+    assert diagnose([LogText("journal.txt", other)], year=2026) == []
+
+
+def test_an_exception_named_only_by_its_form_takes_its_words_reading() -> None:
+    # a Python exception's last line names its form; a strong term names what failed
+    ecc = "trn-q12: [rank14]: RuntimeError: zork: uncorrectable ECC error in HBM stack 2\n"
+    [finding] = diagnose([LogText("pdsh.log", ecc)], year=2026)
+    assert (finding.kind, finding.culprits) == ("gpu_fault", ("trn-q12",))
+    # a reset connection is a peer that ended, not a failed network
+    reset = "[rank2]: RuntimeError: zork store: Connection reset by peer\n"
+    [finding] = diagnose([LogText("slurm-52.out", reset)], year=2026)
+    assert finding.kind == "crash"
