@@ -10,10 +10,12 @@ A line that no signature matched is not silence when it reads as a failure. The 
    ecosystems (a severity word, an exception or abort report, a signal or a non-zero exit, a
    timeout, an error code) and none of the words that make it no failure (a lower severity, a
    retry, a deliberate end);
-3. the family whose vocabulary the line holds most of (device, fabric, collectives, storage,
-   memory, host, config; ``general`` when none): what the line is about, and the kind it reads
-   as. The families' words and phrases are looked up in the line's words, all in one
-   Aho-Corasick scan, not with a regex per family;
+3. the family whose vocabulary the line holds most of (the driver stack, device, fabric, peer,
+   collectives, storage, memory, host, config; ``general`` when none): what the line is about,
+   and the kind it reads as. The families' words and phrases are looked up in the line's words
+   (an identifier's camel-case words apart, host names and reporters' tags out), all in one
+   Aho-Corasick scan, not with a regex per family. The host and ranks a line names as failing
+   (``NAMED_HOST``, ``NAMED_RANKS``) are its culprits, not the node or rank that printed it;
 4. whether the line reports an end rather than an error a program may survive (``_fatal``): a
    death (an abort, a signal, a non-zero exit), a fatal word (``[[loud]]``) or a term its
    family holds for an end (``fatal``: a collective that timed out, a GPU lost).
@@ -62,6 +64,27 @@ HOST_NAME = (
 """A host's name as clusters write them, lowercased: words of letters and digits joined by
 hyphens, one holding a digit (``gpu-b17``, ``dgx-h100-031``, ``ip-10-2-41-7``). Its words say
 nothing of what failed (a node named ``gpu-...`` is no GPU fault), so no family reads them."""
+NAMED_HOST = (
+    r"(?i:\b(?:nodes?|hosts?|hostname)\b\s*[=:]?\s*([a-z][\w.-]*\d[\w-]*)"
+    r"|\bon\s+([a-z]\w*-[\w-]*\d[\w-]*|[a-z]\w*\d\w*-[\w-]*)\b)"
+)
+"""A host a line names as its subject, as schedulers and daemons write it: after a node or host
+word (``Killing job on failed node gpu-b17``, ``Nodes gpu-b17 not responding``), or after
+"on" when it has a host's form, a hyphen and a digit (``Node failure on hpc-gpu0413``): a line
+of the job's shared output names the node it is about, not the one that printed it."""
+NAMED_RANKS = (
+    r"\b[Rr]anks?\s+(\d+(?:\s*,\s*\d+)*)\s+(?:failed|did not|didn't|has not|have not|is not"
+    r"|are not|timed out|died|exited|crashed|hung|(?:is|are) (?:missing|stuck|unresponsive))\b"
+)
+"""The ranks a line names as failing (``Ranks 19, 24 failed to pass ...``): the ranks at fault,
+not the rank that printed the line."""
+
+
+def named_host(text: pl.Expr) -> pl.Expr:
+    """The host each line of ``text`` names as its subject (``NAMED_HOST``), else null."""
+    return pl.coalesce(text.str.extract(NAMED_HOST, 1), text.str.extract(NAMED_HOST, 2))
+
+
 LOWER_SEVERITY, RECOVERED = "lower_severity", "recovered"
 """The quiet words that may say a program goes on (a line at a lower severity, a retry or a
 recovery): a job that prints one after an error was not stopped by it (``going_on``)."""

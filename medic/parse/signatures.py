@@ -48,7 +48,16 @@ from medic.parse.catalogue import (
     builtin_catalogue,
     site_catalogue,
 )
-from medic.parse.failure_lines import END, FAMILY, FATAL, MENTION, READING, FailureLines
+from medic.parse.failure_lines import (
+    END,
+    FAMILY,
+    FATAL,
+    MENTION,
+    NAMED_RANKS,
+    READING,
+    FailureLines,
+    named_host,
+)
 from medic.parse.first_match import PATTERN, ROW, FirstMatch
 from medic.parse.prefixes import RAW, PrefixStripper
 
@@ -161,7 +170,7 @@ class SignatureMatcher:
             pl.col("time"),
             pl.col("job_id"),
             pl.col("node"),
-            pl.coalesce("rank", "prefix_rank").cast(pl.Int32).alias("rank"),
+            pl.coalesce("_ranks", "rank", "prefix_rank").cast(pl.Int32).alias("rank"),
             pl.col("source"),
             (pl.lit(UNMATCHED) + pl.coalesce(FAMILY, pl.lit(ENDED))).alias("signature"),
             pl.lit("crash").alias("kind"),
@@ -179,7 +188,7 @@ class SignatureMatcher:
             pl.lit(None, pl.Int32).alias("xid"),
             pl.lit(None, pl.String).alias("xid_name"),
             pl.lit(None, pl.String).alias("pci"),
-            pl.col("prefix_host").alias("host"),
+            pl.coalesce(named_host(pl.col("message")), pl.col("prefix_host")).alias("host"),
             pl.lit(None, pl.Int32).alias("exit_code"),
             pl.lit(None, pl.Int32).alias("pid"),
             pl.lit(None, pl.String).alias("peer"),
@@ -248,7 +257,10 @@ class SignatureMatcher:
         if read.is_empty():
             return matched.drop(_LINE, strict=False)
         part = [PART] if PART in read.columns else []
-        rows = read.select(_LINE, *part, *self._unmatched_columns)
+        named = pl.col("message").str.extract(NAMED_RANKS, 1).alias("_ranks")
+        rows = _per_named_rank(read.with_columns(named)).select(
+            _LINE, *part, *self._unmatched_columns
+        )
         if matched.is_empty():
             return rows.drop(_LINE)
         return pl.concat([matched, rows]).sort(_LINE, maintain_order=True).drop(_LINE)
@@ -263,9 +275,11 @@ class SignatureMatcher:
         if read.is_empty():
             return _EMPTY
         hits = _per_named_rank(
-            candidates[read.get_column(ROW)]
-            .hstack(read.select(self._groups))
-            .join(self._entries, on="entry", how="left", maintain_order="left")
+            _named_in_generic(
+                candidates[read.get_column(ROW)]
+                .hstack(read.select(self._groups))
+                .join(self._entries, on="entry", how="left", maintain_order="left")
+            )
         )
         from_table = pl.col("xid_table") & pl.col("xid_kind").is_not_null()
         line = [c for c in (_LINE, PART) if c in hits.columns]
@@ -407,6 +421,23 @@ def unmatched_only(evidence: Mapping[str, Any]) -> bool:
         return True
     signatures = evidence.get("signatures") or ()
     return bool(signatures) and all(str(s).startswith(UNMATCHED) for s in signatures)
+
+
+def _named_in_generic(hits: pl.DataFrame) -> pl.DataFrame:
+    """The hosts and ranks that the lines of ``generic`` entries (a Python exception's last
+    line) name as failing in their text, where the entry's pattern named none."""
+    generic = pl.col("generic")
+    message = pl.col("message")
+    return hits.with_columns(
+        pl.when(generic & pl.col("_ranks").is_null())
+        .then(message.str.extract(NAMED_RANKS, 1))
+        .otherwise(pl.col("_ranks"))
+        .alias("_ranks"),
+        pl.when(generic & pl.col("_host").is_null())
+        .then(named_host(message))
+        .otherwise(pl.col("_host"))
+        .alias("_host"),
+    )
 
 
 def _per_named_rank(hits: pl.DataFrame) -> pl.DataFrame:

@@ -252,3 +252,14 @@ def test_an_exception_named_only_by_its_form_takes_its_words_reading() -> None:
     reset = "[rank2]: RuntimeError: zork store: Connection reset by peer\n"
     [finding] = diagnose([LogText("slurm-52.out", reset)], year=2026)
     assert finding.kind == "crash"
+
+
+def test_the_node_and_ranks_a_line_names_as_failing_are_its_culprits() -> None:
+    # the shared output file's line names the failed node, not the one that printed it
+    node = "zorkd: error: job 53 stopped after a failure of node rack7-04\n"
+    [finding] = diagnose([LogText("slurm-53.out", node)], year=2026)
+    assert (finding.kind, finding.culprits) == ("node_failure", ("rack7-04",))
+    ranks = "[rank0]: RuntimeError: zork group: Ranks 3, 9 failed to reach the barrier\n"
+    [finding] = diagnose([LogText("slurm-54.out", ranks)], year=2026)
+    assert finding.kind == "hang"
+    assert {3, 9} <= set(finding.ranks)
