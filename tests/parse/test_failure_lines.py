@@ -59,6 +59,12 @@ def reading(line: str) -> tuple[str, str] | None:
         ("worker 7 got signal 11 (SIGSEGV) in a heap walk", "memory", "crash"),
         ("kernel: BUG: soft lockup - CPU#12 stuck for 23s! [python:7712]", "host", "node_failure"),
         ("fatal: unknown option '--lr-sheduler' given to launcher", "config", "crash"),
+        # the node's driver stack, not one GPU: user and kernel sides at different versions
+        (
+            "zork: failed to initialize NVML: Driver/library version mismatch",
+            "driver",
+            "node_failure",
+        ),
         ("job step 3 exited with exit code 2", "general", "crash"),
     ],
 )
