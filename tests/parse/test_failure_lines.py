@@ -59,6 +59,12 @@ def reading(line: str) -> tuple[str, str] | None:
         ("worker 7 got signal 11 (SIGSEGV) in a heap walk", "memory", "crash"),
         ("kernel: BUG: soft lockup - CPU#12 stuck for 23s! [python:7712]", "host", "node_failure"),
         ("fatal: unknown option '--lr-sheduler' given to launcher", "config", "crash"),
+        # retries exhausted is a failure report, whatever its level's word
+        (
+            "[h1:8:0:9] zork_log.c:171  Transport retry count exceeded on mlx5_0:1/RoCE",
+            "fabric",
+            "node_failure",
+        ),
         # the node's driver stack, not one GPU: user and kernel sides at different versions
         (
             "zork: failed to initialize NVML: Driver/library version mismatch",
@@ -134,6 +140,9 @@ def test_nccl_warn_is_nccls_error_level_and_its_tag_names_no_family() -> None:
         True,
         True,
     ]
+    # a stack frame's unknown line (":0") is no field answering "0": no sign of life
+    frame = pl.DataFrame({"message": [" 1 0x00142cb zork_completion_with_err()  ???:0"]})
+    assert frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list() == [False]
 
 
 def test_a_generic_entrys_line_takes_a_reading_only_from_a_strong_term() -> None:
