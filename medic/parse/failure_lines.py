@@ -123,9 +123,11 @@ class Lexicon:
     families: tuple[Family, ...]
     reporters: tuple[str, ...] = ()
     """Tags naming who reports a line (``NCCL WARN``), removed before families are scored."""
-    error_levels: tuple[tuple[str, str], ...] = ()
-    """A logging convention's word for its errors that reads as a lower severity elsewhere
-    (NCCL has no level above WARN): a line holding one is a report at error severity."""
+    unsilenced: tuple[tuple[str, str], ...] = ()
+    """Reports at whatever level their line is logged: a convention's word for its errors that
+    reads as a lower severity elsewhere (NCCL has no level above WARN), a stall report (a wait
+    past a stated time, which frameworks log as a warning): a line holding one is a report at
+    error severity."""
 
 
 def builtin_lexicon() -> Lexicon:
@@ -177,7 +179,7 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
         named("loud"),
         tuple(families),
         tuple(data.get("reporter", {}).get("patterns", ())),
-        tuple((row["name"], row["pattern"]) for row in data.get("error_level", [])),
+        tuple((row["name"], row["pattern"]) for row in data.get("unsilenced", [])),
     )
 
 
@@ -202,8 +204,9 @@ class FailureLines:
     def __init__(self, lexicon: Lexicon | None = None) -> None:
         self.lexicon = lexicon or builtin_lexicon()
         self._literals = [w.lower() for w in self.lexicon.literals]
-        levels = [p for _, p in self.lexicon.error_levels]
+        levels = [p for _, p in self.lexicon.unsilenced]
         self._level = _any(levels) if levels else None
+        """Reports at whatever level their line is logged (``unsilenced``)."""
         self._marker = _any([*(p for _, p in self.lexicon.markers), *levels])
         others = [p for n, p in self.lexicon.quiet if n != DELIBERATE_END]
         self._quiet = _any(others) if others else None
@@ -257,7 +260,7 @@ class FailureLines:
         recovered = quiet.get(RECOVERED)
         lower = quiet.get(LOWER_SEVERITY)
         said = pl.lit(False)
-        if lower:  # the error levels are among the markers
+        if lower:  # the unsilenced reports are among the markers
             said = raw.str.contains(lower) & ~raw.str.contains(self._marker)
         if recovered:
             said = said | raw.str.contains(recovered)

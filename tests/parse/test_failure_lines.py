@@ -145,6 +145,20 @@ def test_nccl_warn_is_nccls_error_level_and_its_tag_names_no_family() -> None:
     assert frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list() == [False]
 
 
+def test_a_stall_report_is_heard_at_a_warning_level() -> None:
+    # frameworks log a stall (a wait past a stated time) as a warning; a job that stops
+    # after one is hung
+    stall = (
+        "[2026-12-11 15:46:40.187: W zork/stall_check.cc:107] tensors submitted by a subset "
+        "of ranks are waiting for the remaining ranks for more than 120 seconds: deadlock?"
+    )
+    assert reading(stall) == ("collectives", "hang")
+    frame = pl.DataFrame({"message": [stall]})
+    assert frame.select(LAYER.going_on(pl.col("message"))).item() is False
+    assert read("huggingface/tokenizers: forked after use; disabling it to avoid deadlocks") == []
+    assert read("WARNING zork: rank 3 waiting for 30 seconds on the barrier, retrying") == []
+
+
 def test_a_generic_entrys_line_takes_a_reading_only_from_a_strong_term() -> None:
     lines = pl.Series(
         [
