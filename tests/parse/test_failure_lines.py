@@ -65,6 +65,12 @@ def reading(line: str) -> tuple[str, str] | None:
             "fabric",
             "node_failure",
         ),
+        # a GPU named just before its bus id
+        (
+            "Unable to determine the handle for GPU0000:C3:00.0: Unknown Error",
+            "device",
+            "gpu_fault",
+        ),
         # the node's driver stack, not one GPU: user and kernel sides at different versions
         (
             "zork: failed to initialize NVML: Driver/library version mismatch",
