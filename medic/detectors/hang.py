@@ -233,11 +233,14 @@ class HangConfig:
     confirm_floor_s: Positive = 180.0
     """A hang with no positive evidence (no stuck GPU, hardware counter or kernel error
     against a node, no rank blocked on I/O: silence, and GPUs waiting, alone) is a suspect until
-    its silence lasts this long ... Lower confirms (and acts on) such hangs sooner; higher
-    spares healthy jobs whose first unannounced pause outlasts the thresholds above."""
+    its silence lasts this long, and one rank's GPU idle while its peers wait is evidence only
+    once it has been so this long ... Lower confirms (and acts on) such hangs sooner; higher
+    spares healthy jobs whose first unannounced pause, or first data-loader stall, outlasts the
+    thresholds above."""
     confirm_factor: Positive = 2.0
     """... and this many times the longest pause the job has had (its longest step gap, save or
-    spell of waiting GPUs). Higher spares jobs whose pauses vary more; lower confirms sooner in
+    spell of waiting GPUs), or, for a rank apart, the longest spell of one rank apart it came
+    back from (a stall). Higher spares jobs whose pauses vary more; lower confirms sooner in
     jobs that pause long (a job whose longest pause is 150 s confirms after 300 s)."""
     forget_after_s: Positive = 7200.0
     """Drop a job not heard of for this long (no scheduler end seen). Shorter: less state; a
@@ -261,6 +264,9 @@ class JobWatch:
     longest_save_us: int | None = None
     """The longest spell in which only the writer's GPU was out of the wait (a save by one
     rank) that ended by itself."""
+    longest_apart_us: int = 0
+    """The longest spell of one GPU apart alone, not the writer's, that ended by itself (a
+    data-loader stall): how long a rank apart is no evidence of a hang in this job."""
     rhythm: JobRhythm = field(default_factory=JobRhythm)
     """The pauses the job has taken and the step interval they come at
     (``medic.detectors.hang_rhythm``)."""
@@ -502,6 +508,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             kind = kind_of(spell[1], self._writer(job_id, watch))
             if kind != PAUSE:
                 rhythm.learn(rhythm.last_step, spell[0], kind)
+                watch.longest_apart_us = max(watch.longest_apart_us, spell[0])
                 return
         if gap_us is not None and self._paused(watch, gap_us):
             rhythm.learn(rhythm.last_step, gap_us, PAUSE)
@@ -737,7 +744,14 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             whom = f"; stuck {ranks}{blame.stuck}; no node at fault"
         else:
             whom = "; no node at fault"
-        facts = Silence(silence, blame, bool(held) and self._blocked_apart(watch), _longest(watch))
+        facts = Silence(
+            silence,
+            blame,
+            bool(held) and self._blocked_apart(watch),
+            _longest(watch),
+            self._apart_us(job_id, watch, now, held, gpus) if corroborated else 0,
+            watch.longest_apart_us,
+        )
         tier = tier_of(c, facts)
         return Detection(
             job_id=job_id,
@@ -756,6 +770,10 @@ class HangDetector(WatchesJobs, ReadsLiveness):
                 "corroborated": corroborated,
                 "confirmed_by": list(tier.evidence),
                 "confirm_after_s": tier.bound_us / US,
+                "apart_s": facts.apart_us / US,
+                "apart_confirm_after_s": None
+                if tier.apart_bound_us is None
+                else tier.apart_bound_us / US,
                 **_history(watch.rhythm, silence, facts.longest_pause_us),
             },
             tier=tier.tier,
@@ -774,6 +792,17 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             return quiet_until
         due = now - _silence(job, now) + round(reference * US)
         return quiet_until if quiet_until > due else None
+
+    def _apart_us(self, job_id: str, watch: JobWatch, now: int, held: int, gpus: str) -> int:
+        """How long one rank's GPU, not the save's writer, has been idle (saying so) while all
+        its peers wait: ``held``, while the GPUs show that and the spell has shown no other GPU
+        apart; else 0."""
+        if gpus != "rank stopped" or not held:
+            return 0
+        spell = self._spell(watch.telemetry, now)
+        if spell is None or kind_of(spell[1], self._writer(job_id, watch)) == PAUSE:
+            return 0
+        return held
 
     @staticmethod
     def _stalled(watch: JobWatch, gpus: str) -> bool:

@@ -380,16 +380,18 @@ class JobTelemetry:
 
     def _resumed(self, gpus: pl.DataFrame, config: HangConfig) -> bool:
         """Whether a GPU that waited earlier in the spell works again (busy, drawing at least
-        ``spin_power_ratio`` of the job's progressing power). A rank leaves an NCCL wait only
-        once every peer joined the collective, so the job moved on: no frozen wait, whatever
-        the other GPUs' older samples still show."""
+        half-way from ``spin_power_ratio`` of the job's progressing power to all of it). A
+        rank leaves an NCCL wait only once every peer joined the collective, so the job moved
+        on: no frozen wait, whatever the other GPUs' older samples still show. Half-way, not
+        the ratio itself: a spinning GPU's power is noisy about a level close to that ratio,
+        and one sample just over it would restart a spell that never ended (a rank stuck in
+        host code timed afresh every minute), whereas a GPU back at work draws about the
+        job's progressing power."""
         baseline = self.power.get()
         if self.waited is None or self.waited.is_empty() or not baseline:
             return False
-        working = gpus.filter(
-            (pl.col("util") >= config.busy_util)
-            & (pl.col("power_w") >= config.spin_power_ratio * baseline)
-        )
+        at_work = (1.0 + config.spin_power_ratio) / 2 * baseline
+        working = gpus.filter((pl.col("util") >= config.busy_util) & (pl.col("power_w") >= at_work))
         return not working.join(self.waited, on=list(_GPU), how="semi").is_empty()
 
     def _healthy(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:

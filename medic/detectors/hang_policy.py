@@ -9,6 +9,13 @@ longest pause the job has had, at least ``confirm_floor_s``. A healthy job's fir
 evaluation, save or data-loader stall is silence and waiting GPUs too; a pause twice as long as
 any the job has taken, and three minutes at least, is not one.
 
+One rank's GPU idle while its peers wait in a collective is positive evidence once it has
+lasted past the same bound, learned from the job's own spells of one rank apart alone (its
+data-loader stalls, which end by themselves): ``confirm_factor`` times the longest of those, at
+least ``confirm_floor_s``. A stall lasts as long as the job's input pipeline makes it, so the
+first is judged by the floor; the job's long evaluations or saves, pauses of another kind, do
+not stretch the bound, as they stretch the silence's.
+
 The lines in which a job reports being stuck (NCCL's watchdog, a heartbeat monitor) confirm a
 hang by themselves (``HangDetector._reported_stuck``).
 """
@@ -40,27 +47,41 @@ class Silence:
     since the spell began (while the GPUs corroborate)."""
     longest_pause_us: int
     """The longest pause the job has had: step gap, save, or spell of waiting GPUs."""
+    apart_us: int = 0
+    """How long one rank's GPU (not a save's writer) has been idle, saying so, while all its
+    peers wait, without a break (telemetry time); 0 when the GPUs do not show that now."""
+    longest_apart_us: int = 0
+    """The longest spell of one rank apart alone the job has come back from (a stall)."""
 
 
-PositiveEvidence = Callable[[Silence], str | None]
+PositiveEvidence = Callable[["HangConfig", Silence], str | None]
 
 
-def against_nodes(silence: Silence) -> str | None:
+def against_nodes(config: HangConfig, silence: Silence) -> str | None:
     """Evidence against a node: a stuck GPU, hardware counters, a kernel hardware error, its
     telemetry stopped while the others wait (``hang_evidence.culprits``)."""
     nodes = silence.blame.nodes
     return f"evidence against {', '.join(nodes)}" if nodes else None
 
 
-def blocked_on_io(silence: Silence) -> str | None:
+def blocked_on_io(config: HangConfig, silence: Silence) -> str | None:
     """A rank apart from the wait on a node whose kernel reports I/O blocked (a dead NFS
     server): no stall that ends by itself."""
     return "a rank apart on a node blocked on I/O" if silence.blocked_apart else None
 
 
-POSITIVE_EVIDENCE: tuple[PositiveEvidence, ...] = (against_nodes, blocked_on_io)
-"""A rank idle while its peers wait is none of these: a data-loader stall looks the same for
-minutes."""
+def apart_past_stalls(config: HangConfig, silence: Silence) -> str | None:
+    """One rank apart while its peers wait, longer than ``apart_confirm_us``: past any stall
+    of the job's own (a data-loader stall looks the same while it lasts)."""
+    if not silence.apart_us:
+        return None
+    bound = apart_confirm_us(config, silence.longest_apart_us)
+    if silence.apart_us < bound:
+        return None
+    return f"a rank apart from its waiting peers for {silence.apart_us / US:.0f}s"
+
+
+POSITIVE_EVIDENCE: tuple[PositiveEvidence, ...] = (against_nodes, blocked_on_io, apart_past_stalls)
 
 
 def confirm_us(config: HangConfig, longest_pause_us: int) -> int:
@@ -68,11 +89,19 @@ def confirm_us(config: HangConfig, longest_pause_us: int) -> int:
     return round(max(config.confirm_floor_s * US, config.confirm_factor * longest_pause_us))
 
 
+def apart_confirm_us(config: HangConfig, longest_apart_us: int) -> int:
+    """How long one rank apart confirms a hang: the bound of ``confirm_us``, from the job's
+    longest stall rather than its longest pause of any kind."""
+    return confirm_us(config, longest_apart_us)
+
+
 @dataclass(frozen=True)
 class Tier:
     tier: str
     evidence: tuple[str, ...]
     bound_us: int
+    apart_bound_us: int | None = None
+    """How long the rank apart now confirms (None: no rank apart)."""
 
     @property
     def why(self) -> str:
@@ -83,12 +112,16 @@ class Tier:
         seconds = f"{self.bound_us / US:.0f}s"
         if self.tier == CONFIRMED:
             return f"; confirmed: silent past {seconds}"
+        if self.apart_bound_us is not None:
+            apart = f"{self.apart_bound_us / US:.0f}s"
+            return f"; suspect: a rank apart until {apart}, silence alone until {seconds}"
         return f"; suspect: silence alone until {seconds}"
 
 
 def tier_of(config: HangConfig, silence: Silence) -> Tier:
     """Confirmed by positive evidence or by a silence past ``confirm_us``; else suspect."""
-    evidence = tuple(e for check in POSITIVE_EVIDENCE if (e := check(silence)) is not None)
+    evidence = tuple(e for check in POSITIVE_EVIDENCE if (e := check(config, silence)) is not None)
     bound = confirm_us(config, silence.longest_pause_us)
     confirmed = bool(evidence) or silence.silence_us >= bound
-    return Tier(CONFIRMED if confirmed else SUSPECT, evidence, bound)
+    apart = apart_confirm_us(config, silence.longest_apart_us) if silence.apart_us else None
+    return Tier(CONFIRMED if confirmed else SUSPECT, evidence, bound, apart)

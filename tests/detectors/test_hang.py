@@ -699,3 +699,60 @@ def test_the_confirmation_bound_is_configurable() -> None:
     suspect, confirmed = run(HangDetector(config), [job], 700)
     assert suspect.tier == "suspect"
     assert 90 <= silence_s(job, confirmed.detected_at) <= 92
+
+
+def one_idle(node: str, gpu: int) -> Any:
+    """GPU ``gpu`` of ``node`` idle (saying so) while every other GPU spins in the wait."""
+    return lambda t, n, g: IDLE if (n, g) == (node, gpu) else SPIN
+
+
+def evaluated_for_300_s() -> Job:
+    """A job that evaluated for 300 s printing nothing (its GPUs at work), then trained on
+    until 1000 s: silence alone confirms only past 600 s."""
+    job = healthy_until(400).telemetry(400, 700, constant(EVAL))
+    return job.steps(700, 1000).telemetry(700, 1000, constant(COMPUTE))
+
+
+def test_a_rank_apart_past_the_floor_confirms_whatever_the_jobs_long_pauses() -> None:
+    # Silence alone would confirm only past 600 s. A rank apart while its peers wait is
+    # evidence once it lasts past the floor, the job having no stall of its own to say such
+    # spells end by themselves.
+    job = evaluated_for_300_s().telemetry(1000, 1400, one_idle("n3", 2))
+    suspect, confirmed = run(HangDetector(), [job], 1400)
+    assert suspect.tier == "suspect"
+    assert "a rank apart until 180s, silence alone until 6" in suspect.summary
+    assert confirmed.tier == "confirmed" and confirmed.onset == suspect.onset
+    # Timed on the telemetry: from the first window showing the rank apart (1000-1010 s).
+    assert 180 <= (confirmed.detected_at - at(1010)) / US <= 190
+    assert confirmed.evidence["confirmed_by"][0].startswith("a rank apart from its waiting")
+
+
+def test_a_rank_apart_no_longer_than_the_jobs_own_stalls_confirms_nothing() -> None:
+    # A data-loader stall of 150 s that ended by itself: another rank apart is no evidence
+    # until it lasts twice that (the job's learned allowance for such spells holds it longer).
+    job = healthy_until(400).telemetry(400, 550, one_idle("n2", 1))
+    job.steps(550, 900).telemetry(550, 900, constant(COMPUTE))
+    job.telemetry(900, 1400, one_idle("n3", 2))
+    stall, hang = run(HangDetector(), [job], 1400)
+    assert stall.tier == "suspect" and stall.detected_at < at(550)
+    assert hang.tier == "confirmed" and (hang.detected_at - at(910)) / US >= 300
+    assert "n3 GPU 2 went idle" in hang.summary
+    assert hang.evidence["confirmed_by"][0].startswith("a rank apart from its waiting")
+
+
+def test_a_waiting_gpus_power_noise_does_not_restart_the_spell_of_a_rank_apart() -> None:
+    # One peer's samples now and then draw a little over half the job's progressing power
+    # while it waits (a spinning GPU's power is noisy about that level): no GPU went back to
+    # work, so the rank apart is timed from when it stopped, not afresh from each such sample.
+    def noisy(t: float, node: str, gpu: int) -> dict[str, Any]:
+        if (node, gpu) == ("n3", 2):
+            return IDLE
+        if (node, gpu) == ("n1", 0) and int(t) % 40 < 10:
+            return SPIN | {"power_w": 330.0}
+        return SPIN
+
+    job = evaluated_for_300_s().telemetry(1000, 1400, noisy)
+    suspect, confirmed = run(HangDetector(), [job], 1400)
+    assert suspect.tier == "suspect"
+    assert 180 <= (confirmed.detected_at - at(1010)) / US <= 190
+    assert confirmed.evidence["confirmed_by"][0].startswith("a rank apart from its waiting")
