@@ -32,6 +32,14 @@ detector reports no history (a watchdog's line, a crash):
 - ``off_rhythm``: 0 when the silence began at the step interval the job's earlier pauses came
   at (``on_rhythm``), 1 otherwise.
 
+One reads what the job's GPUs showed (``gpus``, the hang detector's verdict):
+
+- ``all_waiting``: 1 when every GPU waits in the collective (``spinning``: pegged at a wait's
+  power, none apart) or one of them looks stuck itself (``gpu stuck``): a frozen collective.
+  0 when one rank is apart from the wait (``rank stopped``: its GPU idle while its peers wait,
+  which a data-loader stall or a save by one rank shows too for a while), when the GPUs say
+  something else, or when the detector reports no GPU state.
+
 And one reads the detector's alarm policy: ``confirmed``, 1 for a confirmed detection (positive
 evidence, or a silence past the bound the job's own history sets: ``medic.detectors.base``),
 0 for a suspect, which has silence or slowness alone to go on. The policy weighs evidence the
@@ -64,12 +72,15 @@ FEATURES = (
     "novel",
     "unprecedented",
     "off_rhythm",
+    "all_waiting",
     "confirmed",
 )
 Features = Mapping[str, np.ndarray]
 """Features of several detections, a column (array) per name."""
 UNKNOWN_GAP_S = 60.0
 """The step gap a silence is measured in before the job has shown its own."""
+FROZEN = frozenset({"spinning", "gpu stuck"})
+"""GPU states (``gpus``) of a frozen collective: every GPU in the wait, or one stuck itself."""
 
 
 def features_of(detection: Detection) -> dict[str, float]:
@@ -107,6 +118,7 @@ def evidence_features(
         "agree": _clip(math.log2(1.0 + count), 0.0, 6.0),
         "named": float(named),
         **_history(silence, evidence),
+        "all_waiting": float(evidence.get("gpus") in FROZEN),
         "confirmed": confirmed_feature(tier),
     }
 

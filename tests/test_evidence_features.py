@@ -78,3 +78,13 @@ def test_a_suspect_reads_as_less_than_a_confirmed_detection() -> None:
     assert features_of(hang(160.0, True))["confirmed"] == 1.0
     # A detection from before medic kept tiers was acted on: confirmed.
     assert evidence_features(0.7, {}, tier=None)["confirmed"] == 1.0
+
+
+def test_every_gpu_in_the_wait_reads_as_more_than_one_rank_apart() -> None:
+    def waiting(gpus: str) -> float:
+        return evidence_features(0.8, {"silence_s": 90.0, "gpus": gpus})["all_waiting"]
+
+    assert waiting("spinning") == waiting("gpu stuck") == 1.0
+    # One rank apart is what a data-loader stall or a save shows too for a while.
+    assert waiting("rank stopped") == waiting("working") == 0.0
+    assert evidence_features(1.0, {"signatures": ["nccl_watchdog"]})["all_waiting"] == 0.0
