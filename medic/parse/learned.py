@@ -711,9 +711,14 @@ _RATE = re.compile(
 ``sps``, ``ips``)."""
 _RATE_LABEL = re.compile(r"(?i)(?:^|[/_])throughput$")
 """A label naming a throughput (``perf/throughput``); as a unit, the word is the next field's."""
-_STEP_RATE = re.compile(r"(?i)^(?:it|iters?|steps?|batch(?:es)?|updates?)(?:/|_per_)s")
+_RATE_PHRASE = re.compile(r"(?i)(?:^|[\s(])([a-z]+ per sec(?:ond)?)$")
+"""A phrase naming a rate in words (``samples per second``)."""
+_STEP_RATE = re.compile(
+    r"(?i)^(?:it|iters?|iterations?|steps?|batch(?:es)?|updates?)(?:/|_per_| per )s"
+)
 """A rate of steps: a step time (``_scale``), never a throughput."""
-_PER_DEVICE = re.compile(r"(?i)gpu|device")
+_PER_DEVICE = re.compile(r"(?i)gpu|device|(?<![a-z])core")
+"""A rate per device (a GPU, a TPU core): the step's throughput before the whole job's."""
 _AVERAGED = re.compile(r"(?i)avg|average|mean|running|smooth")
 """A rate averaged over many steps, not the step's own."""
 _PLAIN = re.compile(r"(?i)(?:time|dt|took|duration|timing|latency)$")
@@ -734,11 +739,14 @@ def _rate_rank(words: tuple[str, str, str]) -> tuple[bool, bool]:
 
 
 def _rate_name(unit: str, label: str, phrase: str) -> str:
-    """The word that names a number a rate: its unit (``samples/s``) or its label
-    (``tokens_per_sec``); empty when neither does."""
+    """The words that name a number a rate: its unit (``samples/s``), its label
+    (``tokens_per_sec``) or its phrase (``samples per second``); empty when none does."""
     if _RATE.search(unit):
         return unit
-    return label if _RATE.search(label) or _RATE_LABEL.search(label) else ""
+    if _RATE.search(label) or _RATE_LABEL.search(label):
+        return label
+    worded = _RATE_PHRASE.search(phrase)
+    return worded.group(1) if worded else ""
 
 
 def _is_throughput(unit: str, label: str, phrase: str) -> bool:

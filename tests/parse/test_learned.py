@@ -154,6 +154,28 @@ def test_a_step_lines_throughput_is_read_the_one_per_device_first() -> None:
     assert throughputs(learner(), *lines) == [(s, 120.0 + s, "tokens/s/gpu") for s in (1, 2, 3, 4)]
 
 
+def test_a_rate_in_words_is_a_throughput_and_a_rate_per_core_one_per_device() -> None:
+    worded = [
+        f"it {s} | time per iteration (s): 0.{s} | samples per second: 3{s}.5 | TFLOPs: 9{s}.0 |"
+        for s in (1, 2, 3, 4)
+    ]
+    # The first of two rates of the whole job (the line says of neither that it is per device).
+    assert throughputs(learner(), *worded) == [
+        (s, 30.5 + s, "samples per second") for s in (1, 2, 3, 4)
+    ]
+    cores = [
+        f"[{s}00] seconds={s}.5, seqs_per_second=7{s}4.2, seqs_per_second_per_core=9{s}.7, "
+        f"steps_per_second=0.{s}"
+        for s in (1, 2, 3, 4)
+    ]
+    assert throughputs(learner(), *cores) == [
+        (s * 100, 90.7 + s, "seqs_per_second_per_core") for s in (1, 2, 3, 4)
+    ]
+    # A rate of steps in words is the step's pace, never its throughput.
+    paces = [f"step {s} | steps per second: 2.{s}" for s in (1, 2, 3, 4)]
+    assert throughputs(learner(), *paces) == [(s, None, None) for s in (1, 2, 3, 4)]
+
+
 def test_a_rising_throughput_is_never_the_counter_and_the_data_rate_no_throughput() -> None:
     unlabelled = [f"[train] tokens_per_sec: {1000 + 100 * i} n {7 - i} took 0.5s" for i in range(4)]
     # The one number that keeps rising is a throughput: no counter, so no step.
