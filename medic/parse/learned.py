@@ -64,7 +64,7 @@ CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-
 CANDIDATE = (
     r"[0-9] ?(?:ms|s|sec|secs|seconds|us)(?-u:\b)"
     r"|(?i:time|dt[:=]|took|duration|timing|cost|latency|ms/|s/it|it/s|steps?/s|_per_s|persec"
-    r"|(?-u:\b)bps(?-u:\b))"
+    r"|(?-u:\b)bps(?-u:\b)|throughput|(?-u:\b)tps(?-u:\b))"
 )
 """A line worth learning from holds a duration or a rate ..."""
 HEADER = r"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:step|iter|iteration|batch|update)s?\W{0,2}[0-9]"
@@ -308,7 +308,7 @@ class LearnedProgress:
         headers_of = [
             t
             for t, f in self.fields.items()
-            if f is not None and f.duration is None and f.bar is None
+            if f is not None and f.duration is None and f.bar is None and not _is_part(f)
         ]
         is_header = pl.col("_template").is_in(headers_of)
         is_part = pl.col("_template").is_in(parts)
@@ -644,7 +644,8 @@ def _fields(template: str) -> Fields | None:
     bar = BAR_COUNTER.search(template)
     counter = None if bar is None else template[: bar.start()].count("#")
     total = None if bar is None or "/#" not in bar.group(0) else counter + 1  # type: ignore[operator]
-    if not durations and min(ranks) >= UNLABELLED and counter is None:
+    alone = width == 1 and throughput is not None
+    if not durations and min(ranks) >= UNLABELLED and counter is None and not alone:
         return None
     per_step = (
         "/" in words[i][0] or bool(_PER_STEP.search(" ".join(words[i][1:]))) for i in durations
@@ -743,7 +744,7 @@ def _rate_name(unit: str, label: str, phrase: str) -> str:
     (``tokens_per_sec``) or its phrase (``samples per second``); empty when none does."""
     if _RATE.search(unit):
         return unit
-    if _RATE.search(label) or _RATE_LABEL.search(label):
+    if _RATE.search(label) or _RATE.search(label.rsplit("/", 1)[-1]) or _RATE_LABEL.search(label):
         return label
     worded = _RATE_PHRASE.search(phrase)
     return worded.group(1) if worded else ""
@@ -773,8 +774,12 @@ def _pace(fields: Fields) -> bool:
 
 
 def _is_part(fields: Fields | None) -> bool:
-    """A template of one number, a duration: the later line of a record."""
-    return fields is not None and fields.width == 1 and fields.duration is not None
+    """A template of one number, a duration or a throughput: the later line of a record."""
+    return (
+        fields is not None
+        and fields.width == 1
+        and (fields.duration is not None or fields.throughput is not None)
+    )
 
 
 def _number_rank(before: str, label: str, after: str) -> int:

@@ -112,6 +112,9 @@ validation, evaluation or test (``valid loss``) gives none (``other``); ``val_lo
 ``eval/loss`` are not keys (a word character or a slash before ``loss``)."""
 CARRIED = (*FIELDS, "loss")
 """The values a later line of a record (``part``) fills in on its step line."""
+UNIT = "_unit"
+"""The unit of a throughput a record's part filled in (its part format's), where the step
+line's own format gives none: the part's throughput, not the step format's."""
 
 
 @dataclass(frozen=True)
@@ -298,7 +301,10 @@ class ProgressParser:
             rows = rows.filter(~lookalike.fill_null(False))
         rows = self._without_other_loops(rows)
         if self._parts:
-            rows = self._with_parts(rows)
+            rows, orphans = self._with_parts(rows)
+            matched = matched.filter(~matched.is_in(orphans.implode()))
+        if UNIT not in rows.columns:
+            rows = rows.with_columns(pl.lit(None, pl.String).alias(UNIT))
         if rows.is_empty():
             return None, matched
         bar = pl.col(PATTERN).is_in(self._bars)
@@ -334,36 +340,66 @@ class ProgressParser:
             return rows
         return rows.filter(~pl.col(LINE).is_in(other.implode()))
 
-    def _with_parts(self, rows: pl.DataFrame) -> pl.DataFrame:
+    def _with_parts(self, rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         """The step lines with the values of the later lines of their records (``part``
         formats) filled in: each part completes the nearest step line of its framework before
-        it in the same job, at most ``PART_WINDOW`` lines back; the parts make no rows."""
+        it in the same job, at most ``PART_WINDOW`` lines back; the parts make no rows. Also
+        the ``LINE`` of the parts that complete no step line (another framework's line that
+        looks like one: left to the learning reader)."""
         framework = self._pick("framework").alias("_framework")
         is_part = pl.col(PATTERN).is_in(self._parts)
         rows = rows.with_columns(framework)
         parts, steps = rows.filter(is_part), rows.filter(~is_part)
         if parts.is_empty():
-            return steps.drop("_framework")
+            return steps.drop("_framework"), pl.Series(LINE, [], dtype=pl.UInt32)
         owners = steps.select(LINE, "job_id", "_framework", pl.col(LINE).alias("_owner"))
+        unrated = pl.col("throughput").is_null()
+        owned = parts.select(
+            LINE, "job_id", "_framework", PATTERN, *CARRIED, self._pick("unit").alias("unit")
+        ).join_asof(
+            owners,
+            on=LINE,
+            by=["job_id", "_framework"],
+            strategy="backward",
+            tolerance=PART_WINDOW,
+            check_sortedness=False,
+        )
+        orphans = owned.filter(pl.col("_owner").is_null()).get_column(LINE)
         values = (
-            parts.select(LINE, "job_id", "_framework", *CARRIED)
-            .join_asof(
-                owners,
-                on=LINE,
-                by=["job_id", "_framework"],
-                strategy="backward",
-                tolerance=PART_WINDOW,
-                check_sortedness=False,
-            )
-            .filter(pl.col("_owner").is_not_null())
+            owned.filter(pl.col("_owner").is_not_null())
             .group_by("_owner")
-            .agg(pl.col(CARRIED).drop_nulls().first().name.suffix("_part"))
+            .agg(
+                pl.col(CARRIED).drop_nulls().first().name.suffix("_part"),
+                # Of a record's throughputs, its first part format's (the formats' priority).
+                *(
+                    pl.col(name)
+                    .sort_by(unrated, PATTERN, maintain_order=True)
+                    .first()
+                    .alias(f"{name}_rated")
+                    for name in ("throughput", "unit")
+                ),
+            )
         )
-        return (
+        own = pl.col("throughput").is_not_null()
+        completed = (
             steps.join(values, left_on=LINE, right_on="_owner", how="left", maintain_order="left")
-            .with_columns(pl.coalesce(name, f"{name}_part").alias(name) for name in CARRIED)
-            .drop("_framework", *(f"{name}_part" for name in CARRIED))
+            .with_columns(
+                pl.when(~own).then(pl.col("unit_rated")).alias(UNIT),
+                pl.coalesce("throughput", "throughput_rated").alias("throughput"),
+                *(
+                    pl.coalesce(name, f"{name}_part").alias(name)
+                    for name in CARRIED
+                    if name != "throughput"
+                ),
+            )
+            .drop(
+                "_framework",
+                "throughput_rated",
+                "unit_rated",
+                *(f"{name}_part" for name in CARRIED),
+            )
         )
+        return completed, orphans
 
     def _learned(self, lines: pl.DataFrame, dicts: pl.DataFrame) -> pl.DataFrame | None:
         """The step lines of templates the learning reader knows (or learns now) for their
@@ -458,7 +494,9 @@ class ProgressParser:
             pl.col("_step").alias("step"),
             pl.when(step_time.is_finite() & (step_time > 0)).then(step_time).alias("step_time_s"),
             throughput.alias("throughput"),
-            pl.when(throughput.is_not_null()).then(pick("unit")).alias("throughput_unit"),
+            pl.when(throughput.is_not_null())
+            .then(pl.coalesce(UNIT, pick("unit")))
+            .alias("throughput_unit"),
             pl.when(pick("event") == "step").then(pl.col("loss").cast(pl.Float64)).alias("loss"),
         ]
         return measures, output

@@ -137,6 +137,10 @@ def test_a_rate_of_tokens_is_no_step_time() -> None:
         for line in (f"== step {step} ==", f"    throughput/device/tokens_per_second={step}5.5")
     ]
     assert steps(ProgressParser(), *lines) == [("learned", s, None) for s in (10, 20, 30, 40)]
+    # ... but it is the record's throughput.
+    assert throughputs(ProgressParser(), *lines) == [
+        (s, float(f"{s}5.5"), "throughput/device/tokens_per_second") for s in (10, 20, 30, 40)
+    ]
 
 
 def throughputs(parser: ProgressParser, *messages: str) -> list[tuple]:

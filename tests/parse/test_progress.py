@@ -384,6 +384,32 @@ def test_numbers_with_a_magnitude_suffix_or_thousands_separators() -> None:
     assert [(r["step"], r["step_time_s"]) for r in rows] == [(1204, pytest.approx(1.2505))]
 
 
+def test_a_records_throughput_is_its_first_part_formats_with_that_parts_unit() -> None:
+    def pattern(regex: str, **extra: str) -> dict[str, str]:
+        return {"pattern": regex, "framework": "rec", **extra}
+
+    config = from_dict(
+        ProgressConfig,
+        {
+            "patterns": [
+                pattern(r"^== step (?P<step>\d+)( (?P<throughput>[\d.]+) img/s)?", unit="img/s"),
+                pattern(r"^ dev (?P<throughput>[\d.]+)$", event="part", unit="tokens/s/dev"),
+                pattern(r"^ all (?P<throughput>[\d.]+)$", event="part", unit="samples/s"),
+                pattern(r"^ took (?P<step_time_s>[\d.]+)$", event="part"),
+            ]
+        },
+    )
+    lines = ["== step 1", " all 30.5", " dev 12.5", " took 0.5", "== step 2", " all 31.5"]
+    lines += ["== step 3 7.5 img/s", " dev 13.5", "== step 4"]
+    rows = parse(*lines, parser=ProgressParser(config))
+    assert [(r["step"], r["step_time_s"], r["throughput"], r["throughput_unit"]) for r in rows] == [
+        (1, 0.5, 12.5, "tokens/s/dev"),
+        (2, None, 31.5, "samples/s"),
+        (3, None, 7.5, "img/s"),
+        (4, None, None, None),
+    ]
+
+
 def test_a_site_pattern_reads_a_rate_with_its_unit_and_no_rate_without_one() -> None:
     config = from_dict(
         ProgressConfig, {"patterns": [{"pattern": r"loop (?P<step>\d+) (?P<bar_rate>\S+)$"}]}
