@@ -702,3 +702,18 @@ def test_no_loss_from_a_validation_key_a_phase_line_or_a_line_without_one() -> N
         ("checkpoint_start", None),
         ("step", None),
     ]
+
+
+def test_a_trainer_dicts_step_key_and_step_rate_are_read_by_the_generic_dict_format() -> None:
+    """Without ms-swift's own format, its dict is read as Hugging Face's with its own keys."""
+    kept = ProgressParser(builtin=tuple(f for f in FORMATS if f.framework != "swift"))
+    rows = parse(
+        "{'loss': 1.5, 'learning_rate': 1e-05, 'train_speed(iter/s)': 0.25, 'epoch': 0.1, "
+        "'global_step/max_steps': '40/900'}",
+        "{'loss': 1.4, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.2}",
+        parser=kept,
+    )
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [
+        ("hf", 40, 4.0),
+        ("hf", None, None),
+    ]
