@@ -101,13 +101,18 @@ def peer_z(frame: pl.DataFrame, by: str | list[str], columns: Mapping[str, float
     all in one pass of window expressions; the floor keeps identical peers (MAD 0) from making
     a tiny difference look huge.
     """
+    return frame.with_columns(peer_z_columns(by, columns))
+
+
+def peer_z_columns(by: str | list[str], columns: Mapping[str, float]) -> list[pl.Expr]:
+    """The ``z_<column>`` expressions of ``peer_z`` (to build once and run in a query)."""
     exprs = []
     for column, floor in columns.items():
         median = pl.col(column).median().over(by)
         mad = (pl.col(column) - median).abs().median().over(by)
         scale = pl.max_horizontal(mad * MAD_TO_SIGMA, pl.lit(floor))
         exprs.append(((pl.col(column) - median) / scale).fill_null(0.0).alias(f"z_{column}"))
-    return frame.with_columns(exprs)
+    return exprs
 
 
 def push_flags(history: pl.Expr, flag: pl.Expr, n: int) -> pl.Expr:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import polars as pl
 
 from medic.detectors.online import MAD_TO_SIGMA, flag_count, push_flags
+from medic.frames import collect
 
 FEATURE = "ib_errors_delta"
 EARLY_ERRORS_PER_S = 4.0
@@ -53,6 +54,34 @@ class PortErrorPeers:
         self.peer_k = peer_k
         self.peer_n = peer_n
         self._state = pl.DataFrame(schema=_STATE)
+        peer_median = pl.col("errors_peer").median()
+        self._peers = [
+            pl.col("errors").first(),
+            peer_median.alias("peer_median"),
+            (pl.col("errors_peer") - peer_median).abs().median().alias("peer_mad"),
+        ]
+        """Each node's errors against its peers' (a row per peer), built once: building
+        expressions costs more than running them on one window's nodes."""
+        scale = pl.max_horizontal(pl.col("peer_mad") * MAD_TO_SIGMA, pl.lit(floor))
+        window = (1 << peer_n) - 1
+        self._scored = [
+            [((pl.col("errors") - pl.col("peer_median")) / scale).alias("z")],
+            [(pl.col("z") >= z_threshold).alias("flagged")],
+        ]
+        self._merged = [
+            [
+                (pl.col("seen").fill_null(0) + 1).alias("seen"),
+                push_flags(pl.col("history"), pl.col("flagged"), peer_n).alias("history"),
+            ],
+            [flag_count(pl.col("history") & window).alias("flags")],
+            [
+                pl.when(pl.col("flags") == 0)
+                .then(None)
+                .otherwise(pl.col("run_seen").fill_null(pl.col("seen") - 1))
+                .alias("run_seen"),
+                (pl.col("flagged") & (pl.col("flags") >= peer_k)).alias("persistent"),
+            ],
+        ]
 
     def __len__(self) -> int:
         return self._state.height
@@ -61,38 +90,28 @@ class PortErrorPeers:
         """One window's GPU rows (with ``ib_errors_delta``) of the jobs compared: every node with
         a peer, its ``z``, whether it is ``flagged`` now, ``flags`` among its last ``peer_n``
         windows, ``persistent`` and ``run_seen``."""
-        nodes = gpus.group_by(KEYS).agg(pl.col(FEATURE).max().cast(pl.Float64).alias("errors"))
-        pairs = nodes.join(nodes, on="job_id", suffix="_peer").filter(
-            pl.col("node") != pl.col("node_peer")
+        nodes = (
+            gpus.lazy().group_by(KEYS).agg(pl.col(FEATURE).max().cast(pl.Float64).alias("errors"))
         )
-        peer_median = pl.col("errors_peer").median()
-        scored = pairs.group_by(KEYS).agg(
-            pl.col("errors").first(),
-            peer_median.alias("peer_median"),
-            (pl.col("errors_peer") - peer_median).abs().median().alias("peer_mad"),
+        query = (
+            nodes.join(nodes, on="job_id", suffix="_peer")
+            .filter(pl.col("node") != pl.col("node_peer"))
+            .group_by(KEYS)
+            .agg(self._peers)
         )
-        scale = pl.max_horizontal(pl.col("peer_mad") * MAD_TO_SIGMA, pl.lit(self.floor))
-        scored = scored.with_columns(
-            ((pl.col("errors") - pl.col("peer_median")) / scale).alias("z")
-        ).with_columns((pl.col("z") >= self.z_threshold).alias("flagged"))
-        window = (1 << self.peer_n) - 1
-        merged = (
-            scored.join(self._state, on=KEYS, how="left")
-            .with_columns(
-                (pl.col("seen").fill_null(0) + 1).alias("seen"),
-                push_flags(pl.col("history"), pl.col("flagged"), self.peer_n).alias("history"),
+        for stage in self._scored:
+            query = query.with_columns(stage)
+        query = query.join(self._state.lazy(), on=KEYS, how="left")
+        for stage in self._merged:
+            query = query.with_columns(stage)
+        merged = collect(query)
+        self._state = collect(
+            pl.concat(
+                [
+                    self._state.lazy().join(merged.lazy(), on=KEYS, how="anti"),
+                    merged.lazy().select(list(_STATE)),
+                ]
             )
-            .with_columns(flag_count(pl.col("history") & window).alias("flags"))
-            .with_columns(
-                pl.when(pl.col("flags") == 0)
-                .then(None)
-                .otherwise(pl.col("run_seen").fill_null(pl.col("seen") - 1))
-                .alias("run_seen"),
-                (pl.col("flagged") & (pl.col("flags") >= self.peer_k)).alias("persistent"),
-            )
-        )
-        self._state = pl.concat(
-            [self._state.join(merged, on=KEYS, how="anti"), merged.select(list(_STATE))]
         )
         return merged.sort(KEYS)
 

@@ -68,6 +68,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Annotated, ClassVar
 
 import polars as pl
@@ -75,7 +76,7 @@ import polars as pl
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.base import Detection
 from medic.detectors.log_windows import LogWindows
-from medic.detectors.online import flag_count, peer_z, push_flags
+from medic.detectors.online import flag_count, peer_z_columns, push_flags
 from medic.detectors.pace import PaceModel
 from medic.detectors.port_errors import EARLY_ERRORS_PER_S, PortErrorPeers
 from medic.detectors.port_errors import FEATURE as IB_ERRORS
@@ -84,6 +85,7 @@ from medic.detectors.rank_share import RankShares
 from medic.detectors.straggler_policy import Suspect, firing
 from medic.detectors.straggler_score import score_of, strength_of
 from medic.detectors.telemetry import DEFAULT_THROTTLE_MASK, GpuWindows, Window
+from medic.frames import collect
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
@@ -383,8 +385,9 @@ class StragglerDetector(WatchesJobs):
         if window.gpus.is_empty():
             return
         share = self.config.max_culprit_fraction
-        rises = (
-            window.gpus.group_by("job_id", "node")
+        rises = collect(
+            window.gpus.lazy()
+            .group_by("job_id", "node")
             .agg(pl.col("ib_link_downed_delta").max().alias("rise"))
             .filter(
                 (pl.col("rise") > 0).sum().over("job_id")
@@ -533,60 +536,22 @@ class StragglerDetector(WatchesJobs):
         """Score every GPU of every job against its peers; update suspects and offsets. Only
         jobs training in the window take part: none in a checkpoint or evaluation, and most
         of their GPUs busy (a pause printing nothing makes every GPU odd in its own way)."""
-        c = self.config
         if not window.gpus.is_empty():
             self._watched = window.gpus.select("node", "job_id").unique()
         pausing = [j for j, p in self.jobs.progress.jobs.items() if p.phase is not None]
-        gpus = window.gpus.filter(
-            (pl.len().over("job_id") >= c.min_gpus)
-            & (pl.col("util").median().over("job_id") >= c.busy_util)
-            & ~pl.col("job_id").is_in(pausing)
-        )
+        scoring = _scoring(self.config)
+        gpus = window.gpus.filter(scoring.comparable & ~pl.col("job_id").is_in(pausing))
         if gpus.is_empty():
             self.suspects = {}
             return
         nodes = self.port_errors.compare(gpus)
-        scored = peer_z(gpus.with_columns(pl.col(FEATURES).cast(pl.Float64)), "job_id", c.floors())
-        scored = scored.join(self._offsets, on=["job_id", "node", "gpu"], how="left")
-        shift = {f: pl.col(f"z_{f}") - pl.col(f"offset_{f}").fill_null(0.0) for f in SLOWING}
-        deviation = [-shift["sm_clock_mhz"], *(shift[f] for f in SLOWING[1:])]
-        scored = scored.with_columns(
-            [d.alias(f"d_{f}") for d, f in zip(deviation, SLOWING, strict=True)]
-        ).with_columns(pl.max_horizontal(f"d_{f}" for f in SLOWING).alias("z"))
-        reason = pl.max_horizontal(pl.col("z_throttled"), -pl.col("z_power_w"))
-        held_low = pl.min_horizontal(-pl.col("z_sm_clock_mhz"), reason)
-        busy = pl.col("util") >= c.busy_util
-        clock_cause = (
-            (held_low >= c.z_threshold)
-            & busy
-            & (
-                pl.col("sm_clock_mhz")
-                <= c.cause_clock_ratio * pl.col("sm_clock_mhz").median().over("job_id")
-            )
+        query = gpus.lazy().with_columns(pl.col(FEATURES).cast(pl.Float64))
+        query = query.with_columns(scoring.z).join(
+            self._offsets.lazy(), on=["job_id", "node", "gpu"], how="left"
         )
-        links = [pl.col(f"z_{f}") for f in SLOWING[1:]]
-        link_z = pl.max_horizontal(links)
-        by_link = (link_z >= c.z_threshold) & busy & ~(clock_cause & (held_low > link_z))
-        scored = scored.with_columns(
-            (pl.col("sm_clock_mhz").median().over("job_id") / pl.col("sm_clock_mhz")).alias(
-                "clock_ratio"
-            ),
-            pl.coalesce(
-                pl.when(pl.col(f"d_{f}") == pl.col("z")).then(pl.lit(i))
-                for i, f in enumerate(SLOWING)
-            ).alias("feature"),
-            (
-                (pl.col("z") >= c.z_threshold)
-                & (pl.col("seen").fill_null(0) >= c.grace_windows)
-                & (pl.col("util") >= c.busy_util)
-            ).alias("flagged"),
-            pl.when(by_link).then(link_z).otherwise(held_low).alias("cause_z"),
-            pl.when(by_link)
-            .then(pl.when(links[0] >= links[1]).then(pl.lit(1)).otherwise(pl.lit(2)))
-            .otherwise(pl.lit(-1))
-            .alias("cause_feature"),
-            (clock_cause | by_link).alias("caused"),
-        )
+        for stage in scoring.scored:
+            query = query.with_columns(stage)
+        scored = collect(query)
         self._track_gpus(scored)
         self._add_port_suspects(nodes)
         self._learn_offsets(scored)
@@ -629,49 +594,22 @@ class StragglerDetector(WatchesJobs):
         """Push each GPU's flag, cause, samples and clock ratio into its history; GPUs
         persistently flagged (or caused) and still so make their nodes suspects, when they are
         a minority of their job."""
-        c = self.config
         keys = ["job_id", "node", "gpu"]
-        kept = max(c.peer_n, c.min_samples)
-        current = scored.select(
-            *keys,
-            *("z", "feature", "flagged", "cause_z", "cause_feature", "caused"),
-            *("seen", "samples", "clock_ratio"),
-        ).with_columns(pl.col("seen").fill_null(0))
-        gpus = current.join(self._gpus, on=keys, how="left").with_columns(
-            push_flags(pl.col("history"), pl.col("flagged"), kept).alias("history"),
-            push_flags(pl.col("cause_history"), pl.col("caused"), kept).alias("cause_history"),
-            *(
-                pl.concat_list(pl.col(many).fill_null([]), pl.col(one)).list.tail(kept).alias(many)
-                for many, one in (("counts", "samples"), ("clock_ratios", "clock_ratio"))
-            ),
+        query = scored.lazy().select(*TRACKED).with_columns(pl.col("seen").fill_null(0))
+        query = query.join(self._gpus.lazy(), on=keys, how="left")
+        for stage in _scoring(self.config).tracked:
+            query = query.with_columns(stage)
+        gpus = collect(query)
+        self._gpus = collect(
+            pl.concat(
+                [
+                    self._gpus.lazy().join(gpus.lazy(), on=keys, how="anti"),
+                    gpus.lazy().select(list(_GPUS)),
+                ]
+            )
         )
-        span = judged_span(pl.col("counts"), c.min_samples, c.peer_n)
-        recent = pl.lit(2, pl.Int64).pow(span).cast(pl.Int64) - 1
-        needed = (span * c.peer_k / c.peer_n).ceil().cast(pl.Int64)
-        gpus = gpus.with_columns(
-            flag_count(pl.col("history") & recent).alias("flags"),
-            flag_count(pl.col("cause_history") & recent).alias("causes"),
-            needed.alias("needed"),
-            (span <= pl.col("counts").list.len()).alias("ready"),
-            pl.col("clock_ratios").list.reverse().list.head(span).list.median().alias("ratio"),
-        ).with_columns(
-            pl.when(pl.col("causes") == 0)
-            .then(None)
-            .otherwise(pl.col("cause_seen").fill_null(pl.col("seen")))
-            .alias("cause_seen"),
-            (pl.col("ready") & pl.col("flagged") & (pl.col("flags") >= pl.col("needed"))).alias(
-                "persistent"
-            ),
-            (pl.col("ready") & pl.col("caused") & (pl.col("causes") >= pl.col("needed"))).alias(
-                "persistent_cause"
-            ),
-        )
-        self._gpus = pl.concat(
-            [self._gpus.join(gpus, on=keys, how="anti"), gpus.select(list(_GPUS))]
-        )
-        short = pl.max_horizontal(pl.col("needed") - 1, pl.lit(1))
-        odd = (pl.col("flags") >= short) | (pl.col("causes") >= short)
-        self.odd_jobs = set(gpus.filter(odd).get_column("job_id").to_list())
+        odd = gpus.filter(_scoring(self.config).odd).get_column("job_id")
+        self.odd_jobs = set(odd.to_list())
         self.suspects = self._suspects(gpus, scored)
 
     def _suspects(self, gpus: pl.DataFrame, scored: pl.DataFrame) -> dict[str, list[Suspect]]:
@@ -742,28 +680,21 @@ class StragglerDetector(WatchesJobs):
         seen = pl.col("seen").fill_null(0)
         keys = ["job_id", "node", "gpu"]
         recent = (1 << c.peer_n) - 1
-        history = self._gpus.select(*keys, (pl.col("history") & recent).alias("recent"))
-        learning = scored.join(history, on=keys, how="left").filter(
-            (seen < c.grace_windows)
-            | (~pl.col("job_id").is_in(slowed) & (pl.col("recent").fill_null(0) == 0))
+        history = self._gpus.lazy().select(*keys, (pl.col("history") & recent).alias("recent"))
+        learned = collect(
+            scored.lazy()
+            .join(history, on=keys, how="left")
+            .filter(
+                (seen < c.grace_windows)
+                | (~pl.col("job_id").is_in(slowed) & (pl.col("recent").fill_null(0) == 0))
+            )
+            .select(_scoring(c).learned)
         )
-        weight = pl.max_horizontal(pl.lit(c.offset_weight), 1.0 / (seen + 1))
-        limit = c.z_threshold
-        learned = learning.select(
-            "job_id",
-            "node",
-            "gpu",
-            (seen + 1).alias("seen"),
-            *(
-                (
-                    pl.col(f"offset_{f}").fill_null(0.0)
-                    + weight
-                    * (pl.col(f"z_{f}").clip(-limit, limit) - pl.col(f"offset_{f}").fill_null(0.0))
-                ).alias(f"offset_{f}")
-                for f in SLOWING
-            ),
+        self._offsets = collect(
+            pl.concat(
+                [self._offsets.lazy().join(learned.lazy(), on=keys, how="anti"), learned.lazy()]
+            )
         )
-        self._offsets = pl.concat([self._offsets.join(learned, on=keys, how="anti"), learned])
 
     def _forget(self, job_ids: list[str]) -> None:
         if not job_ids:
@@ -779,6 +710,129 @@ class StragglerDetector(WatchesJobs):
         self._offsets = self._offsets.filter(~pl.col("job_id").is_in(job_ids))
         self._gpus = self._gpus.filter(~pl.col("job_id").is_in(job_ids))
         self._watched = self._watched.filter(~pl.col("job_id").is_in(job_ids))
+
+
+TRACKED = (
+    *("job_id", "node", "gpu", "z", "feature", "flagged", "cause_z", "cause_feature", "caused"),
+    *("seen", "samples", "clock_ratio"),
+)
+"""What a GPU's history keeps of its window's scores."""
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    """The expressions of a window's peer comparison (``_compare_peers``), each stage one
+    ``with_columns`` of a single query."""
+
+    comparable: pl.Expr
+    """GPUs of jobs large and busy enough to compare (pausing jobs are left out apart)."""
+    z: list[pl.Expr]
+    scored: list[list[pl.Expr]]
+    tracked: list[list[pl.Expr]]
+    odd: pl.Expr
+    learned: list[str | pl.Expr]
+
+
+@cache
+def _scoring(c: StragglerConfig) -> _Scoring:
+    """The peer comparison's expressions for ``c``, built once: building them each window
+    costs more than running them on a window of a small cluster."""
+    comparable = (pl.len().over("job_id") >= c.min_gpus) & (
+        pl.col("util").median().over("job_id") >= c.busy_util
+    )
+    shift = {f: pl.col(f"z_{f}") - pl.col(f"offset_{f}").fill_null(0.0) for f in SLOWING}
+    deviation = [-shift["sm_clock_mhz"], *(shift[f] for f in SLOWING[1:])]
+    reason = pl.max_horizontal(pl.col("z_throttled"), -pl.col("z_power_w"))
+    held_low = pl.min_horizontal(-pl.col("z_sm_clock_mhz"), reason)
+    busy = pl.col("util") >= c.busy_util
+    clock_cause = (
+        (held_low >= c.z_threshold)
+        & busy
+        & (
+            pl.col("sm_clock_mhz")
+            <= c.cause_clock_ratio * pl.col("sm_clock_mhz").median().over("job_id")
+        )
+    )
+    links = [pl.col(f"z_{f}") for f in SLOWING[1:]]
+    link_z = pl.max_horizontal(links)
+    by_link = (link_z >= c.z_threshold) & busy & ~(clock_cause & (held_low > link_z))
+    scored = [
+        [d.alias(f"d_{f}") for d, f in zip(deviation, SLOWING, strict=True)],
+        [pl.max_horizontal(f"d_{f}" for f in SLOWING).alias("z")],
+        [
+            (pl.col("sm_clock_mhz").median().over("job_id") / pl.col("sm_clock_mhz")).alias(
+                "clock_ratio"
+            ),
+            pl.coalesce(
+                pl.when(pl.col(f"d_{f}") == pl.col("z")).then(pl.lit(i))
+                for i, f in enumerate(SLOWING)
+            ).alias("feature"),
+            (
+                (pl.col("z") >= c.z_threshold)
+                & (pl.col("seen").fill_null(0) >= c.grace_windows)
+                & (pl.col("util") >= c.busy_util)
+            ).alias("flagged"),
+            pl.when(by_link).then(link_z).otherwise(held_low).alias("cause_z"),
+            pl.when(by_link)
+            .then(pl.when(links[0] >= links[1]).then(pl.lit(1)).otherwise(pl.lit(2)))
+            .otherwise(pl.lit(-1))
+            .alias("cause_feature"),
+            (clock_cause | by_link).alias("caused"),
+        ],
+    ]
+    kept = max(c.peer_n, c.min_samples)
+    span = judged_span(pl.col("counts"), c.min_samples, c.peer_n)
+    recent = pl.lit(2, pl.Int64).pow(span).cast(pl.Int64) - 1
+    needed = (span * c.peer_k / c.peer_n).ceil().cast(pl.Int64)
+    tracked = [
+        [
+            push_flags(pl.col("history"), pl.col("flagged"), kept).alias("history"),
+            push_flags(pl.col("cause_history"), pl.col("caused"), kept).alias("cause_history"),
+            *(
+                pl.concat_list(pl.col(many).fill_null([]), pl.col(one)).list.tail(kept).alias(many)
+                for many, one in (("counts", "samples"), ("clock_ratios", "clock_ratio"))
+            ),
+        ],
+        [
+            flag_count(pl.col("history") & recent).alias("flags"),
+            flag_count(pl.col("cause_history") & recent).alias("causes"),
+            needed.alias("needed"),
+            (span <= pl.col("counts").list.len()).alias("ready"),
+            pl.col("clock_ratios").list.reverse().list.head(span).list.median().alias("ratio"),
+        ],
+        [
+            pl.when(pl.col("causes") == 0)
+            .then(None)
+            .otherwise(pl.col("cause_seen").fill_null(pl.col("seen")))
+            .alias("cause_seen"),
+            (pl.col("ready") & pl.col("flagged") & (pl.col("flags") >= pl.col("needed"))).alias(
+                "persistent"
+            ),
+            (pl.col("ready") & pl.col("caused") & (pl.col("causes") >= pl.col("needed"))).alias(
+                "persistent_cause"
+            ),
+        ],
+    ]
+    short = pl.max_horizontal(pl.col("needed") - 1, pl.lit(1))
+    odd = (pl.col("flags") >= short) | (pl.col("causes") >= short)
+    seen = pl.col("seen").fill_null(0)
+    weight = pl.max_horizontal(pl.lit(c.offset_weight), 1.0 / (seen + 1))
+    limit = c.z_threshold
+    learned: list[str | pl.Expr] = [
+        "job_id",
+        "node",
+        "gpu",
+        (seen + 1).alias("seen"),
+        *(
+            (
+                pl.col(f"offset_{f}").fill_null(0.0)
+                + weight
+                * (pl.col(f"z_{f}").clip(-limit, limit) - pl.col(f"offset_{f}").fill_null(0.0))
+            ).alias(f"offset_{f}")
+            for f in SLOWING
+        ),
+    ]
+    return _Scoring(comparable, peer_z_columns("job_id", c.floors()), scored, tracked, odd, learned)
 
 
 def judged_span(counts: pl.Expr, min_samples: int, windows: int) -> pl.Expr:
