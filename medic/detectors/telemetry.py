@@ -102,6 +102,28 @@ class GpuWindows:
             counted = pl.col("xid").is_not_null() & ~pl.col("xid").is_in(list(benign_xids))
             self._columns.append(counted.cast(pl.Int32).alias("xid"))
             self._inputs.append("xid")
+        aggregations = [pl.len().cast(pl.Int64).alias("samples")]
+        aggregations += [pl.col(c).mean() for c in self.means]
+        if throttle_mask is not None:
+            aggregations.append(pl.col("throttled").mean())
+        if xid:
+            aggregations.append(pl.col("xid").sum())
+        aggregations += [pl.col(c).max().alias(f"max_{c}") for c in self.counters]
+        self._aggregations = aggregations
+        """A window's per-GPU reductions (built once: building expressions costs more than
+        running them on a window of a few jobs)."""
+        self._deltas = [
+            (pl.col(f"max_{c}") - pl.coalesce(f"last_{c}", f"max_{c}"))
+            .clip(lower_bound=0)
+            .fill_null(0)
+            .alias(f"{c}_delta")
+            for c in self.counters
+        ]
+        self._seen = [
+            *KEYS,
+            *(pl.coalesce(f"max_{c}", f"last_{c}").alias(f"last_{c}") for c in self.counters),
+        ]
+        self._kept = list(self._empty().columns)
         self._pending: list[pl.DataFrame] = []
         """Rows kept, of windows not closed yet."""
         self._arrived: list[_Arrival] = []
@@ -223,34 +245,17 @@ class GpuWindows:
     def _aggregate(self, rows: pl.DataFrame | None) -> pl.DataFrame:
         if rows is None or rows.is_empty():
             return self._empty()
-        aggregations = [pl.len().cast(pl.Int64).alias("samples")]
-        aggregations += [pl.col(c).mean() for c in self.means]
-        if self.throttle_mask is not None:
-            aggregations.append(pl.col("throttled").mean())
-        if self.xid:
-            aggregations.append(pl.col("xid").sum())
-        aggregations += [pl.col(c).max().alias(f"max_{c}") for c in self.counters]
-        query = rows.lazy().group_by(KEYS).agg(aggregations)
+        query = rows.lazy().group_by(KEYS).agg(self._aggregations)
         if not self.counters:
             return collect(query.sort(KEYS))
         # A counter's rise since the GPU's previous window (0 in its first window): one query
         # for the window, one for the counts kept (each eager call would be one).
         gpus = collect(
-            query.join(self._last.lazy(), on=KEYS, how="left").with_columns(
-                (pl.col(f"max_{c}") - pl.coalesce(f"last_{c}", f"max_{c}"))
-                .clip(lower_bound=0)
-                .fill_null(0)
-                .alias(f"{c}_delta")
-                for c in self.counters
-            )
+            query.join(self._last.lazy(), on=KEYS, how="left").with_columns(self._deltas).sort(KEYS)
         )
-        seen = gpus.lazy().select(
-            *KEYS,
-            *(pl.coalesce(f"max_{c}", f"last_{c}").alias(f"last_{c}") for c in self.counters),
-        )
+        seen = gpus.lazy().select(self._seen)
         self._last = collect(pl.concat([self._last.lazy().join(seen, on=KEYS, how="anti"), seen]))
-        dropped = (f"{p}_{c}" for p in ("max", "last") for c in self.counters)
-        return collect(gpus.lazy().drop(*dropped).sort(KEYS))
+        return gpus[self._kept]  # columns picked without a query
 
     def _empty(self) -> pl.DataFrame:
         schema = {"job_id": pl.String, "node": pl.String, "gpu": pl.Int16, "samples": pl.Int64}
