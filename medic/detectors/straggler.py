@@ -615,37 +615,31 @@ class StragglerDetector(WatchesJobs):
     def _suspects(self, gpus: pl.DataFrame, scored: pl.DataFrame) -> dict[str, list[Suspect]]:
         """The nodes of persistent GPUs, each by its GPU deviating most, per job whose
         suspects are a minority of it."""
-        c = self.config
         persistent = gpus.filter(pl.col("persistent") | pl.col("persistent_cause"))
         if persistent.is_empty():
             return {}
-        by_cause = pl.col("persistent_cause") & ~pl.col("persistent")
-        persistent = persistent.with_columns(
-            pl.when(by_cause).then(pl.col("cause_z")).otherwise(pl.col("z")).alias("z"),
-            pl.when(by_cause)
-            .then(pl.col("cause_feature"))
-            .otherwise(pl.col("feature"))
-            .alias("feature"),
-            (pl.col("persistent_cause") & (pl.col("cause_seen") < c.grace_windows)).alias("early"),
-        )
-        nodes = persistent.group_by("job_id", "node").agg(
-            pl.col("gpu", "z", "feature").sort_by("z").last(),
-            pl.col("persistent_cause").any().alias("caused"),
-            pl.col("early").any(),
-            pl.col("ratio").max(),
-            pl.len().alias("suspect_gpus"),
+        scoring = _scoring(self.config)
+        nodes = collect(
+            persistent.lazy()
+            .with_columns(scoring.suspect)
+            .group_by("job_id", "node")
+            .agg(scoring.suspect_nodes)
         )
         sizes = (
-            scored.filter(pl.col("job_id").is_in(nodes.get_column("job_id").unique().implode()))
+            scored.lazy()
+            .filter(pl.col("job_id").is_in(nodes.get_column("job_id").to_list()))
             .group_by("job_id")
             .agg(pl.col("node").n_unique().alias("job_nodes"), pl.len().alias("job_gpus"))
             .join(
-                nodes.group_by("job_id").agg(pl.col("suspect_gpus").sum().alias("flagged_gpus")),
+                nodes.lazy()
+                .group_by("job_id")
+                .agg(pl.col("suspect_gpus").sum().alias("flagged_gpus")),
                 on="job_id",
             )
         )
+        rows = collect(nodes.lazy().join(sizes, on="job_id").sort("job_id", "node"))
         suspects: dict[str, list[Suspect]] = {}
-        for row in nodes.join(sizes, on="job_id").sort("job_id", "node").iter_rows(named=True):
+        for row in rows.iter_rows(named=True):
             suspects.setdefault(row["job_id"], []).append(
                 Suspect(
                     node=row["node"],
@@ -730,6 +724,9 @@ class _Scoring:
     scored: list[list[pl.Expr]]
     tracked: list[list[pl.Expr]]
     odd: pl.Expr
+    suspect: list[pl.Expr]
+    """A persistent GPU's deviation: its cause's when only its cause persists."""
+    suspect_nodes: list[pl.Expr]
     learned: list[str | pl.Expr]
 
 
@@ -832,7 +829,32 @@ def _scoring(c: StragglerConfig) -> _Scoring:
             for f in SLOWING
         ),
     ]
-    return _Scoring(comparable, peer_z_columns("job_id", c.floors()), scored, tracked, odd, learned)
+    by_cause = pl.col("persistent_cause") & ~pl.col("persistent")
+    suspect = [
+        pl.when(by_cause).then(pl.col("cause_z")).otherwise(pl.col("z")).alias("z"),
+        pl.when(by_cause)
+        .then(pl.col("cause_feature"))
+        .otherwise(pl.col("feature"))
+        .alias("feature"),
+        (pl.col("persistent_cause") & (pl.col("cause_seen") < c.grace_windows)).alias("early"),
+    ]
+    suspect_nodes = [
+        pl.col("gpu", "z", "feature").sort_by("z").last(),
+        pl.col("persistent_cause").any().alias("caused"),
+        pl.col("early").any(),
+        pl.col("ratio").max(),
+        pl.len().alias("suspect_gpus"),
+    ]
+    return _Scoring(
+        comparable,
+        peer_z_columns("job_id", c.floors()),
+        scored,
+        tracked,
+        odd,
+        suspect,
+        suspect_nodes,
+        learned,
+    )
 
 
 def judged_span(counts: pl.Expr, min_samples: int, windows: int) -> pl.Expr:
