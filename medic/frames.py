@@ -17,6 +17,12 @@ def collect(query: pl.LazyFrame) -> pl.DataFrame:
     return query.collect(engine="in-memory", optimizations=NO_PASSES)
 
 
+def replaced(state: pl.DataFrame, rows: pl.LazyFrame, keys: list[str]) -> pl.DataFrame:
+    """``state`` with its rows of the ``keys`` that ``rows`` holds replaced by those rows (new
+    keys added after the kept ones), in one query: a detector's per-key state updated."""
+    return collect(pl.concat([state.lazy().join(rows, on=keys, how="anti"), rows]))
+
+
 def times_us(frame: pl.DataFrame, column: str = "time") -> np.ndarray:
     """A (non-null) time column as its integers (microseconds), without a query: polars runs a
     query for ``to_physical``, which costs more than a second of rows."""

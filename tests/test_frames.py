@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from medic.frames import newest_by, newest_by_pair, present, spans_by, times_us
+from medic.frames import newest_by, newest_by_pair, present, replaced, spans_by, times_us
 from medic.testing.builders import at
 
 
@@ -70,3 +70,14 @@ def test_each_keys_earliest_and_newest_time() -> None:
 def test_present_marks_the_rows_that_hold_a_value() -> None:
     assert present(pl.Series(["a", None, "b"])).tolist() == [True, False, True]
     assert present(pl.Series(["a", "b"])).tolist() == [True, True]
+
+
+def test_a_state_keeps_its_other_keys_and_takes_the_new_rows_of_its_keys() -> None:
+    state = pl.DataFrame({"job_id": ["1", "1", "2"], "gpu": [0, 1, 0], "seen": [3, 4, 5]})
+    rows = pl.DataFrame({"job_id": ["1", "3"], "gpu": [1, 0], "seen": [9, 1]}).lazy()
+    assert replaced(state, rows, ["job_id", "gpu"]).rows() == [
+        ("1", 0, 3),
+        ("2", 0, 5),
+        ("1", 1, 9),
+        ("3", 0, 1),
+    ]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import polars as pl
 
 from medic.detectors.online import MAD_TO_SIGMA, flag_count, push_flags
-from medic.frames import collect
+from medic.frames import collect, replaced
 
 FEATURE = "ib_errors_delta"
 EARLY_ERRORS_PER_S = 4.0
@@ -105,14 +105,7 @@ class PortErrorPeers:
         for stage in self._merged:
             query = query.with_columns(stage)
         merged = collect(query)
-        self._state = collect(
-            pl.concat(
-                [
-                    self._state.lazy().join(merged.lazy(), on=KEYS, how="anti"),
-                    merged.lazy().select(list(_STATE)),
-                ]
-            )
-        )
+        self._state = replaced(self._state, merged.lazy().select(list(_STATE)), KEYS)
         return merged.sort(KEYS)
 
     def forget(self, job_ids: list[str]) -> None:

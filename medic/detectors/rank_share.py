@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from medic.detectors.online import flag_count, peer_z
+from medic.frames import replaced
 from medic.parse.rank_timings import MEGATRON_TIMERS
 from medic.timeutil import US
 
@@ -271,9 +272,7 @@ class RankShares:
             "share",
             "strength",
         )
-        self._ranks = pl.concat(
-            [self._ranks.join(updated, on=KEYS, how="anti"), updated.cast(_RANKS)]
-        )
+        self._ranks = replaced(self._ranks, updated.lazy().cast(_RANKS), KEYS)
 
     def suspects(
         self,

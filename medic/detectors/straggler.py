@@ -85,7 +85,7 @@ from medic.detectors.rank_share import RankShares
 from medic.detectors.straggler_policy import Suspect, firing
 from medic.detectors.straggler_score import score_of, strength_of
 from medic.detectors.telemetry import DEFAULT_THROTTLE_MASK, GpuWindows, Window
-from medic.frames import collect
+from medic.frames import collect, replaced
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
@@ -600,14 +600,7 @@ class StragglerDetector(WatchesJobs):
         for stage in _scoring(self.config).tracked:
             query = query.with_columns(stage)
         gpus = collect(query)
-        self._gpus = collect(
-            pl.concat(
-                [
-                    self._gpus.lazy().join(gpus.lazy(), on=keys, how="anti"),
-                    gpus.lazy().select(list(_GPUS)),
-                ]
-            )
-        )
+        self._gpus = replaced(self._gpus, gpus.lazy().select(list(_GPUS)), keys)
         odd = gpus.filter(_scoring(self.config).odd).get_column("job_id")
         self.odd_jobs = set(odd.to_list())
         self.suspects = self._suspects(gpus, scored)
@@ -684,11 +677,7 @@ class StragglerDetector(WatchesJobs):
             )
             .select(_scoring(c).learned)
         )
-        self._offsets = collect(
-            pl.concat(
-                [self._offsets.lazy().join(learned.lazy(), on=keys, how="anti"), learned.lazy()]
-            )
-        )
+        self._offsets = replaced(self._offsets, learned.lazy(), keys)
 
     def _forget(self, job_ids: list[str]) -> None:
         if not job_ids:

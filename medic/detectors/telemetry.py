@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from medic.detectors.jobs import JobTracker
-from medic.frames import collect, times_us
+from medic.frames import collect, replaced, times_us
 
 KEYS = ["job_id", "node", "gpu"]
 COUNTERS = ("pcie_replay", "nvlink_errors", "ecc_dbe")
@@ -254,7 +254,7 @@ class GpuWindows:
             query.join(self._last.lazy(), on=KEYS, how="left").with_columns(self._deltas).sort(KEYS)
         )
         seen = gpus.lazy().select(self._seen)
-        self._last = collect(pl.concat([self._last.lazy().join(seen, on=KEYS, how="anti"), seen]))
+        self._last = replaced(self._last, seen, KEYS)
         return gpus[self._kept]  # columns picked without a query
 
     def _empty(self) -> pl.DataFrame:
