@@ -295,9 +295,9 @@ class CrashDetector(WatchesLiveness):
     def _add_signs(self, signs: pl.DataFrame) -> None:
         """Each job's signs join its pending incident: its earliest root errors, then its
         earliest other errors (up to ``MAX_EVIDENCE`` of each), counted in full."""
-        hardware = (
-            pl.col("reading").is_in(HARDWARE_KINDS) if "reading" in signs.columns else pl.lit(False)
-        )
+        if "reading" not in signs.columns:
+            signs = signs.with_columns(pl.lit(None, pl.String).alias("reading"))
+        hardware = pl.col("reading").is_in(HARDWARE_KINDS)
         jobs = signs.group_by("job_id", maintain_order=True).agg(
             pl.len().alias("count"),
             pl.col("node").drop_nulls().unique().alias("nodes"),
@@ -342,17 +342,15 @@ class CrashDetector(WatchesLiveness):
         self._readings(signs)
 
     def _readings(self, signs: pl.DataFrame) -> None:
-        """Note per job whether a fatal catalogue root is among ``signs``, and its earliest
-        unmatched sign's reading."""
+        """Note per job whether a fatal catalogue root is among ``signs`` (with ``reading``), and
+        its earliest sign's reading."""
         unmatched = pl.col("signature").str.starts_with(UNMATCHED)
-        read = pl.col("reading").is_not_null() if "reading" in signs.columns else pl.lit(False)
+        read = pl.col("reading").is_not_null()
         explained = signs.filter(
             ~unmatched & ~read & (pl.col("role") == "root") & (pl.col("severity") == "fatal")
         )
         for job_id in explained.get_column("job_id").unique().to_list():
             self.pending[job_id].explained = True
-        if "reading" not in signs.columns:
-            return
         first = (
             signs.filter(read)
             .sort("time_us", maintain_order=True)
