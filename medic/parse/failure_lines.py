@@ -112,6 +112,10 @@ class Family:
     cannot go on), not an error a program may survive."""
 
 
+Named = tuple[tuple[str, str], ...]
+"""A table's rows as (name, pattern)."""
+
+
 @dataclass(frozen=True)
 class Lexicon:
     """The lexicon's tables, as read from its TOML."""
@@ -142,9 +146,11 @@ def builtin_lexicon() -> Lexicon:
 def parse_lexicon(data: dict[str, Any]) -> Lexicon:
     """A lexicon from its TOML tables; LexiconError (one line) when one is missing or empty."""
 
-    def named(key: str) -> tuple[tuple[str, str], ...]:
-        rows = data.get(key, [])
-        if not rows or any({"name", "pattern"} - set(row) for row in rows):
+    def named(key: str, rows: list[Any] | None = None, required: bool = True) -> Named:
+        rows = data.get(key, []) if rows is None else rows
+        if (required and not rows) or any(
+            not isinstance(row, dict) or {"name", "pattern"} - set(row) for row in rows
+        ):
             raise LexiconError(f"failure lexicon: [[{key}]] needs rows with name and pattern")
         return tuple((row["name"], row["pattern"]) for row in rows)
 
@@ -171,18 +177,20 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
                 tuple(row.get("fatal", ())),
             )
         )
-    quiet = data.get("quiet", [])
-    hard = [row for row in quiet if not row.get("unless_loud", False)]
-    soft = [row for row in quiet if row.get("unless_loud", False)]
+    quiet = named("quiet", required=False)
+    loud_only = [bool(row.get("unless_loud", False)) for row in data.get("quiet", [])]
+    reporters = data.get("reporter", {}).get("patterns", [])
+    if not isinstance(reporters, list) or not all(isinstance(p, str) for p in reporters):
+        raise LexiconError("failure lexicon: [reporter] patterns must be a list of strings")
     return Lexicon(
         literals,
         named("marker"),
-        tuple((row["name"], row["pattern"]) for row in hard),
-        tuple((row["name"], row["pattern"]) for row in soft),
+        tuple(row for row, soft in zip(quiet, loud_only, strict=True) if not soft),
+        tuple(row for row, soft in zip(quiet, loud_only, strict=True) if soft),
         named("loud"),
         tuple(families),
-        tuple(data.get("reporter", {}).get("patterns", ())),
-        tuple((row["name"], row["pattern"]) for row in data.get("unsilenced", [])),
+        tuple(reporters),
+        named("unsilenced", required=False),
     )
 
 

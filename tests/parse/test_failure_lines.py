@@ -223,6 +223,17 @@ def test_malformed_lexicons_fail_with_one_line() -> None:
                 "family": [{"name": "f"}],
             }
         )
+    valid = {
+        "fast": {"literals": ["x"]},
+        "marker": [{"name": "a", "pattern": "b"}],
+        "loud": [{"name": "a", "pattern": "b"}],
+    }
+    with pytest.raises(LexiconError, match=r"\[\[unsilenced\]\]"):
+        parse_lexicon({**valid, "unsilenced": [{"name": "stall"}]})
+    with pytest.raises(LexiconError, match=r"\[\[quiet\]\]"):
+        parse_lexicon({**valid, "quiet": [{"pattern": "debug", "unless_loud": True}]})
+    with pytest.raises(LexiconError, match=r"\[reporter\]"):
+        parse_lexicon({**valid, "reporter": {"patterns": "NCCL WARN"}})
 
 
 def test_a_family_term_is_found_in_the_line_s_words_whatever_lies_between_them() -> None:
