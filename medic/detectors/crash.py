@@ -35,8 +35,10 @@ Lines no catalogue entry describes (the second layer's ``unmatched:<family>`` si
 a ``generic`` entry names only the form of (a Python exception) where a family's strong term is
 in them, carry the kind their vocabulary reads as. A job whose death no fatal entry of the
 catalogue explains takes the reading of its earliest such line: a hang, a GPU fault or a node
-failure blaming the node that printed it, of tier ``suspect`` (no signature matched: the
-default rules act on none of it) and evidence saying so; a crash reading stays a crash.
+failure blaming the node that printed it (a line about a peer's address blames the host that
+announced that address in the job's start-up lines, else none), of tier ``suspect`` (no
+signature matched: the default rules act on none of it) and evidence saying so; a crash
+reading stays a crash.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from medic.detectors.attribution import (
     evidence_rows,
 )
 from medic.detectors.base import CONFIRMED, SUSPECT, Detection
+from medic.detectors.fabric import Addresses
 from medic.detectors.failed_ranks import FailedRanks
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
@@ -141,6 +144,8 @@ class CrashDetector(WatchesLiveness):
         traceback for a rank that died of it) is that complaint's consequence."""
         self.failed = FailedRanks()
         """The ranks launchers report dead, per job: they name a crash's ranks."""
+        self.addresses = Addresses()
+        """The hosts of fabric addresses: a line about a peer's address names that host."""
 
     def state_size(self) -> int:
         return (
@@ -152,6 +157,7 @@ class CrashDetector(WatchesLiveness):
             + len(self.fabric)
             + len(self.complaints)
             + len(self.failed)
+            + len(self.addresses)
         )
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -232,6 +238,7 @@ class CrashDetector(WatchesLiveness):
         return 0 if gap is None else gap.length
 
     def _signatures(self, frame: pl.DataFrame) -> None:
+        self.addresses.learn(frame)
         self._hardware(frame)
         fabric = (
             frame.filter(
@@ -356,7 +363,15 @@ class CrashDetector(WatchesLiveness):
             .sort("time_us", maintain_order=True)
             .group_by("job_id", maintain_order=True)
             .first()
-            .select("job_id", "time_us", "reading", pl.coalesce("host", "node").alias("_where"))
+            .select(
+                "job_id",
+                "time_us",
+                "reading",
+                pl.when(pl.col("peer").is_not_null())
+                .then(self.addresses.host_of(pl.col("peer")))
+                .otherwise(pl.coalesce("host", "node"))
+                .alias("_where"),
+            )
         )
         for job_id, time, reading, where in first.iter_rows():
             pending = self.pending[job_id]

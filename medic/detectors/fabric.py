@@ -34,6 +34,31 @@ unanswered InfiniBand send 7 times (``NCCL_IB_RETRY_CNT``) after a timeout of
 Environment Variables)."""
 
 
+class Addresses:
+    """Fabric address -> the host that announced it: a ``kind = "none"`` sign naming a host's
+    own address (``peer``) beside its host, such as NCCL's ``NET/IB : Using ... ; OOB
+    <if>:<address>``. Every detector that reads a line about a peer's address resolves it here."""
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def learn(self, signs: pl.DataFrame) -> None:
+        announced = signs.filter(
+            (pl.col("kind") == "none")
+            & (pl.col("implicates") == "node")
+            & pl.col("peer").is_not_null()
+            & pl.col("host").is_not_null()
+        )
+        self.hosts.update(announced.select("peer", "host").iter_rows())
+
+    def host_of(self, address: pl.Expr) -> pl.Expr:
+        """The host holding each ``address``; null where none announced it."""
+        return address.replace_strict(self.hosts, default=None, return_dtype=pl.String)
+
+
 class FabricEvidence:
     """Fabric addresses, port recoveries and the fabric errors held until they are sure."""
 
@@ -41,8 +66,7 @@ class FabricEvidence:
         self.hold_us = hold_us
         self.slack_us = slack_us
         self.recovered_by = recovered_by
-        self.addresses: dict[str, str] = {}
-        """Fabric address -> the host that announced it."""
+        self.addresses = Addresses()
         self.recovered: dict[str, int] = {}
         """Host -> newest time its port came back."""
         self.held: list[Located] = []
@@ -58,7 +82,7 @@ class FabricEvidence:
         rows = signs.filter(pl.col("kind") == "node_failure").with_columns(
             pl.col("time").dt.epoch("us").alias("time_us"),
             pl.when(peer)
-            .then(pl.col("peer").replace_strict(self.addresses, default=None))
+            .then(self.addresses.host_of(pl.col("peer")))
             .otherwise(pl.col("host"))
             .alias("host"),
             pl.when(peer).then(pl.lit(None, pl.String)).otherwise(pl.col("node")).alias("node"),
@@ -101,10 +125,7 @@ class FabricEvidence:
         informational = signs.filter(pl.col("kind") == "none")
         if informational.is_empty():
             return
-        announced = informational.filter(
-            (pl.col("implicates") == "node") & pl.col("peer").is_not_null()
-        ).filter(pl.col("host").is_not_null())
-        self.addresses.update(announced.select("peer", "host").iter_rows())
+        self.addresses.learn(informational)
         back = informational.filter(pl.col("signature").is_in(self.recovered_by)).select(
             pl.coalesce("host", "node"), pl.col("time").dt.epoch("us")
         )

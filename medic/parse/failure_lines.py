@@ -72,12 +72,33 @@ NAMED_HOST = (
 word (``Killing job on failed node gpu-b17``, ``Nodes gpu-b17 not responding``), or after
 "on" when it has a host's form, a hyphen and a digit (``Node failure on hpc-gpu0413``): a line
 of the job's shared output names the node it is about, not the one that printed it."""
+_RANK_LIST = r"\[?(\d+(?:\s*,\s*\d+)*)\]?"
+_AT_FAULT = r"(?:missing|stuck|unresponsive|lagging|dead|hung)"
 NAMED_RANKS = (
-    r"\b[Rr]anks?\s+(\d+(?:\s*,\s*\d+)*)\s+(?:failed|did not|didn't|has not|have not|is not"
-    r"|are not|timed out|died|exited|crashed|hung|(?:is|are) (?:missing|stuck|unresponsive))\b"
+    rf"(?i:\branks?\s+{_RANK_LIST}\s+(?:failed|did not|didn't|has not|have not|is not"
+    r"|are not|timed out|died|exited|crashed|hung"
+    rf"|(?:is|are|was|were)\s+(?:the\s+)?{_AT_FAULT})\b"
+    rf"|\b{_AT_FAULT}\s+ranks?\s*(?:(?:is|are|were)\b|[:=])?\s*{_RANK_LIST})"
 )
-"""The ranks a line names as failing (``Ranks 19, 24 failed to pass ...``): the ranks at fault,
-not the rank that printed the line."""
+"""The ranks a line names as failing: before a failure verb or an at-fault word (``Ranks 19,
+24 failed to pass ...``, ``ranks [5] are the lagging ranks``), or after an at-fault word
+(``Missing ranks: 3, 14``): the ranks at fault, not the rank that printed the line."""
+
+
+def named_ranks(text: pl.Expr) -> pl.Expr:
+    """The ranks each line of ``text`` names as failing (``NAMED_RANKS``: "3, 14"), else
+    null."""
+    return pl.coalesce(text.str.extract(NAMED_RANKS, 1), text.str.extract(NAMED_RANKS, 2))
+
+
+NAMED_PEER = (
+    r"(?i:\b(?:peer|remote(?:\s+(?:peer|host|side|end))?)(?:\s+address)?\s*[=:]?\s*\[?"
+    r"((?:\d{1,3}\.){3}\d{1,3})\b)"
+)
+"""The address of the other end a line names (``Got completion from peer 10.0.0.2<4001>``,
+``Connection closed by peer [10.0.0.2]:29500``): the line is about that peer, whose host the
+job's start-up lines may map (``medic.detectors.fabric.Addresses``), not about the node that
+printed it."""
 
 
 def named_host(text: pl.Expr) -> pl.Expr:
@@ -360,7 +381,11 @@ class FailureLines:
         """``read``'s expressions over the columns ``lines`` and ``text``: built once, as
         building them costs more than running them on a batch's few failure lines."""
         blind = pl.col(_BLIND)
-        found = text.str.contains(self._marker) | lines.str.contains(self._marker)
+        found = (
+            text.str.contains(self._marker)
+            | lines.str.contains(self._marker)
+            | text.str.contains(NAMED_RANKS)  # ranks at fault named: a failure stated
+        )
         ends = self._end.on(lines, blind) if self._end else pl.lit(False)
         failed = self._failed.on(lines, blind) if self._failed else pl.lit(False)
         quiet = lines.str.contains(self._quiet) if self._quiet else pl.lit(False)

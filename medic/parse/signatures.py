@@ -53,10 +53,11 @@ from medic.parse.failure_lines import (
     FAMILY,
     FATAL,
     MENTION,
-    NAMED_RANKS,
+    NAMED_PEER,
     READING,
     FailureLines,
     named_host,
+    named_ranks,
 )
 from medic.parse.first_match import PATTERN, ROW, FirstMatch
 from medic.parse.prefixes import RAW, PrefixStripper
@@ -99,6 +100,7 @@ UNMATCHED = "unmatched:"
 ENDED = "end"
 """The family of an unmatched line that reads as the job's deliberate end."""
 _LINE = "_line"
+_PEER = "_peer"
 
 
 class SignatureMatcher:
@@ -174,7 +176,10 @@ class SignatureMatcher:
             pl.col("source"),
             (pl.lit(UNMATCHED) + pl.coalesce(FAMILY, pl.lit(ENDED))).alias("signature"),
             pl.lit("crash").alias("kind"),
-            pl.lit("none").alias("implicates"),
+            pl.when(pl.col(_PEER).is_not_null())
+            .then(pl.lit("peer"))
+            .otherwise(pl.lit("none"))
+            .alias("implicates"),
             pl.when(pl.col(END))
             .then(pl.lit("info"))
             .when(pl.col(FATAL))
@@ -183,7 +188,12 @@ class SignatureMatcher:
             .then(pl.lit("warning"))
             .otherwise(pl.lit("error"))
             .alias("severity"),
-            pl.when(pl.col(END)).then(pl.lit("benign")).otherwise(pl.lit("context")).alias("role"),
+            pl.when(pl.col(END))
+            .then(pl.lit("benign"))
+            .when(pl.col("_ranks").is_not_null())  # the ranks at fault (``NAMED_RANKS``)
+            .then(pl.lit("root"))
+            .otherwise(pl.lit("context"))
+            .alias("role"),
             pl.lit("none").alias("action"),
             pl.lit(None, pl.Int32).alias("xid"),
             pl.lit(None, pl.String).alias("xid_name"),
@@ -191,7 +201,7 @@ class SignatureMatcher:
             pl.coalesce(named_host(pl.col("message")), pl.col("prefix_host")).alias("host"),
             pl.lit(None, pl.Int32).alias("exit_code"),
             pl.lit(None, pl.Int32).alias("pid"),
-            pl.lit(None, pl.String).alias("peer"),
+            pl.col(_PEER).alias("peer"),
             pl.lit(None, pl.Int64).alias("waited_us"),
             pl.lit(None, pl.Int32).alias("cause_xid"),
             pl.col(RAW).alias("message"),
@@ -257,8 +267,11 @@ class SignatureMatcher:
         if read.is_empty():
             return matched.drop(_LINE, strict=False)
         part = [PART] if PART in read.columns else []
-        named = pl.col("message").str.extract(NAMED_RANKS, 1).alias("_ranks")
-        rows = _per_named_rank(read.with_columns(named)).select(
+        named = (
+            named_ranks(pl.col("message")).alias("_ranks"),
+            pl.col("message").str.extract(NAMED_PEER, 1).alias(_PEER),
+        )
+        rows = _per_named_rank(read.with_columns(*named)).select(
             _LINE, *part, *self._unmatched_columns
         )
         if matched.is_empty():
@@ -430,13 +443,17 @@ def _named_in_generic(hits: pl.DataFrame) -> pl.DataFrame:
     message = pl.col("message")
     return hits.with_columns(
         pl.when(generic & pl.col("_ranks").is_null())
-        .then(message.str.extract(NAMED_RANKS, 1))
+        .then(named_ranks(message))
         .otherwise(pl.col("_ranks"))
         .alias("_ranks"),
         pl.when(generic & pl.col("_host").is_null())
         .then(named_host(message))
         .otherwise(pl.col("_host"))
         .alias("_host"),
+        pl.when(generic & pl.col("_peer").is_null())
+        .then(message.str.extract(NAMED_PEER, 1))
+        .otherwise(pl.col("_peer"))
+        .alias("_peer"),
     )
 
 

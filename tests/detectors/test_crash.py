@@ -219,6 +219,29 @@ def test_a_death_no_signature_describes_takes_the_kind_its_first_line_reads_as()
     assert found[0].evidence["signatures"] == ["unmatched:fabric", "unmatched:general"]
 
 
+@pytest.mark.parametrize("announced", [True, False])
+def test_a_line_no_signature_describes_about_a_peers_address_blames_that_peer(
+    announced: bool,
+) -> None:
+    logs, gpu, sched = running()
+    peer = JOB.node_of(6)
+    if announced:  # NCCL's start-up line: the peer's host holds 10.0.0.9
+        logs.append(
+            log(
+                1,
+                f"{peer}:811:811 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.9<0>",
+            )
+        )
+    logs += JOB.rank_logs(
+        30, "[rank{rank}]: ERROR zorkfab: transport retry count exceeded to peer 10.0.0.9", [3]
+    )
+    logs += JOB.rank_logs(30.5, "[rank{rank}]: zork worker killed by signal 9", [3])
+    found = detect(120, logs, gpu, sched)
+    # the node that printed the line (rank 3's) is never the one blamed
+    blamed = (peer,) if announced else ()
+    assert [(d.kind, d.culprits, d.tier) for d in found] == [("node_failure", blamed, "suspect")]
+
+
 def test_a_death_no_signature_describes_reading_as_a_crash_stays_a_confirmed_crash() -> None:
     logs, gpu, sched = running()
     logs += JOB.rank_logs(30, "[rank{rank}]: zork: cannot open shard 7: ENOSPC", [3])

@@ -671,3 +671,32 @@ def test_only_evidence_made_of_unmatched_signs_is_unmatched() -> None:
     assert unmatched_only({"signatures": ["unmatched:fabric", "unmatched:general"]})
     assert not unmatched_only({"signatures": ["unmatched:fabric", "nccl_watchdog_timeout"]})
     assert not unmatched_only({"signatures": []}) and not unmatched_only({})
+
+
+def test_a_line_naming_ranks_at_fault_names_them_as_the_root_not_the_printer() -> None:
+    # our wording; the shapes are those of runtimes' reports (NCCL's desync report, Horovod's
+    # stall inspector, a barrier's timeout): the ranks at fault, before or after the word
+    found = rows_of(
+        "[rank0]: zork: to our knowledge, ranks [5, 7] are the lagging ranks of this step",
+        "[rank2]: zork barrier: missing ranks: 3, 14",
+        "[rank1]: zork: Rank 0 is the slowest rank this epoch",
+    )
+    assert found.select("rank", "role", "implicates").rows() == [
+        (5, "root", "none"),
+        (7, "root", "none"),
+        (3, "root", "none"),
+        (14, "root", "none"),
+    ]
+
+
+def test_a_failure_line_naming_a_peers_address_is_about_that_peer() -> None:
+    found = rows_of(
+        "gpu-a1:811:900 [0] ERROR zorkfab: retries exhausted talking to peer 10.0.0.9<4001>",
+        "[rank3]: ERROR zork: connection closed by peer [10.0.0.4]:29500",
+        "[rank3]: zork: connection to 10.0.0.4 failed",
+    )
+    assert found.select("peer", "implicates").rows() == [
+        ("10.0.0.9", "peer"),
+        ("10.0.0.4", "peer"),
+        (None, "none"),
+    ]
