@@ -431,12 +431,15 @@ class _Plan:
 
 def _words_apart(text: pl.Expr) -> pl.Expr:
     """``text`` lowercased, with the words of an identifier written in camel case apart
-    (``ncclCommWatchdog``: "nccl comm watchdog"; ``ProcessGroupNCCL``: "process group nccl"):
-    stack frames and exception names hold what failed in their identifiers."""
+    (``ncclCommWatchdog``: "nccl comm watchdog"; ``ProcessGroupNCCL``: "process group nccl"),
+    and a device's index apart from its name (``GPU3``, ``nvme0``, ``hca2``: "gpu 3"; a word of
+    fewer than three letters keeps its digits, as ``s3`` does): stack frames and exception
+    names hold what failed in their identifiers, and devices are written with their index."""
     return (
         text.str.replace_all(r"([a-z0-9])([A-Z])", "$1 $2")
         .str.replace_all(r"([A-Z])([A-Z][a-z])", "$1 $2")
         .str.to_lowercase()
+        .str.replace_all(r"\b([a-z]{3,})(\d+)\b", "$1 $2")
     )
 
 

@@ -276,3 +276,32 @@ def test_a_sign_of_life_is_a_retry_or_a_lower_severity_line_reporting_nothing_fa
     frame = pl.DataFrame({"message": list(lines)})
     alive = frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list()
     assert dict(zip(lines, alive, strict=True)) == lines
+
+
+def test_a_device_written_with_its_index_is_that_device() -> None:
+    # "GPU3", "nvme0": the device's word, whatever index follows it; "s3" keeps its digit
+    assert reading("Unable to determine the device handle for GPU3: Unknown Error") == (
+        "device",
+        "gpu_fault",
+    )
+    assert reading("ERROR: nvme0: controller is down; will reset") == ("storage", "crash")
+    assert reading("ERROR: upload to s3 bucket failed") == ("storage", "crash")
+
+
+def test_a_device_that_cannot_start_is_heard_at_any_level() -> None:
+    # libraries warn and fall back to the CPU (our wording, torch's and TF's shapes)
+    warned = (
+        "zork/__init__.py:88: UserWarning: CUDA initialization: unexpected error from "
+        "zorkGetDeviceCount(). Error 802: system not yet initialized"
+    )
+    assert reading(warned) == ("driver", "node_failure")
+    assert reading("W zork_driver.cc:152] failed call to cuInit: CUDA_ERROR_NO_DEVICE") is not None
+    # healthy traps: a CPU-only step's warning names no error; a runtime probing the backends
+    # it was not built for says so at INFO on every healthy start
+    assert read("UserWarning: CUDA initialization: Found no NVIDIA driver on your system.") == []
+    assert read("I1204 03:10:00.1 xla_bridge.py:889] Unable to initialize backend 'rocm'") == []
+
+
+def test_an_error_at_a_source_location_is_reported() -> None:
+    assert reading("zork error at kernel.cu:256 code=802(zorkErrorSystemNotReady)") is not None
+    assert read("loss went from 2.1 to 1.9 at train.py:256") == []
