@@ -101,9 +101,21 @@ job's start-up lines may map (``medic.detectors.fabric.Addresses``), not about t
 printed it."""
 
 
+CANCELLED_ON = r"(?i:\bon\s+\S+\s+(?:was\s+)?(?:cancel+ed|terminated|killed)\b)"
+"""A thing stopped on a host (``JOB 12 ON n3 CANCELLED AT ... DUE TO NODE FAILURE``): the host
+is where it ran, not what failed, whatever the cause the line gives."""
+
+
 def named_host(text: pl.Expr) -> pl.Expr:
-    """The host each line of ``text`` names as its subject (``NAMED_HOST``), else null."""
-    return pl.coalesce(text.str.extract(NAMED_HOST, 1), text.str.extract(NAMED_HOST, 2))
+    """The host each line of ``text`` names as its subject (``NAMED_HOST``), else null: after
+    a node or host word, or after "on" unless the line says what ran there was stopped
+    (``CANCELLED_ON``)."""
+    on = (
+        pl.when(text.str.contains(CANCELLED_ON))
+        .then(None)
+        .otherwise(text.str.extract(NAMED_HOST, 2))
+    )
+    return pl.coalesce(text.str.extract(NAMED_HOST, 1), on)
 
 
 PCI_ID = r"(?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-9a-f])?\b"

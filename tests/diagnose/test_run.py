@@ -263,3 +263,14 @@ def test_the_node_and_ranks_a_line_names_as_failing_are_its_culprits() -> None:
     [finding] = diagnose([LogText("slurm-54.out", ranks)], year=2026)
     assert finding.kind == "hang"
     assert {3, 9} <= set(finding.ranks)
+
+
+def test_a_host_where_something_was_stopped_is_not_what_failed() -> None:
+    # our wording, the scheduler's banner shape: the host is where the job ran and was
+    # cancelled, the cause is elsewhere; where a failure happened on the host, it is the culprit
+    cancelled = "zorkd: error: *** JOB 55 ON rack7-04 CANCELLED DUE TO A NODE FAILURE ***\n"
+    [finding] = diagnose([LogText("slurm-55.out", cancelled)], year=2026)
+    assert (finding.kind, finding.culprits) == ("node_failure", ())
+    failed = "zorkd: error: *** JOB 56 ON rack7-05 HIT AN UNCORRECTABLE MEMORY ERROR ***\n"
+    [finding] = diagnose([LogText("slurm-56.out", failed)], year=2026)
+    assert finding.culprits == ("rack7-05",)
