@@ -85,6 +85,40 @@ NAMED_RANKS = (
 (``Missing ranks: 3, 14``): the ranks at fault, not the rank that printed the line."""
 
 
+RANKS_HEADER = rf"(?i:(?:\b{_AT_FAULT}\b[^:]*\branks?\b|\branks?\b[^:]*\b{_AT_FAULT}\b)[^:]*:\s*$)"
+"""A line ending in a colon that announces a list of ranks at fault on the lines after it
+(Horovod's stall inspector: ``Missing ranks:``; NCCL's desync report: ``the lagging/dead/
+mismatched ranks that caused the desync are:``)."""
+LISTED = r"^\s*[-*]?\s*\[?(\d+(?:\s*,\s*\d+)*)\]?[!*]?(?::|\s|$)"
+"""A line of such a list: the ranks it starts with, maybe marked (``14: [allreduce.layer3]``,
+``7!: [...]``, ``[6, 9] finished collective #3306, but didn't join``)."""
+
+
+def listed_ranks(frame: pl.DataFrame, raw: str, text: str, keys: list[str]) -> pl.Series:
+    """Per line of ``frame``: the ranks it lists ("6, 9") in a run of list lines (``LISTED``,
+    in the line without its prefixes, ``text``, else as it came, ``raw``: a list line's
+    number reads as a launcher's rank label) right after a header announcing ranks at fault
+    (``RANKS_HEADER``), the lines of one writer (``keys``) read in their order; else null.
+    Only a batch holding such a header pays for more than two literal scans."""
+    message = pl.col(text)
+    gate = message.str.ends_with(":") & message.str.contains("rank", literal=True)
+    headers = frame.with_row_index("_at").filter(gate).filter(message.str.contains(RANKS_HEADER))
+    if headers.is_empty():
+        return pl.Series("_listed", [None] * frame.height, dtype=pl.String)
+    header = pl.int_range(pl.len()).is_in(headers.get_column("_at").implode())
+    item = pl.coalesce(message.str.extract(LISTED, 1), pl.col(raw).str.extract(LISTED, 1))
+    run = item.is_null().cum_sum().over(keys).alias("_run")
+    return (
+        frame.select(*keys, item.alias("_item"), header.alias("_header"), run)
+        .select(
+            pl.when(pl.col("_header").any().over([*keys, "_run"]))
+            .then(pl.col("_item"))
+            .alias("_listed")
+        )
+        .to_series()
+    )
+
+
 def named_ranks(text: pl.Expr) -> pl.Expr:
     """The ranks each line of ``text`` names as failing (``NAMED_RANKS``: "3, 14"), else
     null."""

@@ -52,10 +52,12 @@ from medic.parse.failure_lines import (
     END,
     FAMILY,
     FATAL,
+    GENERAL,
     MENTION,
     NAMED_PEER,
     READING,
     FailureLines,
+    listed_ranks,
     named_host,
     named_ranks,
 )
@@ -101,6 +103,7 @@ ENDED = "end"
 """The family of an unmatched line that reads as the job's deliberate end."""
 _LINE = "_line"
 _PEER = "_peer"
+_LISTED = "_listed"
 
 
 class SignatureMatcher:
@@ -238,7 +241,12 @@ class SignatureMatcher:
             logs = logs.with_columns(missing)
         if self.unmatched is None:
             return self._matched(logs)
-        suspect = logs.with_row_index(_LINE).filter(self._suspect)
+        listed = listed_ranks(logs, RAW, "message", ["job_id", "node"])
+        suspect = (
+            logs.with_row_index(_LINE)
+            .with_columns(listed.alias(_LISTED))
+            .filter(self._suspect | pl.col(_LISTED).is_not_null())
+        )
         return self._unmatched(suspect, self._matched(suspect))
 
     def _unmatched(self, logs: pl.DataFrame, matched: pl.DataFrame) -> pl.DataFrame:
@@ -264,11 +272,14 @@ class SignatureMatcher:
         if not matched.is_empty() and not marked.is_empty():
             marked = marked.filter(~pl.col(_LINE).is_in(matched.get_column(_LINE).implode()))
         read = self.unmatched.read(marked, RAW, "message") if not marked.is_empty() else marked
+        listed = self._listed(logs, rooted, (matched, read))
+        if not listed.is_empty():
+            read = pl.concat([read, listed], how="diagonal_relaxed")
         if read.is_empty():
             return matched.drop(_LINE, strict=False)
         part = [PART] if PART in read.columns else []
         named = (
-            named_ranks(pl.col("message")).alias("_ranks"),
+            pl.coalesce(_LISTED, named_ranks(pl.col("message"))).alias("_ranks"),
             pl.col("message").str.extract(NAMED_PEER, 1).alias(_PEER),
         )
         rows = _per_named_rank(read.with_columns(*named)).select(
@@ -277,6 +288,29 @@ class SignatureMatcher:
         if matched.is_empty():
             return rows.drop(_LINE)
         return pl.concat([matched, rows]).sort(_LINE, maintain_order=True).drop(_LINE)
+
+    @staticmethod
+    def _listed(
+        logs: pl.DataFrame, rooted: pl.DataFrame, taken: tuple[pl.DataFrame, ...]
+    ) -> pl.DataFrame:
+        """The lines of ``logs`` listing ranks at fault (``_listed``), of jobs for which no
+        entry named a root cause (``rooted``), that no entry matched and the layer did not
+        read as failures themselves (``taken``): rows of no family's reading, at error
+        severity, naming those ranks (a report before them says what failed)."""
+        lines = logs.filter(pl.col(_LISTED).is_not_null() & pl.col("job_id").is_not_null())
+        if lines.is_empty():
+            return lines
+        lines = lines.join(rooted, on=rooted.columns, how="anti", maintain_order="left")
+        for rows in taken:
+            if not lines.is_empty() and not rows.is_empty():
+                lines = lines.filter(~pl.col(_LINE).is_in(rows.get_column(_LINE).implode()))
+        return lines.with_columns(
+            pl.lit(False).alias(END),
+            pl.lit(GENERAL).alias(FAMILY),
+            pl.lit(None, pl.String).alias(READING),
+            pl.lit(False).alias(FATAL),
+            pl.lit(False).alias(MENTION),
+        )
 
     def _matched(self, logs: pl.DataFrame) -> pl.DataFrame:
         """The rows of the lines a catalogue entry matches (``_line`` kept when ``logs`` has

@@ -700,3 +700,28 @@ def test_a_failure_line_naming_a_peers_address_is_about_that_peer() -> None:
         ("10.0.0.4", "peer"),
         (None, "none"),
     ]
+
+
+def test_ranks_listed_under_a_header_naming_them_at_fault_are_the_root() -> None:
+    # our wording; the shapes of Horovod's stall inspector and NCCL's desync report: a header
+    # ending in a colon, then one rank (maybe marked) or a bracketed list per line
+    found = rows_of(
+        "W zork.cc:107] some tensors wait for the remainder of ranks for more than 60 seconds",
+        "Missing ranks:",
+        "14: [zork.layer3.weight]",
+        "7!: [zork.layer5.bias]",
+        "the zork barrier goes on",
+        "the lagging/dead ranks of the zork barrier are:",
+        "  [6, 9] entered barrier #3306, but never left it",
+        "  - snapshot of the ranks' latest states:",
+        "  #3306 started ranks:",
+        "  [0, 1, 2] started BARRIER",
+    )
+    listed = found.filter(pl.col("role") == "root")
+    assert listed.get_column("rank").to_list() == [14, 7, 6, 9]
+    assert listed.get_column("reading").to_list() == [None] * 4
+
+
+def test_a_list_under_another_writers_header_names_no_rank() -> None:
+    lines = [("100", "Missing ranks:"), ("200", "14: [zork.layer3.weight]")]
+    assert rows_of(*lines).is_empty()
