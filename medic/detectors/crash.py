@@ -19,7 +19,9 @@ ranks are those its launcher reports dead when it reports any (``failed_ranks``:
 root cause, mpirun's first failed process, srun's failed tasks), with the hosts they ran on.
 Errors that a program may survive (a traceback, an exception line) wait up to ``confirm_s``
 for the process death that confirms them. Signs that follow a deliberate end (a user's
-cancel, the time limit, a preemption) are its consequence and are dropped.
+cancel, the time limit, a preemption) are its consequence and are dropped; an end that follows
+a process's own failure exit (srun cancelling the step after a task exited with code 1) is
+that failure's consequence, and the crash pending before it stays.
 
 A finite text (``medic diagnose``) has no scheduler to report the job's end: when the input
 ends (``at_end``), the errors a job itself reported (an entry names them, or the second layer
@@ -379,10 +381,12 @@ class CrashDetector(WatchesLiveness):
                 pending.reading = (int(time), reading, where)
 
     def _stop(self, job_id: str, time: int) -> None:
-        """A deliberate end began at ``time``: later signs of the job are its consequence."""
+        """A deliberate end began at ``time``: later signs of the job are its consequence. A
+        crash pending since before a process of the job exited with a failure code of its own
+        stays: that exit, not the end, was first (the launcher stopped the rest for it)."""
         self.stopping[job_id] = min(time, self.stopping.get(job_id, time))
         pending = self.pending.get(job_id)
-        if pending is None:
+        if pending is None or self.failed.exited_before(job_id, time):
             return
         if (
             pending.confirmed_at is None

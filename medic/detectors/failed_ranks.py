@@ -18,12 +18,22 @@ class FailedRanks:
     def __init__(self) -> None:
         self.jobs: dict[str, list[tuple[bool, Evidence]]] = {}
         """Job -> (primary, report) per rank, the first report of a rank kept."""
+        self.exited: dict[str, int] = {}
+        """Job -> event time of its first report of a process that exited by itself with a
+        failure code (1 to 127: no signal's 128 + n), which no cancel or time limit causes."""
 
     def __len__(self) -> int:
-        return len(self.jobs)
+        return len(self.jobs) + len(self.exited)
 
     def observe(self, frame: pl.DataFrame) -> None:
         """Fold in ``failed_ranks`` rows."""
+        own = (
+            frame.filter(pl.col("exit_code").is_between(1, 127) & pl.col("signal").is_null())
+            .group_by("job_id")
+            .agg(pl.col("time").min().dt.epoch("us"))
+        )
+        for job_id, time in own.iter_rows():
+            self.exited[job_id] = min(time, self.exited.get(job_id, time))
         rows = frame.select(
             "job_id",
             pl.col("time").dt.epoch("us"),
@@ -51,7 +61,14 @@ class FailedRanks:
         found = [(p, e) for p, e in self.jobs.get(job_id, ()) if e.time >= since]
         return [e for _, e in sorted(found, key=lambda pe: (not pe[0], pe[1].time))]
 
+    def exited_before(self, job_id: str, time: int) -> bool:
+        """Whether a process of the job exited by itself with a failure code before ``time``:
+        an end that follows it (srun cancelling the step) is that failure's consequence."""
+        return self.exited.get(job_id, time) < time
+
     def forget_before(self, cutoff: int) -> None:
+        for job_id in [j for j, t in self.exited.items() if t < cutoff]:
+            del self.exited[job_id]
         for job_id in list(self.jobs):
             kept = [(p, e) for p, e in self.jobs[job_id] if e.time >= cutoff]
             if kept:

@@ -274,3 +274,18 @@ def test_a_host_where_something_was_stopped_is_not_what_failed() -> None:
     failed = "zorkd: error: *** JOB 56 ON rack7-05 HIT AN UNCORRECTABLE MEMORY ERROR ***\n"
     [finding] = diagnose([LogText("slurm-56.out", failed)], year=2026)
     assert finding.culprits == ("rack7-05",)
+
+
+def test_an_end_after_a_process_failed_by_itself_is_that_failures_consequence() -> None:
+    # our wording for the end: the launcher stops the other tasks after one exited with code 1
+    failed = (
+        "[rank0]: ValueError: zork shard 386 is missing\n"
+        "srun: error: n1: task 0: Exited with exit code 1\n"
+    )
+    ended = "zorkd: error: step 57.0 on n1 cancelled\n"
+    [finding] = diagnose([LogText("slurm-57.out", failed + ended)], year=2026)
+    assert (finding.kind, finding.ranks) == ("crash", (0,))
+    # ended first: the exit is the end's consequence, and so is the error before it
+    assert diagnose([LogText("slurm-58.out", ended + failed)], year=2026) == []
+    killed = failed.replace("Exited with exit code 1", "Exited with exit code 143")
+    assert diagnose([LogText("slurm-59.out", killed + ended)], year=2026) == []
