@@ -305,3 +305,17 @@ def test_a_device_that_cannot_start_is_heard_at_any_level() -> None:
 def test_an_error_at_a_source_location_is_reported() -> None:
     assert reading("zork error at kernel.cu:256 code=802(zorkErrorSystemNotReady)") is not None
     assert read("loss went from 2.1 to 1.9 at train.py:256") == []
+
+
+def test_a_device_or_peer_said_to_be_gone_is_a_failure_without_a_level() -> None:
+    # kernel lines print no severity word: the statement itself is the report (our wording)
+    assert reading("zorkdrv: GPU 0000:3b:00.0: GPU has fallen off the bus.") == (
+        "device",
+        "gpu_fault",
+    )
+    assert reading("zorkdrv: adapter is not present after the reset") is not None
+    assert reading("Result = FAIL") is not None
+    # healthy traps: a runbook quoting what to look for; an option absent from a config
+    assert read("runbook: if dmesg says 'GPU has fallen off the bus', reseat the GPU") == []
+    assert read("config key 'warmup' not present, using the default 100") == []
+    assert read("the zork option is no longer available, see --zork-new") == []
