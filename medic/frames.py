@@ -19,8 +19,15 @@ def collect(query: pl.LazyFrame) -> pl.DataFrame:
 
 def replaced(state: pl.DataFrame, rows: pl.LazyFrame, keys: list[str]) -> pl.DataFrame:
     """``state`` with its rows of the ``keys`` that ``rows`` holds replaced by those rows (new
-    keys added after the kept ones), in one query: a detector's per-key state updated."""
-    return collect(pl.concat([state.lazy().join(rows, on=keys, how="anti"), rows]))
+    keys added after the kept ones): a detector's per-key state updated. No join runs when
+    either side is empty (the first rows of a state, a batch that changed nothing): the join
+    costs more than the rows it would keep."""
+    new = collect(rows)
+    if new.is_empty():
+        return state
+    if state.is_empty():
+        return new
+    return collect(pl.concat([state.lazy().join(new.lazy(), on=keys, how="anti"), new.lazy()]))
 
 
 def times_us(frame: pl.DataFrame, column: str = "time") -> np.ndarray:
