@@ -419,7 +419,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
     def advance(self, watermark: int) -> list[Detection]:
         for window in self.baseline.close(watermark):
             self._fold_baseline(window)
-        for window in self.silent.close(watermark):
+        for window in self.silent.close(watermark, empty=False):  # no rows: no job to fold
             self._fold_silent(window)
         self._forget(self.jobs.release(watermark))
         horizon = watermark - round(self.config.forget_after_s * US)

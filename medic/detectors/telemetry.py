@@ -210,8 +210,10 @@ class GpuWindows:
             wanted = wanted & ~pl.col("job_id").is_in(arrival.forgotten)
         return collect(query.filter(wanted).select(self._columns))
 
-    def close(self, now: int) -> list[Window]:
-        """Every window that ends at or before ``now``, oldest first (empty ones included)."""
+    def close(self, now: int, empty: bool = True) -> list[Window]:
+        """Every window that ends at or before ``now``, oldest first (empty ones included
+        unless ``empty`` is False: then a run of windows without rows is passed over at once,
+        as a watcher of a few jobs goes through most windows with none)."""
         end = self._window_end if self._window_end is not None else self._earliest_end
         if end is None or now < end:
             return []
@@ -222,10 +224,14 @@ class GpuWindows:
         closed = []
         while self._window_end <= now:
             end = self._window_end
+            if pending is None and not empty:
+                self._window_end += ((now - end) // self.window_us + 1) * self.window_us
+                break
             inside = None
             if pending is not None:
                 inside, pending = _split_at(pending, end)
-            closed.append(Window(end - self.window_us, end, self._aggregate(inside)))
+            if empty or (inside is not None and not inside.is_empty()):
+                closed.append(Window(end - self.window_us, end, self._aggregate(inside)))
             self._window_end = end + self.window_us
         self._pending = [pending] if pending is not None and not pending.is_empty() else []
         return closed
