@@ -564,7 +564,10 @@ class StragglerDetector(WatchesJobs):
         flagged window short makes its job odd."""
         c = self.config
         short = max(c.peer_k - 1, 1)
-        self.odd_jobs |= set(nodes.filter(pl.col("flags") >= short).get_column("job_id"))
+        if (nodes.get_column("flags") >= short).any():
+            self.odd_jobs |= set(nodes.filter(pl.col("flags") >= short).get_column("job_id"))
+        if not nodes.get_column("persistent").any():
+            return  # the usual window: no suspect, and no query to find none
         sized = nodes.with_columns(
             pl.len().over("job_id").alias("job_nodes"),
             pl.col("persistent").sum().over("job_id").alias("suspect_nodes"),
@@ -767,7 +770,7 @@ def _scoring(c: StragglerConfig) -> _Scoring:
         ],
     ]
     kept = max(c.peer_n, c.min_samples)
-    span = judged_span(pl.col("counts"), c.min_samples, c.peer_n)
+    span = pl.col("judged_span")  # a column of its own: unoptimised queries repeat expressions
     recent = pl.lit(2, pl.Int64).pow(span).cast(pl.Int64) - 1
     needed = (span * c.peer_k / c.peer_n).ceil().cast(pl.Int64)
     tracked = [
@@ -779,6 +782,7 @@ def _scoring(c: StragglerConfig) -> _Scoring:
                 for many, one in (("counts", "samples"), ("clock_ratios", "clock_ratio"))
             ),
         ],
+        [judged_span(pl.col("counts"), c.min_samples, c.peer_n).alias("judged_span")],
         [
             flag_count(pl.col("history") & recent).alias("flags"),
             flag_count(pl.col("cause_history") & recent).alias("causes"),
