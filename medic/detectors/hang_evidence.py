@@ -211,13 +211,7 @@ class JobTelemetry:
             self.since_until = end + round((config.carry_s + config.window_s) * US)
         if end <= self.since_until:
             self.since = _summed(self.since, gpus.select("node", "gpu", *EVIDENCE_COLUMNS))
-        query = gpus.lazy().with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
-        if self.latest is not None:  # one query: each eager call would be one
-            recent = pl.col("seen_at") >= end - round(config.carry_s * US)
-            columns = [*gpus.columns, "seen_at"]
-            carried = self.latest.lazy().join(query, on=list(_GPU), how="anti").filter(recent)
-            query = pl.concat([query, carried.select(columns)]).sort(list(_GPU))
-        gpus = collect(query)
+        gpus = _stamped(gpus, end, self.latest, end - round(config.carry_s * US))
         self.latest, self.latest_end, self.last_seen = gpus, end, end
         state = _state(self, gpus, config)
         if state == "mixed" and self.state in HOLDING:
@@ -398,14 +392,23 @@ class JobTelemetry:
         """A healthy snapshot; GPUs it lacks (sampled less often than it lasts) keep their last
         healthy values for three baseline periods."""
         power = gpus.get_column("power_w").median()
-        gpus = gpus.with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
-        if self.healthy is not None:
-            recent = pl.col("seen_at") >= end - round(3 * config.baseline_every_s * US)
-            kept = self.healthy.join(gpus, on=list(_GPU), how="anti").filter(recent)
-            gpus = pl.concat([gpus, kept.select(gpus.columns)]).sort(list(_GPU))
-        self.healthy = gpus
+        since = end - round(3 * config.baseline_every_s * US)
+        self.healthy = _stamped(gpus, end, self.healthy, since)
         if power is not None:
             self.power.update(float(power))  # type: ignore[arg-type]
+
+
+def _stamped(gpus: pl.DataFrame, end: int, held: pl.DataFrame | None, since: int) -> pl.DataFrame:
+    """``gpus`` stamped ``seen_at`` ``end``, with the GPUs of ``held`` (rows stamped before)
+    that it lacks and that were seen at ``since`` or later, sorted by GPU then: in one query,
+    where each eager call would be one."""
+    query = gpus.lazy().with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
+    if held is not None:
+        columns = [*gpus.columns, "seen_at"]
+        recent = pl.col("seen_at") >= since
+        carried = held.lazy().join(query, on=list(_GPU), how="anti").filter(recent)
+        query = pl.concat([query, carried.select(columns)]).sort(list(_GPU))
+    return collect(query)
 
 
 def verdict(
