@@ -144,6 +144,25 @@ def _row_medians(rows: np.ndarray) -> np.ndarray:
     return medians
 
 
+_lines_read: tuple[pl.DataFrame, tuple[list[str], list[int]], list[tuple[str, str, int]]] | None
+_lines_read = None
+"""The logs batch read last, with its newest line per node and per node and job."""
+
+
+def _newest_lines(
+    frame: pl.DataFrame,
+) -> tuple[tuple[list[str], list[int]], list[tuple[str, str, int]]]:
+    """A logs batch's newest line per node, and per node and job (none without job ids). The
+    detectors that keep a Liveness of their own are each passed the same batch: it is read
+    once for all of them, as reading it costs more than its few lines."""
+    global _lines_read
+    read = _lines_read  # one read of the global: pipelines in other threads may replace it
+    if read is None or read[0] is not frame:
+        pairs = newest_by_pair(frame, "node", "job_id") if "job_id" in frame.columns else []
+        read = _lines_read = (frame, newest_by(frame, "node"), pairs)
+    return read[1], read[2]
+
+
 class Liveness:
     """Newest sample time per GPU and node; newest log line per node.
 
@@ -349,10 +368,9 @@ class Liveness:
         if frame is self._logs_folded or frame.is_empty():
             return
         self._logs_folded = frame
-        self.logs.observe(*newest_by(frame, "node"), arrived=self.watermark)
-        if "job_id" not in frame.columns:
-            return
-        for node, job_id, time in newest_by_pair(frame, "node", "job_id"):
+        nodes, pairs = _newest_lines(frame)
+        self.logs.observe(*nodes, arrived=self.watermark)
+        for node, job_id, time in pairs:
             jobs = self.log_jobs.setdefault(node, {})
             jobs[job_id] = max(time, jobs.get(job_id, time))
 
