@@ -6,7 +6,8 @@ saying a checkpoint or an evaluation starts, ends or counts its batches is read)
 Per run, on the detections that act (the confirmed tier; scoring in ``medic.scoring``):
 precision and false detections, recall, the p50 latency of hangs confirmed by positive evidence
 (a stuck GPU, hardware or kernel evidence against a node, a watchdog line), and the latency of
-hangs confirmed by silence alone (past the bound the job's own history sets); suspects and
+hangs confirmed by silence alone (past the bound the job's own history sets, or with every GPU
+waiting past the bound of its own such spells); suspects and
 false suspects apart. And how well the shipped calibration's scores say which detections are
 real, suspects included (``medic.tuning.reliability``): Brier score, expected calibration
 error, ROC AUC of real against false detections (null without both).
@@ -46,8 +47,10 @@ from medic.simulate.suites import suite_entries  # noqa: E402
 from medic.tuning import calibration_outcomes, reliability  # noqa: E402
 
 OFF: Mapping[str, Any] = {"parsers": {"progress": {"phase_announcements": False}}}
-SILENCE_ONLY = "confirmed: silent past"
-"""What the summary of a hang confirmed by silence alone says (``hang_policy.Tier.why``)."""
+SILENCE_ONLY = ("confirmed: silent past", "confirmed: every GPU waiting")
+"""What the summary of a hang confirmed by silence alone says (``hang_policy.Tier.why``): past
+the bound of the job's pauses, or with every GPU waiting past the bound of the job's own such
+spells (silence and waiting GPUs, nothing against a node)."""
 
 
 def figures(report: BacktestReport) -> dict[str, Any]:
@@ -64,7 +67,9 @@ def figures(report: BacktestReport) -> dict[str, Any]:
             if not outcome.detected or outcome.kind != "hang" or outcome.latency_s is None:
                 continue
             summary = summaries.get((outcome.job_id, outcome.detected_at), "")
-            (silence if SILENCE_ONLY in summary else evidence).append(outcome.latency_s)
+            (silence if any(s in summary for s in SILENCE_ONLY) else evidence).append(
+                outcome.latency_s
+            )
     return {
         "recordings": len(report.results),
         "labels": total.labels,

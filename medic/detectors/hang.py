@@ -233,15 +233,17 @@ class HangConfig:
     confirm_floor_s: Positive = 180.0
     """A hang with no positive evidence (no stuck GPU, hardware counter or kernel error
     against a node, no rank blocked on I/O: silence, and GPUs waiting, alone) is a suspect until
-    its silence lasts this long, and one rank's GPU idle while its peers wait is evidence only
-    once it has been so this long ... Lower confirms (and acts on) such hangs sooner; higher
-    spares healthy jobs whose first unannounced pause, or first data-loader stall, outlasts the
-    thresholds above."""
+    its silence lasts this long, and one rank's GPU idle while its peers wait, or every GPU
+    waiting, is evidence only once it has been so this long ... Lower confirms (and acts on)
+    such hangs sooner; higher spares healthy jobs whose first unannounced pause, first
+    data-loader stall, or first unannounced evaluation or save by rank 0 (its peers all
+    waiting), outlasts the thresholds above."""
     confirm_factor: Positive = 2.0
     """... and this many times the longest pause the job has had (its longest step gap, save or
     spell of waiting GPUs), or, for a rank apart, the longest spell of one rank apart it came
-    back from (a stall). Higher spares jobs whose pauses vary more; lower confirms sooner in
-    jobs that pause long (a job whose longest pause is 150 s confirms after 300 s)."""
+    back from (a stall), or, for every GPU waiting, the longest such spell it came back from.
+    Higher spares jobs whose pauses vary more; lower confirms sooner in jobs that pause long (a
+    job whose longest pause is 150 s confirms after 300 s)."""
     forget_after_s: Positive = 7200.0
     """Drop a job not heard of for this long (no scheduler end seen). Shorter: less state; a
     job silent that long loses what was learned of it."""
@@ -267,6 +269,10 @@ class JobWatch:
     longest_apart_us: int = 0
     """The longest spell of one GPU apart alone, not the writer's, that ended by itself (a
     data-loader stall): how long a rank apart is no evidence of a hang in this job."""
+    longest_all_waiting_us: int = 0
+    """The longest spell in which every GPU spun in the wait (``JobTelemetry.all_spinning_since``)
+    that a fresh step ended (the job recovered: rank 0 evaluating or saving unannounced, its
+    peers in the collective): how long all GPUs waiting is no evidence of a hang in this job."""
     rhythm: JobRhythm = field(default_factory=JobRhythm)
     """The pauses the job has taken and the step interval they come at
     (``medic.detectors.hang_rhythm``)."""
@@ -482,6 +488,10 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             watch.step_us = took if took is not None else watch.step_us
             self._learn_rhythm(job_id, watch, time, gap_us)
             watch.rhythm.step(step)
+            waited = telemetry.all_spinning_spell(time)
+            if fresh and waited is not None:
+                watch.longest_all_waiting_us = max(watch.longest_all_waiting_us, waited)
+            telemetry.all_spinning_ended = None
             if telemetry.corroborated_since is not None or telemetry.ended is not None:
                 self._learn_spell(watch, time, fresh, self._writer(job_id, watch))  # else: no spell
             watch.alarmed, watch.suspect = False, None
@@ -751,6 +761,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             _longest(watch),
             self._apart_us(job_id, watch, now, held, gpus) if corroborated else 0,
             watch.longest_apart_us,
+            min(held, watch.telemetry.all_spinning_us(now)),
+            watch.longest_all_waiting_us,
         )
         tier = tier_of(c, facts)
         return Detection(

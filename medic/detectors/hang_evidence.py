@@ -147,6 +147,14 @@ class JobTelemetry:
     all_waiting_since: int | None = None
     """Start of the run of windows in which every GPU waited (spinning, none with less than
     ``busy_util``), None outside one."""
+    all_spinning_since: int | None = None
+    """Start of the run of windows in which every GPU of the job spun in the wait, strictly:
+    each pegged at ``spin_util`` or more and drawing less than ``spin_power_ratio`` of the
+    job's progressing power (none computing, none idle), and every node of the healthy snapshot
+    reporting; None outside one (``hang_policy.all_waiting_past_spells``)."""
+    all_spinning_ended: tuple[int, int] | None = None
+    """(start, end) of the latest such run that ended: a step line after it (the job
+    recovered) teaches how long this job's GPUs may all wait when healthy."""
     quiet: dict[str, int] = field(default_factory=dict)
     """Per quiet state (``working``, ``idle``, ``writers``): end of the latest window in which
     the GPUs were in it while the job printed nothing (a spell of evaluation or checkpointing)."""
@@ -222,6 +230,7 @@ class JobTelemetry:
             self.all_waiting_since = None
         elif self.all_waiting_since is None:
             self.all_waiting_since = end - window
+        self._all_spinning(gpus, end - window, config)
         if state in HOLDING:
             self.quiet[state] = end
         if state == "writers":
@@ -237,6 +246,44 @@ class JobTelemetry:
         waiting = self._waiting(gpus, config)
         self.waited = _union(self.waited, waiting)
         self.apart = _union(self.apart, gpus.filter(pl.col("util") < config.busy_util))
+
+    def _all_spinning(self, gpus: pl.DataFrame, start: int, config: HangConfig) -> None:
+        """Open or close the run of windows in which every GPU spins (``all_spinning_since``)
+        with the window that began at ``start``."""
+        since = self.all_spinning_since
+        if self.state == "spinning" and self._everyone_spins(gpus, config):
+            if since is None:
+                self.all_spinning_since = start
+        elif since is not None:
+            self.all_spinning_ended, self.all_spinning_since = (since, start), None
+
+    def _everyone_spins(self, gpus: pl.DataFrame, config: HangConfig) -> bool:
+        """Whether every GPU of the window is pegged at a wait's power (a value not known is
+        not), and no node of the healthy snapshot is missing from it."""
+        baseline = self.power.get()
+        if not baseline:
+            return False
+        util, power = gpus.get_column("util").to_numpy(), gpus.get_column("power_w").to_numpy()
+        spinning = (util >= config.spin_util) & (power < config.spin_power_ratio * baseline)
+        if not spinning.all():
+            return False
+        return self.known() <= set(gpus.get_column("node").unique().to_list())
+
+    def all_spinning_us(self, now: int) -> int:
+        """How long every GPU has spun in the wait without a break (``all_spinning_since``);
+        0 when they do not now."""
+        since = self.all_spinning_since
+        return 0 if since is None else now - since
+
+    def all_spinning_spell(self, time: int) -> int | None:
+        """The length of the run of windows in which every GPU spun that a step at ``time``
+        ended: the open one, else the latest that ended before it; None without one."""
+        since, ended = self.all_spinning_since, self.all_spinning_ended
+        if since is not None and since < time:
+            return time - since
+        if ended is not None and ended[0] < time:
+            return ended[1] - ended[0]
+        return None
 
     def _close_spell(self, end: int) -> None:
         """The current run of corroborating windows ended at ``end`` (if one was open)."""
@@ -308,7 +355,7 @@ class JobTelemetry:
         """Progress came back: forget what the silence showed."""
         self.latest, self.since, self.since_until, self.state = None, None, None, "no telemetry"
         self.corroborated_since = self.waited = self.apart = self.ended = self.writing = None
-        self.all_waiting_since = None
+        self.all_waiting_since = self.all_spinning_since = self.all_spinning_ended = None
         self.spell_states, self.quiet = set(), {}
         self.recent_nodes.clear()
 

@@ -16,6 +16,15 @@ least ``confirm_floor_s``. A stall lasts as long as the job's input pipeline mak
 first is judged by the floor; the job's long evaluations or saves, pauses of another kind, do
 not stretch the bound, as they stretch the silence's.
 
+Every GPU of the job waiting (each spinning in a collective, pegged at a wait's power, none
+computing or idle, and no node's telemetry missing) is positive evidence once it has lasted past
+the same bound, learned from the job's own such spells that it recovered from (steps resumed):
+``confirm_factor`` times the longest of those, at least ``confirm_floor_s``. A healthy job whose
+rank 0 evaluates or saves unannounced leaves the others spinning like that for minutes at its
+own cadence, so the first such spell is judged by the floor and the next ones by the job's
+longest; a deadlock spins for good, and is confirmed a few minutes in, however long the job's
+other pauses (which stretch the silence's bound, not this one).
+
 The lines in which a job reports being stuck (NCCL's watchdog, a heartbeat monitor) confirm a
 hang by themselves (``HangDetector._reported_stuck``).
 """
@@ -52,6 +61,11 @@ class Silence:
     peers wait, without a break (telemetry time); 0 when the GPUs do not show that now."""
     longest_apart_us: int = 0
     """The longest spell of one rank apart alone the job has come back from (a stall)."""
+    all_waiting_us: int = 0
+    """How long every GPU of the job has spun in the wait without a break (telemetry time,
+    ``JobTelemetry.all_spinning_since``); 0 when the GPUs do not show that now."""
+    longest_all_waiting_us: int = 0
+    """The longest spell of every GPU waiting the job has come back from."""
 
 
 PositiveEvidence = Callable[["HangConfig", Silence], str | None]
@@ -73,15 +87,40 @@ def blocked_on_io(config: HangConfig, silence: Silence) -> str | None:
 def apart_past_stalls(config: HangConfig, silence: Silence) -> str | None:
     """One rank apart while its peers wait, longer than ``apart_confirm_us``: past any stall
     of the job's own (a data-loader stall looks the same while it lasts)."""
-    if not silence.apart_us:
-        return None
-    bound = apart_confirm_us(config, silence.longest_apart_us)
-    if silence.apart_us < bound:
+    if _past_spells(config, silence.apart_us, silence.longest_apart_us) is None:
         return None
     return f"a rank apart from its waiting peers for {silence.apart_us / US:.0f}s"
 
 
-POSITIVE_EVIDENCE: tuple[PositiveEvidence, ...] = (against_nodes, blocked_on_io, apart_past_stalls)
+ALL_WAITING = "every GPU waiting"
+"""How the evidence of ``all_waiting_past_spells`` begins (the summary says it)."""
+
+
+def all_waiting_past_spells(config: HangConfig, silence: Silence) -> str | None:
+    """Every GPU in the wait longer than ``confirm_us`` of the longest such spell the job
+    recovered from: past any evaluation or save of rank 0's the others wait for."""
+    waited = silence.all_waiting_us
+    bound = _past_spells(config, waited, silence.longest_all_waiting_us)
+    return (
+        None if bound is None else f"{ALL_WAITING} for {waited / US:.0f}s, past {bound / US:.0f}s"
+    )
+
+
+def _past_spells(config: HangConfig, lasted_us: int, longest_us: int) -> int | None:
+    """The bound (``confirm_us`` of the longest such spell the job came back from) that a spell
+    which has ``lasted_us`` is past; None while it is not, or when there is no spell."""
+    if not lasted_us:
+        return None
+    bound = confirm_us(config, longest_us)
+    return bound if lasted_us >= bound else None
+
+
+POSITIVE_EVIDENCE: tuple[PositiveEvidence, ...] = (
+    against_nodes,
+    blocked_on_io,
+    apart_past_stalls,
+    all_waiting_past_spells,
+)
 
 
 def confirm_us(config: HangConfig, longest_pause_us: int) -> int:
@@ -106,9 +145,10 @@ class Tier:
     @property
     def why(self) -> str:
         """What the summary says of the tier (nothing when evidence confirms it: the culprit,
-        or the stuck ranks, say it)."""
+        or the stuck ranks, say it; but every GPU waiting, which names no one, is said)."""
         if self.evidence:
-            return ""
+            waiting = [e for e in self.evidence if e.startswith(ALL_WAITING)]
+            return f"; confirmed: {waiting[0]}" if len(waiting) == len(self.evidence) else ""
         seconds = f"{self.bound_us / US:.0f}s"
         if self.tier == CONFIRMED:
             return f"; confirmed: silent past {seconds}"

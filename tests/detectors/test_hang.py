@@ -756,3 +756,58 @@ def test_a_waiting_gpus_power_noise_does_not_restart_the_spell_of_a_rank_apart()
     assert suspect.tier == "suspect"
     assert 180 <= (confirmed.detected_at - at(1010)) / US <= 190
     assert confirmed.evidence["confirmed_by"][0].startswith("a rank apart from its waiting")
+
+
+def spins_then_trains(job: Job, t0: float, t1: float, until: float) -> Job:
+    """Every GPU spinning in the wait from ``t0`` to ``t1`` printing nothing (rank 0 evaluating
+    or saving unannounced, as its peers' GPUs show it), then steps again until ``until``."""
+    job.telemetry(t0, t1, constant(SPIN))
+    return job.steps(t1, until).telemetry(t1, until, constant(COMPUTE))
+
+
+# A job's learned spell allowance (phase_factor times its longest spell of spinning GPUs) would
+# hold the silence past the bound below: held to one such spell, the tier is what decides.
+SHORT_ALLOWANCE = HangConfig(phase_factor=1.0)
+
+
+def test_a_recurring_all_waiting_pause_the_job_recovered_from_confirms_nothing() -> None:
+    # Every GPU waited 150 s and the job went on; the next such pause lasts 250 s, past the
+    # 180 s floor but within twice the job's own (300 s): suspected, never confirmed.
+    job = spins_then_trains(healthy_until(400), 400, 550, 900)
+    job = spins_then_trains(job, 900, 1150, 1400)
+    found = run(HangDetector(SHORT_ALLOWANCE), [job], 1400)
+    assert [d.tier for d in found] == ["suspect", "suspect"]
+    second = found[1]
+    assert at(900) < second.detected_at < at(1150)
+    assert second.evidence["confirmed_by"] == []
+
+
+def test_a_first_all_waiting_spell_past_the_floor_confirms_whatever_the_jobs_long_pauses() -> None:
+    # Silence alone would confirm only past 600 s (the job evaluated for 300 s); every GPU in
+    # the wait, with no such spell the job recovered from, is evidence past the 180 s floor.
+    job = evaluated_for_300_s().telemetry(1000, 1400, constant(SPIN))
+    suspect, confirmed = run(HangDetector(), [job], 1400)
+    assert suspect.tier == "suspect" and "silence alone until 6" in suspect.summary
+    assert confirmed.tier == "confirmed" and confirmed.onset == suspect.onset
+    # Timed on the telemetry: from the first window showing every GPU waiting (1000-1010 s).
+    assert 180 <= (confirmed.detected_at - at(1000)) / US <= 190
+    assert confirmed.evidence["confirmed_by"][0].startswith("every GPU waiting for 18")
+    assert "confirmed: every GPU waiting" in confirmed.summary
+
+
+def test_an_all_waiting_spell_past_twice_the_longest_recovered_one_confirms() -> None:
+    # A 150 s spell of every GPU waiting that the job recovered from, then a 300 s unprinted
+    # evaluation (silence alone: 600 s). A spell of every GPU waiting that goes on is evidence
+    # past twice the job's longest such spell (300 s), not before, and long before 600 s.
+    job = spins_then_trains(healthy_until(400), 400, 550, 900)
+    job.telemetry(900, 1200, constant(EVAL)).steps(1200, 1500).telemetry(
+        1200, 1500, constant(COMPUTE)
+    )
+    job.telemetry(1500, 2200, constant(SPIN))
+    found = run(HangDetector(SHORT_ALLOWANCE), [job], 2200)
+    confirmed = found[-1]
+    assert [d.tier for d in found[-2:]] == ["suspect", "confirmed"]
+    # Both spells timed on the telemetry, from the first window in which every GPU waited
+    # (the one after the last step's samples): 140 s learned, so past 280 s, 290 s into it.
+    assert 280 <= (confirmed.detected_at - at(1510)) / US <= 290
+    assert confirmed.evidence["confirmed_by"] == ["every GPU waiting for 280s, past 280s"]
