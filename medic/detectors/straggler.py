@@ -564,8 +564,9 @@ class StragglerDetector(WatchesJobs):
         flagged window short makes its job odd."""
         c = self.config
         short = max(c.peer_k - 1, 1)
-        if (nodes.get_column("flags") >= short).any():
-            self.odd_jobs |= set(nodes.filter(pl.col("flags") >= short).get_column("job_id"))
+        odd = nodes.get_column("flags") >= short
+        if odd.any():
+            self.odd_jobs |= set(nodes.filter(odd).get_column("job_id"))
         if not nodes.get_column("persistent").any():
             return  # the usual window: no suspect, and no query to find none
         sized = nodes.with_columns(

@@ -281,6 +281,8 @@ def _split_at(rows: pl.DataFrame, end: int) -> tuple[pl.DataFrame, pl.DataFrame 
     times = times_us(rows)
     if not times.size or (times[1:] >= times[:-1]).all():
         cut = int(np.searchsorted(times, end, side="left"))
-        return rows.slice(0, cut), (rows.slice(cut) if cut < rows.height else None)
-    before = pl.Series(times < end)
-    return rows.filter(before), rows.filter(~before)
+        inside, after = rows.slice(0, cut), rows.slice(cut)
+    else:
+        before = pl.Series(times < end)
+        inside, after = rows.filter(before), rows.filter(~before)
+    return inside, (after if not after.is_empty() else None)
