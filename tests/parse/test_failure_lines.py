@@ -319,3 +319,10 @@ def test_a_device_or_peer_said_to_be_gone_is_a_failure_without_a_level() -> None
     assert read("runbook: if dmesg says 'GPU has fallen off the bus', reseat the GPU") == []
     assert read("config key 'warmup' not present, using the default 100") == []
     assert read("the zork option is no longer available, see --zork-new") == []
+
+
+def test_a_non_zero_status_is_an_error_code_without_an_error_word() -> None:
+    # a completion or request reported with its status field, abbreviating "error" (our wording)
+    assert reading("zork: completion from peer 10.0.0.9 with status=12 vendor err 129") is not None
+    assert reading("zorkd: request ended, status: 5 (remote access)") is not None
+    assert read("zork: completion with status=0") == []
