@@ -37,6 +37,7 @@ class KernelContext:
             & (pl.col("role") == "context")
             & (pl.col("implicates") == "node")
             & pl.col("xid").is_null()
+            & pl.col("peer").is_null()  # a host announcing its address, not an event
             & pl.col("node").is_not_null()
         )
         if rows.is_empty():

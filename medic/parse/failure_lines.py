@@ -135,6 +135,24 @@ job's start-up lines may map (``medic.detectors.fabric.Addresses``), not about t
 printed it."""
 
 
+BOUND_ADDRESS = r"[A-Za-z]\w*[0-9]:(?:[0-9]{1,3}\.){3}[0-9]{1,3}\b"
+"""A network interface bound to its IPv4 address (``ib0:10.0.0.4``), as a host announces its
+own at start-up: NCCL's ``Bootstrap : Using ib0:10.0.0.4<0>``, ``NET/Socket : Using
+[0]eth0:...`` and ``NET/IB : ... ; OOB ib0:...``, and the like of other runtimes. The interface
+ends with its number, which keeps out a GID's ``::ffff:10.0.0.4`` and a word's ``addr:``."""
+ADDRESS_GATE = r"[0-9]:[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]"
+"""What every ``BOUND_ADDRESS`` holds, scanned for on every line: three times cheaper than the
+full pattern, whose leading letter class gives the regex engine nothing to look for."""
+
+
+def bound_addresses(text: pl.Expr) -> pl.Expr:
+    """The IPv4 addresses each line of ``text`` binds to an interface (``BOUND_ADDRESS``): a
+    list, empty where none."""
+    return text.str.extract_all(BOUND_ADDRESS).list.eval(
+        pl.element().str.extract(r":([0-9.]+)$", 1)
+    )
+
+
 CANCELLED_ON = r"(?i:\bon\s+\S+\s+(?:was\s+)?(?:cancel+ed|terminated|killed)\b)"
 """A thing stopped on a host (``JOB 12 ON n3 CANCELLED AT ... DUE TO NODE FAILURE``): the host
 is where it ran, not what failed, whatever the cause the line gives."""

@@ -49,6 +49,7 @@ from medic.parse.catalogue import (
     site_catalogue,
 )
 from medic.parse.failure_lines import (
+    ADDRESS_GATE,
     END,
     FAMILY,
     FATAL,
@@ -57,11 +58,13 @@ from medic.parse.failure_lines import (
     NAMED_PEER,
     READING,
     FailureLines,
+    bound_addresses,
     listed_ranks,
     named_host,
     named_ranks,
 )
 from medic.parse.first_match import PATTERN, ROW, FirstMatch
+from medic.parse.placement import line_host
 from medic.parse.prefixes import RAW, PrefixStripper
 
 SIGNATURES = pa.schema(
@@ -93,6 +96,17 @@ SIGNATURES = pa.schema(
 """Schema of the derived ``signatures`` stream."""
 
 _EMPTY = pl.DataFrame(SIGNATURES.empty_table())
+
+
+def _row(**given: pl.Expr) -> list[pl.Expr]:
+    """The ``SIGNATURES`` columns, in order: ``given``'s expressions by name, nulls for the
+    rest."""
+    return [
+        given[name].alias(name) if name in given else pl.lit(None, dtype).alias(name)
+        for name, dtype in _EMPTY.schema.items()
+    ]
+
+
 _OPTIONAL_LOG_COLUMNS = {"job_id": pl.String, "rank": pl.Int32, "source": pl.String}
 _INT_GROUPS = ("xid", "rank", "exit_code", "pid", "waited_ms", "waited_s", "cause_xid", "sxid")
 _FATAL_WORD = pl.col("_word").str.to_lowercase() == "fatal"
@@ -101,9 +115,13 @@ UNMATCHED = "unmatched:"
 """The prefix of the signature of a line that no catalogue entry matched (the second layer)."""
 ENDED = "end"
 """The family of an unmatched line that reads as the job's deliberate end."""
+ANNOUNCED = UNMATCHED + "address"
+"""The signature of a line no entry matched binding a host's interface to its address
+(``failure_lines.BOUND_ADDRESS``): a ``kind = "none"`` row naming the address as ``peer``."""
 _LINE = "_line"
 _PEER = "_peer"
 _LISTED = "_listed"
+_SAID = "_said"
 
 
 class SignatureMatcher:
@@ -171,48 +189,57 @@ class SignatureMatcher:
             pl.col("severity").alias("rc_severity"),
             pl.col("action").alias("rc_action"),
         )
-        self._unmatched_columns: list[pl.Expr] = [
-            pl.col("time"),
-            pl.col("job_id"),
-            pl.col("node"),
-            pl.coalesce("_ranks", "rank", "prefix_rank").cast(pl.Int32).alias("rank"),
-            pl.col("source"),
-            (pl.lit(UNMATCHED) + pl.coalesce(FAMILY, pl.lit(ENDED))).alias("signature"),
-            pl.lit("crash").alias("kind"),
-            pl.when(pl.col(_PEER).is_not_null())
+        self._unmatched_columns = _row(
+            time=pl.col("time"),
+            job_id=pl.col("job_id"),
+            node=pl.col("node"),
+            rank=pl.coalesce("_ranks", "rank", "prefix_rank").cast(pl.Int32),
+            source=pl.col("source"),
+            signature=pl.lit(UNMATCHED) + pl.coalesce(FAMILY, pl.lit(ENDED)),
+            kind=pl.lit("crash"),
+            implicates=pl.when(pl.col(_PEER).is_not_null())
             .then(pl.lit("peer"))
-            .otherwise(pl.lit("none"))
-            .alias("implicates"),
-            pl.when(pl.col(END))
+            .otherwise(pl.lit("none")),
+            severity=pl.when(pl.col(END))
             .then(pl.lit("info"))
             .when(pl.col(FATAL))
             .then(pl.lit("fatal"))
             .when(pl.col(MENTION))
             .then(pl.lit("warning"))
-            .otherwise(pl.lit("error"))
-            .alias("severity"),
-            pl.when(pl.col(END))
+            .otherwise(pl.lit("error")),
+            role=pl.when(pl.col(END))
             .then(pl.lit("benign"))
             .when(pl.col("_ranks").is_not_null())  # the ranks at fault (``NAMED_RANKS``)
             .then(pl.lit("root"))
-            .otherwise(pl.lit("context"))
-            .alias("role"),
-            pl.lit("none").alias("action"),
-            pl.lit(None, pl.Int32).alias("xid"),
-            pl.lit(None, pl.String).alias("xid_name"),
-            pl.lit(None, pl.String).alias("pci"),
-            pl.coalesce(named_host(pl.col("message")), pl.col("prefix_host")).alias("host"),
-            pl.lit(None, pl.Int32).alias("exit_code"),
-            pl.lit(None, pl.Int32).alias("pid"),
-            pl.col(_PEER).alias("peer"),
-            pl.lit(None, pl.Int64).alias("waited_us"),
-            pl.lit(None, pl.Int32).alias("cause_xid"),
-            pl.col(RAW).alias("message"),
-            pl.col(READING).alias("reading"),
-        ]
+            .otherwise(pl.lit("context")),
+            action=pl.lit("none"),
+            host=pl.coalesce(named_host(pl.col("message")), pl.col("prefix_host")),
+            peer=pl.col(_PEER),
+            message=pl.col(RAW),
+            reading=pl.col(READING),
+        )
         """The ``SIGNATURES`` columns of a row of the second layer (after ``_line`` and
         ``_part``), built once: building them costs more than running them on a batch's few
         unmatched failure lines."""
+        self._announced_columns = _row(
+            time=pl.col("time"),
+            job_id=pl.col("job_id"),
+            node=pl.col("node"),
+            rank=pl.coalesce("rank", "prefix_rank").cast(pl.Int32),
+            source=pl.col("source"),
+            signature=pl.lit(ANNOUNCED),
+            kind=pl.lit("none"),
+            implicates=pl.lit("node"),
+            severity=pl.lit("info"),
+            role=pl.lit("context"),
+            action=pl.lit("none"),
+            host=pl.when(pl.col("node") != "").then(pl.coalesce(_SAID, "node")),
+            peer=pl.col("peer"),
+            message=pl.col(RAW),
+        )
+        """The ``SIGNATURES`` columns of an address a line binds (``_announced``): the host
+        that wrote the line (the one it names, else its node) holds it. A line of a node
+        Slurm refused (``""``) teaches none."""
         self._groups = [
             pl.col(PATTERN).cast(self._entries.schema["entry"]).alias("entry"),
             *(
@@ -242,14 +269,35 @@ class SignatureMatcher:
         if self.unmatched is None:
             return self._matched(logs)
         listed = listed_ranks(logs, RAW, "message", ["job_id", "node"])
-        suspect = (
-            logs.with_row_index(_LINE)
-            .with_columns(listed.alias(_LISTED))
-            .filter(self._suspect | pl.col(_LISTED).is_not_null())
-        )
-        return self._unmatched(suspect, self._matched(suspect))
+        lines = logs.with_row_index(_LINE).with_columns(listed.alias(_LISTED))
+        suspect = lines.filter(self._suspect | pl.col(_LISTED).is_not_null())
+        matched = self._matched(suspect)
+        return self._unmatched(suspect, matched, self._announced(lines, matched))
 
-    def _unmatched(self, logs: pl.DataFrame, matched: pl.DataFrame) -> pl.DataFrame:
+    def _announced(self, logs: pl.DataFrame, matched: pl.DataFrame) -> pl.DataFrame:
+        """One row per address a line of ``logs`` binds to an interface (``BOUND_ADDRESS``)
+        where no entry matched the line: what lets a peer's address that another line names
+        resolve to its host (``medic.detectors.fabric.Addresses``) when no entry reads the
+        runtime's announcement."""
+        lines = logs.filter(pl.col(RAW).str.contains(ADDRESS_GATE))
+        if not lines.is_empty() and not matched.is_empty():
+            lines = lines.filter(~pl.col(_LINE).is_in(matched.get_column(_LINE).implode()))
+        if not lines.is_empty():
+            bound = bound_addresses(pl.col(RAW)).alias("peer")
+            lines = lines.with_columns(bound).filter(pl.col("peer").list.len() > 0)
+        if lines.is_empty():
+            return lines
+        part = [PART] if PART in lines.columns else []
+        return (
+            lines.with_columns(line_host(lines).alias(_SAID))
+            .explode("peer")
+            .unique([_LINE, "peer"], maintain_order=True)
+            .select(_LINE, *part, *self._announced_columns)
+        )
+
+    def _unmatched(
+        self, logs: pl.DataFrame, matched: pl.DataFrame, announced: pl.DataFrame
+    ) -> pl.DataFrame:
         """The ``matched`` rows (with their ``_line``) and, in line order with them, the rows
         of the failure-like lines of ``logs`` that no entry matched and that read as
         failures. Only the lines of jobs for which no entry named a root cause in the batch
@@ -275,19 +323,23 @@ class SignatureMatcher:
         listed = self._listed(logs, rooted, (matched, read))
         if not listed.is_empty():
             read = pl.concat([read, listed], how="diagonal_relaxed")
-        if read.is_empty():
+        pieces = [frame for frame in (matched, announced) if not frame.is_empty()]
+        if not read.is_empty():
+            part = [PART] if PART in read.columns else []
+            named = (
+                pl.coalesce(_LISTED, named_ranks(pl.col("message"))).alias("_ranks"),
+                pl.col("message").str.extract(NAMED_PEER, 1).alias(_PEER),
+            )
+            pieces.append(
+                _per_named_rank(read.with_columns(*named)).select(
+                    _LINE, *part, *self._unmatched_columns
+                )
+            )
+        if not pieces:
             return matched.drop(_LINE, strict=False)
-        part = [PART] if PART in read.columns else []
-        named = (
-            pl.coalesce(_LISTED, named_ranks(pl.col("message"))).alias("_ranks"),
-            pl.col("message").str.extract(NAMED_PEER, 1).alias(_PEER),
-        )
-        rows = _per_named_rank(read.with_columns(*named)).select(
-            _LINE, *part, *self._unmatched_columns
-        )
-        if matched.is_empty():
-            return rows.drop(_LINE)
-        return pl.concat([matched, rows]).sort(_LINE, maintain_order=True).drop(_LINE)
+        if len(pieces) == 1:
+            return pieces[0].drop(_LINE)
+        return pl.concat(pieces).sort(_LINE, maintain_order=True).drop(_LINE)
 
     @staticmethod
     def _listed(

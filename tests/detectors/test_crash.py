@@ -219,19 +219,23 @@ def test_a_death_no_signature_describes_takes_the_kind_its_first_line_reads_as()
     assert found[0].evidence["signatures"] == ["unmatched:fabric", "unmatched:general"]
 
 
-@pytest.mark.parametrize("announced", [True, False])
+@pytest.mark.parametrize(
+    "announcement",
+    [
+        "{peer}:811:811 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.9<0>",
+        # no entry reads it: the interface bound to its address says whose it is
+        "{peer}: zork transport up on hsn0:10.0.0.9 (mtu 4096)",
+        None,
+    ],
+)
 def test_a_line_no_signature_describes_about_a_peers_address_blames_that_peer(
-    announced: bool,
+    announcement: str | None,
 ) -> None:
     logs, gpu, sched = running()
     peer = JOB.node_of(6)
-    if announced:  # NCCL's start-up line: the peer's host holds 10.0.0.9
-        logs.append(
-            log(
-                1,
-                f"{peer}:811:811 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.9<0>",
-            )
-        )
+    announced = announcement is not None
+    if announcement is not None:  # a start-up line: the peer's host holds 10.0.0.9
+        logs.append(log(1, announcement.format(peer=peer)))
     logs += JOB.rank_logs(
         30, "[rank{rank}]: ERROR zorkfab: transport retry count exceeded to peer 10.0.0.9", [3]
     )

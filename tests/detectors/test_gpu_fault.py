@@ -6,7 +6,7 @@ import pytest
 
 from medic.detectors.gpu_fault import GpuFaultDetector
 from medic.parse.gpu_latest import GpuLatestParser
-from medic.testing.builders import at, batch
+from medic.testing.builders import at, batch, log
 from medic.timeutil import US
 from tests.detectors.scenarios import Job, detect, kernel, seconds
 
@@ -220,6 +220,9 @@ def test_context_events_of_the_faulty_node_are_attached_to_its_fault() -> None:
     job = Job()
     logs, gpu, sched = scenario(job)
     logs += [
+        # the node announcing its address at start-up: no event of it
+        log(1.0, "n3:811:811 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.3<0>"),
+        log(1.0, "n3:811:811 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.3<0>"),
         kernel(40.0, "n3", SOFT_LOCKUP),  # the faulty node, before its fault: attached
         kernel(41.0, "n2", NVME_RESET),  # another node: not attached
         kernel(50.3, "n3", XID_GSP),

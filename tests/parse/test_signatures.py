@@ -702,6 +702,22 @@ def test_a_failure_line_naming_a_peers_address_is_about_that_peer() -> None:
     ]
 
 
+def test_a_line_binding_an_interface_to_its_address_announces_its_hosts_address() -> None:
+    found = rows_of(
+        "n7:811:811 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.7<0>",
+        "n7: zork sockets on [0]eth0:10.1.0.7<0> [1]enp65s0f1:10.2.0.7<0>",
+        # a GID names both ends, a word's "addr:" no interface; neither is learned
+        "n7: zork link localGid ::ffff:10.0.0.7 remoteGid ::ffff:10.0.0.9",
+        "n7: inet addr:10.0.0.7  Bcast:10.0.0.255",
+    )
+    assert found.select("signature", "kind", "implicates", "role", "host", "peer").rows() == [
+        ("unmatched:address", "none", "node", "context", "n7", "10.0.0.7"),
+        ("unmatched:address", "none", "node", "context", "n7", "10.1.0.7"),
+        ("unmatched:address", "none", "node", "context", "n7", "10.2.0.7"),
+    ]
+    assert rows_of("n7: zork sockets on eth0:10.1.0.7", unmatched=False).is_empty()
+
+
 def test_ranks_listed_under_a_header_naming_them_at_fault_are_the_root() -> None:
     # our wording; the shapes of Horovod's stall inspector and NCCL's desync report: a header
     # ending in a colon, then one rank (maybe marked) or a bracketed list per line
