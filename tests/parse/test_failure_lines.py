@@ -124,6 +124,9 @@ def test_a_fatal_word_is_heard_under_a_lower_severity() -> None:
         ("E1130 02:11:09 agent.cc:12] qp 7 error on hca mlx5_2: retry count exceeded", "fabric"),
         # identifiers' words count: a stack frame's function names what failed
         ("Exception raised from zorkCommWatchdog at ../zork/GroupBarrier.cpp:88", "collectives"),
+        # a "kernel" is a GPU's as often as the OS's: the word alone names no host failure
+        ("!!!! zork kernel execution error. (m: 768, n: 64, error: 13)", "general"),
+        ("zorkd: Kernel panic - not syncing: Fatal exception", "host"),
     ],
 )
 def test_what_a_line_is_about_is_read_from_its_words_and_its_identifiers(
