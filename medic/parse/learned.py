@@ -64,9 +64,11 @@ CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-
 CANDIDATE = (
     r"[0-9] ?(?:ms|s|sec|secs|seconds|us)(?-u:\b)"
     r"|(?i:time|dt[:=]|took|duration|timing|cost|latency|ms/|s/it|it/s|steps?/s|_per_s|persec"
-    r"|(?-u:\b)bps(?-u:\b)|throughput|(?-u:\b)tps(?-u:\b))"
+    r"|throughput|(?-u:\b)[btwsi]ps(?-u:\b)|/s(?:ec)?(?:/|(?-u:\b)))"
 )
-"""A line worth learning from holds a duration or a rate ..."""
+"""A line worth learning from holds a duration or a rate (a unit a second, ``samples/s``, or its
+abbreviation, ``wps``: what ``_RATE`` reads; its words, ``per second``, cost this scan of every
+line a tenth more and come beside a duration) ..."""
 HEADER = r"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:step|iter|iteration|batch|update)s?\W{0,2}[0-9]"
 """... or a counter labelled as a step (alone: a step line that gives no time; followed by a
 line giving the time: a multi-line record), its label coloured or not."""
@@ -644,8 +646,7 @@ def _fields(template: str) -> Fields | None:
     bar = BAR_COUNTER.search(template)
     counter = None if bar is None else template[: bar.start()].count("#")
     total = None if bar is None or "/#" not in bar.group(0) else counter + 1  # type: ignore[operator]
-    alone = width == 1 and throughput is not None
-    if not durations and min(ranks) >= UNLABELLED and counter is None and not alone:
+    if not durations and min(ranks) >= UNLABELLED and counter is None and throughput is None:
         return None
     per_step = (
         "/" in words[i][0] or bool(_PER_STEP.search(" ".join(words[i][1:]))) for i in durations

@@ -193,6 +193,20 @@ def test_a_rising_throughput_is_never_the_counter_and_the_data_rate_no_throughpu
     ]
 
 
+def test_a_rising_counter_beside_a_throughput_alone_becomes_steps() -> None:
+    # our wording: an unlabelled counter of a loop, its pace given only as words a second
+    lines = [
+        f"| round 3 {1000 * i} / 9000 loss=1.{i} (1.5), wps={960 + i}, lr=0.001" for i in range(5)
+    ]
+    assert throughputs(learner(), *lines) == [(1000 * i, 960.0 + i, "wps") for i in range(5)]
+    per_second = [f"[zork] {100 + i} 4{i}.5 samples/sec loss 2.{i}" for i in range(5)]
+    assert throughputs(learner(), *per_second) == [
+        (100 + i, 40.5 + i, "samples/sec") for i in range(5)
+    ]
+    # the same numbers where nothing is a rate: no step
+    assert steps(learner(), *[f"| round 3 {1000 * i} / 9000 loss=1.{i}" for i in range(5)]) == []
+
+
 def test_a_counter_with_grouped_thousands_is_one_number() -> None:
     lines = [
         f"<epoch: 3, iter: {505 + i},{i}00, lr: 5.0e-05, time: 0.84{i}> l1: 0.01" for i in range(4)
