@@ -64,7 +64,7 @@ CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-
 CANDIDATE = (
     r"[0-9] ?(?:ms|s|sec|secs|seconds|us)(?-u:\b)"
     r"|(?i:time|dt[:=]|took|duration|timing|cost|latency|ms/|s/it|it/s|steps?/s|_per_s|persec"
-    r"|throughput|(?-u:\b)[btwsi]ps(?-u:\b)|/s(?:ec)?(?:/|(?-u:\b)))"
+    r"|throughput|(?-u:\b)[btwsi]ps(?-u:\b)|/s(?:ec(?:ond)?)?(?:/|(?-u:\b)))"
 )
 """A line worth learning from holds a duration or a rate (a unit a second, ``samples/s``, or its
 abbreviation, ``wps``: what ``_RATE`` reads; its words, ``per second``, cost this scan of every
@@ -143,6 +143,12 @@ _UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]++)(?!\W{0,2}[:=])")
 """The unit after a number: the word right after it, unless that word is the next field's
 label ("time: 0.62 data_time: 0.03")."""
 _EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|reader")
+"""Words naming a duration that is not the step's (a loader's, an estimate, a clock since the
+start), in its label or anywhere in its name (``Wall Clock``)."""
+_SECONDS = ("s", "sec", "secs", "second", "seconds")
+_COARSER = ("h", "hour", "hours", "min", "mins", "minute", "minutes")
+"""A label that is a coarser unit of time: the number continues a compound duration ("3 hours
+50 minutes 7 seconds": an estimate or a clock), never a step's time alone."""
 
 
 @dataclass(frozen=True)
@@ -705,7 +711,7 @@ def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, s
 
 
 _RATE = re.compile(
-    r"(?i)/s(?:ec)?(?:/|$)|_per_s(?:ec(?:ond)?)?(?:_|$)|per sec|[a-z]persec(?:ond)?$"
+    r"(?i)/s(?:ec(?:ond)?)?(?:/|$)|_per_s(?:ec(?:ond)?)?(?:_|$)|per sec|[a-z]persec(?:ond)?$"
     r"|^(?:tps|wps|sps|ips)$|flops$"
 )
 """A throughput: so many samples, tokens, images or FLOPs a second (``samples/sec``,
@@ -816,16 +822,18 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     this phrase (its last words) before it (-1: a rate of steps per second), or None when it is
     no step duration (a rate of samples or tokens is none)."""
     unit, label, phrase = unit.lower(), label.lower(), phrase.lower()
-    if _EXCLUDED.search(label) or _EXCLUDED.search(unit):
+    if _EXCLUDED.search(phrase or label) or _EXCLUDED.search(unit) or label in _COARSER:
         return None
     if unit in ("it/s", "iter/s", "iters/s", "steps/s", "step/s", "batches/s", "ups"):
         return -1.0
     if unit.startswith(("ms/", "msec")) or unit == "ms":
         return 0.001
-    if unit.startswith(("s/it", "s/step", "s/batch", "sec/")) or unit in ("s", "sec", "secs"):
+    if unit.startswith(("s/it", "s/step", "s/batch", "sec/")) or unit in _SECONDS:
         return 1.0
-    if unit == "us" or unit.startswith("us/"):
+    if unit == "us" or unit.startswith("us/") or unit in ("microsecond", "microseconds"):
         return 1e-6
+    if unit in ("millisecond", "milliseconds"):
+        return 0.001
     if re.search(r"steps?_per_s|batches_per_s|ups$|it_per_s|(?:^|/)bps$", label):
         return -1.0
     if re.search(r"(?:^|_)(?:steps?|iters?|batch(?:es)?|updates?)/s(?:ec)?$", label):

@@ -238,6 +238,23 @@ def test_a_duration_that_rises_on_every_line_is_a_clock_not_a_step_time() -> Non
     assert steps(learner(), *lines) == [("learned", 50 * s, None) for s in range(1, 6)]
 
 
+def test_units_in_full_words_are_read_and_a_clock_named_so_is_never_the_step_time() -> None:
+    # our wording: a clock since the start named in two words, the step's time and its rate in
+    # full words, an estimate of what remains in compound units
+    took = (4.5, 4.1, 4.7, 4.2)
+    lines = [
+        f"[Round 2][Iteration {s}][Wall Time {9000 + 4 * s}.5s] Did {s}00 items in {t} seconds. "
+        f"Pace is 7{s}.5 items/second. Left: 1 hours {50 - s} minutes {s} seconds"
+        for s, t in zip(range(1, 5), took, strict=True)
+    ]
+    assert throughputs(learner(), *lines) == [(s, 70.5 + s, "items/second") for s in range(1, 5)]
+    assert steps(learner(), *lines) == [
+        ("learned", s, t) for s, t in zip(range(1, 5), took, strict=True)
+    ]
+    millis = [f"update {s} | loss 2.{s} | took {200 - s} milliseconds" for s in range(1, 5)]
+    assert steps(learner(), *millis) == [("learned", s, (200 - s) / 1000) for s in range(1, 5)]
+
+
 def test_a_bars_blocks_change_but_its_template_does_not_and_other_loops_stay_out() -> None:
     blocks = ["▎", "▋", "█", "█▍"]
     train = [
