@@ -112,6 +112,7 @@ from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Win
 from medic.frames import times_us
 from medic.ingest.base import Batch
 from medic.parse.catalogue import Catalogue, builtin_catalogue
+from medic.parse.signatures import UNMATCHED
 from medic.timeutil import US
 
 CLOCK_SLACK_US = 5 * US
@@ -617,16 +618,21 @@ class HangDetector(WatchesJobs, ReadsLiveness):
 
     def _reported_stuck(self, signs: pl.DataFrame) -> list[Detection]:
         """A hang per job whose lines say it is stuck; the onset is the earliest moment a line
-        says it has been stuck since (line time minus the time it reports)."""
+        says it has been stuck since (line time minus the time it reports). Its ranks are those
+        its lines name as the root: a hang entry's, and the ranks a line no entry matched
+        names at fault beside it (the stall report's "[missing ranks: 0]" under its warning)."""
+        hang = (pl.col("kind") == "hang") & (pl.col("role") != "context")
+        named = pl.col("signature").str.starts_with(UNMATCHED) & (pl.col("role") == "root")
         rows = signs.filter(
-            (pl.col("kind") == "hang")
-            & (pl.col("role") != "context")  # a node's kernel on blocked I/O reports no job
+            (hang | named)  # a node's kernel on blocked I/O (context) reports no job
             & pl.col("job_id").is_not_null()
             & ~pl.col("job_id").is_in(list(self.stuck))
         )
+        rows = rows.with_columns(hang.alias("_hang")).filter(pl.col("_hang").any().over("job_id"))
         if rows.is_empty():
             return []
         time = pl.col("time").dt.epoch("us")
+        said = pl.col("_hang")
         jobs = (
             rows.with_columns(
                 time.alias("time_us"), (time - pl.col("waited_us").fill_null(0)).alias("onset")
@@ -634,11 +640,11 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             .sort("onset")
             .group_by("job_id", maintain_order=True)
             .agg(
-                pl.col("time_us").min(),
-                pl.col("onset").min(),
-                pl.len().alias("lines"),
-                pl.col("signature").first(),
-                pl.col("message").first(),
+                pl.col("time_us").filter(said).min(),
+                pl.col("onset").filter(said).min(),
+                said.sum().alias("lines"),
+                pl.col("signature").filter(said).first(),
+                pl.col("message").filter(said).first(),
                 pl.col("rank")
                 .filter(pl.col("role") == "root")
                 .drop_nulls()

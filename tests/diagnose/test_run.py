@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from medic.cli import main
@@ -41,22 +42,40 @@ def test_a_watchdog_timeout_is_a_hang_from_the_moment_the_collective_began() -> 
     assert finding.actions == ["requeue: would run (monitor mode: recorded, nothing touched)"]
 
 
-def test_horovod_s_missing_ranks_are_the_hang_s_ranks() -> None:
-    # horovod/common/stall_inspector.cc: the warning, then "Missing ranks:" and one line per
-    # rank the others wait on ("!" once it is past the shutdown time).
-    stall = (
-        "[2026-11-30 05:00:00.000000: W /tmp/build/horovod/common/stall_inspector.cc:107] One or "
-        "more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks "
-        "and are waiting for remainder of ranks for more than 60 seconds. This may indicate "
-        "that different ranks are trying to submit different tensors or that only subset of "
-        "ranks is submitting tensors, which will cause deadlock.\n"
-        "Missing ranks:\n"
-        "5: [allreduce.head.weight, allreduce.head.bias]\n"
-        "9!: [allreduce.head.weight]\n"
-    )
-    [finding] = diagnose([LogText("slurm-44.out", stall)], year=2026)
-    assert (finding.kind, finding.culprits, finding.ranks) == ("hang", (), (5, 9))
-    assert "lagging rank(s) 5, 9" in finding.summary
+STALL_WARNING = (
+    "[2026-11-30 05:00:00.000000: W /tmp/build/horovod/common/stall_inspector.cc:107] One or "
+    "more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks "
+    "and are waiting for remainder of ranks for more than 60 seconds. This may indicate "
+    "that different ranks are trying to submit different tensors or that only subset of "
+    "ranks is submitting tensors, which will cause deadlock.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("listing", "ranks"),
+    [
+        # horovod/common/stall_inspector.cc: the warning, then "Missing ranks:" and one line
+        # per rank the others wait on ("!" once it is past the shutdown time)
+        (
+            "Missing ranks:\n5: [allreduce.head.weight, allreduce.head.bias]\n"
+            "9!: [allreduce.head.weight]\n",
+            (5, 9),
+        ),
+        # its older wording, which no entry reads (our tensor names): the op, then the ranks
+        # it misses, named at fault by a line of the second layer
+        (
+            "zorkBroadcast_head_w_0 [missing ranks: 3]\n"
+            "zorkBroadcast_head_b_0 [missing ranks: 3, 7]\n",
+            (3, 7),
+        ),
+    ],
+)
+def test_the_ranks_a_stall_report_names_missing_are_the_hang_s_ranks(
+    listing: str, ranks: tuple[int, ...]
+) -> None:
+    [finding] = diagnose([LogText("slurm-44.out", STALL_WARNING + listing)], year=2026)
+    assert (finding.kind, finding.culprits, finding.ranks) == ("hang", (), ranks)
+    assert f"lagging rank(s) {', '.join(map(str, ranks))}" in finding.summary
     assert finding.onset == to_us("2026-11-30T04:59:00Z")
 
 
