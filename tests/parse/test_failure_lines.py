@@ -329,3 +329,18 @@ def test_a_non_zero_status_is_an_error_code_without_an_error_word() -> None:
     assert reading("zork: completion from peer 10.0.0.9 with status=12 vendor err 129") is not None
     assert reading("zorkd: request ended, status: 5 (remote access)") is not None
     assert read("zork: completion with status=0") == []
+
+
+def test_a_node_said_to_have_died_is_a_node_failure_and_a_hypothesis_is_no_report() -> None:
+    # a runtime's words for a lost node, without a severity word (our wording)
+    assert reading("zork worker exit detail: the owner's node has crashed.") == (
+        "host",
+        "node_failure",
+    )
+    assert reading("zork: node 7f3a at 10.0.0.4 has been marked dead: heartbeats missed") == (
+        "host",
+        "node_failure",
+    )
+    assert reading("zork actor died because its worker has died") == ("general", "crash")
+    # a shutdown explaining what may have happened reports nothing
+    assert read("zork shutdown failed. This is expected if one of the workers has crashed.") == []
