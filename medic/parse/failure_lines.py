@@ -140,17 +140,16 @@ BOUND_ADDRESS = r"[A-Za-z]\w*[0-9]:(?:[0-9]{1,3}\.){3}[0-9]{1,3}\b"
 own at start-up: NCCL's ``Bootstrap : Using ib0:10.0.0.4<0>``, ``NET/Socket : Using
 [0]eth0:...`` and ``NET/IB : ... ; OOB ib0:...``, and the like of other runtimes. The interface
 ends with its number, which keeps out a GID's ``::ffff:10.0.0.4`` and a word's ``addr:``."""
-ADDRESS_GATE = r"[0-9]:[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]"
-"""What every ``BOUND_ADDRESS`` holds, scanned for on every line: three times cheaper than the
-full pattern, whose leading letter class gives the regex engine nothing to look for."""
+ADDRESS_GATE = r":[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]"
+"""What every ``BOUND_ADDRESS`` holds, scanned for on every line: led by its colon, a literal
+the regex engine jumps to, it costs a sixth of the full pattern (a leading class of letters or
+digits gives the engine nothing to look for)."""
 
 
 def bound_addresses(text: pl.Expr) -> pl.Expr:
     """The IPv4 addresses each line of ``text`` binds to an interface (``BOUND_ADDRESS``): a
     list, empty where none."""
-    return text.str.extract_all(BOUND_ADDRESS).list.eval(
-        pl.element().str.extract(r":([0-9.]+)$", 1)
-    )
+    return text.str.extract_all(BOUND_ADDRESS).list.eval(pl.element().str.split(":").list.last())
 
 
 CANCELLED_ON = r"(?i:\bon\s+\S+\s+(?:was\s+)?(?:cancel+ed|terminated|killed)\b)"

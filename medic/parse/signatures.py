@@ -275,24 +275,26 @@ class SignatureMatcher:
         return self._unmatched(suspect, matched, self._announced(lines, matched))
 
     def _announced(self, logs: pl.DataFrame, matched: pl.DataFrame) -> pl.DataFrame:
-        """One row per address a line of ``logs`` binds to an interface (``BOUND_ADDRESS``)
-        where no entry matched the line: what lets a peer's address that another line names
-        resolve to its host (``medic.detectors.fabric.Addresses``) when no entry reads the
-        runtime's announcement."""
+        """A row per address the lines of ``logs`` bind to an interface (``BOUND_ADDRESS``)
+        where no entry matched the line, the first of each node's in the batch (every rank of
+        a node announces it): what lets a peer's address that another line names resolve to
+        its host (``medic.detectors.fabric.Addresses``) when no entry reads the runtime's
+        announcement."""
         lines = logs.filter(pl.col(RAW).str.contains(ADDRESS_GATE))
         if not lines.is_empty() and not matched.is_empty():
             lines = lines.filter(~pl.col(_LINE).is_in(matched.get_column(_LINE).implode()))
+        part = [PART] if PART in lines.columns else []
         if not lines.is_empty():
-            bound = bound_addresses(pl.col(RAW)).alias("peer")
-            lines = lines.with_columns(bound).filter(pl.col("peer").list.len() > 0)
+            lines = (
+                lines.with_columns(bound_addresses(pl.col(RAW)).alias("peer"))
+                .explode("peer")
+                .drop_nulls("peer")
+                .unique([*part, "job_id", "node", "peer"], keep="first", maintain_order=True)
+            )
         if lines.is_empty():
             return lines
-        part = [PART] if PART in lines.columns else []
-        return (
-            lines.with_columns(line_host(lines).alias(_SAID))
-            .explode("peer")
-            .unique([_LINE, "peer"], maintain_order=True)
-            .select(_LINE, *part, *self._announced_columns)
+        return lines.with_columns(line_host(lines).alias(_SAID)).select(
+            _LINE, *part, *self._announced_columns
         )
 
     def _unmatched(
