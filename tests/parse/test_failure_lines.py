@@ -344,3 +344,12 @@ def test_a_node_said_to_have_died_is_a_node_failure_and_a_hypothesis_is_no_repor
     assert reading("zork actor died because its worker has died") == ("general", "crash")
     # a shutdown explaining what may have happened reports nothing
     assert read("zork shutdown failed. This is expected if one of the workers has crashed.") == []
+
+
+def test_a_traced_command_or_a_quoted_line_is_no_report() -> None:
+    # bash's xtrace ("+ " per level) echoes a job script's commands; "> " quotes text
+    assert read("+ grep -c 'zork error' run.log") == []
+    assert read("++ zorkctl check --fail-on-error") == []
+    assert read("> the job failed due to a node failure, it is requeued") == []
+    # what the command printed is read
+    assert reading("zorkctl: ERROR: device 3 failed its self test") is not None
