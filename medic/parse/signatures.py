@@ -571,7 +571,8 @@ class SignaturesConfig:
     """Read the failure-like lines that no signature matches with the second layer
     (``medic/parse/failure_lexicon.toml``): a line that reads as a failure becomes an
     ``unmatched:<family>`` sign of the job's crash, acted on only once the job's fate confirms
-    it. false: only the catalogue's lines are signs."""
+    it; a host's interface bound to its address (``ib0:10.0.0.4``) teaches whose address a
+    failure line about a peer names. false: only the catalogue's lines are signs."""
 
 
 def catalogue_from_settings(parsers: Mapping[str, Any]) -> Catalogue:
