@@ -233,7 +233,7 @@ class SignatureMatcher:
             severity=pl.lit("info"),
             role=pl.lit("context"),
             action=pl.lit("none"),
-            host=pl.when(pl.col("node") != "").then(pl.coalesce(_SAID, "node")),
+            host=pl.when(pl.col("node").ne_missing("")).then(pl.coalesce(_SAID, "node")),
             peer=pl.col("peer"),
             message=pl.col(RAW),
         )

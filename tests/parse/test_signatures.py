@@ -716,6 +716,14 @@ def test_a_line_binding_an_interface_to_its_address_announces_its_hosts_address(
         ("unmatched:address", "none", "node", "context", "n7", "10.2.0.7"),
     ]
     assert rows_of("n7: zork sockets on eth0:10.1.0.7", unmatched=False).is_empty()
+    # a line with no node says whose it is; a line of a node Slurm refused ("") teaches none
+    lines = [
+        {**log(0, "n7:811:811 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.7<0>"), "node": None},
+        log(1, "n8:811:811 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.8<0>", node=""),
+    ]
+    parsed = SignatureParser(SignaturesConfig()).parse(batch("logs", lines))
+    assert parsed is not None
+    assert parsed.frame.select("host", "peer").rows() == [("n7", "10.0.0.7"), (None, "10.0.0.8")]
 
 
 def test_ranks_listed_under_a_header_naming_them_at_fault_are_the_root() -> None:
