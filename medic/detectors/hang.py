@@ -621,18 +621,22 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         says it has been stuck since (line time minus the time it reports). Its ranks are those
         its lines name as the root: a hang entry's, and the ranks a line no entry matched
         names at fault beside it (the stall report's "[missing ranks: 0]" under its warning)."""
-        hang = (pl.col("kind") == "hang") & (pl.col("role") != "context")
+        said = pl.col("_hang")
         named = pl.col("signature").str.starts_with(UNMATCHED) & (pl.col("role") == "root")
-        rows = signs.filter(
-            (hang | named)  # a node's kernel on blocked I/O (context) reports no job
-            & pl.col("job_id").is_not_null()
-            & ~pl.col("job_id").is_in(list(self.stuck))
+        # a node's kernel on blocked I/O (context) reports no job
+        hang = (pl.col("kind") == "hang") & (pl.col("role") != "context")
+        rows = (
+            signs.with_columns(hang.alias("_hang"))
+            .filter(
+                (said | named)
+                & pl.col("job_id").is_not_null()
+                & ~pl.col("job_id").is_in(list(self.stuck))
+            )
+            .filter(said.any().over("job_id"))
         )
-        rows = rows.with_columns(hang.alias("_hang")).filter(pl.col("_hang").any().over("job_id"))
         if rows.is_empty():
             return []
         time = pl.col("time").dt.epoch("us")
-        said = pl.col("_hang")
         jobs = (
             rows.with_columns(
                 time.alias("time_us"), (time - pl.col("waited_us").fill_null(0)).alias("onset")

@@ -826,14 +826,12 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
         return None
     if unit in ("it/s", "iter/s", "iters/s", "steps/s", "step/s", "batches/s", "ups"):
         return -1.0
-    if unit.startswith(("ms/", "msec")) or unit == "ms":
+    if unit.startswith(("ms/", "msec")) or unit in ("ms", "millisecond", "milliseconds"):
         return 0.001
     if unit.startswith(("s/it", "s/step", "s/batch", "sec/")) or unit in _SECONDS:
         return 1.0
-    if unit == "us" or unit.startswith("us/") or unit in ("microsecond", "microseconds"):
+    if unit.startswith("us/") or unit in ("us", "microsecond", "microseconds"):
         return 1e-6
-    if unit in ("millisecond", "milliseconds"):
-        return 0.001
     if re.search(r"steps?_per_s|batches_per_s|ups$|it_per_s|(?:^|/)bps$", label):
         return -1.0
     if re.search(r"(?:^|_)(?:steps?|iters?|batch(?:es)?|updates?)/s(?:ec)?$", label):

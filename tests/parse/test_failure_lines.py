@@ -310,18 +310,44 @@ def test_an_error_at_a_source_location_is_reported() -> None:
     assert read("loss went from 2.1 to 1.9 at train.py:256") == []
 
 
-def test_a_device_or_peer_said_to_be_gone_is_a_failure_without_a_level() -> None:
-    # kernel lines print no severity word: the statement itself is the report (our wording)
-    assert reading("zorkdrv: GPU 0000:3b:00.0: GPU has fallen off the bus.") == (
-        "device",
-        "gpu_fault",
-    )
-    assert reading("zorkdrv: adapter is not present after the reset") is not None
-    assert reading("Result = FAIL") is not None
-    # healthy traps: a runbook quoting what to look for; an option absent from a config
-    assert read("runbook: if dmesg says 'GPU has fallen off the bus', reseat the GPU") == []
-    assert read("config key 'warmup' not present, using the default 100") == []
-    assert read("the zork option is no longer available, see --zork-new") == []
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # kernel lines print no severity word: the statement itself is the report (our wording)
+        ("zorkdrv: GPU 0000:3b:00.0: GPU has fallen off the bus.", ("device", "gpu_fault")),
+        ("zorkdrv: adapter is not present after the reset", None),
+        ("Result = FAIL", None),
+        # a runtime's words for a lost node
+        ("zork worker exit detail: the owner's node has crashed.", ("host", "node_failure")),
+        (
+            "zork: node 7f3a at 10.0.0.4 has been marked dead: heartbeats missed",
+            ("host", "node_failure"),
+        ),
+        ("zork actor died because its worker has died", ("general", "crash")),
+    ],
+)
+def test_a_failure_stated_without_a_severity_word_is_read(
+    line: str, expected: tuple[str, str] | None
+) -> None:
+    found = reading(line)
+    assert found is not None
+    if expected is not None:
+        assert found == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a runbook quoting what to look for; an option absent from a config
+        "runbook: if dmesg says 'GPU has fallen off the bus', reseat the GPU",
+        "config key 'warmup' not present, using the default 100",
+        "the zork option is no longer available, see --zork-new",
+        # a shutdown explaining what may have happened
+        "zork shutdown failed. This is expected if one of the workers has crashed.",
+    ],
+)
+def test_what_only_mentions_a_thing_gone_or_dead_is_no_report(line: str) -> None:
+    assert read(line) == []
 
 
 def test_a_non_zero_status_is_an_error_code_without_an_error_word() -> None:
@@ -329,21 +355,6 @@ def test_a_non_zero_status_is_an_error_code_without_an_error_word() -> None:
     assert reading("zork: completion from peer 10.0.0.9 with status=12 vendor err 129") is not None
     assert reading("zorkd: request ended, status: 5 (remote access)") is not None
     assert read("zork: completion with status=0") == []
-
-
-def test_a_node_said_to_have_died_is_a_node_failure_and_a_hypothesis_is_no_report() -> None:
-    # a runtime's words for a lost node, without a severity word (our wording)
-    assert reading("zork worker exit detail: the owner's node has crashed.") == (
-        "host",
-        "node_failure",
-    )
-    assert reading("zork: node 7f3a at 10.0.0.4 has been marked dead: heartbeats missed") == (
-        "host",
-        "node_failure",
-    )
-    assert reading("zork actor died because its worker has died") == ("general", "crash")
-    # a shutdown explaining what may have happened reports nothing
-    assert read("zork shutdown failed. This is expected if one of the workers has crashed.") == []
 
 
 def test_a_traced_command_or_a_quoted_line_is_no_report() -> None:
