@@ -44,6 +44,7 @@ counter value, how many lines it has shown) is kept per job.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -59,6 +60,11 @@ LABELLED_RISE = 0.5
 """... or, labelled a counter (a step, an iteration, a batch...), in which it must grow."""
 NUMBER = r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
 """A number, its thousands grouped by commas or not ("505,100" is one number)."""
+NON_FINITE = r"(?i:(?-u:\b)(?:nan|inf(?:inity)?)(?-u:\b))"
+VALUE = f"{NUMBER}|{NON_FINITE}"
+"""What a number's place holds: a number, or a value gone non-finite (``loss = nan``): a line
+keeps its template when one of its values does, and reads it as no number. Only the batches
+holding a non-finite word are read with it (its letters slow the scan of every line)."""
 CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}\b"
 """Times of day, durations as h:mm:ss and dates: masked apart, never a counter."""
 CANDIDATE = (
@@ -273,7 +279,11 @@ class LearnedProgress:
             .str.replace_all(r"\s+", " ")
             .alias("_text"),
         )
-        found = found.with_columns(pl.col("_text").str.replace_all(NUMBER, "#").alias("_template"))
+        found = found.with_columns(
+            _by_value(found.get_column("_text"), lambda t, p: t.str.replace_all(p, "#")).alias(
+                "_template"
+            )
+        )
         self._classify(found)
         found, paces = self._records(found)
         self._classify(found)
@@ -284,9 +294,10 @@ class LearnedProgress:
             alone = [frame for frame in (tabled, paces) if not frame.is_empty()]
             return pl.concat(alone).sort("_line") if alone else _EMPTY
         found = found.with_columns(
-            pl.col("_text")
-            .str.extract_all(NUMBER)
-            .list.eval(pl.element().str.replace_all(",", "").cast(pl.Float64, strict=False))
+            _by_value(found.get_column("_text"), lambda t, p: t.str.extract_all(p))
+            .list.eval(
+                _finite(pl.element().str.replace_all(",", "").cast(pl.Float64, strict=False))
+            )
             .alias("_numbers")
         )
         groups = sorted(
@@ -395,11 +406,11 @@ class LearnedProgress:
             return _EMPTY
         paces = [t for t, f in self.fields.items() if f is not None and _is_part(f) and _pace(f)]
         lone = lone.filter(pl.col("_leads") & pl.col("_template").is_in(paces))
-        rate = pl.col("_text").str.extract(f"({NUMBER})", 1).str.replace_all(",", "")
+        rate = pl.col("_text").str.extract(f"({VALUE})", 1).str.replace_all(",", "")
         return lone.select(
             pl.col("_line").cast(pl.UInt32),
             pl.lit(None, pl.Int64).alias("step"),
-            (1.0 / rate.cast(pl.Float64, strict=False)).alias("step_time_s"),
+            (1.0 / _finite(rate.cast(pl.Float64, strict=False))).alias("step_time_s"),
             *NO_THROUGHPUT,
         )
 
@@ -551,6 +562,17 @@ def _per_second(message: pl.Expr) -> pl.Expr:
     seconds = message.str.extract(SECONDS_PER_IT, 1).cast(pl.Float64, strict=False)
     rate = (1.0 / seconds).cast(pl.String) + pl.lit("it/s")
     return pl.when(seconds > 0).then(message.str.replace(SECONDS_PER_IT, rate)).otherwise(message)
+
+
+def _by_value(text: pl.Series, read: Callable[[pl.Series, str], pl.Series]) -> pl.Series:
+    """``read(text, VALUE)`` where a line of ``text`` holds a non-finite word, else
+    ``read(text, NUMBER)``: the same on every other line, and cheaper."""
+    return read(text, VALUE if text.str.contains(NON_FINITE).any() else NUMBER)
+
+
+def _finite(value: pl.Expr) -> pl.Expr:
+    """``value``, null where it is NaN or infinite (a value's place, no number)."""
+    return pl.when(value.is_finite()).then(value)
 
 
 def _plain_numbers(message: pl.Expr) -> pl.Expr:

@@ -100,16 +100,17 @@ PROGRESS = pa.schema(
 LOSS = (
     r"(?i)(?:^|[^\w/.-])(?P<other>(?:val(?:id(?:ation)?)?|eval|dev|test)[ _/])?"
     r"(?:train(?:ing)?[ _/]|reduced_train_|lm[ _]|total_|train/ce |train/crossentropy)?"
-    r"loss(?:/train/total| train)?['\"]?(?:\s*[:=]\s*|\s+is\s+|\s+)"
+    r"(?:loss(?:/train/total| train)?|xent)['\"]?(?:\s*[:=]\s*|\s+is\s+|\s+)"
     r"(?:tensor\()?(?P<loss>[-+]?(?:nan|inf(?:inity)?|[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?))"
 )
 """A training loss on a step line, whatever its format: ``loss``, ``train_loss``,
 ``train/loss``, ``lm loss``, ``lm_loss``, ``total_loss``, ``reduced_train_loss``,
-``train/CE loss``, ``train/CrossEntropyLoss``, ``loss/train/total`` or ``loss train`` (any
-case), then ``:``, ``=``, ``': ``, ``is`` or spaces, then a number, ``nan`` or ``inf`` (also
-inside ``tensor(...)``). The first such key on the line is read; one qualified as
-validation, evaluation or test (``valid loss``) gives none (``other``); ``val_loss`` and
-``eval/loss`` are not keys (a word character or a slash before ``loss``)."""
+``train/CE loss``, ``train/CrossEntropyLoss``, ``loss/train/total``, ``loss train`` or
+``xent`` (a cross-entropy: OpenNMT's) (any case), then ``:``, ``=``, ``': ``, ``is`` or
+spaces, then a number, ``nan`` or ``inf`` (also inside ``tensor(...)``). The first such key
+on the line is read; one qualified as validation, evaluation or test (``valid loss``) gives
+none (``other``); ``val_loss`` and ``eval/loss`` are not keys (a word character or a slash
+before ``loss``)."""
 CARRIED = (*FIELDS, "loss")
 """The values a later line of a record (``part``) fills in on its step line."""
 UNIT = "_unit"
@@ -512,8 +513,9 @@ def _sorted_by(rows: pl.DataFrame, column: str) -> pl.DataFrame:
 
 def _losses(text: pl.Series) -> pl.Series:
     """The training loss each line of ``text`` names (``LOSS``), as text; null where it names
-    none. Only the lines holding ``oss`` are read (most progress lines name no loss)."""
-    held = text.str.contains("oss", literal=True).fill_null(False).arg_true()
+    none. Only the lines holding ``oss`` or ``xent`` are read (most progress lines name no
+    loss)."""
+    held = text.str.contains("(?i)oss|xent").fill_null(False).arg_true()
     losses = pl.repeat(None, len(text), dtype=pl.String, eager=True).alias("loss")
     if held.is_empty():
         return losses

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from medic.parse.progress import FORMATS, ProgressParser
 from medic.testing.builders import batch, log
 
@@ -41,6 +43,26 @@ def test_a_line_naming_its_step_and_its_time_is_a_step_at_first_sight() -> None:
     # An unlabelled counter, or a step without a time or a pace, is learned over three lines.
     assert steps(learner(), "[12/900] lr: 0.01 time: 0.52") == []
     assert steps(learner(), "step 12 loss 2.3") == []
+
+
+def test_a_line_keeps_its_template_when_one_of_its_values_goes_non_finite() -> None:
+    """A loss gone NaN or infinite is no new template: the line is still a step, its value no
+    number, and its loss says what it is."""
+    lines = [f"solver: Iteration {10 * i}, loss = {v}" for i, v in enumerate(("4.1", "4.0"), 1)]
+    lines += ["solver: Iteration 30, loss = nan", "solver: Iteration 40, loss = inf"]
+    out = learner().parse(batch("logs", [log(i, m) for i, m in enumerate(lines)]))
+    assert out is not None
+    rows = out.frame.filter(out.frame["event"] == "step")
+    assert rows["step"].to_list() == [10, 20, 30, 40]
+    assert rows["loss"].to_list()[:2] == [4.1, 4.0]
+    assert math.isnan(rows["loss"][2]) and rows["loss"][3] == math.inf
+    # A duration gone non-finite is no time; the line is still the template's step.
+    timed = [f"update {i} | loss 2.{i} | dt {v} ms" for i, v in enumerate(("250", "251", "nan"), 1)]
+    assert steps(learner(), *timed) == [
+        ("learned", 1, 0.25),
+        ("learned", 2, 0.251),
+        ("learned", 3, None),
+    ]
 
 
 def test_a_rank_printing_a_template_another_rank_taught_is_read_from_its_first_line() -> None:

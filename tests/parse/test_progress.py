@@ -683,6 +683,8 @@ def test_a_strict_form_needs_once_and_an_anchor() -> None:
             0.3305,
         ),
         ("Epoch 1 | iter 100 step 25 | loss train: 2.661, val: n/a | iter time: 1747.52 ms", 2.661),
+        ("Step 420/9000; acc: 0.12; ppl: nan; xent: nan; lr: 0.0007; 1800/2100 tok/s", math.nan),
+        ("Step 430/9000; acc: 41.3; ppl: 10.2; xent: 2.32; lr: 0.0007; 1800/2100 tok/s", 2.32),
     ],
 )
 def test_a_step_line_carries_its_training_loss(line: str, loss: float) -> None:
