@@ -278,6 +278,13 @@ def test_the_node_and_ranks_a_line_names_as_failing_are_its_culprits() -> None:
     node = "zorkd: error: job 53 stopped after a failure of node rack7-04\n"
     [finding] = diagnose([LogText("slurm-53.out", node)], year=2026)
     assert (finding.kind, finding.culprits) == ("node_failure", ("rack7-04",))
+    # a node whose scheduler script failed to ready it for the job, or to clean up after it
+    for said in (
+        "zorkctl: prolog failed on node rack7-06",
+        "zorkctl: error: epilog error on rack7-06 after job 57",
+    ):
+        [finding] = diagnose([LogText("slurm-57.out", said + "\n")], year=2026)
+        assert (finding.kind, finding.culprits) == ("node_failure", ("rack7-06",)), said
     ranks = "[rank0]: RuntimeError: zork group: Ranks 3, 9 failed to reach the barrier\n"
     [finding] = diagnose([LogText("slurm-54.out", ranks)], year=2026)
     assert finding.kind == "hang"

@@ -78,6 +78,10 @@ def reading(line: str) -> tuple[str, str] | None:
             "node_failure",
         ),
         ("job step 3 exited with exit code 2", "general", "crash"),
+        # a lower-case "error:" after the program's name or the time stamp is its error level;
+        # a node whose scheduler script failed to ready it for a job, or to clean up, is lost
+        ("zorkd[812]: error: epilog error on rack7-06 after job 57", "host", "node_failure"),
+        ("[2026-11-30T02:11:09.511] error: prolog failed on node rack7-06", "host", "node_failure"),
     ],
 )
 def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
@@ -94,6 +98,7 @@ def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
         "[W1130 02:00:03.118 230 client.py:86] socket failed to connect, retrying",
         "W1130 02:00:03.118 230 store.cc:12] connection refused by store",
         "connection refused, will retry in 5 s",  # a retry
+        "zorkd: error: connection refused, retrying in 5 s",
         "Retired pages pending        : No",  # a field answering no
         "collective timeout set to 1800 s",  # a setting, not an event
         "slurmstepd: error: *** STEP 12.0 ON n3 CANCELLED AT 2026-11-30T02:11:09 ***",
