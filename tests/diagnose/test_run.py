@@ -279,9 +279,11 @@ def test_the_node_and_ranks_a_line_names_as_failing_are_its_culprits() -> None:
     [finding] = diagnose([LogText("slurm-53.out", node)], year=2026)
     assert (finding.kind, finding.culprits) == ("node_failure", ("rack7-04",))
     # a node whose scheduler script failed to ready it for the job, or to clean up after it
+    # ... or whose tasks outlived the kill signal (stuck in its kernel)
     for said in (
         "zorkctl: prolog failed on node rack7-06",
         "zorkctl: error: epilog error on rack7-06 after job 57",
+        "zorkctl: error: task 7 is unkillable, kill task failed on node rack7-06",
     ):
         [finding] = diagnose([LogText("slurm-57.out", said + "\n")], year=2026)
         assert (finding.kind, finding.culprits) == ("node_failure", ("rack7-06",)), said

@@ -82,6 +82,12 @@ def reading(line: str) -> tuple[str, str] | None:
         # a node whose scheduler script failed to ready it for a job, or to clean up, is lost
         ("zorkd[812]: error: epilog error on rack7-06 after job 57", "host", "node_failure"),
         ("[2026-11-30T02:11:09.511] error: prolog failed on node rack7-06", "host", "node_failure"),
+        # a driver stating the recovery its device needs reports a fault, whatever its code
+        (
+            "zork: Xid (0000:c3:00): 999, recovery action now 0x1 (GPU Reset Required)",
+            "device",
+            "gpu_fault",
+        ),
     ],
 )
 def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
@@ -100,6 +106,7 @@ def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
         "connection refused, will retry in 5 s",  # a retry
         "zorkd: error: connection refused, retrying in 5 s",
         "Retired pages pending        : No",  # a field answering no
+        "    Drain and Reset Recommended   : No",
         "collective timeout set to 1800 s",  # a setting, not an event
         "slurmstepd: error: *** STEP 12.0 ON n3 CANCELLED AT 2026-11-30T02:11:09 ***",
         "job preempted: checkpoint saved, exiting",
