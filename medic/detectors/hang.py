@@ -863,7 +863,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         the last writer joins the wait, the collective completes and training resumes. So an
         announced checkpoint in which every GPU has sat in the wait (pegged at low power, no
         rank apart) for ``spin_hold_s`` is no longer writing anything: its allowance lapses."""
-        c, writer = self.config, self._writer(job_id, watch)
+        c = self.config
         if held and self._blocked_apart(watch):
             return 0  # a rank apart is blocked on I/O: neither a save nor a stall ending soon
         if job.phase is not None:
@@ -871,7 +871,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         since = watch.telemetry.corroborated_since
         if not held or since is None:
             return 0
-        if watch.telemetry.saving(writer):
+        if watch.telemetry.saving(self._writer(job_id, watch)):  # looked up only in a spell
             learned = watch.longest_save_us
             save = (
                 c.phase_allowance_s * US
@@ -948,8 +948,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         info = self.jobs.scheduler.jobs.get(job_id)
         ranked = info.rank_nodes.get(0) if info is not None else None
         listed = info.nodes if info is not None else ()
-        nodes = listed or tuple(sorted(watch.telemetry.known(), key=_hostlist_key))
-        node = ranked or (nodes[0] if nodes else None)
+        node = ranked or (
+            listed[0] if listed else min(watch.telemetry.known(), key=_hostlist_key, default=None)
+        )
         return None if node is None else (node, 0)
 
     def _threshold_us(self, watch: JobWatch, gpus: str, corroborated: bool) -> int:
