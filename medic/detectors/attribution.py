@@ -248,6 +248,18 @@ class Complaints:
             & pl.col("job_id").is_not_null()
             & pl.col("node").is_not_null()
         ).select("job_id", "node", pl.col("time_us").alias("complained"))
+        agent = (signs.get_column("role") == "root") & signs.get_column("rank").is_null()
+        if agent.any():  # most batches have no such row: no complaint to look up
+            agent &= self._followed(signs, complaints)
+        if not complaints.is_empty():
+            newest = complaints.group_by("job_id", "node").agg(pl.col("complained").max())
+            for job_id, node, time in newest.iter_rows():
+                self.newest[job_id, node] = max(time, self.newest.get((job_id, node), time))
+        return agent.alias("consequence")
+
+    def _followed(self, signs: pl.DataFrame, complaints: pl.DataFrame) -> pl.Series:
+        """Whether each row of ``signs`` comes within ``CONSEQUENCE_US`` of a complaint from its
+        job and node, among ``complaints`` and those learned before."""
         earlier = pl.DataFrame(
             [(job, node, time) for (job, node), time in self.newest.items()],
             schema={"job_id": pl.String, "node": pl.String, "complained": pl.Int64},
@@ -269,11 +281,7 @@ class Complaints:
             )
             .sort("_row")
         )
-        newest = complaints.group_by("job_id", "node").agg(pl.col("complained").max())
-        for job_id, node, time in newest.iter_rows():
-            self.newest[job_id, node] = max(time, self.newest.get((job_id, node), time))
-        agent = (marked.get_column("role") == "root") & marked.get_column("rank").is_null()
-        return (agent & marked.get_column("complained").is_not_null()).alias("consequence")
+        return marked.get_column("complained").is_not_null()
 
     def forget_before(self, cutoff: int) -> None:
         self.newest = {key: t for key, t in self.newest.items() if t >= cutoff}
