@@ -137,8 +137,9 @@ def _read(frame: pl.DataFrame, sizes: list[int]) -> pl.DataFrame:
     """Each GPU's newest state in each of the batches ``frame`` joins (``sizes``), by
     ``PART``."""
     missing = [pl.lit(None, t).alias(c) for c, t in _OPTIONAL.items() if c not in frame.columns]
-    frame = frame.with_columns(*missing, parts(sizes))
-    if frame.select(PART, "node", "gpu").is_duplicated().any():
+    part = parts(sizes)
+    frame = frame.with_columns(*missing, part)
+    if not _unique_gpus(frame.get_column("node"), frame.get_column("gpu"), part):
         # A GPU's newest non-null counter, its first Xid, ... within its batch: the same
         # values whichever of ``_samples``' forms the whole run calls for.
         grouped = frame.group_by(PART, "node", "gpu", maintain_order=True).agg(_samples(frame))
@@ -152,12 +153,19 @@ def _read(frame: pl.DataFrame, sizes: list[int]) -> pl.DataFrame:
     return frame.select_seq(PART, *_ONE_SAMPLE)  # one sample per GPU and second
 
 
-def _unique_gpus(nodes: pl.Series, gpus: pl.Series) -> bool:
-    """Whether no (node, GPU) pair repeats: each pair counted at its index in a dense grid of
-    the batch's nodes by its GPU indices (a hash of every pair costs several times more)."""
+def _unique_gpus(nodes: pl.Series, gpus: pl.Series, part: pl.Series | None = None) -> bool:
+    """Whether no (node, GPU) pair repeats (within a ``part``, when given): each pair counted at
+    its index in a dense grid of the batch's nodes by its GPU indices (by parts), as a hash of
+    every pair costs several times more; a grid much larger than the rows is sorted instead."""
     if not bool(gpus.min() >= 0 and gpus.max() < DENSE_GPUS):  # type: ignore[operator]
-        return pl.DataFrame([nodes, gpus]).n_unique() == len(nodes)
+        keys = pl.DataFrame([nodes, gpus] if part is None else [part, nodes, gpus])
+        return keys.n_unique() == len(nodes)
     encoded = nodes.to_arrow().dictionary_encode()
     width = int(gpus.max()) + 1  # type: ignore[arg-type]
     cells = encoded.indices.to_numpy().astype(np.int64) * width + gpus.to_numpy()
+    if part is not None:
+        cells += part.to_numpy().astype(np.int64) * (len(encoded.dictionary) * width)
+    if int(cells.max()) > 4 * len(cells):
+        cells.sort()
+        return not bool((cells[1:] == cells[:-1]).any())
     return int(np.bincount(cells).max()) <= 1
