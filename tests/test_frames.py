@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from medic.frames import newest_by, newest_by_pair, present, replaced, spans_by, times_us
+from medic.frames import (
+    holds,
+    newest_by,
+    newest_by_pair,
+    present,
+    replaced,
+    spans_by,
+    times_us,
+)
 from medic.testing.builders import at
 
 
@@ -81,3 +89,9 @@ def test_a_state_keeps_its_other_keys_and_takes_the_new_rows_of_its_keys() -> No
         ("1", 1, 9),
         ("3", 0, 1),
     ]
+
+
+def test_holds_tells_whether_a_column_has_one_of_the_values() -> None:
+    kinds = pl.Series("kind", ["none", None, "crash"])
+    assert holds(kinds, "crash") and holds(kinds, ("hang", "none"))
+    assert not holds(kinds, "hang") and not holds(kinds, ()) and not holds(kinds.head(0), "none")

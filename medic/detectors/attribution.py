@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from medic.detectors.jobs import RANK_PREFIX
+from medic.frames import holds
 
 MAX_EVIDENCE = 32
 """Evidence items kept per incident (the count keeps growing past it)."""
@@ -243,29 +244,34 @@ class Complaints:
         any order): whether it is a root error of no rank following a complaint from its node
         within ``CONSEQUENCE_US`` (in these rows or earlier ones); a rank's own error line is
         never one. Learns the rows' complaints."""
-        complaints = signs.filter(
-            (pl.col("role") == "collateral")
-            & pl.col("job_id").is_not_null()
-            & pl.col("node").is_not_null()
-        ).select("job_id", "node", pl.col("time_us").alias("complained"))
-        agent = (signs.get_column("role") == "root") & signs.get_column("rank").is_null()
+        role = signs.get_column("role")
+        complaints = None
+        if holds(role, "collateral"):
+            complaints = signs.filter(
+                (pl.col("role") == "collateral")
+                & pl.col("job_id").is_not_null()
+                & pl.col("node").is_not_null()
+            ).select("job_id", "node", pl.col("time_us").alias("complained"))
+        agent = (role == "root") & signs.get_column("rank").is_null()
         if agent.any():  # most batches have no such row: no complaint to look up
             agent &= self._followed(signs, complaints)
-        if not complaints.is_empty():
+        if complaints is not None and not complaints.is_empty():
             newest = complaints.group_by("job_id", "node").agg(pl.col("complained").max())
             for job_id, node, time in newest.iter_rows():
                 self.newest[job_id, node] = max(time, self.newest.get((job_id, node), time))
         return agent.alias("consequence")
 
-    def _followed(self, signs: pl.DataFrame, complaints: pl.DataFrame) -> pl.Series:
+    def _followed(self, signs: pl.DataFrame, complaints: pl.DataFrame | None) -> pl.Series:
         """Whether each row of ``signs`` comes within ``CONSEQUENCE_US`` of a complaint from its
-        job and node, among ``complaints`` and those learned before."""
+        job and node, among ``complaints`` (None: none) and those learned before."""
         earlier = pl.DataFrame(
             [(job, node, time) for (job, node), time in self.newest.items()],
             schema={"job_id": pl.String, "node": pl.String, "complained": pl.Int64},
             orient="row",
         )
-        known = pl.concat([earlier, complaints]).sort("complained")
+        known = (earlier if complaints is None else pl.concat([earlier, complaints])).sort(
+            "complained"
+        )
         marked = (
             signs.select("job_id", "node", "rank", "role", "time_us")
             .with_row_index("_row")

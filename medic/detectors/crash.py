@@ -63,6 +63,7 @@ from medic.detectors.fabric import Addresses
 from medic.detectors.failed_ranks import FailedRanks
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.liveness import Liveness
+from medic.frames import holds
 from medic.ingest.base import Batch
 from medic.parse.catalogue import Catalogue, builtin_catalogue
 from medic.parse.signatures import UNMATCHED
@@ -242,24 +243,32 @@ class CrashDetector(WatchesLiveness):
     def _signatures(self, frame: pl.DataFrame) -> None:
         self.addresses.learn(frame)
         self._hardware(frame)
-        fabric = (
-            frame.filter(
-                (pl.col("kind") == "node_failure")
-                & (pl.col("severity") != "fatal")
-                & pl.col("job_id").is_not_null()
+        if frame.get_column("job_id").null_count() == frame.height:
+            return
+        # Each query below runs only when a column says the batch holds rows for it.
+        kind, role = frame.get_column("kind"), frame.get_column("role")
+        if holds(kind, "node_failure"):
+            fabric = (
+                frame.filter(
+                    (pl.col("kind") == "node_failure")
+                    & (pl.col("severity") != "fatal")
+                    & pl.col("job_id").is_not_null()
+                )
+                .group_by("job_id")
+                .agg(pl.col("time").min().dt.epoch("us"))
             )
-            .group_by("job_id")
-            .agg(pl.col("time").min().dt.epoch("us"))
-        )
-        for job_id, time in fabric.iter_rows():
-            self.fabric.setdefault(job_id, time)
+            for job_id, time in fabric.iter_rows():
+                self.fabric.setdefault(job_id, time)
+        if not holds(kind, "crash") and not holds(role, "benign"):
+            return
         rows = frame.filter(pl.col("job_id").is_not_null()).with_columns(
             pl.col("time").dt.epoch("us").alias("time_us")
         )
-        ends = (
-            rows.filter(pl.col("role") == "benign").group_by("job_id").agg(pl.col("time_us").min())
-        )
-        for job_id, time in ends.iter_rows():
+        ends: list[tuple[str, int]] = []
+        if holds(role, "benign"):
+            benign = rows.filter(pl.col("role") == "benign")
+            ends = benign.group_by("job_id").agg(pl.col("time_us").min()).rows()
+        for job_id, time in ends:
             self._stop(job_id, time)
         # Signs of a job already reported, or following hardware evidence, change nothing.
         quiet = [*self.book.reported, *self.faulted]
@@ -278,13 +287,15 @@ class CrashDetector(WatchesLiveness):
             )
         if not signs.is_empty():
             self._add_signs(signs)
-            for job_id, time in ends.iter_rows():  # signs of the batch just before its end
+            for job_id, time in ends:  # signs of the batch just before its end
                 self._stop(job_id, time)
 
     def _hardware(self, frame: pl.DataFrame) -> None:
         """Remember the jobs that hardware evidence (or a line reporting them stuck) concerns:
         their later errors follow from it. A job stuck since after its pending crash began
         keeps that crash: the crash came first."""
+        if not holds(frame.get_column("severity"), "fatal"):
+            return
         rows = frame.filter(
             pl.col("kind").is_in(EXPLAINING_KINDS) & (pl.col("severity") == "fatal")
         ).select(

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 import polars as pl
 
 from medic.detectors.attribution import Evidence, evidence_rows
+from medic.frames import holds
 from medic.timeutil import US
 
 Located = tuple[str | None, Evidence]
@@ -46,6 +47,8 @@ class Addresses:
         return len(self.hosts)
 
     def learn(self, signs: pl.DataFrame) -> None:
+        if signs.get_column("peer").null_count() == signs.height:
+            return  # no address named: nothing to ask the rows
         announced = signs.filter(
             (pl.col("kind") == "none")
             & (pl.col("implicates") == "node")
@@ -78,6 +81,8 @@ class FabricEvidence:
         """Learn from a ``signatures`` frame; return the evidence that is sure at once (fatal
         fabric and node signs), holding the rest."""
         self._learn(signs)
+        if not holds(signs.get_column("kind"), "node_failure"):
+            return []
         peer = pl.col("implicates") == "peer"
         rows = signs.filter(pl.col("kind") == "node_failure").with_columns(
             pl.col("time").dt.epoch("us").alias("time_us"),
@@ -122,10 +127,12 @@ class FabricEvidence:
             del self.recovered[host]
 
     def _learn(self, signs: pl.DataFrame) -> None:
-        informational = signs.filter(pl.col("kind") == "none")
-        if informational.is_empty():
+        if not holds(signs.get_column("kind"), "none"):
             return
+        informational = signs.filter(pl.col("kind") == "none")
         self.addresses.learn(informational)
+        if not holds(informational.get_column("signature"), self.recovered_by):
+            return
         back = informational.filter(pl.col("signature").is_in(self.recovered_by)).select(
             pl.coalesce("host", "node"), pl.col("time").dt.epoch("us")
         )

@@ -109,7 +109,7 @@ from medic.detectors.liveness import Liveness
 from medic.detectors.online import QuantileScorer
 from medic.detectors.progress_state import JobProgress, WatchedJobs, WatchesJobs
 from medic.detectors.telemetry import COUNTERS, GPU_IDLE_REASON, GpuWindows, Window
-from medic.frames import times_us
+from medic.frames import holds, times_us
 from medic.ingest.base import Batch
 from medic.parse.catalogue import Catalogue, builtin_catalogue
 from medic.parse.signatures import UNMATCHED
@@ -404,6 +404,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
 
     def _blocked_io(self, hits: pl.DataFrame) -> None:
         """Keep each node's latest kernel line reporting a process blocked on I/O."""
+        if not holds(hits.get_column("signature"), BLOCKED_IO):
+            return
         lines = hits.filter(pl.col("signature").is_in(BLOCKED_IO) & pl.col("node").is_not_null())
         latest = lines.group_by("node").agg(pl.col("time").dt.epoch("us").max())
         for node, time in latest.iter_rows():
@@ -411,6 +413,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
 
     def _crashes(self, hits: pl.DataFrame) -> None:
         """Keep each job's newest crash line of its own (not a peer's complaint)."""
+        if not holds(hits.get_column("kind"), "crash"):
+            return
         crashes = (
             hits.filter(
                 (pl.col("kind") == "crash")
@@ -621,6 +625,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         says it has been stuck since (line time minus the time it reports). Its ranks are those
         its lines name as the root: a hang entry's, and the ranks a line no entry matched
         names at fault beside it (the stall report's "[missing ranks: 0]" under its warning)."""
+        if not holds(signs.get_column("kind"), "hang"):
+            return []  # a job's rows are kept only beside a hang line of its own
         said = pl.col("_hang")
         named = pl.col("signature").str.starts_with(UNMATCHED) & (pl.col("role") == "root")
         # a node's kernel on blocked I/O (context) reports no job

@@ -52,7 +52,7 @@ from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.kernel_context import KernelContext
 from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
-from medic.frames import collect, newest_by, present, spans_by, times_us
+from medic.frames import collect, holds, newest_by, present, spans_by, times_us
 from medic.ingest.base import Batch
 from medic.slurm import NODE_FAIL, NODE_FAILED_STATES
 from medic.timeutil import US
@@ -419,6 +419,12 @@ class NodeFailureDetector(WatchesLiveness):
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
         self.context.observe(frame)
+        if holds(frame.get_column("kind"), "crash"):
+            self._errors(frame)
+        return self._emit(self._placed(self.fabric.observe(frame)))
+
+    def _errors(self, frame: pl.DataFrame) -> None:
+        """Note each job's newest own error and newest complaint about a peer."""
         errors = frame.filter(
             (pl.col("kind") == "crash")
             & pl.col("role").is_in(["root", "collateral"])
@@ -429,7 +435,6 @@ class NodeFailureDetector(WatchesLiveness):
         for job_id, role, time in newest.iter_rows():
             state = self.job_collateral if role == "collateral" else self.job_root_errors
             state[job_id] = max(time, state.get(job_id, time))
-        return self._emit(self._placed(self.fabric.observe(frame)))
 
     def _placed(
         self, evidence: list[tuple[str | None, Evidence]]

@@ -85,7 +85,7 @@ from medic.detectors.rank_share import RankShares
 from medic.detectors.straggler_policy import Suspect, firing
 from medic.detectors.straggler_score import score_of, strength_of
 from medic.detectors.telemetry import DEFAULT_THROTTLE_MASK, GpuWindows, Window
-from medic.frames import collect, replaced
+from medic.frames import collect, holds, replaced
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
@@ -353,6 +353,8 @@ class StragglerDetector(WatchesJobs):
         return []
 
     def _link_drops(self, hits: pl.DataFrame) -> None:
+        if not holds(hits.get_column("signature"), LINK_DOWN):
+            return
         drops = hits.filter(pl.col("signature").is_in(LINK_DOWN) & pl.col("node").is_not_null())
         for node, time in drops.select("node", pl.col("time").to_physical()).iter_rows():
             times = self.link_drops.setdefault(node, deque(maxlen=self.config.flap_count))
