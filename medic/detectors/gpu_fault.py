@@ -37,7 +37,7 @@ from medic.detectors.gpu_slots import fitted
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.kernel_context import KernelContext, Located
 from medic.detectors.liveness import Liveness
-from medic.frames import times_us
+from medic.frames import holds, times_us
 from medic.ingest.base import Batch
 from medic.parse.catalogue import Catalogue, builtin_catalogue
 from medic.timeutil import US
@@ -186,6 +186,9 @@ class GpuFaultDetector(WatchesLiveness):
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
         self.context.observe(frame)
+        no_xid = frame.get_column("xid").null_count() == frame.height
+        if no_xid and not holds(frame.get_column("kind"), "gpu_fault"):
+            return []
         rows = frame.filter(
             pl.col("xid").is_not_null()
             | ((pl.col("kind") == "gpu_fault") & (pl.col("severity") == "fatal"))

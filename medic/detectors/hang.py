@@ -386,6 +386,12 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         severity, logged by the node itself rather than a peer): of lines logged in the same
         microsecond, the one that came last (a stable sort, so a replay that parses batches
         together and one that parses them apart keep the same line)."""
+        if not (
+            holds(hits.get_column("role"), "root")
+            and holds(hits.get_column("severity"), ("fatal", "error"))
+            and holds(hits.get_column("implicates"), ("gpu", "node"))
+        ):
+            return
         errors = hits.filter(
             pl.col("implicates").is_in(["gpu", "node"])
             & pl.col("severity").is_in(["fatal", "error"])

@@ -35,7 +35,7 @@ import polars as pl
 
 from medic.config import Positive, PositiveCount
 from medic.detectors.base import Detection
-from medic.frames import present, times_us
+from medic.frames import holds, present, times_us
 from medic.ingest.base import Batch
 from medic.slurm import JOB_ENDED_STATES, PENDING, REQUEUED, job_state
 from medic.timeutil import US
@@ -245,7 +245,7 @@ class NanDivergenceDetector:
         return self._fire(job_id, job, 0.6 + 0.2 * surer, onset, what, evidence)
 
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
-        if "kind" not in frame.columns:
+        if "kind" not in frame.columns or not holds(frame.get_column("kind"), KIND):
             return []
         rows = frame.filter(pl.col("kind") == KIND)
         if rows.is_empty():
