@@ -44,9 +44,20 @@ def hand_out(rows: pl.DataFrame, count: int, stream: str, schema: pa.Schema) -> 
     out: list[Batch | None] = [None] * count
     if rows.is_empty():
         return out
-    shares = rows.partition_by(PART, as_dict=True, maintain_order=True, include_key=False)
-    made = Batch.from_frames(stream, list(shares.values()), schema)
-    for (index,), batch in zip(shares, made, strict=True):
+    part = rows.get_column(PART).to_numpy()
+    if (part[1:] >= part[:-1]).all():
+        # Rows in batch order (as a reader keeps them): each share is a slice of one run,
+        # where a partition by PART hashes every row and copies every column.
+        cuts = (np.flatnonzero(part[1:] != part[:-1]) + 1).tolist()
+        starts, ends = [0, *cuts], [*cuts, len(part)]
+        body = pl.DataFrame([c for c in rows.get_columns() if c.name != PART])
+        indices = part[starts].tolist()
+        shares = [body.slice(start, end - start) for start, end in zip(starts, ends, strict=True)]
+    else:
+        by_part = rows.partition_by(PART, as_dict=True, maintain_order=True, include_key=False)
+        indices, shares = [key for (key,) in by_part], list(by_part.values())
+    made = Batch.from_frames(stream, shares, schema)
+    for index, batch in zip(indices, made, strict=True):
         out[int(index)] = batch
     return out
 
