@@ -127,7 +127,8 @@ SPACINGS = 8
 NEVER_US = float(1 << 60)
 """A spacing no silence reaches: the cadence of nodes while no node's is known."""
 """Recent spacings between a node's telemetry samples that its usual cadence is the median of."""
-_is_set = np.vectorize(lambda value: value is not None, otypes=[bool])
+NO_JOB = -1
+"""The job code of a GPU that reported none."""
 
 
 def _row_medians(rows: np.ndarray) -> np.ndarray:
@@ -163,6 +164,43 @@ def _newest_lines(
     return read[1], read[2]
 
 
+class JobCodes:
+    """Job id <-> a small integer code, for arrays of the job each GPU reported."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        """Job id by code."""
+        self._codes: dict[str, int] = {}
+
+    def encode(self, jobs: pl.Series) -> np.ndarray:
+        """Each value's code (``NO_JOB`` for a null): a hash of each row in Arrow, a Python
+        step per distinct job only."""
+        if jobs.null_count() == len(jobs):
+            return np.full(len(jobs), NO_JOB, np.int32)
+        encoded = jobs.to_arrow().dictionary_encode()
+        codes = np.array([*map(self._code, encoded.dictionary.to_pylist()), NO_JOB], np.int32)
+        rows: np.ndarray = codes[encoded.indices.fill_null(len(encoded.dictionary)).to_numpy()]
+        return rows
+
+    def kept(self, held: np.ndarray) -> np.ndarray:
+        """``held`` (codes) recoded to a table of only the jobs it holds: the others are
+        forgotten, so the table stays as small as the jobs on the GPUs."""
+        used = np.unique(held[held != NO_JOB])
+        recode = np.full(len(self.names) + 1, NO_JOB, np.int32)  # its last cell: NO_JOB's
+        recode[used] = np.arange(len(used), dtype=np.int32)
+        self.names = [self.names[code] for code in used.tolist()]
+        self._codes = {job: code for code, job in enumerate(self.names)}
+        recoded: np.ndarray = recode[held]
+        return recoded
+
+    def _code(self, job: str) -> int:
+        code = self._codes.get(job)
+        if code is None:
+            code = self._codes[job] = len(self.names)
+            self.names.append(job)
+        return code
+
+
 class Liveness:
     """Newest sample time per GPU and node; newest log line per node.
 
@@ -196,7 +234,10 @@ class Liveness:
         self.slots = GpuSlots()
         """Rows of the arrays below: a node's id; columns: its GPUs."""
         self._gpu_seen = np.full((0, 1), ABSENT, np.int64)
-        self._gpu_job = np.full((0, 1), None, object)
+        self._gpu_job = np.full((0, 1), NO_JOB, np.int32)
+        """The job each GPU last reported, as its code in ``_jobs``: a batch's job column is
+        encoded with a Python step per distinct job, not made a Python string per row."""
+        self._jobs = JobCodes()
         self._gpu_added = np.zeros((0, 1), np.int64)
         self._node_seen = np.full(0, ABSENT, np.int64)
         self._node_added = np.zeros(0, np.int64)
@@ -237,7 +278,7 @@ class Liveness:
         if new.any():
             self._gpu_added[nodes[new], gpus[new]] = self._next(int(new.sum()))
         self._gpu_seen[nodes, gpus] = times
-        self._gpu_job[nodes, gpus] = latest.get_column("job_id").to_numpy()
+        self._gpu_job[nodes, gpus] = self._jobs.encode(latest.get_column("job_id"))
         new_nodes = self._node_seen[nodes] < 0
         if new_nodes.any():
             ids, first = np.unique(nodes[new_nodes], return_index=True)
@@ -313,7 +354,7 @@ class Liveness:
         nodes, gpus = self.slots.locate(latest)
         shape = (len(self.slots.names), self.slots.gpus_per_node)
         self._gpu_seen = fitted(self._gpu_seen, shape, ABSENT)
-        self._gpu_job = fitted(self._gpu_job, shape, None)
+        self._gpu_job = fitted(self._gpu_job, shape, NO_JOB)
         self._gpu_added = fitted(self._gpu_added, shape, 0)
         self._node_seen = fitted(self._node_seen, shape[:1], ABSENT)
         self._node_added = fitted(self._node_added, shape[:1], 0)
@@ -339,8 +380,9 @@ class Liveness:
     @property
     def gpu_job(self) -> dict[tuple[str, int], str]:
         """The job each GPU last reported holding, as a dict."""
-        held = (self._gpu_seen >= 0) & _is_set(self._gpu_job)
-        return {(self.slots.names[n], g): self._gpu_job[n, g] for n, g in self._gpus_in_order(held)}
+        held = (self._gpu_seen >= 0) & (self._gpu_job != NO_JOB)
+        names, jobs = self.slots.names, self._jobs.names
+        return {(names[n], g): jobs[self._gpu_job[n, g]] for n, g in self._gpus_in_order(held)}
 
     @property
     def node_seen(self) -> dict[str, int]:
@@ -363,7 +405,7 @@ class Liveness:
         i = self.slots.id_of(node)
         if i is None:
             return set()
-        return {job for job in self._gpu_job[i].tolist() if job is not None}
+        return {self._jobs.names[code] for code in self._gpu_job[i].tolist() if code != NO_JOB}
 
     def observe_logs(self, frame: pl.DataFrame) -> None:
         """Fold a ``logs`` batch in: each node's newest line, and the jobs writing from each node.
@@ -396,7 +438,8 @@ class Liveness:
     def _gpu_gap(self, node_id: int, gpu: int, job: bool = False) -> Gap:
         seen = int(self._gpu_seen[node_id, gpu])
         length = int(self._node_seen[node_id]) - seen
-        held = self._gpu_job[node_id, gpu] if job else None
+        code = int(self._gpu_job[node_id, gpu])
+        held = self._jobs.names[code] if job and code != NO_JOB else None
         return Gap(self.slots.names[node_id], gpu, seen, length, held)
 
     def silent_nodes(self, min_gap_us: int, now: int) -> list[Gap]:
@@ -458,7 +501,8 @@ class Liveness:
             return  # a node's newest sample is its GPUs' newest: no node is stale either
         self.prunes += 1
         self._gpu_seen[stale] = ABSENT
-        self._gpu_job[stale] = None
+        self._gpu_job[stale] = NO_JOB
+        self._gpu_job = self._jobs.kept(self._gpu_job)
         gone = np.flatnonzero((self._node_seen >= 0) & (self._node_seen < cutoff))
         self._node_seen[gone] = ABSENT
         self._node_spacing[gone] = np.nan

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from medic.detectors.crash import CrashDetector
 from medic.detectors.gpu_fault import GpuFaultDetector
 from medic.detectors.incidents import ReadsLiveness, WatchesLiveness
-from medic.detectors.liveness import Cadence, Liveness
+from medic.detectors.liveness import NO_JOB, Cadence, JobCodes, Liveness
 from medic.detectors.node_failure import NodeFailureDetector
 from medic.ingest.base import Batch
 from medic.pipeline import Pipeline
@@ -169,3 +170,12 @@ def test_a_late_delivered_writer_is_not_quiet_for_its_delivery_lag() -> None:
     assert not cadence.went_quiet("late", at(74), at(100), slack, longest)
     assert cadence.went_quiet("late", at(74), at(104), slack, longest)
     assert cadence.silence("late", at(100)) == 1 * US
+
+
+def test_job_codes_encode_a_column_and_keep_only_the_jobs_still_held() -> None:
+    codes = JobCodes()
+    assert codes.encode(pl.Series(["7", None, "9", "7"])).tolist() == [0, NO_JOB, 1, 0]
+    assert codes.encode(pl.Series([None, None], dtype=pl.String)).tolist() == [NO_JOB] * 2
+    held = codes.kept(np.array([[1, NO_JOB], [1, 1]], np.int32))
+    assert held.tolist() == [[0, NO_JOB], [0, 0]] and codes.names == ["9"]
+    assert codes.encode(pl.Series(["9", "8"])).tolist() == [0, 1]
