@@ -42,3 +42,24 @@ def test_batches_of_other_schemas_are_parsed_alone() -> None:
 
     assert read_apart([plain, wider], None, parse, read, "logs", LOGS) == [plain, wider]
     assert seen == [plain, wider]
+
+
+def test_rows_out_of_batch_order_are_handed_out_as_rows_in_order() -> None:
+    """A reader keeps its rows in batch order (each share is then a slice of the run); rows in
+    another order still reach their own batch, in the order they came."""
+    batches = [batch("logs", [log(t, f"line {t}"), log(t, f"more {t}")]) for t in (1.0, 2.0)]
+    whole = joined(batches)
+    assert whole is not None
+    rows = whole.with_columns(parts([2, 2]))
+    shuffled = rows[[2, 0, 3, 1]]
+
+    def messages(out: list[Batch | None]) -> list[list[str] | None]:
+        return [None if b is None else b.frame.get_column("message").to_list() for b in out]
+
+    in_order = messages(hand_out(rows, 3, "logs", LOGS))
+    assert in_order == [["line 1.0", "more 1.0"], ["line 2.0", "more 2.0"], None]
+    assert messages(hand_out(shuffled, 3, "logs", LOGS)) == [
+        ["line 1.0", "more 1.0"],
+        ["line 2.0", "more 2.0"],
+        None,
+    ]
