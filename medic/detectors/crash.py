@@ -113,9 +113,11 @@ class _Pending:
     last: int = 0
     """The event time of the latest of the incident's signs."""
     spoken: bool = False
-    """The job's own output (its ``app`` lines) reports an error: an entry names it, or the
-    second layer reads a report in it (not only a mention of an Xid). A node's kernel or a
-    daemon's log speaks for a job only where the layer reads a GPU or node failure in it."""
+    """The job's own output (its ``app`` lines) reports an error: an entry names it (not a
+    ``context`` line short of a death, which only accompanies an error: a step cancelled is
+    printed for a user's cancel too), or the second layer reads a report in it (not only a
+    mention of an Xid). A node's kernel or a daemon's log speaks for a job only where the layer
+    reads a GPU or node failure in it."""
 
 
 class CrashDetector(WatchesLiveness):
@@ -326,10 +328,9 @@ class CrashDetector(WatchesLiveness):
             (
                 (
                     (pl.col("source") == "app")
-                    & (
-                        ~pl.col("signature").str.starts_with(UNMATCHED)
-                        | (pl.col("severity") == "error")
-                    )
+                    & pl.when(pl.col("signature").str.starts_with(UNMATCHED))
+                    .then(pl.col("severity") == "error")
+                    .otherwise((pl.col("role") != "context") | (pl.col("severity") == "fatal"))
                 )
                 | (
                     pl.col("source").ne_missing("app")

@@ -317,3 +317,20 @@ def test_an_end_after_a_process_failed_by_itself_is_that_failures_consequence() 
     assert diagnose([LogText("slurm-58.out", ended + failed)], year=2026) == []
     killed = failed.replace("Exited with exit code 1", "Exited with exit code 143")
     assert diagnose([LogText("slurm-59.out", killed + ended)], year=2026) == []
+
+
+def test_a_step_ended_alone_or_a_preemption_after_failures_is_no_crash() -> None:
+    # Slurm's banner for a step it ended prints for a user's cancel too: alone, it says the
+    # step ended, not that it failed (a failed task says so on its own line)
+    cancelled = "slurmstepd-n1: error: *** STEP 60.0 ON n1 CANCELLED AT 2026-11-30T04:10:00 ***\n"
+    assert diagnose([LogText("slurm-60.out", cancelled)], year=2026) == []
+    # our wording: workers die with their node, then the node is said to be preempted, a word
+    # no failure-like line holds: the deaths are the preemption's consequence
+    preempted = (
+        "(Controller pid=12) The worker died because its node has died. Node Id: 4f2a\n"
+        "(Controller pid=12)     the worker's node was preempted by the cloud provider\n"
+    )
+    assert diagnose([LogText("slurm-61.out", preempted)], year=2026) == []
+    died = preempted.splitlines(keepends=True)[0]
+    [finding] = diagnose([LogText("slurm-62.out", died)], year=2026)
+    assert finding.kind == "node_failure"
