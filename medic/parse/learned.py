@@ -89,10 +89,12 @@ LOOKALIKE_LINE = (
     r"load\w*|shards?|map|filter|tokeniz\w*|preprocess\w*|decod\w*|sampling|error|exception|"
     r"timeout|timed|watchdog|fail\w*|abort\w*|warn\w*|traceback|what|nccl|cuda|signal|kill\w*|"
     r"terminat\w*|retry\w*|checkpoint\w*|sav\w*)(?-u:\b)|(?-u:\b)val(?:[^:=\w]|$)"
+    r"|\[[0-9:]+<[0-9:?]+,\s*[0-9.]+\s?[kKMGTP]?i?B/s\]"
 ).replace(r"\w", "[0-9A-Za-z_]")
 """Words of lines that are no training step, whatever their numbers do: other loops, errors
 and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints; "val"
-naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a training loss). Word
+naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a training loss); a
+bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``: a download, an upload, a copy). Word
 characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
 every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
 PADDING = r"([\[(/])\s+"
@@ -194,6 +196,9 @@ class Fields:
     """The one duration is a note in parentheses with a unit and no label (``step = 100 (14.3
     sec)``: the time since the last line, over every step between): the line is timed, but
     gives no one step's time."""
+    loss: bool = False
+    """A number is labelled a loss (``loss: 2.1``, ``total_loss``): the line reports on a
+    training step, whether it says how long the step took or not."""
 
     @property
     def duration(self) -> int | None:
@@ -207,13 +212,13 @@ class Fields:
 
     @property
     def sure(self) -> int | None:
-        """The one number labelled a step (or else an iteration), in a timed template: a step
-        line at first sight."""
+        """The one number labelled a step (or else an iteration), in a template that is timed
+        or reports a loss: a step line at first sight."""
         if self.bar is not None:
             described = any(rank < NO_COUNTER for rank in self.ranks[: self.bar])
             return None if described else self.bar
         labelled = [rank for rank in self.ranks if rank <= 1]
-        if not self.timed or not labelled or labelled.count(min(labelled)) > 1:
+        if not (self.timed or self.loss) or not labelled or labelled.count(min(labelled)) > 1:
             return None
         return self.ranks.index(min(labelled))
 
@@ -277,6 +282,7 @@ class LearnedProgress:
             .str.replace_all(BAR, "~")
             .str.replace_all(PADDING, "${1}")
             .str.replace_all(r"\s+", " ")
+            .str.strip_chars(" ")  # a line padded to the terminal's width is the same line
             .alias("_text"),
         )
         found = found.with_columns(
@@ -691,6 +697,7 @@ def _fields(template: str) -> Fields | None:
         tuple(per_step),
         rated,
         noted,
+        any(_LOSS.search(label) for _, label, _ in words),
     )
 
 
@@ -751,6 +758,8 @@ _PER_DEVICE = re.compile(r"(?i)gpu|device|(?<![a-z])core")
 """A rate per device (a GPU, a TPU core): the step's throughput before the whole job's."""
 _AVERAGED = re.compile(r"(?i)avg|average|mean|running|smooth")
 """A rate averaged over many steps, not the step's own."""
+_LOSS = re.compile(r"(?i)loss$")
+"""A loss's label (``loss``, ``total_loss``, ``lm loss``)."""
 _PLAIN = re.compile(r"(?i)(?:time|dt|took|duration|timing|latency)$")
 """A duration's plain label: the step's time, not one of its variants or parts."""
 _NOTE = re.compile(r"\(\s*$")

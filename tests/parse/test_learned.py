@@ -34,15 +34,30 @@ def test_a_template_with_a_rising_counter_and_a_duration_becomes_steps_after_thr
     assert steps(parser, *loop(6, 1)) == [("learned", 6, 0.25)]
 
 
+def test_a_line_padded_to_the_terminal_width_keeps_its_template() -> None:
+    # a console logger pads its lines with spaces to the terminal's width; a line written
+    # to a file, or after a resize, is not padded, and is the same line
+    padded = [line + " " * 40 for line in loop(1, 3)]
+    parser = learner()
+    assert [s for _, s, _ in steps(parser, *padded)] == [1, 2, 3]
+    assert steps(parser, *loop(4, 1)) == [("learned", 4, 0.25)]
+
+
 def test_a_line_naming_its_step_and_its_time_is_a_step_at_first_sight() -> None:
     parser = learner()
     assert steps(parser, "iter 7: loss 2.4655, iter time: 696.16ms") == [("learned", 7, 0.69616)]
     assert steps(parser, "Step 12 | loss:1.94 tokens_per_second_per_gpu:986.1") == [
         ("learned", 12, None)
     ]
-    # An unlabelled counter, or a step without a time or a pace, is learned over three lines.
+    # A step reporting its loss is one too (DLLogger's "Training Iteration: 651 step_loss :
+    # 2.05", detectron2's plain "iter: 197900 total_loss: 0.035"), with no time of its own.
+    assert steps(learner(), "step 12 loss 2.3") == [("learned", 12, None)]
+    assert steps(learner(), "zork iteration: 651 total_loss : 2.05") == [("learned", 651, None)]
+    # An unlabelled counter, or a step with neither a time, a pace nor a loss, is learned over
+    # three lines.
     assert steps(learner(), "[12/900] lr: 0.01 time: 0.52") == []
-    assert steps(learner(), "step 12 loss 2.3") == []
+    assert steps(learner(), "step 12 lr 0.01") == []
+    assert steps(learner(), "[12/900] loss: 2.3") == []
 
 
 def test_a_line_keeps_its_template_when_one_of_its_values_goes_non_finite() -> None:
@@ -92,6 +107,9 @@ def test_lines_saying_what_else_they_are_are_never_learned() -> None:
     lines = [f"eval batch {i}/50 took {0.1 + i / 100:.2f}s" for i in range(6)]
     lines += [f"loading shard {i}/8 took 1.{i}s" for i in range(6)]
     assert steps(ProgressParser(), *lines) == []
+    # a bar counting bytes, whatever its description: a transfer, not a training loop
+    moved = [f"zork-{i}.bin: {i}0%|#  | {i}.0G/9.9G [00:0{i}<00:10, 1{i}0MB/s]" for i in range(6)]
+    assert steps(learner(), *moved) == []
 
 
 def test_a_job_whose_steps_a_format_reads_is_left_to_the_formats() -> None:
