@@ -73,7 +73,7 @@ word (``Killing job on failed node gpu-b17``, ``Nodes gpu-b17 not responding``),
 "on" when it has a host's form, a hyphen and a digit (``Node failure on hpc-gpu0413``): a line
 of the job's shared output names the node it is about, not the one that printed it."""
 _RANK_LIST = r"\[?(\d+(?:\s*,\s*\d+)*)\]?"
-_AT_FAULT = r"(?:missing|stuck|unresponsive|lagging|dead|hung)"
+_AT_FAULT = r"(?:missing|stuck|stalled|unresponsive|lagging|dead|hung)"
 NAMED_RANKS = (
     rf"(?i:\branks?\s+{_RANK_LIST}\s+(?:failed|did not|didn't|has not|have not|is not"
     r"|are not|timed out|died|exited|crashed|hung"
@@ -92,12 +92,15 @@ mismatched ranks that caused the desync are:``)."""
 LISTED = r"^\s*[-*]?\s*\[?(\d+(?:\s*,\s*\d+)*)\]?[!*]?(?::|\s|$)"
 """A line of such a list: the ranks it starts with, maybe marked (``14: [allreduce.layer3]``,
 ``7!: [...]``, ``[6, 9] finished collective #3306, but didn't join``)."""
+LISTED_LABEL = r"\[?(\d+(?:\s*,\s*\d+)*)\]?[!*]?:?\s*$"
+"""A list line's ranks where its prefixes end: its number reads as a launcher's rank label, and
+may follow the launcher's own prefix (``[1,0]<stderr>:6: [...]``)."""
 
 
 def listed_ranks(frame: pl.DataFrame, raw: str, text: str, keys: list[str]) -> pl.Series:
     """Per line of ``frame``: the ranks it lists ("6, 9") in a run of list lines (``LISTED``,
-    in the line without its prefixes, ``text``, else as it came, ``raw``: a list line's
-    number reads as a launcher's rank label) right after a header announcing ranks at fault
+    in the line without its prefixes, ``text``, else at the end of the prefixes of the line as
+    it came, ``raw``: ``LISTED_LABEL``) right after a header announcing ranks at fault
     (``RANKS_HEADER``), the lines of one writer (``keys``) read in their order; else null.
     Only a batch holding such a header pays for more than two literal scans."""
     message = pl.col(text)
@@ -106,7 +109,8 @@ def listed_ranks(frame: pl.DataFrame, raw: str, text: str, keys: list[str]) -> p
     if headers.is_empty():
         return pl.Series("_listed", [None] * frame.height, dtype=pl.String)
     header = pl.int_range(pl.len()).is_in(headers.get_column("_at").implode())
-    item = pl.coalesce(message.str.extract(LISTED, 1), pl.col(raw).str.extract(LISTED, 1))
+    prefixes = pl.col(raw).str.head(pl.col(raw).str.len_chars() - message.str.len_chars())
+    item = pl.coalesce(message.str.extract(LISTED, 1), prefixes.str.extract(LISTED_LABEL, 1))
     run = item.is_null().cum_sum().over(keys).alias("_run")
     return (
         frame.select(*keys, item.alias("_item"), header.alias("_header"), run)

@@ -376,10 +376,12 @@ class SignatureMatcher:
         if read.is_empty():
             return _EMPTY
         hits = _per_named_rank(
-            _named_in_generic(
-                candidates[read.get_column(ROW)]
-                .hstack(read.select(self._groups))
-                .join(self._entries, on="entry", how="left", maintain_order="left")
+            _listed_in_list(
+                _named_in_generic(
+                    candidates[read.get_column(ROW)]
+                    .hstack(read.select(self._groups))
+                    .join(self._entries, on="entry", how="left", maintain_order="left")
+                )
             )
         )
         from_table = pl.col("xid_table") & pl.col("xid_kind").is_not_null()
@@ -543,6 +545,15 @@ def _named_in_generic(hits: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("_peer"))
         .alias("_peer"),
     )
+
+
+def _listed_in_list(hits: pl.DataFrame) -> pl.DataFrame:
+    """The ranks a line lists under a header announcing ranks at fault (``_listed``), where
+    the entry's pattern named none: a launcher's prefix before the list's number (mpirun's
+    ``[1,0]<stderr>:6: [...]``) leaves the stripped line without it."""
+    if _LISTED not in hits.columns:
+        return hits
+    return hits.with_columns(pl.coalesce("_ranks", _LISTED).alias("_ranks"))
 
 
 def _per_named_rank(hits: pl.DataFrame) -> pl.DataFrame:

@@ -61,6 +61,13 @@ STALL_WARNING = (
             "9!: [allreduce.head.weight]\n",
             (5, 9),
         ),
+        # the same under mpirun, which prefixes each line with its [job,rank]<stream>; a newer
+        # release names them stalled
+        (
+            "[1,0]<stderr>:Stalled ranks:\n[1,0]<stderr>:6: [allreduce.head.weight]\n"
+            "[1,0]<stderr>:11: [allreduce.head.bias]\n",
+            (6, 11),
+        ),
         # its older wording, which no entry reads (our tensor names): the op, then the ranks
         # it misses, named at fault by a line of the second layer
         (

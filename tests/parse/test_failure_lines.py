@@ -88,6 +88,13 @@ def reading(line: str) -> tuple[str, str] | None:
             "device",
             "gpu_fault",
         ),
+        # a state set to an error is an event, not a setting; JAX's and TensorFlow's
+        # coordination service is their rendezvous
+        (
+            "E zork.cc:9] task 37 has been set to ERROR in coordination service: zork timed out",
+            "collectives",
+            "hang",
+        ),
     ],
 )
 def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
@@ -108,6 +115,7 @@ def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
         "Retired pages pending        : No",  # a field answering no
         "    Drain and Reset Recommended   : No",
         "collective timeout set to 1800 s",  # a setting, not an event
+        "zork store backend set to 'file', error handling set to true",
         "slurmstepd: error: *** STEP 12.0 ON n3 CANCELLED AT 2026-11-30T02:11:09 ***",
         "job preempted: checkpoint saved, exiting",
         "all ranks finished, 0 errors",
