@@ -270,6 +270,32 @@ def test_a_smaller_loop_before_the_training_loop_in_one_batch() -> None:
     assert [r["step"] for r in rows] == [100, 1875]
 
 
+def test_a_keras_bar_over_a_dataset_of_unknown_size_is_its_count_alone() -> None:
+    # keras/src/utils/progbar.py: without a target the bar is "%7d/Unknown", then the
+    # elapsed seconds and the time per step (tf.keras put " - " before them)
+    rows = parse(
+        "    938/Unknown - 31s 33ms/step - loss: 0.2033 - accuracy: 0.9408",
+        "    950/Unknown 32s 34ms/step - loss: 0.2012",
+    )
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [
+        ("keras", 938, 0.033),
+        ("keras", 950, 0.034),
+    ]
+
+
+def test_litgpt_names_the_optimizer_step_not_the_iteration_however_it_sets_them_apart() -> None:
+    rows = parse(
+        "iter 77 step 39: loss 10.8259, iter time: 214.40ms (optimizer.step)",
+        "Epoch 3 | iter 800 step 200 | loss train: 2.846, val: n/a | iter time: 112.20 ms",
+        "Ep 1 | iter 808 | step 202: loss train (curr): 1.761 | iter time: 121.17 ms (opt.step)",
+    )
+    assert [(r["framework"], r["step"]) for r in rows] == [
+        ("litgpt", 39),
+        ("litgpt", 200),
+        ("litgpt", 202),
+    ]
+
+
 def test_loops_are_told_apart_per_process_description_and_job() -> None:
     # Another rank's, another description's and another job's bar have their own totals.
     parser = ProgressParser()
