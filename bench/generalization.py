@@ -17,6 +17,8 @@ built-in formats), those formats are left out and its lines are read as one job 
 remaining formats and the learning reader: recognised (one step read), step right, timing
 right (step time and throughput as the truth says). Look-alikes: the file's own and those of
 the files of look-alikes only, read with the reduced formats; each one read as a step fires.
+``--alone`` reads each case as a job of its own (one line or record, no run of lines to learn
+a template from), as in a short excerpt.
 
 Per family or framework, then the macro average (each family counts once).
 
@@ -41,6 +43,7 @@ from medic.diagnose.lines import lines_frame  # noqa: E402
 from medic.diagnose.run import diagnose  # noqa: E402
 from medic.parse.catalogue import Catalogue, builtin_catalogue  # noqa: E402
 from medic.parse.progress import FORMATS, ProgressParser  # noqa: E402
+from medic.parse.progress_formats import ProgressFormat  # noqa: E402
 from medic.parse.signatures import SignatureMatcher  # noqa: E402
 from tests.corpus import failures as failure_corpus  # noqa: E402
 from tests.corpus import progress as progress_corpus  # noqa: E402
@@ -135,9 +138,10 @@ def _hits(catalogue: Catalogue, cases: Sequence[failure_corpus.Case]) -> list[pl
     return found
 
 
-def progress_frameworks(corpus: Path, only: Sequence[str] = ()) -> list[Score]:
+def progress_frameworks(corpus: Path, only: Sequence[str] = (), alone: bool = False) -> list[Score]:
     """Leave-one-framework-out over the progress corpus: one score per framework with formats
-    of its own."""
+    of its own. ``alone``: each case is read as a job of its own (one line or record, no run
+    of lines to learn from), as in a short excerpt."""
     files = progress_corpus.load_corpus(corpus / "progress")
     formats = progress_corpus.load_formats(corpus / "progress")
     known = {f.framework for f in FORMATS}
@@ -149,18 +153,12 @@ def progress_frameworks(corpus: Path, only: Sequence[str] = ()) -> list[Score]:
         unknown = sorted(set(left_out) - known)
         if unknown:
             raise ValueError(f"{name}: no built-in format of framework '{unknown[0]}'")
-        parser = ProgressParser(builtin=tuple(f for f in FORMATS if f.framework not in left_out))
+        kept = tuple(f for f in FORMATS if f.framework not in left_out)
         cases = files[name]
-        verdicts = [
-            progress_corpus.score(c, rows)
-            for c, rows in zip(cases, progress_corpus.read_job(cases, parser), strict=True)
-        ]
+        verdicts = [v for _, v in _read(cases, kept, alone)]
         steps = [(c, v) for c, v in zip(cases, verdicts, strict=True) if not c.not_a_step]
         others = [
-            v
-            for other in general
-            for c, v in _read(files[other], ProgressParser(builtin=parser.formats))
-            if c.not_a_step
+            v for other in general for c, v in _read(files[other], kept, alone) if c.not_a_step
         ]
         own = [v for c, v in zip(cases, verdicts, strict=True) if c.not_a_step]
         problems = [f"{c.index + 1}: {v.problem}" for c, v in steps if not v.right]
@@ -183,9 +181,13 @@ def progress_frameworks(corpus: Path, only: Sequence[str] = ()) -> list[Score]:
 
 
 def _read(
-    cases: list[progress_corpus.Case], parser: ProgressParser
+    cases: list[progress_corpus.Case], formats: tuple[ProgressFormat, ...], alone: bool
 ) -> list[tuple[progress_corpus.Case, progress_corpus.Verdict]]:
-    rows = progress_corpus.read_job(cases, parser)
+    """Each case's verdict, the cases read as one job with ``formats``, or each alone."""
+    if alone:
+        rows = [progress_corpus.read_job([c], ProgressParser(builtin=formats))[0] for c in cases]
+    else:
+        rows = progress_corpus.read_job(cases, ProgressParser(builtin=formats))
     return [(c, progress_corpus.score(c, r)) for c, r in zip(cases, rows, strict=True)]
 
 
@@ -240,7 +242,7 @@ def _share(right: int, total: int) -> str:
     return f"{right}/{total} ({right / total:.0%})" if total else "-"
 
 
-SECTIONS: dict[str, tuple[Callable[[Path, Sequence[str]], list[Score]], tuple[str, ...]]] = {
+SECTIONS: dict[str, tuple[Callable[..., list[Score]], tuple[str, ...]]] = {
     "failures": (failure_families, ("family", "kind", "culprit", "entries out")),
     "progress": (progress_frameworks, ("framework", "step", "timing", "formats out")),
 }
@@ -252,11 +254,16 @@ def main() -> None:
     parser.add_argument("--section", choices=sorted(SECTIONS), action="append")
     parser.add_argument("--only", action="append", default=[], help="a family or framework")
     parser.add_argument("--failed", action="store_true", help="list the cases not right")
+    parser.add_argument(
+        "--alone", action="store_true", help="progress: read each case as a job of its own"
+    )
     args = parser.parse_args()
     for section in args.section or list(SECTIONS):
         run, titles = SECTIONS[section]
-        scores = run(args.corpus, args.only)
-        print(f"\n{section}: each family read without its own entries")
+        alone = {"alone": True} if args.alone and section == "progress" else {}
+        scores = run(args.corpus, args.only, **alone)
+        each = ", each case alone" if alone else ""
+        print(f"\n{section}: each family read without its own entries{each}")
         print("\n".join(table(scores, titles)))  # type: ignore[arg-type]
         if args.failed:
             for s in scores:

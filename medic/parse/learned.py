@@ -212,13 +212,15 @@ class Fields:
 
     @property
     def sure(self) -> int | None:
-        """The one number labelled a step (or else an iteration), in a template that is timed
-        or reports a loss: a step line at first sight."""
+        """The number labelled a step (or else an iteration; the first of several: a line
+        names its step before counting steps of a kind, Megatron's "number of skipped
+        iterations"), in a template that is timed or reports a loss: a step line at first
+        sight."""
         if self.bar is not None:
             described = any(rank < NO_COUNTER for rank in self.ranks[: self.bar])
             return None if described else self.bar
         labelled = [rank for rank in self.ranks if rank <= 1]
-        if not (self.timed or self.loss) or not labelled or labelled.count(min(labelled)) > 1:
+        if not (self.timed or self.loss) or not labelled:
             return None
         return self.ranks.index(min(labelled))
 
@@ -697,7 +699,7 @@ def _fields(template: str) -> Fields | None:
         tuple(per_step),
         rated,
         noted,
-        any(_LOSS.search(label) for _, label, _ in words),
+        any(_LOSS.search(label) or _LOSS.search(phrase) for _, label, phrase in words),
     )
 
 
@@ -758,8 +760,8 @@ _PER_DEVICE = re.compile(r"(?i)gpu|device|(?<![a-z])core")
 """A rate per device (a GPU, a TPU core): the step's throughput before the whole job's."""
 _AVERAGED = re.compile(r"(?i)avg|average|mean|running|smooth")
 """A rate averaged over many steps, not the step's own."""
-_LOSS = re.compile(r"(?i)loss$")
-"""A loss's label (``loss``, ``total_loss``, ``lm loss``)."""
+_LOSS = re.compile(r"(?i)loss(?: is)?$")
+"""A loss's label or phrase (``loss``, ``total_loss``, ``lm loss``, ``loss is``)."""
 _PLAIN = re.compile(r"(?i)(?:time|dt|took|duration|timing|latency)$")
 """A duration's plain label: the step's time, not one of its variants or parts."""
 _NOTE = re.compile(r"\(\s*$")

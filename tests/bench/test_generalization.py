@@ -43,6 +43,16 @@ def test_a_framework_is_read_without_its_formats() -> None:
     assert score.recognised == 14, score.problems  # the learning reader reads nanoGPT's lines
 
 
+def test_a_framework_s_cases_read_alone_have_no_run_to_learn_from() -> None:
+    # nanoGPT's lines name their step and time: each is a step at first sight; fastai's table
+    # rows name neither, and are read only under their header, in a run
+    (nanogpt,) = progress_frameworks(REAL, only=["nanogpt"], alone=True)
+    assert nanogpt.recognised == nanogpt.cases == 14, nanogpt.problems
+    (fastai,) = progress_frameworks(REAL, only=["fastai"])
+    (fastai_alone,) = progress_frameworks(REAL, only=["fastai"], alone=True)
+    assert fastai_alone.recognised < fastai.recognised
+
+
 def test_the_macro_average_counts_each_family_once_and_skips_what_it_lacks() -> None:
     big = Score("big", ("a",), 100, 100, 100, 0, 0, 0, 0)
     small = Score("small", ("b",), 2, 0, 0, 2, 1, 0, 0)

@@ -53,6 +53,13 @@ def test_a_line_naming_its_step_and_its_time_is_a_step_at_first_sight() -> None:
     # 2.05", detectron2's plain "iter: 197900 total_loss: 0.035"), with no time of its own.
     assert steps(learner(), "step 12 loss 2.3") == [("learned", 12, None)]
     assert steps(learner(), "zork iteration: 651 total_loss : 2.05") == [("learned", 651, None)]
+    assert steps(learner(), "epoch: 1 step: 125, loss is 1.81") == [("learned", 125, None)]
+    # Of several numbers labelled so, the first is the step: the others count steps of a kind
+    megatron_like = (
+        " iteration       60/  500000 | elapsed time per iteration (ms): 2069.1 | lm loss: 2.69"
+        " | number of skipped iterations:   0 | number of nan iterations:   0 |"
+    )
+    assert steps(learner(), megatron_like) == [("learned", 60, 2.0691)]
     # An unlabelled counter, or a step with neither a time, a pace nor a loss, is learned over
     # three lines.
     assert steps(learner(), "[12/900] lr: 0.01 time: 0.52") == []
