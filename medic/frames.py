@@ -122,3 +122,42 @@ def _ascending(times: np.ndarray) -> bool:
 def _last_distinct(keys: pl.Series) -> pl.Series:
     """Where each value of ``keys`` comes for the last time; a lone row without a query."""
     return pl.Series([True]) if len(keys) == 1 else keys.is_last_distinct()
+
+
+FEW_ROWS = 256
+"""Rows up to which a batch is read in plain Python (its columns as lists, a dict over them)
+rather than with column operations, each of which costs tens of microseconds whatever the
+rows: a second of logs holds a handful of lines."""
+
+
+def newest_by_few(frame: pl.DataFrame, key: str) -> tuple[list[Any], list[int]]:
+    """``newest_by``, the same lists in the same order, at a fraction of its cost on a batch
+    of up to ``FEW_ROWS`` rows (a larger one, or one not sorted by time, goes to it)."""
+    newest = _newest_of_few(frame, (key,))
+    if newest is None:
+        return newest_by(frame, key)
+    return [k for (k,) in newest], list(newest.values())
+
+
+def newest_by_pair_few(frame: pl.DataFrame, first: str, second: str) -> list[tuple[Any, Any, int]]:
+    """``newest_by_pair``, the same rows in the same order, at a fraction of its cost on a
+    batch of up to ``FEW_ROWS`` rows (a larger one, or one not sorted by time, goes to it)."""
+    newest = _newest_of_few(frame, (first, second))
+    if newest is None:
+        return newest_by_pair(frame, first, second)
+    return [(a, b, time) for (a, b), time in newest.items()]
+
+
+def _newest_of_few(frame: pl.DataFrame, keys: tuple[str, ...]) -> dict[tuple[Any, ...], int] | None:
+    """Each distinct tuple of the ``keys`` columns (tuples with a null left out) -> the time of
+    its last row, in the order of those rows; None unless the batch is few rows sorted by
+    time. Built by dicts over the rows (no Python step per row): the last row of a tuple sets
+    its time, and the distinct tuples of the rows reversed give the order."""
+    if frame.height > FEW_ROWS:
+        return None
+    times = times_us(frame)
+    if not _ascending(times):
+        return None
+    rows = list(zip(*(frame.get_column(key).to_list() for key in keys), strict=True))
+    newest = dict(zip(rows, times.tolist(), strict=True))
+    return {row: newest[row] for row in reversed(dict.fromkeys(reversed(rows))) if None not in row}

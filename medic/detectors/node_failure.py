@@ -52,7 +52,7 @@ from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.kernel_context import KernelContext
 from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
-from medic.frames import collect, holds, newest_by, present, spans_by, times_us
+from medic.frames import collect, holds, newest_by_few, present, spans_by, times_us
 from medic.ingest.base import Batch
 from medic.slurm import NODE_FAIL, NODE_FAILED_STATES
 from medic.timeutil import US
@@ -393,7 +393,7 @@ class NodeFailureDetector(WatchesLiveness):
     def _job_activity(self, logs: pl.DataFrame) -> None:
         if "job_id" not in logs.columns:
             return
-        self.job_logs.observe(*newest_by(logs, "job_id"), arrived=self.liveness.watermark)
+        self.job_logs.observe(*newest_by_few(logs, "job_id"), arrived=self.liveness.watermark)
 
     def _scheduler(self, batch: Batch) -> list[Detection]:
         frame = batch.frame
