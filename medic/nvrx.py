@@ -48,6 +48,7 @@ from medic.actions.guards import Verdict
 from medic.actions.recovery_config import NvrxConfig
 from medic.detectors.base import Detection
 from medic.errors import exception_line
+from medic.frames import FEW_ROWS
 from medic.ingest.base import Batch
 from medic.slurm import RUNNING, job_state
 from medic.timeutil import US
@@ -65,9 +66,17 @@ GAVE_UP = (
     r"|Another launcher reported a no-restart decision"
     r"|Attribution recommended stopping the job)"
 )
-ANCHORS = "Worker group|no progress across restarts|no-restart decision|Attribution recommended"
+ANCHOR_WORDS = (
+    "Worker group",
+    "no progress across restarts",
+    "no-restart decision",
+    "Attribution recommended",
+)
+ANCHORS = "|".join(ANCHOR_WORDS)
 """Every NVRx line medic reads holds one of these; a case-sensitive alternation of literals is
-the cheapest scan polars offers for it (about 50 ns a line here, less than ``contains_any``)."""
+the cheapest scan polars offers for it (about 50 ns a line here, less than ``contains_any``),
+but it costs tens of microseconds a batch whatever its lines: a batch of few lines is looked
+through in Python first."""
 RETENTION_US = 7 * 86_400 * US
 """A job unseen this long is forgotten."""
 HOSTLIST_PART = re.compile(r"([^,\[]+)(?:\[([^\]]+)\])?([^,\[]*)")
@@ -177,9 +186,15 @@ class NvrxWatch:
         return self.jobs.get(job_id)
 
     def _logs(self, frame: pl.DataFrame) -> None:
-        """A batch's NVRx lines; most batches hold none, which one column operation tells (a
-        filter is a query, that costs several times more on a second of lines)."""
-        anchored = frame.get_column("message").str.contains(ANCHORS)
+        """A batch's NVRx lines; most batches hold none, which the lines joined in one Python
+        string tell for a batch of few lines, one column operation for a larger one (a filter
+        is a query, that costs several times more on a second of lines)."""
+        messages = frame.get_column("message")
+        if frame.height <= FEW_ROWS:
+            text = "\n".join(filter(None, messages.to_list()))
+            if not any(word in text for word in ANCHOR_WORDS):
+                return
+        anchored = messages.str.contains(ANCHORS)
         if not anchored.any():
             return
         lines = frame.filter(anchored & pl.col("job_id").is_not_null())
