@@ -735,26 +735,36 @@ def _scoring(c: StragglerConfig) -> _Scoring:
     shift = {f: pl.col(f"z_{f}") - pl.col(f"offset_{f}").fill_null(0.0) for f in SLOWING}
     deviation = [-shift["sm_clock_mhz"], *(shift[f] for f in SLOWING[1:])]
     reason = pl.max_horizontal(pl.col("z_throttled"), -pl.col("z_power_w"))
-    held_low = pl.min_horizontal(-pl.col("z_sm_clock_mhz"), reason)
     busy = pl.col("util") >= c.busy_util
-    clock_cause = (
-        (held_low >= c.z_threshold)
-        & busy
-        & (
-            pl.col("sm_clock_mhz")
-            <= c.cause_clock_ratio * pl.col("sm_clock_mhz").median().over("job_id")
-        )
-    )
+    # Terms used more than once are columns of their own (``_``-prefixed, read by no one
+    # after): unoptimised queries compute an expression again at each use, and the job's
+    # median clock is a grouping.
+    held_low, link_z, job_clock = pl.col("_held_low"), pl.col("_link_z"), pl.col("_job_clock")
+    clock_cause = pl.col("_clock_cause")
+    by_link = pl.col("_by_link")
     links = [pl.col(f"z_{f}") for f in SLOWING[1:]]
-    link_z = pl.max_horizontal(links)
-    by_link = (link_z >= c.z_threshold) & busy & ~(clock_cause & (held_low > link_z))
     scored = [
-        [d.alias(f"d_{f}") for d, f in zip(deviation, SLOWING, strict=True)],
-        [pl.max_horizontal(f"d_{f}" for f in SLOWING).alias("z")],
         [
-            (pl.col("sm_clock_mhz").median().over("job_id") / pl.col("sm_clock_mhz")).alias(
-                "clock_ratio"
+            *(d.alias(f"d_{f}") for d, f in zip(deviation, SLOWING, strict=True)),
+            pl.min_horizontal(-pl.col("z_sm_clock_mhz"), reason).alias("_held_low"),
+            pl.max_horizontal(links).alias("_link_z"),
+            pl.col("sm_clock_mhz").median().over("job_id").alias("_job_clock"),
+        ],
+        [
+            pl.max_horizontal(f"d_{f}" for f in SLOWING).alias("z"),
+            (
+                (held_low >= c.z_threshold)
+                & busy
+                & (pl.col("sm_clock_mhz") <= c.cause_clock_ratio * job_clock)
+            ).alias("_clock_cause"),
+        ],
+        [
+            ((link_z >= c.z_threshold) & busy & ~(clock_cause & (held_low > link_z))).alias(
+                "_by_link"
             ),
+        ],
+        [
+            (job_clock / pl.col("sm_clock_mhz")).alias("clock_ratio"),
             pl.coalesce(
                 pl.when(pl.col(f"d_{f}") == pl.col("z")).then(pl.lit(i))
                 for i, f in enumerate(SLOWING)
