@@ -161,3 +161,15 @@ def _newest_of_few(frame: pl.DataFrame, keys: tuple[str, ...]) -> dict[tuple[Any
     rows = list(zip(*(frame.get_column(key).to_list() for key in keys), strict=True))
     newest = dict(zip(rows, times.tolist(), strict=True))
     return {row: newest[row] for row in reversed(dict.fromkeys(reversed(rows))) if None not in row}
+
+
+def spans_by_few(keys: np.ndarray, times: np.ndarray) -> list[tuple[Any, int, int]]:
+    """``spans_by``, the same list, at a fraction of its cost on up to ``FEW_ROWS`` keys whose
+    times never go back (more, or times out of order, go to it): dicts over the keys, where
+    sorting an array of strings compares them in Python anyway."""
+    if keys.size > FEW_ROWS or not _ascending(times):
+        return spans_by(keys, times)
+    listed, stamps = keys.tolist(), times.tolist()
+    first = dict(zip(reversed(listed), reversed(stamps), strict=True))  # a key's first row last
+    newest = dict(zip(listed, stamps, strict=True))
+    return [(key, first[key], newest[key]) for key in sorted(newest)]
