@@ -383,8 +383,9 @@ class StragglerDetector(WatchesJobs):
     def _count_drops(self, window: Window) -> None:
         """Link drops by the nodes' ``ib_link_downed`` counters: each rise in a window is that
         many drops at the window's end. Drops on more than a minority of a job's nodes in one
-        window are the fabric's (a switch retraining all its links), no node's."""
-        if window.gpus.is_empty():
+        window are the fabric's (a switch retraining all its links), no node's. Most windows
+        have no rise, which one comparison of the column tells without a query."""
+        if window.gpus.is_empty() or not (window.gpus.get_column(LINK_DOWNED) > 0).any():
             return
         share = self.config.max_culprit_fraction
         rises = collect(
@@ -425,13 +426,15 @@ class StragglerDetector(WatchesJobs):
         """Nodes of running jobs whose links dropped ``flap_count`` times within
         ``flap_window_s``: suspects sure enough to fire alone (one drop is no flapping)."""
         c = self.config
+        if not (self.link_drops or self.counted_drops):
+            return {}  # the usual window: no drop, and no query to find no flapping
         placement = self.jobs.placement
         if placement is not None:
             placement = pl.concat([placement, self._watched]).unique()
             placement = placement.filter(pl.len().over("node") == 1)
         else:
             placement = self._watched
-        if not (self.link_drops or self.counted_drops) or placement.is_empty():
+        if placement.is_empty():
             return {}
         since = now - round(c.flap_window_s * US)
         logged = {n: sum(t >= since for t in times) for n, times in self.link_drops.items()}
@@ -539,7 +542,7 @@ class StragglerDetector(WatchesJobs):
         jobs training in the window take part: none in a checkpoint or evaluation, and most
         of their GPUs busy (a pause printing nothing makes every GPU odd in its own way)."""
         if not window.gpus.is_empty():
-            self._watched = window.gpus.select("node", "job_id").unique()
+            self._watched = collect(window.gpus.lazy().select("node", "job_id").unique())
         pausing = [j for j, p in self.jobs.progress.jobs.items() if p.phase is not None]
         scoring = _scoring(self.config)
         gpus = window.gpus.filter(scoring.comparable & ~pl.col("job_id").is_in(pausing))
