@@ -336,9 +336,11 @@ class GpuFaultDetector(WatchesLiveness):
         nodes, gpus = located
         slots = self.liveness.slots
         shape = (len(slots.names), slots.gpus_per_node)
-        self._counts = [fitted(counts, shape, 0) for counts in self._counts]
-        self._count_state = [fitted(state, shape, UNKNOWN) for state in self._count_state]
-        cells = nodes * self._counts[0].shape[1] + gpus
+        rows, columns = self._counts[0].shape  # every counter's arrays have this one shape
+        if rows < shape[0] or columns < shape[1]:
+            self._counts = [fitted(counts, shape, 0) for counts in self._counts]
+            self._count_state = [fitted(state, shape, UNKNOWN) for state in self._count_state]
+        cells = nodes * self._counts[0].shape[1] + gpus  # the width, grown or not
         changed = np.zeros(len(cells), dtype=bool)
         for name, counts, state in zip(COUNTERS, self._counts, self._count_state, strict=True):
             values, is_set = _counter_values(latest.get_column(name))
@@ -367,10 +369,11 @@ class GpuFaultDetector(WatchesLiveness):
         return self.book.report(evidence, _headline, confirmed_at)
 
 
-def _counter_values(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """A counter column's values (0 where null) and where it is set."""
+def _counter_values(column: pl.Series) -> tuple[np.ndarray, np.ndarray | bool]:
+    """A counter column's values (0 where null) and where it is set (True: everywhere, the
+    usual case, with no array to build and combine)."""
     if column.null_count() == 0:
-        return column.to_numpy(), np.ones(len(column), bool)
+        return column.to_numpy(), True
     return column.fill_null(0).to_numpy(), column.is_not_null().to_numpy()
 
 
