@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+import pyarrow.compute as pc
 
 from medic.detectors.gpu_slots import MAX_GPUS_PER_NODE, GpuSlots, addressable, fitted
 from medic.frames import newest_by_few, newest_by_pair_few, times_us
@@ -184,9 +185,11 @@ class JobCodes:
         if jobs.null_count() == len(jobs):
             rows = np.full(len(jobs), NO_JOB, np.int32)
         else:
-            table = jobs.to_arrow().dictionary_encode()
-            codes = np.array([*map(self._code, table.dictionary.to_pylist()), NO_JOB], np.int32)
-            rows = codes[table.indices.fill_null(len(table.dictionary)).to_numpy()]
+            # a null is one more value of the dictionary: no indices to fill afterwards
+            table = pc.dictionary_encode(jobs.to_arrow(), null_encoding="encode")
+            values = table.dictionary.to_pylist()
+            codes = np.array([NO_JOB if v is None else self._code(v) for v in values], np.int32)
+            rows = codes[table.indices.to_numpy()]
         self._encoded = (jobs, rows)
         return rows
 
