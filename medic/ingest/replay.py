@@ -121,9 +121,10 @@ class _Cutter:
                 frames = [_frame(piece)] if self._frame is None else [self._frame, _frame(piece)]
                 self._frame = pl.concat(frames, rechunk=False)
                 self._times = np.concatenate([self._times, time_us(piece)])
-        cut = int(np.searchsorted(self._times, edge, side="left"))
-        if cut == 0 or self._rows is None or self._frame is None:
-            return []
+        times = self._times
+        if not times.size or times[0] >= edge or self._rows is None or self._frame is None:
+            return []  # nothing due (a quiet stream's usual second): no search
+        cut = int(times.searchsorted(edge, side="left"))
         batches = [
             Batch.with_frame(
                 self._stream,
