@@ -21,6 +21,7 @@ from medic.actions.recorder import RecordingExecutor
 from medic.actions.recovery import Recovery
 from medic.actions.stage import ActionStage
 from medic.detectors.base import Detection
+from medic.frames import FEW_ROWS
 from medic.nvrx import NvrxWatch, expand_hostlist, read_cycles, write_exclusions
 from medic.testing.builders import T0, at, batch, log
 from medic.timeutil import US
@@ -96,6 +97,15 @@ def test_no_requeue_while_nvrx_restarts_the_job_in_place() -> None:
     assert (held.action, held.status, held.guard) == ("requeue", "suppressed", "nvrx")
     assert "NVRx is restarting job 77 in place, 2 attempts left" in held.reason
     assert decide(stage, crash("77", 1000)) == [("requeue", "recorded", None)]
+
+
+def test_an_nvrx_line_among_many_is_read() -> None:
+    watch = NvrxWatch()
+    restart = PREFIX + "Worker group FAILED. 1/3 attempts left; will restart worker group"
+    chatter = [log(1 + i / 1000, f"step {i}", job_id="79") for i in range(FEW_ROWS)]
+    watch.update(batch("logs", [*chatter, log(2, restart, job_id="79")]))
+    job = watch.job("79")
+    assert job is not None and job.attempts_left == 1
 
 
 def test_no_requeue_after_nvrx_decided_not_to_restart() -> None:
