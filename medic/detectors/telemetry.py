@@ -2,12 +2,11 @@
 
 Detectors that compare GPUs (peers within a job) or watch a job's GPUs over a silence do not
 need every 1 Hz sample: ``GpuWindows`` keeps the batches of the window being filled and, once
-the watermark passes the window's end, reads their rows in one query and reduces them in one
-polars aggregation to per-GPU means of the metrics its owner asked for, the share of samples
-with slowdown throttle reasons set, the samples carrying an Xid, and how much cumulative error
-counters rose. Rows without a job id are given the job Slurm placed on their node when the
-batch came. State is the open window's batches plus one row of counters per GPU, freed with
-``forget`` when a job ends.
+the watermark passes the window's end, reads their rows and reduces them in one query to
+per-GPU means of the metrics its owner asked for, the share of samples with slowdown throttle
+reasons set, the samples carrying an Xid, and how much cumulative error counters rose. Rows
+without a job id are given the job Slurm placed on their node when the batch came. State is the
+open window's batches plus one row of counters per GPU, freed with ``forget`` when a job ends.
 """
 
 from __future__ import annotations
@@ -21,9 +20,12 @@ import numpy as np
 import polars as pl
 
 from medic.detectors.jobs import JobTracker
-from medic.frames import collect, replaced, times_us
+from medic.frames import collect, times_us
 
 KEYS = ["job_id", "node", "gpu"]
+_Wanted = tuple[frozenset[str] | None, frozenset[str]]
+"""The jobs whose rows a run keeps (None: every job's) and those forgotten since."""
+_Filters = tuple[pl.Expr | None, pl.Expr]
 COUNTERS = ("pcie_replay", "nvlink_errors", "ecc_dbe")
 DEFAULT_THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 """NVML clocks-event reasons that slow a GPU: SW power cap, HW slowdown, SW thermal, HW thermal,
@@ -91,28 +93,27 @@ class GpuWindows:
         self.counters = list(counters)
         self.throttle_mask = throttle_mask
         self.xid = xid
-        self._columns = [pl.col("time").to_physical(), *KEYS, *self.means, *self.counters]
-        """What a window keeps of each sample."""
         self._inputs = ["time", *KEYS, *self.means, *self.counters]
-        """The columns of a sample that it is made from."""
-        if throttle_mask is not None:
-            throttled = (pl.col("throttle_reasons") & throttle_mask) != 0
-            self._columns.append(throttled.cast(pl.Float32).alias("throttled"))
-            self._inputs.append("throttle_reasons")
-        if xid:
-            counted = pl.col("xid").is_not_null() & ~pl.col("xid").is_in(list(benign_xids))
-            self._columns.append(counted.cast(pl.Int32).alias("xid"))
-            self._inputs.append("xid")
+        """What a window keeps of each sample."""
         aggregations = [pl.len().cast(pl.Int64).alias("samples")]
         aggregations += [pl.col(c).mean() for c in self.means]
         if throttle_mask is not None:
-            aggregations.append(pl.col("throttled").mean())
+            throttled = (pl.col("throttle_reasons") & throttle_mask) != 0
+            aggregations.append(throttled.cast(pl.Float32).mean().alias("throttled"))
+            self._inputs.append("throttle_reasons")
         if xid:
-            aggregations.append(pl.col("xid").sum())
+            counted = pl.col("xid").is_not_null() & ~pl.col("xid").is_in(list(benign_xids))
+            aggregations.append(counted.cast(pl.Int32).sum().alias("xid"))
+            self._inputs.append("xid")
         aggregations += [pl.col(c).max().alias(f"max_{c}") for c in self.counters]
         self._aggregations = aggregations
         """A window's per-GPU reductions (built once: building expressions costs more than
         running them on a window of a few jobs)."""
+        self._labelled = [
+            pl.coalesce("job_id", "placed_job").alias("job_id") if c == "job_id" else pl.col(c)
+            for c in self._inputs
+        ]
+        """A sample's columns, its job id taken from the placement when it came without."""
         self._deltas = [
             (pl.col(f"max_{c}") - pl.coalesce(f"last_{c}", f"max_{c}"))
             .clip(lower_bound=0)
@@ -124,7 +125,14 @@ class GpuWindows:
             *KEYS,
             *(pl.coalesce(f"max_{c}", f"last_{c}").alias(f"last_{c}") for c in self.counters),
         ]
-        self._kept = list(self._empty().columns)
+        self._none = self._empty()
+        """A window without rows."""
+        self._kept = list(self._none.columns)
+        self._input_columns = [pl.col(c) for c in self._inputs]
+        self._filters_of: tuple[_Wanted, _Filters] | None = None
+        """The filters of the latest run's jobs (``_filters``)."""
+        self._placed_of: tuple[pl.DataFrame, pl.LazyFrame] | None = None
+        """The latest placement, as its rows are joined with it."""
         self._pending: list[pl.DataFrame] = []
         """Rows kept, of windows not closed yet."""
         self._arrived: list[_Arrival] = []
@@ -177,38 +185,56 @@ class GpuWindows:
                 return frame
         return frame.filter(pl.Series(times % self.window_us < self.sample_us))
 
-    def _keep_arrived(self) -> None:
-        """Reduce the batches added since last time to the rows a window keeps: one query per
-        run of batches added with the same placement and jobs."""
-        arrived, self._arrived, self._earliest_end = self._arrived, [], None
-        runs = itertools.groupby(arrived, key=lambda a: (id(a.placement), a.jobs, a.forgotten))
-        for _, run in runs:
-            batch = list(run)
-            rows = self._rows(pl.concat([a.frame for a in batch]), batch[0])
+    def _keep(self, runs: list[tuple[pl.DataFrame, _Arrival]]) -> None:
+        """Reduce runs of batches (``_runs``) to the rows a window keeps: a query per run."""
+        for frame, arrival in runs:
+            rows = collect(self._rows(frame, arrival))
             if rows.is_empty():
                 continue
             if self._window_end is None:
-                first = int(rows.get_column("time").min())  # type: ignore[arg-type]
+                first = int(times_us(rows).min())
                 self._window_end = (first // self.window_us + 1) * self.window_us
             self._pending.append(rows)
 
-    def _rows(self, frame: pl.DataFrame, arrival: _Arrival) -> pl.DataFrame:
-        query = frame.lazy().select(self._inputs)
-        jobs = arrival.jobs
+    def _runs(self) -> list[tuple[pl.DataFrame, _Arrival]]:
+        """The batches added since last time, let go: those of each run of batches added with
+        the same placement and jobs in one frame."""
+        arrived, self._arrived, self._earliest_end = self._arrived, [], None
+        runs = itertools.groupby(arrived, key=lambda a: (id(a.placement), a.jobs, a.forgotten))
+        batches = [list(run) for _, run in runs]
+        return [(pl.concat([a.frame for a in batch]), batch[0]) for batch in batches]
+
+    def _rows(self, frame: pl.DataFrame, arrival: _Arrival) -> pl.LazyFrame:
+        query = frame.lazy().select(self._input_columns)
+        unlabelled, wanted = self._filters(arrival)
         placement = arrival.placement
         if placement is not None and frame.get_column("job_id").null_count() > 0:
-            if jobs is not None:  # only unlabelled rows may still turn out to be wanted
-                query = query.filter(pl.col("job_id").is_null() | pl.col("job_id").is_in(jobs))
+            if unlabelled is not None:  # only unlabelled rows may still turn out to be wanted
+                query = query.filter(unlabelled)
             query = query.join(
-                placement.lazy().rename({"job_id": "placed_job"}),
-                on="node",
-                how="left",
-                maintain_order="left",
-            ).with_columns(pl.coalesce("job_id", "placed_job").alias("job_id"))
-        wanted = pl.col("job_id").is_not_null() if jobs is None else pl.col("job_id").is_in(jobs)
-        if arrival.forgotten:
-            wanted = wanted & ~pl.col("job_id").is_in(arrival.forgotten)
-        return collect(query.filter(wanted).select(self._columns))
+                self._placed(placement), on="node", how="left", maintain_order="left"
+            ).select(self._labelled)
+        return query.filter(wanted)
+
+    def _filters(self, arrival: _Arrival) -> _Filters:
+        """The filters of a run's rows: those without a job id or of a wanted job (None: every
+        row), and those of a wanted job; built once for windows of the same jobs (a filter on
+        a set of jobs is a Series built from it)."""
+        key = (arrival.jobs, arrival.forgotten)
+        if self._filters_of is None or self._filters_of[0] != key:
+            job = pl.col("job_id")
+            unlabelled = None if arrival.jobs is None else job.is_null() | job.is_in(arrival.jobs)
+            wanted = job.is_not_null() if arrival.jobs is None else job.is_in(arrival.jobs)
+            if arrival.forgotten:
+                wanted = wanted & ~job.is_in(arrival.forgotten)
+            self._filters_of = (key, (unlabelled, wanted))
+        return self._filters_of[1]
+
+    def _placed(self, placement: pl.DataFrame) -> pl.LazyFrame:
+        """``placement`` as the rows are joined with it (built once for a placement)."""
+        if self._placed_of is None or self._placed_of[0] is not placement:
+            self._placed_of = (placement, placement.lazy().rename({"job_id": "placed_job"}))
+        return self._placed_of[1]
 
     def close(self, now: int, empty: bool = True) -> list[Window]:
         """Every window that ends at or before ``now``, oldest first (empty ones included
@@ -217,7 +243,17 @@ class GpuWindows:
         end = self._window_end if self._window_end is not None else self._earliest_end
         if end is None or now < end:
             return []
-        self._keep_arrived()
+        runs = self._runs()
+        if (
+            self._window_end is not None
+            and not self._pending
+            and now < end + self.window_us
+            and all(times_us(frame).max() < end for frame, _ in runs)
+        ):
+            return self._close_one(
+                end, [self._rows(frame, arrival) for frame, arrival in runs], empty
+            )
+        self._keep(runs)
         if self._window_end is None or now < self._window_end:
             return []
         pending = pl.concat(self._pending) if self._pending else None
@@ -230,11 +266,26 @@ class GpuWindows:
             inside = None
             if pending is not None:
                 inside, pending = _split_at(pending, end)
-            if empty or (inside is not None and not inside.is_empty()):
-                closed.append(Window(end - self.window_us, end, self._aggregate(inside)))
+            if inside is not None and not inside.is_empty():
+                closed.append(Window(end - self.window_us, end, self._aggregate(inside.lazy())))
+            elif empty:
+                closed.append(Window(end - self.window_us, end, self._none))
             self._window_end = end + self.window_us
         self._pending = [pending] if pending is not None and not pending.is_empty() else []
         return closed
+
+    def _close_one(self, end: int, queries: list[pl.LazyFrame], empty: bool) -> list[Window]:
+        """The usual close: the one window ending at ``end``, every batch added since the
+        last one within it (as a replay's watermark and a live feed's both come), its rows
+        read by ``queries``. They are reduced in the same query, where keeping them first
+        would be one more."""
+        self._window_end = end + self.window_us
+        gpus = self._none
+        if queries:
+            gpus = self._aggregate(queries[0] if len(queries) == 1 else pl.concat(queries))
+        if gpus.is_empty() and not empty:
+            return []
+        return [Window(end - self.window_us, end, gpus)]
 
     def forget(self, job_ids: Iterable[str]) -> None:
         ended = list(job_ids)
@@ -248,20 +299,48 @@ class GpuWindows:
         self._last = self._last.filter(~pl.col("job_id").is_in(ended))
         self._pending = [f.filter(~pl.col("job_id").is_in(ended)) for f in self._pending]
 
-    def _aggregate(self, rows: pl.DataFrame | None) -> pl.DataFrame:
-        if rows is None or rows.is_empty():
-            return self._empty()
-        query = rows.lazy().group_by(KEYS).agg(self._aggregations)
+    def _aggregate(self, rows: pl.LazyFrame) -> pl.DataFrame:
+        """The window of ``rows`` (``_empty`` when there are none): one query."""
+        gpus = collect(rows.group_by(KEYS).agg(self._aggregations).sort(KEYS))
+        if gpus.is_empty():
+            return self._none
         if not self.counters:
-            return collect(query.sort(KEYS))
-        # A counter's rise since the GPU's previous window (0 in its first window): one query
-        # for the window, one for the counts kept (each eager call would be one).
+            return gpus
+        return self._deltas_of(gpus)[self._kept]  # columns picked without a query
+
+    def _deltas_of(self, gpus: pl.DataFrame) -> pl.DataFrame:
+        """``gpus`` with each counter's rise since the GPU's previous window (0 in its first
+        window), the counts kept for the next. The usual window holds the GPUs of the one
+        before, their counts all known: then the rises are column differences, without a
+        query; else a join, then the counts kept replaced (kept sorted by GPU as windows are,
+        so that the next window compares with them column by column)."""
+        last = self._last
+        maxima = [gpus.get_column(f"max_{c}") for c in self.counters]
+        before = [last.get_column(f"last_{c}") for c in self.counters]
+        if (
+            gpus.height == last.height
+            and all(gpus.get_column(k).equals(last.get_column(k)) for k in KEYS)
+            and not any(column.null_count() for column in (*maxima, *before))
+        ):
+            self._last = pl.DataFrame(
+                [*(gpus.get_column(k) for k in KEYS)]
+                + [m.alias(f"last_{c}") for c, m in zip(self.counters, maxima, strict=True)]
+            )
+            rises = [
+                _clipped((m - b).alias(f"{c}_delta"))
+                for c, m, b in zip(self.counters, maxima, before, strict=True)
+            ]
+            return gpus.hstack(rises)
         gpus = collect(
-            query.join(self._last.lazy(), on=KEYS, how="left").with_columns(self._deltas).sort(KEYS)
+            gpus.lazy()
+            .join(last.lazy(), on=KEYS, how="left", maintain_order="left")
+            .with_columns(self._deltas)
         )
         seen = gpus.lazy().select(self._seen)
-        self._last = replaced(self._last, seen, KEYS)
-        return gpus[self._kept]  # columns picked without a query
+        self._last = collect(
+            pl.concat([last.lazy().join(seen, on=KEYS, how="anti"), seen]).sort(KEYS)
+        )
+        return gpus
 
     def _empty(self) -> pl.DataFrame:
         schema = {"job_id": pl.String, "node": pl.String, "gpu": pl.Int16, "samples": pl.Int64}
@@ -272,6 +351,13 @@ class GpuWindows:
             schema["xid"] = pl.Int32
         schema |= {f"{c}_delta": pl.Int64 for c in self.counters}
         return pl.DataFrame(schema=schema)
+
+
+def _clipped(rises: pl.Series) -> pl.Series:
+    """``rises`` with those below 0 (a counter reset) as 0; without a query when none is."""
+    if not len(rises) or rises.min() >= 0:  # type: ignore[operator]
+        return rises
+    return pl.Series(rises.name, np.maximum(rises.to_numpy(), 0))
 
 
 def _split_at(rows: pl.DataFrame, end: int) -> tuple[pl.DataFrame, pl.DataFrame | None]:

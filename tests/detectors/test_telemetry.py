@@ -143,3 +143,40 @@ def test_forgetting_a_job_drops_its_rows_not_yet_read() -> None:
     windows.forget(["7"])
     (window,) = windows.close(at(10))
     assert window.gpus.get_column("job_id").to_list() == ["8"]
+
+
+def test_windows_closed_as_they_end_are_those_closed_all_at_once() -> None:
+    """A window closed as the watermark passes its end (its rows read and reduced in one query,
+    its counters' rises taken column by column) is the one closed with later windows."""
+
+    def batches() -> list[pl.DataFrame]:
+        out = []
+        for t in range(45):
+            rows = [sample(t, gpu=0, util=float(t), pcie_replay=t // 7, throttle_reasons=t % 3)]
+            if 10 <= t < 20 or t >= 30:  # a GPU missing from a window, then back
+                rows.append(sample(t, gpu=1, util=2.0 * t, pcie_replay=40 - t, xid=79))
+            if t % 2:
+                rows.append(sample(t, node="b", job=None, util=1.0, pcie_replay=3))
+            out.append(frame(*rows))
+        return out
+
+    def windows() -> GpuWindows:
+        return GpuWindows(
+            10, means=("util",), counters=("pcie_replay",), throttle_mask=0x2, xid=True
+        )
+
+    placement = pl.DataFrame({"node": ["b"], "job_id": ["8"]})
+    as_they_end, at_once = windows(), windows()
+    closed = []
+    for t, rows in enumerate(batches()):
+        closed += as_they_end.close(at(t))
+        as_they_end.add(rows, placement)
+        at_once.add(rows, placement)
+    closed += as_they_end.close(at(50))
+    all_of_them = at_once.close(at(50))
+    assert (
+        [w.end for w in closed] == [w.end for w in all_of_them] == [at(10 * n) for n in range(1, 6)]
+    )
+    for one, other in zip(closed, all_of_them, strict=True):
+        assert one.gpus.equals(other.gpus)
+    assert as_they_end.state_size() == at_once.state_size() == 3
