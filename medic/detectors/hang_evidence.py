@@ -218,7 +218,7 @@ class JobTelemetry:
         if self.since_until is None:
             self.since_until = end + round((config.carry_s + config.window_s) * US)
         if end <= self.since_until:
-            self.since = _summed(self.since, gpus.select("node", "gpu", *EVIDENCE_COLUMNS))
+            self.since = _summed(self.since, gpus[["node", "gpu", *EVIDENCE_COLUMNS]])
         gpus = _stamped(gpus, end, self.latest, end - round(config.carry_s * US))
         self.latest, self.latest_end, self.last_seen = gpus, end, end
         state = _state(self, gpus, config)
@@ -267,7 +267,7 @@ class JobTelemetry:
         spinning = (util >= config.spin_util) & (power < config.spin_power_ratio * baseline)
         if not spinning.all():
             return False
-        return self.known() <= set(gpus.get_column("node").unique().to_list())
+        return self.known() <= set(gpus.get_column("node").to_list())
 
     def all_spinning_us(self, now: int) -> int:
         """How long every GPU has spun in the wait without a break (``all_spinning_since``);
@@ -448,14 +448,24 @@ class JobTelemetry:
 def _stamped(gpus: pl.DataFrame, end: int, held: pl.DataFrame | None, since: int) -> pl.DataFrame:
     """``gpus`` stamped ``seen_at`` ``end``, with the GPUs of ``held`` (rows stamped before)
     that it lacks and that were seen at ``since`` or later, sorted by GPU then: in one query,
-    where each eager call would be one."""
+    where each eager call would be one. None when ``gpus`` are the GPUs of ``held`` in its
+    order (a window of GPUs sampled every second): then it lacks none, and is sorted."""
+    stamp = pl.Series("seen_at", [end], pl.Int64).new_from_index(0, gpus.height)
+    if held is None or _same_gpus(gpus, held):
+        return gpus.hstack([stamp])
     query = gpus.lazy().with_columns(pl.lit(end, pl.Int64).alias("seen_at"))
-    if held is not None:
-        columns = [*gpus.columns, "seen_at"]
-        recent = pl.col("seen_at") >= since
-        carried = held.lazy().join(query, on=list(_GPU), how="anti").filter(recent)
-        query = pl.concat([query, carried.select(columns)]).sort(list(_GPU))
-    return collect(query)
+    columns = [*gpus.columns, "seen_at"]
+    recent = pl.col("seen_at") >= since
+    carried = held.lazy().join(query, on=list(_GPU), how="anti").filter(recent)
+    return collect(pl.concat([query, carried.select(columns)]).sort(list(_GPU)))
+
+
+def _same_gpus(gpus: pl.DataFrame, other: pl.DataFrame) -> bool:
+    """Whether ``gpus`` and ``other`` hold the same GPUs in the same order (compared column by
+    column, without a query)."""
+    return gpus.height == other.height and all(
+        gpus.get_column(key).equals(other.get_column(key)) for key in _GPU
+    )
 
 
 def verdict(
@@ -623,9 +633,10 @@ def _summed(since: pl.DataFrame | None, rises: pl.DataFrame) -> pl.DataFrame:
     if since is None:
         return rises
     keys = ("node", "gpu")
-    if all(since.get_column(k).equals(rises.get_column(k)) for k in keys):
-        return since.with_columns(
-            since.get_column(c) + rises.get_column(c) for c in EVIDENCE_COLUMNS
+    if _same_gpus(since, rises):  # a frame of the columns, where ``with_columns`` is a query
+        return pl.DataFrame(
+            [since.get_column(k) for k in keys]
+            + [since.get_column(c) + rises.get_column(c) for c in EVIDENCE_COLUMNS]
         )
     return pl.concat([since, rises]).group_by(keys).agg(pl.all().sum()).sort(keys)
 

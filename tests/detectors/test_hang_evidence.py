@@ -34,3 +34,31 @@ def test_counter_rises_add_up_over_the_silence_whichever_gpus_each_window_holds(
         ("a", 0, 4),
         ("a", 1, 6),
     ]
+
+
+def test_gpus_missing_from_a_window_keep_their_latest_values_for_carry_s() -> None:
+    telemetry = JobTelemetry(power=stats.RollingQuantile(q=0.5, window_size=10))
+    config = HangConfig(carry_s=15.0)
+
+    def window(*gpus: tuple[int, float]) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "node": ["a"] * len(gpus),
+                "gpu": pl.Series([g for g, _ in gpus], dtype=pl.Int16),
+                "util": [u for _, u in gpus],
+                "power_w": [100.0] * len(gpus),
+                **{c: [0] * len(gpus) for c in EVIDENCE_COLUMNS},
+            }
+        )
+
+    def latest() -> list[tuple[int, float, int]]:
+        assert telemetry.latest is not None
+        return telemetry.latest.select("gpu", "util", "seen_at").rows()
+
+    telemetry.observe_silence(window((0, 1.0), (1, 2.0)), at(10), config)
+    telemetry.observe_silence(window((0, 3.0), (1, 4.0)), at(20), config)  # the same GPUs
+    assert latest() == [(0, 3.0, at(20)), (1, 4.0, at(20))]
+    telemetry.observe_silence(window((1, 5.0)), at(30), config)
+    assert latest() == [(0, 3.0, at(20)), (1, 5.0, at(30))]
+    telemetry.observe_silence(window((1, 6.0), (2, 7.0)), at(40), config)
+    assert latest() == [(1, 6.0, at(40)), (2, 7.0, at(40))]  # GPU 0: unseen past carry_s
