@@ -202,7 +202,7 @@ class GpuWindows:
         arrived, self._arrived, self._earliest_end = self._arrived, [], None
         runs = itertools.groupby(arrived, key=lambda a: (id(a.placement), a.jobs, a.forgotten))
         batches = [list(run) for _, run in runs]
-        return [(pl.concat([a.frame for a in batch]), batch[0]) for batch in batches]
+        return [(pl.concat([a.frame for a in batch], rechunk=True), batch[0]) for batch in batches]
 
     def _rows(self, frame: pl.DataFrame, arrival: _Arrival) -> pl.LazyFrame:
         query = frame.lazy().select(self._input_columns)
