@@ -83,11 +83,13 @@ jobs silent for ``watch_after_s`` or more, or whose snapshot looks hung.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar
 
+import numpy as np
 import polars as pl
 from river import stats
 
@@ -612,7 +614,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             if self.jobs.done(job_id):
                 continue
             watch, job = self._watch(job_id), self.jobs.progress.jobs.get(job_id)
-            gpus = rows.select("node", "gpu", "util", "power_w")
+            gpus = rows[["node", "gpu", "util", "power_w"]]  # columns picked without a query
             if job is None or job.last_step_at is None:
                 watch.suspicious = watch.telemetry.glance(gpus, window.end, self.config)
             elif job.phase is None:
@@ -1062,7 +1064,15 @@ def _silence(job: JobProgress, now: int) -> int:
 
 
 def _by_job(window: Window) -> list[tuple[str, pl.DataFrame]]:
-    if window.gpus.is_empty():
+    """The window's rows of each job, by job id. A window comes sorted by job: each job's rows
+    are a slice, found with array operations (a partition is a query)."""
+    gpus = window.gpus
+    if gpus.is_empty():
         return []
-    groups = window.gpus.partition_by("job_id", as_dict=True)
-    return sorted(((str(key[0]), rows) for key, rows in groups.items()), key=lambda kv: kv[0])
+    jobs = gpus.get_column("job_id")
+    ids = jobs.to_numpy()
+    if jobs.null_count() or not (ids[1:] >= ids[:-1]).all():
+        groups = gpus.partition_by("job_id", as_dict=True)
+        return sorted(((str(key[0]), rows) for key, rows in groups.items()), key=lambda kv: kv[0])
+    starts = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), len(ids)]
+    return [(str(ids[a]), gpus.slice(a, b - a)) for a, b in itertools.pairwise(starts)]

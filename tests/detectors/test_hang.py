@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import polars as pl
 import pytest
 
 from medic.config import ConfigError, from_dict
 from medic.detectors.base import Detection
-from medic.detectors.hang import HangConfig, HangDetector
+from medic.detectors.hang import HangConfig, HangDetector, _by_job
+from medic.detectors.telemetry import Window
 from medic.ingest.replay import Delay
 from medic.testing.builders import at, log
 from medic.timeutil import US
@@ -811,3 +813,25 @@ def test_an_all_waiting_spell_past_twice_the_longest_recovered_one_confirms() ->
     # (the one after the last step's samples): 140 s learned, so past 280 s, 290 s into it.
     assert 280 <= (confirmed.detected_at - at(1510)) / US <= 290
     assert confirmed.evidence["confirmed_by"] == ["every GPU waiting for 280s, past 280s"]
+
+
+def test_a_window_is_split_by_job_whatever_the_order_of_its_rows() -> None:
+    gpus = pl.DataFrame(
+        {
+            "job_id": ["10", "10", "7", "9", "9"],
+            "node": ["a", "b", "c", "d", "e"],
+            "gpu": pl.Series([0, 1, 0, 0, 1], dtype=pl.Int16),
+        }
+    )
+
+    def split(rows: pl.DataFrame) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        return [(job, part.rows()) for job, part in _by_job(Window(0, 10, rows))]
+
+    expected = [
+        ("10", [("10", "a", 0), ("10", "b", 1)]),
+        ("7", [("7", "c", 0)]),
+        ("9", [("9", "d", 0), ("9", "e", 1)]),
+    ]
+    assert split(gpus) == expected  # sorted by job, as a window comes
+    assert split(gpus.reverse()) == [(job, rows[::-1]) for job, rows in expected]
+    assert split(gpus.head(0)) == []
