@@ -25,7 +25,6 @@ from medic.frames import collect, times_us
 KEYS = ["job_id", "node", "gpu"]
 _Wanted = tuple[frozenset[str] | None, frozenset[str]]
 """The jobs whose rows a run keeps (None: every job's) and those forgotten since."""
-_Filters = tuple[pl.Expr | None, pl.Expr]
 COUNTERS = ("pcie_replay", "nvlink_errors", "ecc_dbe")
 DEFAULT_THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 """NVML clocks-event reasons that slow a GPU: SW power cap, HW slowdown, SW thermal, HW thermal,
@@ -109,11 +108,6 @@ class GpuWindows:
         self._aggregations = aggregations
         """A window's per-GPU reductions (built once: building expressions costs more than
         running them on a window of a few jobs)."""
-        self._labelled = [
-            pl.coalesce("job_id", "placed_job").alias("job_id") if c == "job_id" else pl.col(c)
-            for c in self._inputs
-        ]
-        """A sample's columns, its job id taken from the placement when it came without."""
         self._deltas = [
             (pl.col(f"max_{c}") - pl.coalesce(f"last_{c}", f"max_{c}"))
             .clip(lower_bound=0)
@@ -129,10 +123,10 @@ class GpuWindows:
         """A window without rows."""
         self._kept = list(self._none.columns)
         self._input_columns = [pl.col(c) for c in self._inputs]
-        self._filters_of: tuple[_Wanted, _Filters] | None = None
-        """The filters of the latest run's jobs (``_filters``)."""
-        self._placed_of: tuple[pl.DataFrame, pl.LazyFrame] | None = None
-        """The latest placement, as its rows are joined with it."""
+        self._wanted_of: tuple[_Wanted, pl.Expr] | None = None
+        """The filter of the latest run's jobs (``_wanted``)."""
+        self._labelled_of: tuple[pl.DataFrame, list[pl.Expr]] | None = None
+        """The latest placement, and a sample's columns labelled with it (``_labelled``)."""
         self._pending: list[pl.DataFrame] = []
         """Rows kept, of windows not closed yet."""
         self._arrived: list[_Arrival] = []
@@ -205,36 +199,34 @@ class GpuWindows:
         return [(pl.concat([a.frame for a in batch], rechunk=True), batch[0]) for batch in batches]
 
     def _rows(self, frame: pl.DataFrame, arrival: _Arrival) -> pl.LazyFrame:
-        query = frame.lazy().select(self._input_columns)
-        unlabelled, wanted = self._filters(arrival)
-        placement = arrival.placement
-        if placement is not None and frame.get_column("job_id").null_count() > 0:
-            if unlabelled is not None:  # only unlabelled rows may still turn out to be wanted
-                query = query.filter(unlabelled)
-            query = query.join(
-                self._placed(placement), on="node", how="left", maintain_order="left"
-            ).select(self._labelled)
-        return query.filter(wanted)
+        columns = self._input_columns
+        if arrival.placement is not None and frame.get_column("job_id").null_count() > 0:
+            columns = self._labelled(arrival.placement)
+        return frame.lazy().select(columns).filter(self._wanted(arrival))
 
-    def _filters(self, arrival: _Arrival) -> _Filters:
-        """The filters of a run's rows: those without a job id or of a wanted job (None: every
-        row), and those of a wanted job; built once for windows of the same jobs (a filter on
-        a set of jobs is a Series built from it)."""
+    def _wanted(self, arrival: _Arrival) -> pl.Expr:
+        """The filter of a run's rows of the wanted jobs; built once for windows of the same
+        jobs (a filter on a set of jobs is a Series built from it)."""
         key = (arrival.jobs, arrival.forgotten)
-        if self._filters_of is None or self._filters_of[0] != key:
+        if self._wanted_of is None or self._wanted_of[0] != key:
             job = pl.col("job_id")
-            unlabelled = None if arrival.jobs is None else job.is_null() | job.is_in(arrival.jobs)
             wanted = job.is_not_null() if arrival.jobs is None else job.is_in(arrival.jobs)
             if arrival.forgotten:
                 wanted = wanted & ~job.is_in(arrival.forgotten)
-            self._filters_of = (key, (unlabelled, wanted))
-        return self._filters_of[1]
+            self._wanted_of = (key, wanted)
+        return self._wanted_of[1]
 
-    def _placed(self, placement: pl.DataFrame) -> pl.LazyFrame:
-        """``placement`` as the rows are joined with it (built once for a placement)."""
-        if self._placed_of is None or self._placed_of[0] is not placement:
-            self._placed_of = (placement, placement.lazy().rename({"job_id": "placed_job"}))
-        return self._placed_of[1]
+    def _labelled(self, placement: pl.DataFrame) -> list[pl.Expr]:
+        """A sample's columns, its job id, when it came without, the one ``placement`` gives
+        its node (a node it does not name: none). A lookup of each row's node, where a join
+        would copy every row; built once for a placement."""
+        if self._labelled_of is None or self._labelled_of[0] is not placement:
+            nodes, jobs = placement.get_column("node"), placement.get_column("job_id")
+            placed = pl.col("node").replace_strict(nodes, jobs, default=None)
+            job = pl.coalesce("job_id", placed).alias("job_id")
+            columns = [job if c == "job_id" else pl.col(c) for c in self._inputs]
+            self._labelled_of = (placement, columns)
+        return self._labelled_of[1]
 
     def close(self, now: int, empty: bool = True) -> list[Window]:
         """Every window that ends at or before ``now``, oldest first (empty ones included
