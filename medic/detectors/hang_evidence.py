@@ -111,7 +111,7 @@ def _writers_only(
 
 def _union(gpus: pl.DataFrame | None, more: pl.DataFrame) -> pl.DataFrame:
     """The GPUs (node, gpu) of both, once each."""
-    more = more.select(list(_GPU))
+    more = more[list(_GPU)]  # columns picked without a query
     return more.unique() if gpus is None else pl.concat([gpus, more]).unique()
 
 
@@ -234,7 +234,7 @@ class JobTelemetry:
         if state in HOLDING:
             self.quiet[state] = end
         if state == "writers":
-            writing = self.stopped(gpus, config).select(list(_GPU))
+            writing = self.stopped(gpus, config)[list(_GPU)]
             self.writing = _union(self.writing, writing)
         if self.state not in CORROBORATING:
             self._close_spell(end - window)
@@ -394,8 +394,10 @@ class JobTelemetry:
         if "throttled" in gpus.columns:  # the share of samples reporting the GPU-idle reason
             unannounced = idle & (gpus.get_column("throttled").fill_null(1.0) < 0.5)
             stuck = stuck | unannounced
-        busy_before = healthy.filter(pl.col("util") >= config.busy_util).select(list(_GPU))
-        now = gpus.select(list(_GPU)).with_columns(stuck=stuck, pegged=pegged_low).filter(stopped)
+        busy_before = healthy.filter(pl.col("util") >= config.busy_util)[list(_GPU)]
+        columns = [gpus.get_column(c) for c in _GPU]  # a frame of them: ``select`` is a query
+        now = pl.DataFrame([*columns, stuck.alias("stuck"), pegged_low.alias("pegged")])
+        now = now.filter(stopped)
         return now.join(busy_before, on=list(_GPU), how="semi")
 
     def _peers_wait(self, peers_power: float, config: HangConfig) -> bool:
@@ -417,7 +419,7 @@ class JobTelemetry:
             waits = waits | (util >= config.spin_util) & (
                 pl.col("power_w") < config.spin_power_ratio * baseline
             )
-        return gpus.filter(waits).select(list(_GPU))
+        return gpus.filter(waits)[list(_GPU)]
 
     def _resumed(self, gpus: pl.DataFrame, config: HangConfig) -> bool:
         """Whether a GPU that waited earlier in the spell works again (busy, drawing at least
