@@ -19,6 +19,8 @@ from collections.abc import Mapping
 import polars as pl
 from river import stats
 
+from medic.frames import collect
+
 MAD_TO_SIGMA = 1.4826
 """Scales a median absolute deviation to a normal standard deviation."""
 
@@ -98,21 +100,31 @@ def peer_z(frame: pl.DataFrame, by: str | list[str], columns: Mapping[str, float
     """Robust z-score of each row against its peers (rows with the same ``by``).
 
     For every ``column -> floor`` adds ``z_<column>`` = (x - median) / max(1.4826 * MAD, floor),
-    all in one pass of window expressions; the floor keeps identical peers (MAD 0) from making
+    in one query of window expressions; the floor keeps identical peers (MAD 0) from making
     a tiny difference look huge.
     """
-    return frame.with_columns(peer_z_columns(by, columns))
+    query = frame.lazy()
+    for stage in peer_z_columns(by, columns):
+        query = query.with_columns(stage)
+    return collect(query.drop(_median(c) for c in columns))
 
 
-def peer_z_columns(by: str | list[str], columns: Mapping[str, float]) -> list[pl.Expr]:
-    """The ``z_<column>`` expressions of ``peer_z`` (to build once and run in a query)."""
+def peer_z_columns(by: str | list[str], columns: Mapping[str, float]) -> list[list[pl.Expr]]:
+    """The stages (one ``with_columns`` each) of ``peer_z``, to build once and run in a query.
+    The first takes each peer median once, as a ``_median_<column>`` column the second reads
+    twice (in the deviation and in the MAD): a window median is the costly part."""
+    medians = [pl.col(column).median().over(by).alias(_median(column)) for column in columns]
     exprs = []
     for column, floor in columns.items():
-        median = pl.col(column).median().over(by)
-        mad = (pl.col(column) - median).abs().median().over(by)
+        deviation = pl.col(column) - pl.col(_median(column))
+        mad = deviation.abs().median().over(by)
         scale = pl.max_horizontal(mad * MAD_TO_SIGMA, pl.lit(floor))
-        exprs.append(((pl.col(column) - median) / scale).fill_null(0.0).alias(f"z_{column}"))
-    return exprs
+        exprs.append((deviation / scale).fill_null(0.0).alias(f"z_{column}"))
+    return [medians, exprs]
+
+
+def _median(column: str) -> str:
+    return f"_median_{column}"
 
 
 def push_flags(history: pl.Expr, flag: pl.Expr, n: int) -> pl.Expr:

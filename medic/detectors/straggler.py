@@ -551,9 +551,9 @@ class StragglerDetector(WatchesJobs):
             return
         nodes = self.port_errors.compare(gpus)
         query = gpus.lazy().with_columns(pl.col(FEATURES).cast(pl.Float64))
-        query = query.with_columns(scoring.z).join(
-            self._offsets.lazy(), on=["job_id", "node", "gpu"], how="left"
-        )
+        for stage in scoring.z:
+            query = query.with_columns(stage)
+        query = query.join(self._offsets.lazy(), on=["job_id", "node", "gpu"], how="left")
         for stage in scoring.scored:
             query = query.with_columns(stage)
         scored = collect(query)
@@ -718,7 +718,7 @@ class _Scoring:
 
     comparable: pl.Expr
     """GPUs of jobs large and busy enough to compare (pausing jobs are left out apart)."""
-    z: list[pl.Expr]
+    z: list[list[pl.Expr]]
     scored: list[list[pl.Expr]]
     tracked: list[list[pl.Expr]]
     odd: pl.Expr
