@@ -621,7 +621,9 @@ class StragglerDetector(WatchesJobs):
         if persistent.is_empty():
             return {}
         scoring = _scoring(self.config)
-        nodes = collect(
+        # one query: the plan reads ``nodes`` twice (cheap: a few persistent GPUs) rather
+        # than run it alone first
+        nodes = (
             persistent.lazy()
             .with_columns(scoring.suspect)
             .group_by("job_id", "node")
@@ -629,17 +631,15 @@ class StragglerDetector(WatchesJobs):
         )
         sizes = (
             scored.lazy()
-            .filter(pl.col("job_id").is_in(nodes.get_column("job_id").to_list()))
+            .filter(pl.col("job_id").is_in(persistent.get_column("job_id").to_list()))
             .group_by("job_id")
             .agg(pl.col("node").n_unique().alias("job_nodes"), pl.len().alias("job_gpus"))
             .join(
-                nodes.lazy()
-                .group_by("job_id")
-                .agg(pl.col("suspect_gpus").sum().alias("flagged_gpus")),
+                nodes.group_by("job_id").agg(pl.col("suspect_gpus").sum().alias("flagged_gpus")),
                 on="job_id",
             )
         )
-        rows = collect(nodes.lazy().join(sizes, on="job_id").sort("job_id", "node"))
+        rows = collect(nodes.join(sizes, on="job_id").sort("job_id", "node"))
         suspects: dict[str, list[Suspect]] = {}
         for row in rows.iter_rows(named=True):
             suspects.setdefault(row["job_id"], []).append(
