@@ -109,6 +109,12 @@ def _writers_only(
     return writing is not None and others.join(writing, on=list(_GPU), how="anti").is_empty()
 
 
+def _gpus_where(gpus: pl.DataFrame, mask: pl.Series) -> pl.DataFrame:
+    """The GPUs (node, gpu) of the rows of ``gpus`` where ``mask`` holds, each column filtered
+    apart: ``DataFrame.filter`` would be a query."""
+    return pl.DataFrame([gpus.get_column(c).filter(mask) for c in _GPU])
+
+
 def _union(gpus: pl.DataFrame | None, more: pl.DataFrame) -> pl.DataFrame:
     """The GPUs (node, gpu) of both, once each."""
     more = more[list(_GPU)]  # columns picked without a query
@@ -245,7 +251,8 @@ class JobTelemetry:
         self.spell_states.add(self.state)
         waiting = self._waiting(gpus, config)
         self.waited = _union(self.waited, waiting)
-        self.apart = _union(self.apart, gpus.filter(pl.col("util") < config.busy_util))
+        apart = _gpus_where(gpus, gpus.get_column("util") < config.busy_util)
+        self.apart = _union(self.apart, apart)
 
     def _all_spinning(self, gpus: pl.DataFrame, start: int, config: HangConfig) -> None:
         """Open or close the run of windows in which every GPU spins (``all_spinning_since``)
@@ -413,13 +420,13 @@ class JobTelemetry:
         """GPUs waiting in a window: idle, or pegged below ``spin_power_ratio`` of the job's
         progressing power (an NCCL kernel busy-polling)."""
         baseline = self.power.get()
-        util = pl.col("util")
+        util = gpus.get_column("util")
         waits = util < config.idle_util
         if baseline:
             waits = waits | (util >= config.spin_util) & (
-                pl.col("power_w") < config.spin_power_ratio * baseline
+                gpus.get_column("power_w") < config.spin_power_ratio * baseline
             )
-        return gpus.filter(waits)[list(_GPU)]
+        return _gpus_where(gpus, waits)
 
     def _resumed(self, gpus: pl.DataFrame, config: HangConfig) -> bool:
         """Whether a GPU that waited earlier in the spell works again (busy, drawing at least
@@ -434,7 +441,8 @@ class JobTelemetry:
         if self.waited is None or self.waited.is_empty() or not baseline:
             return False
         at_work = (1.0 + config.spin_power_ratio) / 2 * baseline
-        working = gpus.filter((pl.col("util") >= config.busy_util) & (pl.col("power_w") >= at_work))
+        util, power = gpus.get_column("util"), gpus.get_column("power_w")
+        working = _gpus_where(gpus, (util >= config.busy_util) & (power >= at_work))
         return not working.join(self.waited, on=list(_GPU), how="semi").is_empty()
 
     def _healthy(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
