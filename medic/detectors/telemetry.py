@@ -116,9 +116,9 @@ class GpuWindows:
             for c in self.counters
         ]
         self._seen = [
-            *KEYS,
-            *(pl.coalesce(f"max_{c}", f"last_{c}").alias(f"last_{c}") for c in self.counters),
+            pl.coalesce(f"max_{c}", f"last_{c}").alias(f"last_{c}") for c in self.counters
         ]
+        """The counts kept for the next window: the latest each GPU showed."""
         self._none = self._empty()
         """A window without rows."""
         self._kept = list(self._none.columns)
@@ -304,8 +304,9 @@ class GpuWindows:
         """``gpus`` with each counter's rise since the GPU's previous window (0 in its first
         window), the counts kept for the next. The usual window holds the GPUs of the one
         before, their counts all known: then the rises are column differences, without a
-        query; else a join, then the counts kept replaced (kept sorted by GPU as windows are,
-        so that the next window compares with them column by column)."""
+        query; else one query, a full join of both sorted by GPU (as windows are, so that
+        the next window compares with the counts kept column by column): its rows are the
+        counts kept, and those it marks of the window (sorted alike) the window's."""
         last = self._last
         maxima = [gpus.get_column(f"max_{c}") for c in self.counters]
         before = [last.get_column(f"last_{c}") for c in self.counters]
@@ -323,16 +324,17 @@ class GpuWindows:
                 for c, m, b in zip(self.counters, maxima, before, strict=True)
             ]
             return gpus.hstack(rises)
-        gpus = collect(
+        joined = collect(
             gpus.lazy()
-            .join(last.lazy(), on=KEYS, how="left", maintain_order="left")
-            .with_columns(self._deltas)
+            .with_columns(pl.lit(True).alias("_window"))
+            .join(last.lazy(), on=KEYS, how="full", coalesce=True)
+            .with_columns(*self._deltas, *self._seen, pl.col("_window").fill_null(False))
+            .sort(KEYS)
         )
-        seen = gpus.lazy().select(self._seen)
-        self._last = collect(
-            pl.concat([last.lazy().join(seen, on=KEYS, how="anti"), seen]).sort(KEYS)
-        )
-        return gpus
+        self._last = pl.DataFrame([joined.get_column(c) for c in last.columns])
+        window = joined.get_column("_window")  # filtered column by column: no query
+        columns = [*gpus.columns, *(f"{c}_delta" for c in self.counters)]
+        return pl.DataFrame([joined.get_column(c).filter(window) for c in columns])
 
     def _empty(self) -> pl.DataFrame:
         schema = {"job_id": pl.String, "node": pl.String, "gpu": pl.Int16, "samples": pl.Int64}
