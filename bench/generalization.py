@@ -23,7 +23,7 @@ a template from), as in a short excerpt.
 Per family or framework, then the macro average (each family counts once).
 
     .venv/bin/python bench/generalization.py [--corpus tests/data/real] [--section progress]
-        [--only FAMILY ...] [--failed]
+        [--only FAMILY ...] [--failed] [--alone]
 """
 
 from __future__ import annotations
