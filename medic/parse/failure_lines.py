@@ -92,9 +92,10 @@ mismatched ranks that caused the desync are:``)."""
 LISTED = r"^\s*[-*]?\s*\[?(\d+(?:\s*,\s*\d+)*)\]?[!*]?(?::|\s|$)"
 """A line of such a list: the ranks it starts with, maybe marked (``14: [allreduce.layer3]``,
 ``7!: [...]``, ``[6, 9] finished collective #3306, but didn't join``)."""
-LISTED_LABEL = r"\[?(\d+(?:\s*,\s*\d+)*)\]?[!*]?:?\s*$"
-"""A list line's ranks where its prefixes end: its number reads as a launcher's rank label, and
-may follow the launcher's own prefix (``[1,0]<stderr>:6: [...]``)."""
+LISTED_LABEL = r"(?:^|[\s>\]]|[^\d\s]:)(\d+(?:\s*,\s*\d+)*)[!*]?:\s*$"
+"""A list line's ranks where its prefixes end: its number and colon read as a launcher's rank
+label, maybe after the launcher's own prefix (``[1,0]<stderr>:6: [...]``); not a time stamp's
+last digits (``10:44:24]``, ``10:44:24:``)."""
 
 
 def listed_ranks(frame: pl.DataFrame, raw: str, text: str, keys: list[str]) -> pl.Series:

@@ -15,6 +15,7 @@ from medic.parse.failure_lines import (
     READING,
     FailureLines,
     LexiconError,
+    listed_ranks,
     parse_lexicon,
 )
 from medic.parse.prefixes import RAW, PrefixStripper
@@ -384,3 +385,19 @@ def test_a_traced_command_or_a_quoted_line_is_no_report() -> None:
     assert read("> the job failed due to a node failure, it is requeued") == []
     # what the command printed is read
     assert reading("zorkctl: ERROR: device 3 failed its self test") is not None
+
+
+def test_a_list_of_ranks_at_fault_runs_until_a_line_that_lists_none() -> None:
+    # our wording; the list's numbers after a launcher's prefix read as its rank labels
+    lines = [
+        "[1,0]<stderr>:Stalled ranks:",
+        "[1,0]<stderr>:6: [zork.w]",
+        "[1,0]<stderr>:11!: [zork.b]",
+        "[2026-11-30 04:10:24] zork: training goes on",
+        "[1,0]<stderr>:7: [zork.w]",
+    ]
+    frame = PrefixStripper().strip(
+        pl.DataFrame({"job_id": ["1"] * 5, "node": ["n1"] * 5, "message": lines})
+    )
+    listed = listed_ranks(frame, RAW, "message", ["job_id", "node"])
+    assert listed.to_list() == [None, "6", "11", None, None]
