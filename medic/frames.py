@@ -60,10 +60,27 @@ def present(column: pl.Series) -> np.ndarray:
     return known
 
 
+FEW_ROWS = 256
+"""Rows up to which a batch is read in plain Python (its columns as lists, a dict over them)
+rather than with column operations, each of which costs tens of microseconds whatever the
+rows: a second of logs holds a handful of lines."""
+
+
 def spans_by(keys: np.ndarray, times: np.ndarray) -> list[tuple[Any, int, int]]:
     """Each distinct value of ``keys`` (an array without nulls) with the earliest and the newest
-    of its ``times``, with array operations rather than a grouping query (which costs far more
-    on a second of rows)."""
+    of its ``times``, in the keys' order, rather than with a grouping query (which costs far
+    more on a second of rows): up to ``FEW_ROWS`` keys whose times never go back with dicts
+    (sorting an array of strings compares them in Python anyway), more with array
+    operations."""
+    if keys.size > FEW_ROWS or not _ascending(times):
+        return _spans_by_columns(keys, times)
+    listed, stamps = keys.tolist(), times.tolist()
+    first = dict(zip(reversed(listed), reversed(stamps), strict=True))  # a key's first row last
+    newest = dict(zip(listed, stamps, strict=True))
+    return [(key, first[key], newest[key]) for key in sorted(newest)]
+
+
+def _spans_by_columns(keys: np.ndarray, times: np.ndarray) -> list[tuple[Any, int, int]]:
     if not keys.size:
         return []
     distinct, inverse = np.unique(keys, return_inverse=True)
@@ -76,8 +93,17 @@ def spans_by(keys: np.ndarray, times: np.ndarray) -> list[tuple[Any, int, int]]:
 
 def newest_by(frame: pl.DataFrame, key: str) -> tuple[list[Any], list[int]]:
     """Each value of column ``key`` (nulls left out) and the newest time of its rows, in
-    microseconds. A batch is sorted by time, so that is the time of its last row: found with
-    column operations rather than a grouping query, which costs far more on a second of logs."""
+    microseconds, in the order of those rows. A batch is sorted by time, so that is the time of
+    its last row: found over the rows in plain Python for a few rows (``_newest_of_few``), with
+    column operations for more, rather than a grouping query, which costs far more on a second
+    of logs."""
+    newest = _newest_of_few(frame, (key,))
+    if newest is None:
+        return _newest_by_columns(frame, key)
+    return [k for (k,) in newest], list(newest.values())
+
+
+def _newest_by_columns(frame: pl.DataFrame, key: str) -> tuple[list[Any], list[int]]:
     keys, times = frame.get_column(key), times_us(frame)
     if keys.null_count():
         known = keys.is_not_null()
@@ -99,8 +125,18 @@ other identifier in a pair holds."""
 def newest_by_pair(frame: pl.DataFrame, first: str, second: str) -> list[tuple[Any, Any, int]]:
     """Each pair of values of the string columns ``first`` and ``second`` (rows with a null in
     either left out) and the newest time of its rows, in microseconds. As ``newest_by``: the
-    last row of each pair in a batch sorted by time, with column operations on one joined key
-    (a grouping query costs several times more on a second of logs)."""
+    last row of each pair in a batch sorted by time, in plain Python for a few rows, else with
+    column operations on one joined key (a grouping query costs several times more on a second
+    of logs)."""
+    newest = _newest_of_few(frame, (first, second))
+    if newest is None:
+        return _newest_by_pair_columns(frame, first, second)
+    return [(x, y, time) for (x, y), time in newest.items()]
+
+
+def _newest_by_pair_columns(
+    frame: pl.DataFrame, first: str, second: str
+) -> list[tuple[Any, Any, int]]:
     a, b, times = frame.get_column(first), frame.get_column(second), times_us(frame)
     if a.null_count() or b.null_count():
         known = a.is_not_null() & b.is_not_null()
@@ -124,30 +160,6 @@ def _last_distinct(keys: pl.Series) -> pl.Series:
     return pl.Series([True]) if len(keys) == 1 else keys.is_last_distinct()
 
 
-FEW_ROWS = 256
-"""Rows up to which a batch is read in plain Python (its columns as lists, a dict over them)
-rather than with column operations, each of which costs tens of microseconds whatever the
-rows: a second of logs holds a handful of lines."""
-
-
-def newest_by_few(frame: pl.DataFrame, key: str) -> tuple[list[Any], list[int]]:
-    """``newest_by``, the same lists in the same order, at a fraction of its cost on a batch
-    of up to ``FEW_ROWS`` rows (a larger one, or one not sorted by time, goes to it)."""
-    newest = _newest_of_few(frame, (key,))
-    if newest is None:
-        return newest_by(frame, key)
-    return [k for (k,) in newest], list(newest.values())
-
-
-def newest_by_pair_few(frame: pl.DataFrame, first: str, second: str) -> list[tuple[Any, Any, int]]:
-    """``newest_by_pair``, the same rows in the same order, at a fraction of its cost on a
-    batch of up to ``FEW_ROWS`` rows (a larger one, or one not sorted by time, goes to it)."""
-    newest = _newest_of_few(frame, (first, second))
-    if newest is None:
-        return newest_by_pair(frame, first, second)
-    return [(a, b, time) for (a, b), time in newest.items()]
-
-
 def _newest_of_few(frame: pl.DataFrame, keys: tuple[str, ...]) -> dict[tuple[Any, ...], int] | None:
     """Each distinct tuple of the ``keys`` columns (tuples with a null left out) -> the time of
     its last row, in the order of those rows; None unless the batch is few rows sorted by
@@ -161,15 +173,3 @@ def _newest_of_few(frame: pl.DataFrame, keys: tuple[str, ...]) -> dict[tuple[Any
     rows = list(zip(*(frame.get_column(key).to_list() for key in keys), strict=True))
     newest = dict(zip(rows, times.tolist(), strict=True))
     return {row: newest[row] for row in reversed(dict.fromkeys(reversed(rows))) if None not in row}
-
-
-def spans_by_few(keys: np.ndarray, times: np.ndarray) -> list[tuple[Any, int, int]]:
-    """``spans_by``, the same list, at a fraction of its cost on up to ``FEW_ROWS`` keys whose
-    times never go back (more, or times out of order, go to it): dicts over the keys, where
-    sorting an array of strings compares them in Python anyway."""
-    if keys.size > FEW_ROWS or not _ascending(times):
-        return spans_by(keys, times)
-    listed, stamps = keys.tolist(), times.tolist()
-    first = dict(zip(reversed(listed), reversed(stamps), strict=True))  # a key's first row last
-    newest = dict(zip(listed, stamps, strict=True))
-    return [(key, first[key], newest[key]) for key in sorted(newest)]

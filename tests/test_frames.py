@@ -7,15 +7,15 @@ import polars as pl
 
 from medic.frames import (
     FEW_ROWS,
+    _newest_by_columns,
+    _newest_by_pair_columns,
+    _spans_by_columns,
     holds,
     newest_by,
-    newest_by_few,
     newest_by_pair,
-    newest_by_pair_few,
     present,
     replaced,
     spans_by,
-    spans_by_few,
     times_us,
 )
 from medic.testing.builders import at
@@ -104,10 +104,12 @@ def test_holds_tells_whether_a_column_has_one_of_the_values() -> None:
 def test_a_few_rows_give_the_column_paths_newest_times_in_the_same_order() -> None:
     frame = pairs(("a", "1", 1), ("b", None, 2), ("a", "2", 3), (None, "1", 4), ("b", "1", 5))
     frame = frame.vstack(pairs(("a", "1", 6)))
-    assert newest_by_few(frame, "node") == newest_by(frame, "node")
-    assert newest_by_few(frame, "job_id") == newest_by(frame, "job_id")
-    assert newest_by_pair_few(frame, "node", "job_id") == newest_by_pair(frame, "node", "job_id")
-    assert newest_by_pair_few(frame, "node", "job_id") == [
+    assert newest_by(frame, "node") == _newest_by_columns(frame, "node")
+    assert newest_by(frame, "job_id") == _newest_by_columns(frame, "job_id")
+    assert newest_by_pair(frame, "node", "job_id") == _newest_by_pair_columns(
+        frame, "node", "job_id"
+    )
+    assert newest_by_pair(frame, "node", "job_id") == [
         ("a", "2", at(3)),
         ("b", "1", at(5)),
         ("a", "1", at(6)),
@@ -116,11 +118,11 @@ def test_a_few_rows_give_the_column_paths_newest_times_in_the_same_order() -> No
 
 def test_rows_out_of_order_or_many_go_the_column_path() -> None:
     late = rows(("a", 5), ("b", 2), ("a", 1))
-    assert sorted(zip(*newest_by_few(late, "node"), strict=True)) == [("a", at(5)), ("b", at(2))]
+    assert sorted(zip(*newest_by(late, "node"), strict=True)) == [("a", at(5)), ("b", at(2))]
     many = rows(*((f"n{i % 7}", i) for i in range(FEW_ROWS + 1)))
-    assert newest_by_few(many, "node") == newest_by(many, "node")
+    assert newest_by(many, "node") == _newest_by_columns(many, "node")
     many_pairs = many.with_columns(job_id=pl.lit("1"))
-    assert newest_by_pair_few(many_pairs, "node", "job_id") == newest_by_pair(
+    assert newest_by_pair(many_pairs, "node", "job_id") == _newest_by_pair_columns(
         many_pairs, "node", "job_id"
     )
 
@@ -128,7 +130,7 @@ def test_rows_out_of_order_or_many_go_the_column_path() -> None:
 def test_a_few_keys_give_the_same_spans() -> None:
     keys = np.array(["b", "a", "b", "a", "b"], dtype=object)
     ordered = np.array([1, 2, 3, 4, 5], dtype=np.int64)
-    assert spans_by_few(keys, ordered) == spans_by(keys, ordered) == [("a", 2, 4), ("b", 1, 5)]
+    assert spans_by(keys, ordered) == _spans_by_columns(keys, ordered) == [("a", 2, 4), ("b", 1, 5)]
     late = np.array([5, 2, 1, 9, 3], dtype=np.int64)
-    assert spans_by_few(keys, late) == spans_by(keys, late)
-    assert spans_by_few(keys[:0], ordered[:0]) == []
+    assert spans_by(keys, late) == _spans_by_columns(keys, late)
+    assert spans_by(keys[:0], ordered[:0]) == []

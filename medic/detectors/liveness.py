@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow.compute as pc
 
 from medic.detectors.gpu_slots import MAX_GPUS_PER_NODE, GpuSlots, addressable, fitted
-from medic.frames import newest_by_few, newest_by_pair_few, times_us
+from medic.frames import newest_by, newest_by_pair, times_us
 from medic.timeutil import US
 
 PRUNE_EVERY_US = 60 * US
@@ -177,8 +177,8 @@ def _newest_lines(
     global _lines_read
     read = _lines_read  # one read of the global: pipelines in other threads may replace it
     if read is None or read[0] is not frame:
-        pairs = newest_by_pair_few(frame, "node", "job_id") if "job_id" in frame.columns else []
-        read = _lines_read = (frame, newest_by_few(frame, "node"), pairs)
+        pairs = newest_by_pair(frame, "node", "job_id") if "job_id" in frame.columns else []
+        read = _lines_read = (frame, newest_by(frame, "node"), pairs)
     return read[1], read[2]
 
 

@@ -52,7 +52,7 @@ from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.kernel_context import KernelContext
 from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
-from medic.frames import collect, holds, newest_by_few, present, spans_by_few, times_us
+from medic.frames import collect, holds, newest_by, present, spans_by, times_us
 from medic.ingest.base import Batch
 from medic.slurm import NODE_FAIL, NODE_FAILED_STATES
 from medic.timeutil import US
@@ -386,9 +386,7 @@ class NodeFailureDetector(WatchesLiveness):
         """Fold each job's first and newest training step in (a row without a job is none's)."""
         jobs = progress.get_column("job_id")
         steps = (progress.get_column("event").to_numpy() == "step") & present(jobs)
-        for job_id, first, newest in spans_by_few(
-            jobs.to_numpy()[steps], times_us(progress)[steps]
-        ):
+        for job_id, first, newest in spans_by(jobs.to_numpy()[steps], times_us(progress)[steps]):
             known = self.training.get(job_id)
             if known is not None:
                 first, newest = min(first, known[0]), max(newest, known[1])
@@ -397,7 +395,7 @@ class NodeFailureDetector(WatchesLiveness):
     def _job_activity(self, logs: pl.DataFrame) -> None:
         if "job_id" not in logs.columns:
             return
-        self.job_logs.observe(*newest_by_few(logs, "job_id"), arrived=self.liveness.watermark)
+        self.job_logs.observe(*newest_by(logs, "job_id"), arrived=self.liveness.watermark)
 
     def _scheduler(self, batch: Batch) -> list[Detection]:
         frame = batch.frame
