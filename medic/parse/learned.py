@@ -5,10 +5,12 @@ grows by a few each time (the step), and a duration or a rate (how long a step t
 reader cuts each line into its template (its numbers masked, its runs of spaces collapsed,
 times of day and dates masked apart) and its numbers, and learns per job which templates recur
 with one number that keeps increasing and one whose label or unit says it is a duration or a
-rate. Once a template has shown this over ``MIN_LINES`` lines, each of its lines is a step;
-a line that labels its counter a step or an iteration and says how long the step took or how
-fast it went is one at first sight. A number whose unit or label names a rate of samples,
-tokens, images or FLOPs is the step's throughput, never its counter.
+rate. Once a template has shown this over ``MIN_LINES`` lines, each of its lines is a step.
+Some lines say enough to be one at first sight (``Fields.sure``): a counter labelled a step or
+an iteration beside a duration, a rate, a loss or a learning rate; a count out of a total
+(``[50/7330]``) beside a loss; a counter labelled a batch or an update beside both a duration
+and a loss. A number whose unit or label names a rate of samples, tokens, images or FLOPs is the
+step's throughput, never its counter.
 
 A step may also be a record of several lines (OLMo-core's ``[step=N/M,...]`` and then one
 ``name=value`` line per metric): a line whose only numbers are labelled as a step, an iteration,
@@ -77,7 +79,9 @@ abbreviation, ``wps``: what ``_RATE`` reads; its words, ``per second``, cost thi
 line a tenth more and come beside a duration) ..."""
 HEADER = r"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:step|iter|iteration|batch|update)s?\W{0,2}[0-9]"
 """... or a counter labelled as a step (alone: a step line that gives no time; followed by a
-line giving the time: a multi-line record), its label coloured or not."""
+line giving the time: a multi-line record), its label coloured or not ..."""
+REPORTS_LOSS = r"(?i)loss"
+"""... or a loss (a count out of a total beside a loss is a step that gives no time)."""
 AGREE = 0.01
 """How close a duration must come to a rate's inverse to say the same (``Fields.rated``)."""
 RECORD_WINDOW = 64
@@ -85,16 +89,24 @@ RECORD_WINDOW = 64
 JOINT = " ¦ "
 """Between a record's header and its part, joined into one line."""
 LOOKALIKE_LINE = (
-    r"(?i)(?-u:\b)(?:eval\w*|valid\w*|test\w*|infer\w*|predict\w*|generat\w*|download\w*|"
-    r"load\w*|shards?|map|filter|tokeniz\w*|preprocess\w*|decod\w*|sampling|error|exception|"
-    r"timeout|timed|watchdog|fail\w*|abort\w*|warn\w*|traceback|what|nccl|cuda|signal|kill\w*|"
-    r"terminat\w*|retry\w*|checkpoint\w*|sav\w*)(?-u:\b)|(?-u:\b)val(?:[^:=\w]|$)"
+    r"(?i)(?-u:\b)(?:eval\w*|valid\w*|test\w*|cv|infer\w*|predict\w*|error|exception|"
+    r"timeout|timed|watchdog|fail\w*|abort\w*|warn\w*|traceback|what|nccl|signal|kill\w*|"
+    r"terminat\w*|retry\w*|shards?|map|filter|sampling)(?-u:\b)|(?-u:\b)val(?:[^:=\w]|$)"
+    r"|(?-u:\b)(?:generat|download|load|tokeniz|preprocess|decod|checkpoint|sav)[0-9A-Za-z]*"
+    r"(?:[^._0-9A-Za-z]|_[^A-Za-z]|_?$|\.(?:[^l]|l[^o]|lo[^s]|los[^s]|l?o?s?$))"
+    r"|(?-u:\b)cuda(?:[^:0-9A-Za-z_]|:[^0-9]|:?$)"
     r"|\[[0-9:]+<[0-9:?]+,\s*[0-9.]+\s?[kKMGTP]?i?B/s\]"
 ).replace(r"\w", "[0-9A-Za-z_]")
-"""Words of lines that are no training step, whatever their numbers do: other loops, errors
+"""Words of lines that are no training step, whatever their numbers do: other loops (``CV``:
+cross-validation, as speech toolkits name it), errors
 and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints; "val"
 naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a training loss); a
-bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``: a download, an upload, a copy). Word
+bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``: a download, an upload, a copy). A word
+of an activity (loading, decoding, generating, saving ...) that begins a metric's compound name
+is that metric's, not the line's: a training step reports its ``load_balancing_loss``,
+``generator_loss`` or a head's loss (OpenMMLab's ``decode.loss_ce``; ``checkpoint.py`` is a
+file, not a loss); a loop's word names the loop wherever it stands (``eval_loss`` is an
+evaluation's). "cuda" naming a device (``mem_usage:cuda:3 6.7GB``) is no CUDA error. Word
 characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
 every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
 PADDING = r"([\[(/])\s+"
@@ -141,6 +153,19 @@ _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
 UNLABELLED = len(_COUNTER_RANK) + 1
 """The rank of a number no counter's name labels."""
+_FRACTION = re.compile(
+    r"(?<![#/.\w])#(?:it)? ?/ ?(?:#(?:[kKMG]?it)?|[-?]|(?i:unknown))(?![#/\w])(?! ?@)"
+)
+"""A count out of a total in a template (``[50/7330]``, ``100 / 1000``, tqdm's scaled
+``3.00it/10.0kit``), the total unknown or not (``120/-``, ``412/Unknown``); never a date
+(``05/16 18:09``, ``12/01/2026``)."""
+_LEARNING_RATE = re.compile(r"(?i)^(?:lr|learning_rate|[a-z0-9]+_lr)$")
+"""A learning rate's label: a line naming its step and its learning rate reports an optimizer
+step (an evaluation's or a summary's reports none)."""
+_TALLY = re.compile(r"(?i)^(?:num|n|total|count)_")
+"""A label counting steps done (``num_updates``), not naming the one reported."""
+_LOOP_NAME = re.compile(r"(?i)^train(?:ing)?$")
+"""A word naming the training loop right before its count (``Progress on:train 42it/10kit``)."""
 _COUNTER_AFTER = re.compile(r"(?i)^(step|iter|iteration|batch|update)s?(?![a-z])")
 """A counter's name written right after its number (ESPnet's ``1-100batch``)."""
 NO_COUNTER = 99
@@ -199,6 +224,16 @@ class Fields:
     loss: bool = False
     """A number is labelled a loss (``loss: 2.1``, ``total_loss``): the line reports on a
     training step, whether it says how long the step took or not."""
+    rate: bool = False
+    """A number is labelled a learning rate (``lr=[0.00016]``)."""
+    counted: int | None = None
+    """The field labelled a counter of any kind likeliest the step, not a tally of them
+    (``num_updates``: an epoch's summary reports one) nor a count's total (``200/2983
+    batches``)."""
+    fraction: int | None = None
+    """The field counting steps out of a total (``[50/7330]``, ``100 / 1000``), unlabelled or
+    labelled a counter (not an epoch's, a rank's, a shard's); of several, the last (an epoch's
+    count comes first: ``[1/10][50/7330]``)."""
 
     @property
     def duration(self) -> int | None:
@@ -214,15 +249,21 @@ class Fields:
     def sure(self) -> int | None:
         """The number labelled a step (or else an iteration; the first of several: a line
         names its step before counting steps of a kind, Megatron's "number of skipped
-        iterations"), in a template that is timed or reports a loss: a step line at first
-        sight."""
+        iterations"), in a template that is timed or reports a loss or a learning rate; or
+        else a number labelled a batch or an update in one that reports a loss or a throughput
+        (ESPnet's ``1-100batch: ... loss=54.6``, MXNet's ``Batch [20] Speed: 1375.76
+        samples/sec``; with a time alone, "batch" may name a loader's); or else a count out of
+        a total in one that reports a loss (``Epoch [1][50/7330] ... loss: 0.94``): a step line
+        at first sight."""
         if self.bar is not None:
             described = any(rank < NO_COUNTER for rank in self.ranks[: self.bar])
             return None if described else self.bar
         labelled = [rank for rank in self.ranks if rank <= 1]
-        if not (self.timed or self.loss) or not labelled:
-            return None
-        return self.ranks.index(min(labelled))
+        if (self.timed or self.loss or self.rate) and labelled:
+            return self.ranks.index(min(labelled))
+        if self.counted is not None and (self.loss or self.throughput is not None):
+            return self.counted
+        return self.fraction if self.loss else None
 
 
 @dataclass
@@ -258,11 +299,11 @@ class LearnedProgress:
     """The tables' headers (``medic.parse.tables``): their rows are read by column."""
     candidates: pl.Expr = field(
         default_factory=lambda: pl.col("message").str.contains(
-            f"{CANDIDATE}|{HEADER}|{Tables.candidates}"
+            f"{CANDIDATE}|{HEADER}|{REPORTS_LOSS}|{Tables.candidates}"
         )
     )
-    """The lines worth learning from: those holding a duration or a rate, headers, and the
-    lines of tables."""
+    """The lines worth learning from: those holding a duration or a rate, headers, losses, and
+    the lines of tables."""
 
     def read(self, lines: pl.DataFrame) -> pl.DataFrame:
         """``lines`` (``_line``, ``job_id``, ``_who``: the process that printed it, ``message``;
@@ -682,7 +723,15 @@ def _fields(template: str) -> Fields | None:
     bar = BAR_COUNTER.search(template)
     counter = None if bar is None else template[: bar.start()].count("#")
     total = None if bar is None or "/#" not in bar.group(0) else counter + 1  # type: ignore[operator]
-    if not durations and min(ranks) >= UNLABELLED and counter is None and throughput is None:
+    loss = any(_LOSS.search(label) or _LOSS.search(phrase) for _, label, phrase in words)
+    fraction, totals = _fraction(template, ranks, words)
+    if (
+        not durations
+        and min(ranks) >= UNLABELLED
+        and counter is None
+        and throughput is None
+        and not (loss and fraction is not None)
+    ):
         return None
     per_step = (
         "/" in words[i][0] or bool(_PER_STEP.search(" ".join(words[i][1:]))) for i in durations
@@ -699,8 +748,43 @@ def _fields(template: str) -> Fields | None:
         tuple(per_step),
         rated,
         noted,
-        any(_LOSS.search(label) or _LOSS.search(phrase) for _, label, phrase in words),
+        loss,
+        any(_LEARNING_RATE.match(label) for _, label, _ in words),
+        _counted(ranks, words, totals | set(durations)),
+        fraction,
     )
+
+
+def _counted(
+    ranks: tuple[int, ...], words: list[tuple[str, str, str]], others: set[int]
+) -> int | None:
+    """The field labelled a counter (``Fields.counted``), the likeliest step of several;
+    ``others``: the fields that are something else (a total, a duration: ``ms/batch``)."""
+    counters = [
+        i
+        for i, rank in enumerate(ranks)
+        if rank < UNLABELLED and i not in others and not _TALLY.match(words[i][1])
+    ]
+    return min(counters, key=lambda i: (ranks[i], i), default=None)
+
+
+def _fraction(
+    template: str, ranks: tuple[int, ...], words: list[tuple[str, str, str]]
+) -> tuple[int | None, set[int]]:
+    """The field counting out of a total (``Fields.fraction``): the last count whose label is
+    none, a counter's or the training loop's name; and the fields of every count's total."""
+    found = list(_FRACTION.finditer(template))
+    counts = [template[: fraction.start()].count("#") for fraction in found]
+    totals = {
+        i + 1 for i, fraction in zip(counts, found, strict=True) if fraction[0].count("#") == 2
+    }
+    steps = [
+        i
+        for i in counts
+        if ranks[i] < NO_COUNTER
+        and (not words[i][1] or ranks[i] < UNLABELLED or _LOOP_NAME.match(words[i][1]))
+    ]
+    return (steps[-1] if steps else None), totals
 
 
 def _durations(
@@ -824,9 +908,9 @@ def _is_part(fields: Fields | None) -> bool:
 
 def _number_rank(before: str, label: str, after: str) -> int:
     """How likely a number is the step, by its label (``_counter_rank``) or the counter's name
-    written right after it (``1-100batch``); a percentage, or digits within a name
+    written right after it (``1-100batch``); a percentage, a loss, or digits within a name
     (``gpu-a03``, ``node12``: a host's, a device's), are never the step."""
-    if after.startswith("%"):
+    if after.startswith("%") or _LOSS.search(label):
         return NO_COUNTER
     suffix = _COUNTER_AFTER.match(after)
     if suffix:

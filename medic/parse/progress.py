@@ -421,7 +421,8 @@ class ProgressParser:
         records = metrics_records(unread.select(LINE, "message"))
         if not records.is_empty():
             steps = pl.concat([steps, records]).sort(LINE)
-            lines = pl.concat([lines, dicts.join(records.select(LINE), on=LINE)]).sort(LINE)
+            read = dicts.join(records.select(LINE), on=LINE).join(lines, on=LINE, how="anti")
+            lines = pl.concat([lines, read]).sort(LINE)
         if steps.is_empty():
             return None
         rank = self._rank()

@@ -22,7 +22,7 @@ def learner() -> ProgressParser:
 
 
 def loop(start: int, count: int, ms: float = 250.0) -> list[str]:
-    return [f"[mytrainer] update {start + i} | loss 2.{i}1 | dt {ms + i}ms" for i in range(count)]
+    return [f"[mytrainer] round {start + i} | loss 2.{i}1 | dt {ms + i}ms" for i in range(count)]
 
 
 def test_a_template_with_a_rising_counter_and_a_duration_becomes_steps_after_three_lines() -> None:
@@ -60,11 +60,61 @@ def test_a_line_naming_its_step_and_its_time_is_a_step_at_first_sight() -> None:
         " | number of skipped iterations:   0 | number of nan iterations:   0 |"
     )
     assert steps(learner(), megatron_like) == [("learned", 60, 2.0691)]
-    # An unlabelled counter, or a step with neither a time, a pace nor a loss, is learned over
-    # three lines.
+    # A step naming its learning rate is an optimizer's step (DeepSpeed's "step=100, skipped=0,
+    # lr=[...]"); an evaluation or a summary reports none.
+    assert steps(learner(), "zork step=12, lr=[0.01]") == [("learned", 12, None)]
+    # An unlabelled counter, or a step with neither a time, a pace, a loss nor a learning rate,
+    # is learned over three lines.
     assert steps(learner(), "[12/900] lr: 0.01 time: 0.52") == []
-    assert steps(learner(), "step 12 lr 0.01") == []
-    assert steps(learner(), "[12/900] loss: 2.3") == []
+    assert steps(learner(), "step 12 of the warmup took place") == []
+    assert steps(learner(), "[12/900] acc: 0.3") == []
+
+
+def test_a_count_out_of_a_total_that_reports_a_loss_is_a_step_at_first_sight() -> None:
+    # mmcv, timm, torchvision's references, fairseq, PaddleDetection: the step counted out of
+    # the epoch's batches, the epoch's own count before it, a date never one
+    assert steps(learner(), "zork Era [2][40/800] wall: 1.1 time: 0.61 loss: 2.2") == [
+        ("learned", 40, 0.61)
+    ]
+    assert steps(learner(), "07/18 13:04:15 Era 3 [ 40/800] time: 0.61 loss: 2.2") == [
+        ("learned", 40, 0.61)
+    ]
+    assert steps(learner(), "zork epoch 2/10 | 40 / 800 loss=2.2 wps=900.1 ups=2.0") == [
+        ("learned", 40, 0.5)
+    ]
+    # tqdm's counts as tqdm-loggable prints them, the total unknown or not
+    assert steps(learner(), "On:train 42.0it/10.0kit rate:0.5it/s post:loss=2.7") == [
+        ("learned", 42, 2.0)
+    ]
+    assert steps(learner(), "On:train 97/- rate:0.5it/s post:loss=2.7") == [("learned", 97, 2.0)]
+    # a count and a loss with no time of the step's own (a running average beside it)
+    assert steps(learner(), "Era: [0][415/1736]  Loss 2.3 (2.5)") == [("learned", 415, None)]
+    # a rank's or a shard's count out of a total is not the step, nor one without a loss
+    assert steps(learner(), "zork [rank 3/64] time: 0.61 loss: 2.2") == []
+    assert steps(learner(), "zork [40/800] time: 0.61 acc: 0.2") == []
+
+
+def test_a_batch_counter_is_a_step_at_first_sight_when_the_line_is_timed_and_reports_a_loss() -> (
+    None
+):
+    # ESPnet's "1epoch:train:1-100batch: ... loss=54.6, train_time=0.54"
+    line = "zork 2era:1-100batch: fwd_time=0.1, loss=54.6, run_time=0.54"
+    assert steps(learner(), line) == [("learned", 100, 0.54)]
+    # a tally of updates is what an epoch's summary reports, not the step it reports on
+    assert steps(learner(), "zork | era 001 | loss 2.5 | ups 2.02 | num_updates 1000") == []
+    # ... with a loss and no time (icefall's "Epoch 0, batch 500, loss[...]"), or a throughput
+    # (MXNet's Speedometer: "Epoch[1] Batch [20] Speed: 1375.76 samples/sec")
+    assert steps(learner(), "(1/4) Era 2, batch 550, loss[loss=1.0, over 2480 frames]") == [
+        ("learned", 550, None)
+    ]
+    assert steps(learner(), "zork Era[1] Batch [20]  Speed: 1375.76 samples/sec") == [
+        ("learned", 20, None)
+    ]
+    # a time alone, a count's total or a duration per batch are no batch counter
+    assert steps(learner(), "zork batch 7 time 0.5s") == []
+    assert steps(learner(), "| era 1 | 200/ 2983 batches | ms/batch 45.6 | loss 7.7") == [
+        ("learned", 200, 0.0456)
+    ]
 
 
 def test_a_line_keeps_its_template_when_one_of_its_values_goes_non_finite() -> None:
@@ -113,7 +163,20 @@ def test_a_rate_is_read_as_its_inverse_and_a_constant_number_is_no_counter() -> 
 def test_lines_saying_what_else_they_are_are_never_learned() -> None:
     lines = [f"eval batch {i}/50 took {0.1 + i / 100:.2f}s" for i in range(6)]
     lines += [f"loading shard {i}/8 took 1.{i}s" for i in range(6)]
+    lines += [f"iter {i} eval_loss: 2.{i} time: 0.5" for i in range(6)]
+    lines += [f"CV Batch {i}/20 loss 2.{i} time: 0.5" for i in range(6)]
     assert steps(ProgressParser(), *lines) == []
+    # an activity's word that begins a metric's name is the metric's: a training step reports
+    # a decoder head's loss, a router's load balancing loss, a generator's loss
+    for metric in ("decode.loss_ce", "load_balancing_loss", "generator_loss", "saved_tokens"):
+        assert steps(learner(), f"iter 7 {metric}: 0.5 time: 0.3") == [("learned", 7, 0.3)]
+    # "cuda" naming a device is no CUDA error
+    assert steps(learner(), "zork step 37, ce 5.4, mem:cuda:3 6.7GB, 3.169 sec/step") == [
+        ("learned", 37, 3.169)
+    ]
+    assert steps(learner(), "zork step 37, CUDA out of memory, 3.169 sec/step") == []
+    # ... and a file or a call named after the activity is the activity's
+    assert steps(learner(), "iter 7 checkpoint.save done, time: 0.3") == []
     # a bar counting bytes, whatever its description: a transfer, not a training loop
     moved = [f"zork-{i}.bin: {i}0%|#  | {i}.0G/9.9G [00:0{i}<00:10, 1{i}0MB/s]" for i in range(6)]
     assert steps(learner(), *moved) == []
@@ -250,8 +313,12 @@ def test_a_rising_counter_beside_a_throughput_alone_becomes_steps() -> None:
     assert throughputs(learner(), *per_second) == [
         (100 + i, 40.5 + i, "samples/sec") for i in range(5)
     ]
-    # the same numbers where nothing is a rate: no step
-    assert steps(learner(), *[f"| round 3 {1000 * i} / 9000 loss=1.{i}" for i in range(5)]) == []
+    # the same numbers where nothing is a rate: steps, counted out of a total beside a loss,
+    # that give no time
+    assert steps(learner(), *[f"| round 3 {1000 * i} / 9000 loss=1.{i}" for i in range(5)]) == [
+        ("learned", 1000 * i, None) for i in range(5)
+    ]
+    assert steps(learner(), *[f"| round 3 {1000 * i} / 9000 acc=1.{i}" for i in range(5)]) == []
 
 
 def test_a_counter_with_grouped_thousands_is_one_number() -> None:
@@ -396,6 +463,10 @@ def test_a_bar_is_a_step_at_first_sight_and_a_smaller_loop_s_bar_is_none() -> No
         for g, n in ((2, 2), (3, 3), (7, 7), (9, 4))
     ]
     assert [s[1] for s in steps(learner(), *lines)] == [2, 3, 7, 9]
+    # A description's losses are no step: the bar is one at first sight (trlx's
+    # "[losses/total_loss: 1.15 | ...]: 100%|...| 128/128")
+    described = "[zork/total_loss: 1.15 | zork/value_loss: 0.00]: 50%|█   | 64/128 [05:11<05:11]"
+    assert steps(learner(), described) == [("learned", 64, None)]
 
 
 def test_a_step_beside_an_iteration_is_the_step_and_a_step_s_time_is_never_a_clock() -> None:
