@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 import polars as pl
@@ -182,6 +182,37 @@ def _newest_lines(
     return read[1], read[2]
 
 
+RECENT_LAYOUTS = 4
+"""Batch layouts remembered (``Recent``): a node late now and then sends its GPUs in the batch
+after; both batches are laid out apart from the usual one, and the next comes as it did."""
+
+T = TypeVar("T")
+
+
+class Recent(Generic[T]):
+    """What was computed from the columns of the last few batches, newest first, found again
+    by comparing columns: a cluster's GPUs come laid out alike batch after batch (but for a
+    late node's), and comparing two columns costs a fraction of reading one."""
+
+    def __init__(self, size: int = RECENT_LAYOUTS) -> None:
+        self.size = size
+        self._kept: list[tuple[tuple[pl.Series, ...], T]] = []
+
+    def get(self, columns: tuple[pl.Series, ...]) -> T | None:
+        for i, (kept, value) in enumerate(self._kept):
+            if all(k.equals(c) for k, c in zip(kept, columns, strict=True)):
+                self._kept.insert(0, self._kept.pop(i))
+                return value
+        return None
+
+    def put(self, columns: tuple[pl.Series, ...], value: T) -> None:
+        self._kept.insert(0, (columns, value))
+        del self._kept[self.size :]
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+
 class JobCodes:
     """Job id <-> a small integer code, for arrays of the job each GPU reported."""
 
@@ -189,16 +220,16 @@ class JobCodes:
         self.names: list[str] = []
         """Job id by code."""
         self._codes: dict[str, int] = {}
-        self._encoded: tuple[pl.Series, np.ndarray] | None = None
-        """The column encoded last and its codes: a cluster's GPUs hold the same jobs batch
+        self._encoded: Recent[np.ndarray] = Recent()
+        """The columns encoded last and their codes: a cluster's GPUs hold the same jobs batch
         after batch, and comparing two columns costs a fraction of encoding one."""
 
     def encode(self, jobs: pl.Series) -> np.ndarray:
         """Each value's code (``NO_JOB`` for a null): a hash of each row in Arrow, a Python
-        step per distinct job only; the codes of the column before when it is the same."""
-        encoded = self._encoded
-        if encoded is not None and encoded[0].equals(jobs):
-            return encoded[1]
+        step per distinct job only; the codes of a recent column when it is the same."""
+        encoded = self._encoded.get((jobs,))
+        if encoded is not None:
+            return encoded
         if jobs.null_count() == len(jobs):
             rows = np.full(len(jobs), NO_JOB, np.int32)
         else:
@@ -207,7 +238,7 @@ class JobCodes:
             values = table.dictionary.to_pylist()
             codes = np.array([NO_JOB if v is None else self._code(v) for v in values], np.int32)
             rows = codes[table.indices.to_numpy()]
-        self._encoded = (jobs, rows)
+        self._encoded.put((jobs,), rows)
         return rows
 
     def kept(self, held: np.ndarray) -> np.ndarray:
@@ -218,7 +249,7 @@ class JobCodes:
         recode[used] = np.arange(len(used), dtype=np.int32)
         self.names = [self.names[code] for code in used.tolist()]
         self._codes = {job: code for code, job in enumerate(self.names)}
-        self._encoded = None
+        self._encoded.clear()
         recoded: np.ndarray = recode[held]
         return recoded
 
@@ -252,10 +283,8 @@ class Liveness:
         """Node -> job -> the newest line the job itself wrote from the node: where jobs run,
         as their own logs tell (a logs-only deployment has nothing else)."""
         self._located: tuple[np.ndarray, np.ndarray] | None = None
-        self._layout: tuple[int, pl.Series, pl.Series, np.ndarray, np.ndarray, _NodeRows] | None = (
-            None
-        )
-        """The node and GPU columns of the batch located last, the prune count then, and
+        self._layouts: Recent[tuple[np.ndarray, np.ndarray, _NodeRows]] = Recent()
+        """The node and GPU columns of the batches located last (since the last prune), and
         their ids: what a batch laid out the same way is located to."""
         self.prunes = 0
         """How many times ``forget_before`` dropped stale GPUs and nodes (state keyed by GPU
@@ -369,19 +398,13 @@ class Liveness:
 
     def _locate(self, latest: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, _NodeRows]:
         """Each row's node id and GPU index, and the rows grouped by node; the arrays grown
-        to hold them. A cluster sends
-        its GPUs in the same order batch after batch: a batch laid out as the one before (same
-        nodes and GPUs, row for row, no prune since) takes that one's ids, as comparing two
-        columns costs a fraction of the lookup."""
-        node_column, gpu_column = latest.get_column("node"), latest.get_column("gpu")
-        layout = self._layout
-        if (
-            layout is not None
-            and layout[0] == self.prunes
-            and layout[1].equals(node_column)
-            and layout[2].equals(gpu_column)
-        ):
-            return layout[3], layout[4], layout[5]
+        to hold them. A cluster sends its GPUs in the same order batch after batch: a batch
+        laid out as a recent one (same nodes and GPUs, row for row, no prune since) takes that
+        one's ids, as comparing two columns costs a fraction of the lookup."""
+        columns = (latest.get_column("node"), latest.get_column("gpu"))
+        layout = self._layouts.get(columns)
+        if layout is not None:
+            return layout
         nodes, gpus = self.slots.locate(latest)
         shape = (len(self.slots.names), self.slots.gpus_per_node)
         self._gpu_seen = fitted(self._gpu_seen, shape, ABSENT)
@@ -392,7 +415,7 @@ class Liveness:
         self._node_spacing = fitted(self._node_spacing, (shape[0], SPACINGS), np.nan)
         self._node_spacings = fitted(self._node_spacings, shape[:1], 0)
         rows = _NodeRows.of(nodes)
-        self._layout = (self.prunes, node_column, gpu_column, nodes, gpus, rows)
+        self._layouts.put(columns, (nodes, gpus, rows))
         return nodes, gpus, rows
 
     def _gpus_in_order(self, mask: np.ndarray) -> list[tuple[int, int]]:
@@ -532,6 +555,7 @@ class Liveness:
         if not stale.any():
             return  # a node's newest sample is its GPUs' newest: no node is stale either
         self.prunes += 1
+        self._layouts.clear()
         self._gpu_seen[stale] = ABSENT
         self._gpu_job[stale] = NO_JOB
         self._gpu_job = self._jobs.kept(self._gpu_job)
