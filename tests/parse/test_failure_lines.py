@@ -157,6 +157,19 @@ def test_what_a_line_is_about_is_read_from_its_words_and_its_identifiers(
     assert reading(line)[0] == family  # type: ignore[index]
 
 
+def test_a_watchdog_passing_on_an_exception_names_no_family_the_exception_does() -> None:
+    # a process group's watchdog thread ends with the exception that ended it: what failed is
+    # that exception's, not a collective's, unless the exception is a collective's timeout
+    passed_on = "[Rank 2] Process group watchdog thread terminated with exception: zork failure"
+    assert reading(passed_on) == ("general", "crash")
+    timed_out = (
+        "[Rank 2] NCCL watchdog thread terminated with exception: [Rank 2] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600010 "
+        "milliseconds before timing out."
+    )
+    assert reading(timed_out) == ("collectives", "hang")
+
+
 def test_nccl_warn_is_nccls_error_level_and_its_tag_names_no_family() -> None:
     # NCCL logs nothing above WARN: its WARN lines are its error reports
     line = "h1:7:9 [3] NCCL WARN NET/IB : mlx5_2:1 Got async error event: zork error"
