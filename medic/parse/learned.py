@@ -178,6 +178,9 @@ label ("time: 0.62 data_time: 0.03")."""
 _EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|reader")
 """Words naming a duration that is not the step's (a loader's, an estimate, a clock since the
 start), in its label or anywhere in its name (``Wall Clock``)."""
+_COUNTED = re.compile(r"^[a-z]{3,}s$")
+"""A unit naming what a number counts, a plural noun (``utt_duration=1069 frames``): no
+duration, whatever its label says, unless it is a unit of time."""
 _SECONDS = ("s", "sec", "secs", "second", "seconds")
 _COARSER = ("h", "hour", "hours", "min", "mins", "minute", "minutes")
 """A label that is a coarser unit of time: the number continues a compound duration ("3 hours
@@ -940,6 +943,8 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     no step duration (a rate of samples or tokens is none)."""
     unit, label, phrase = unit.lower(), label.lower(), phrase.lower()
     if _EXCLUDED.search(phrase or label) or _EXCLUDED.search(unit) or label in _COARSER:
+        return None
+    if _COUNTED.match(unit) and "sec" not in unit and unit not in _COARSER:
         return None
     if unit in ("it/s", "iter/s", "iters/s", "steps/s", "step/s", "batches/s", "ups"):
         return -1.0

@@ -367,6 +367,11 @@ def test_units_in_full_words_are_read_and_a_clock_named_so_is_never_the_step_tim
     ]
     millis = [f"update {s} | loss 2.{s} | took {200 - s} milliseconds" for s in range(1, 5)]
     assert steps(learner(), *millis) == [("learned", s, (200 - s) / 1000) for s in range(1, 5)]
+    # a number whose unit is what it counts is no duration, whatever its label (icefall's
+    # "utt_duration=1069 frames")
+    counted = "zork step 9, loss=0.4, utt_duration=1069 frames"
+    assert steps(learner(), counted) == [("learned", 9, None)]
+    assert steps(learner(), "zork step 9, loss=0.4, duration=1.5 secs") == [("learned", 9, 1.5)]
 
 
 def test_a_bars_blocks_change_but_its_template_does_not_and_other_loops_stay_out() -> None:
