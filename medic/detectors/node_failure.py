@@ -38,7 +38,6 @@ crash and end the job before the node's silence is long enough to be sure of.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Annotated, NamedTuple
 
@@ -121,7 +120,9 @@ class PowerSample(NamedTuple):
 class JobPower:
     """Each job's reporting GPUs per telemetry batch (``PowerSample``), over the last minutes.
     Batches are folded in ``FOLD_EVERY`` at a time, or when asked about: one grouping query per
-    second of telemetry would cost more than everything else this detector does with it."""
+    second of telemetry would cost more than everything else this detector does with it. The
+    folds are kept as frames, read only when a silence is weighed (rarely): a sample object a
+    row built at each fold would cost more than the query."""
 
     FOLD_EVERY = 64
     """About a minute of 1 Hz telemetry (``forget_before`` folds once a minute too): a query
@@ -130,12 +131,15 @@ class JobPower:
 
     def __init__(self, keep_us: int) -> None:
         self.keep_us = keep_us
-        self.samples: dict[str, deque[PowerSample]] = {}
+        self.newest: dict[str, int] = {}
+        """Job -> time of its newest sample: its samples up to ``keep_us`` older are kept."""
+        self._folded: list[pl.DataFrame] = []
+        """Per fold: job_id, time, power_w, util, peak, node (a list), in batch order."""
         self._arrived: list[pl.DataFrame] = []
         self._pruned_at = 0
 
     def __len__(self) -> int:
-        return len(self.samples)
+        return len(self.newest)
 
     def observe(self, latest: pl.DataFrame) -> None:
         self._arrived.append(latest)
@@ -164,11 +168,30 @@ class JobPower:
             .sort("batch")
             .select("job_id", "time", "power_w", "util", "peak", "node")
         )
-        for job_id, time, power, lowest, peak, nodes in means.iter_rows():
-            history = self.samples.setdefault(job_id, deque())
-            history.append(PowerSample(time, power, lowest, peak, frozenset(nodes)))
-            while history[0].time < time - self.keep_us:
-                history.popleft()
+        if means.is_empty():
+            return
+        self._folded.append(means)
+        # Later rows overwrite earlier ones: each job's last sample, as batches came.
+        jobs, times = means.get_column("job_id"), means.get_column("time")
+        self.newest.update(zip(jobs.to_list(), times.to_list(), strict=True))
+
+    def history(self, job_id: str, start: int, end: int) -> list[PowerSample]:
+        """The job's samples kept with ``start <= time <= end``, oldest first."""
+        self._fold()
+        newest = self.newest.get(job_id)
+        if newest is None:
+            return []
+        start = max(start, newest - self.keep_us)
+        time = pl.col("time")
+        rows = collect(
+            pl.concat([f.lazy() for f in self._folded])
+            .filter((pl.col("job_id") == job_id) & time.is_between(start, end))
+            .select("time", "power_w", "util", "peak", "node")
+        )
+        return [
+            PowerSample(t, power, lowest, peak, frozenset(nodes))
+            for t, power, lowest, peak, nodes in rows.iter_rows()
+        ]
 
     def stalled(
         self,
@@ -217,22 +240,31 @@ class JobPower:
     ) -> tuple[list[PowerSample], list[PowerSample]] | None:
         """The job's samples over the minute before ``since`` and from ``since + settle`` to
         ``now``; None with fewer than three on either side."""
-        self._fold()
-        history = self.samples.get(job_id, ())
-        before = [s for s in history if since - POWER_BASELINE_US <= s.time < since]
-        after = [s for s in history if since + settle <= s.time <= now]
+        history = self.history(job_id, since - POWER_BASELINE_US, now)
+        before = [s for s in history if s.time < since]
+        after = [s for s in history if since + settle <= s.time]
         if len(before) < 3 or len(after) < 3:
             return None
         return before, after
 
     def forget_before(self, cutoff: int) -> None:
-        """Drop jobs not heard from since ``cutoff``; scans at most once a minute."""
+        """Drop jobs not heard from since ``cutoff``, and samples older than ``keep_us`` before
+        their job's newest; scans at most once a minute."""
         if cutoff - self._pruned_at < PRUNE_EVERY_US:
             return
         self._pruned_at = cutoff
         self._fold()
-        for job_id in [j for j, h in self.samples.items() if h[-1].time < cutoff]:
-            del self.samples[job_id]
+        self.newest = {job_id: t for job_id, t in self.newest.items() if t >= cutoff}
+        if not self._folded:
+            return
+        oldest = pl.col("job_id").replace_strict(
+            list(self.newest),
+            [t - self.keep_us for t in self.newest.values()],
+            default=None,
+            return_dtype=pl.Int64,
+        )
+        kept = collect(pl.concat([f.lazy() for f in self._folded]).filter(pl.col("time") >= oldest))
+        self._folded = [kept] if not kept.is_empty() else []
 
 
 def failed_state(state: str, failed: tuple[str, ...]) -> str | None:

@@ -326,7 +326,7 @@ def test_job_power_keeps_one_mean_per_job_and_batch_in_order_across_folds() -> N
         assert latest is not None
         power.observe(latest.frame)
     assert not power.stalled("7", at(35), at(39), 0, 0.5, 0.0)
-    history = list(power.samples["7"])
+    history = power.history("7", at(0), at(40))
     assert [s.time for s in history] == [at(s) for s in range(9, 40)]
     assert {s.power for s in history} == {100.5} and len(power) == 1
     assert {(s.peak, s.nodes) for s in history} == {(101.0, frozenset({"a"}))}
@@ -519,3 +519,18 @@ def test_peers_waiting_on_rank_0_at_work_while_a_nodes_scrape_fails_are_not_stal
     found = detect(300, logs, scraped_every_30_s(job, 0, 300), [job.start()])
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
     assert "stalled" in found[0].summary
+
+
+def test_job_power_forgets_jobs_gone_quiet_and_samples_older_than_it_keeps() -> None:
+    power = JobPower(keep_us=30 * US)
+    parser = GpuLatestParser()
+    for second in range(40):
+        rows = [{"time": at(second), "node": "a", "gpu": 0, "job_id": "7", "power_w": 100.0}]
+        if second < 10:
+            rows.append({"time": at(second), "node": "b", "gpu": 0, "job_id": "8", "power_w": 9.0})
+        latest = parser.parse(batch("gpu", rows))
+        assert latest is not None
+        power.observe(latest.frame)
+    power.forget_before(at(20))
+    assert len(power) == 1 and power.history("8", at(0), at(40)) == []
+    assert [s.time for s in power.history("7", at(0), at(40))] == [at(s) for s in range(9, 40)]
