@@ -89,7 +89,8 @@ class PortErrorPeers:
     def compare(self, gpus: pl.DataFrame) -> pl.DataFrame:
         """One window's GPU rows (with ``ib_errors_delta``) of the jobs compared: every node with
         a peer, its ``z``, whether it is ``flagged`` now, ``flags`` among its last ``peer_n``
-        windows, ``persistent`` and ``run_seen``."""
+        windows, ``persistent`` and ``run_seen``; in no set order (sorting is a query, and most
+        windows read no row of it)."""
         nodes = (
             gpus.lazy().group_by(KEYS).agg(pl.col(FEATURE).max().cast(pl.Float64).alias("errors"))
         )
@@ -106,7 +107,7 @@ class PortErrorPeers:
             query = query.with_columns(stage)
         merged = collect(query)
         self._state = replaced(self._state, merged.lazy().select(list(_STATE)), KEYS)
-        return merged.sort(KEYS)
+        return merged
 
     def forget(self, job_ids: list[str]) -> None:
         self._state = self._state.filter(~pl.col("job_id").is_in(job_ids))

@@ -80,6 +80,7 @@ from medic.detectors.online import flag_count, peer_z_columns, push_flags
 from medic.detectors.pace import PaceModel
 from medic.detectors.port_errors import EARLY_ERRORS_PER_S, PortErrorPeers
 from medic.detectors.port_errors import FEATURE as IB_ERRORS
+from medic.detectors.port_errors import KEYS as PORT_KEYS
 from medic.detectors.progress_state import WatchedJobs, WatchesJobs
 from medic.detectors.rank_share import RankShares
 from medic.detectors.straggler_policy import Suspect, firing
@@ -119,11 +120,17 @@ _GPUS = pl.Schema(
         ("cause_seen", pl.Int64()),
         ("counts", pl.List(pl.Int64())),
         ("clock_ratios", pl.List(pl.Float64())),
+        ("seen", pl.Int64()),
+        *((f"offset_{f}", pl.Float64()) for f in SLOWING),
     ]
 )
 """Per job and GPU, over its latest windows (newest last): the bit histories of its flags and
 causes (newest in bit 0), how many windows it had been watched when its current run of causes
-began, its samples and its clock ratio (the job's median SM clock over its own) per window."""
+began, its samples and its clock ratio (the job's median SM clock over its own) per window;
+the windows its offsets were learned from and its offset from its peers per slowing feature
+(null before its first learned window). One frame, so that a window's GPUs are scored,
+tracked and learned in one query."""
+KEYS = ["job_id", "node", "gpu"]
 LINK_DOWN = ("mlx5_link_down", "ib_port_error")
 """The catalogue's signatures of an InfiniBand/RoCE port going down (a flap when it comes back):
 the kernel's mlx5 line, and NCCL's async event on the host whose port it is."""
@@ -296,10 +303,6 @@ class StragglerDetector(WatchesJobs):
         self.log_windows = LogWindows(self.config.window_s)
         self.alarmed: set[str] = set()
         self.suspects: dict[str, list[Suspect]] = {}
-        self._offsets = pl.DataFrame(
-            schema={"job_id": pl.String, "node": pl.String, "gpu": pl.Int16, "seen": pl.Int64}
-            | {f"offset_{f}": pl.Float64 for f in SLOWING}
-        )
         self._gpus = pl.DataFrame(schema=_GPUS)
         self.odd_jobs: set[str] = set()
         """Jobs with a GPU one deviating window short of a suspect: their paces are not
@@ -328,7 +331,8 @@ class StragglerDetector(WatchesJobs):
         the NVML agent's) labels its GPUs' samples with it."""
 
     def state_size(self) -> int:
-        held = len(self.jobs) + len(self.paces) + self._offsets.height + len(self.link_drops)
+        learned = self._gpus.height - self._gpus.get_column("seen").null_count()
+        held = len(self.jobs) + len(self.paces) + learned + len(self.link_drops)
         held += len(self.counted_drops) + len(self.port_errors)
         return held + self.telemetry.state_size() + self.rank_shares.state_size()
 
@@ -544,22 +548,32 @@ class StragglerDetector(WatchesJobs):
         if not window.gpus.is_empty():
             self._watched = collect(window.gpus.lazy().select("node", "job_id").unique())
         pausing = [j for j, p in self.jobs.progress.jobs.items() if p.phase is not None]
-        scoring = _scoring(self.config)
-        gpus = window.gpus.filter(scoring.comparable & ~pl.col("job_id").is_in(pausing))
+        gpus = window.gpus.filter(
+            _scoring(self.config).comparable & ~pl.col("job_id").is_in(pausing)
+        )
         if gpus.is_empty():
             self.suspects = {}
             return
         nodes = self.port_errors.compare(gpus)
+        scored = collect(self._scored(gpus))
+        self._gpus = replaced(self._gpus, scored.lazy().select(list(_GPUS)), KEYS)
+        self._track_gpus(scored)
+        self._add_port_suspects(nodes)
+
+    def _scored(self, gpus: pl.DataFrame) -> pl.LazyFrame:
+        """The window's GPUs scored against their peers, their flags and causes pushed into
+        their histories, and their offsets learned (``_scoring``): one query over the state
+        kept per GPU."""
+        scoring = _scoring(self.config)
+        slowed = [job_id for job_id, pace in self.paces.items() if pace.votes.active]
         query = gpus.lazy().with_columns(pl.col(FEATURES).cast(pl.Float64))
         for stage in scoring.z:
             query = query.with_columns(stage)
-        query = query.join(self._offsets.lazy(), on=["job_id", "node", "gpu"], how="left")
-        for stage in scoring.scored:
+        query = query.join(self._gpus.lazy(), on=KEYS, how="left")
+        query = query.with_columns(pl.col("job_id").is_in(slowed).alias("_slowed"))
+        for stage in (*scoring.scored, *scoring.tracked, *scoring.learned):
             query = query.with_columns(stage)
-        scored = collect(query)
-        self._track_gpus(scored)
-        self._add_port_suspects(nodes)
-        self._learn_offsets(scored)
+        return query
 
     def _add_port_suspects(self, nodes: pl.DataFrame) -> None:
         """Nodes whose InfiniBand errors rise persistently against their job's other nodes
@@ -584,7 +598,7 @@ class StragglerDetector(WatchesJobs):
                 <= pl.max_horizontal(1.0, c.max_culprit_fraction * pl.col("job_nodes"))
             )
         )
-        for row in sized.iter_rows(named=True):
+        for row in sized.sort(PORT_KEYS).iter_rows(named=True):
             suspect = Suspect(
                 node=row["node"],
                 gpu=-1,
@@ -599,27 +613,18 @@ class StragglerDetector(WatchesJobs):
             )
             self.suspects.setdefault(row["job_id"], []).append(suspect)
 
-    def _track_gpus(self, scored: pl.DataFrame) -> None:
-        """Push each GPU's flag, cause, samples and clock ratio into its history; GPUs
-        persistently flagged (or caused) and still so make their nodes suspects, when they are
-        a minority of their job."""
-        keys = ["job_id", "node", "gpu"]
-        query = scored.lazy().select(*TRACKED).with_columns(pl.col("seen").fill_null(0))
-        query = query.join(self._gpus.lazy(), on=keys, how="left")
-        for stage in _scoring(self.config).tracked:
-            query = query.with_columns(stage)
-        gpus = collect(query)
-        self._gpus = replaced(self._gpus, gpus.lazy().select(list(_GPUS)), keys)
-        odd = gpus.filter(_scoring(self.config).odd).get_column("job_id")
+    def _track_gpus(self, gpus: pl.DataFrame) -> None:
+        """GPUs persistently flagged (or caused) and still so make their nodes suspects, when
+        they are a minority of their job; GPUs one flagged window short make their jobs odd.
+        Read from the columns of the window's scored GPUs (``_scored``): a filter is a query."""
+        odd = gpus.get_column("job_id").filter(gpus.get_column("odd"))
         self.odd_jobs = set(odd.to_list())
-        self.suspects = self._suspects(gpus, scored)
+        persistent = gpus.get_column("persistent") | gpus.get_column("persistent_cause")
+        self.suspects = self._suspects(gpus.filter(persistent), gpus) if persistent.any() else {}
 
-    def _suspects(self, gpus: pl.DataFrame, scored: pl.DataFrame) -> dict[str, list[Suspect]]:
-        """The nodes of persistent GPUs, each by its GPU deviating most, per job whose
-        suspects are a minority of it."""
-        persistent = gpus.filter(pl.col("persistent") | pl.col("persistent_cause"))
-        if persistent.is_empty():
-            return {}
+    def _suspects(self, persistent: pl.DataFrame, gpus: pl.DataFrame) -> dict[str, list[Suspect]]:
+        """The nodes of ``persistent`` GPUs, each by its GPU deviating most, per job whose
+        suspects are a minority of it (its size from the window's ``gpus``)."""
         scoring = _scoring(self.config)
         # one query: the plan reads ``nodes`` twice (cheap: a few persistent GPUs) rather
         # than run it alone first
@@ -630,7 +635,7 @@ class StragglerDetector(WatchesJobs):
             .agg(scoring.suspect_nodes)
         )
         sizes = (
-            scored.lazy()
+            gpus.lazy()
             .filter(pl.col("job_id").is_in(persistent.get_column("job_id").to_list()))
             .group_by("job_id")
             .agg(pl.col("node").n_unique().alias("job_nodes"), pl.len().alias("job_gpus"))
@@ -665,29 +670,6 @@ class StragglerDetector(WatchesJobs):
             first.flagged_gpus <= max(1.0, share * first.job_gpus)
         )
 
-    def _learn_offsets(self, scored: pl.DataFrame) -> None:
-        """Move each GPU's offset toward its current z (clipped at ``z_threshold``, so one odd
-        window cannot make a large offset): the mean over its grace windows, then an
-        exponential average of healthy windows only: never while the job is slowed or the
-        GPU was flagged in any of its last ``peer_n`` windows, so a straggler (even one that
-        hovers around the threshold) never becomes its own baseline."""
-        c = self.config
-        slowed = [job_id for job_id, pace in self.paces.items() if pace.votes.active]
-        seen = pl.col("seen").fill_null(0)
-        keys = ["job_id", "node", "gpu"]
-        recent = (1 << c.peer_n) - 1
-        history = self._gpus.lazy().select(*keys, (pl.col("history") & recent).alias("recent"))
-        learned = collect(
-            scored.lazy()
-            .join(history, on=keys, how="left")
-            .filter(
-                (seen < c.grace_windows)
-                | (~pl.col("job_id").is_in(slowed) & (pl.col("recent").fill_null(0) == 0))
-            )
-            .select(_scoring(c).learned)
-        )
-        self._offsets = replaced(self._offsets, learned.lazy(), keys)
-
     def _forget(self, job_ids: list[str]) -> None:
         if not job_ids:
             return
@@ -699,16 +681,8 @@ class StragglerDetector(WatchesJobs):
         self.telemetry.forget(job_ids)
         self.port_errors.forget(job_ids)
         self.rank_shares.forget(job_ids)
-        self._offsets = self._offsets.filter(~pl.col("job_id").is_in(job_ids))
         self._gpus = self._gpus.filter(~pl.col("job_id").is_in(job_ids))
         self._watched = self._watched.filter(~pl.col("job_id").is_in(job_ids))
-
-
-TRACKED = (
-    *("job_id", "node", "gpu", "z", "feature", "flagged", "cause_z", "cause_feature", "caused"),
-    *("seen", "samples", "clock_ratio"),
-)
-"""What a GPU's history keeps of its window's scores."""
 
 
 @dataclass(frozen=True)
@@ -721,11 +695,17 @@ class _Scoring:
     z: list[list[pl.Expr]]
     scored: list[list[pl.Expr]]
     tracked: list[list[pl.Expr]]
-    odd: pl.Expr
+    """The GPU's histories pushed, whether it is ``persistent`` (or ``persistent_cause``), and
+    whether it is ``odd``: one window short of that."""
+    learned: list[list[pl.Expr]]
+    """Its offsets moved toward its current z (clipped at ``z_threshold``, so one odd window
+    cannot make a large offset): the mean over its grace windows, then an exponential average
+    of healthy windows only: never while its job is slowed (``_slowed``) or the GPU was
+    flagged in any of its last ``peer_n`` windows, so a straggler (even one that hovers around
+    the threshold) never becomes its own baseline."""
     suspect: list[pl.Expr]
     """A persistent GPU's deviation: its cause's when only its cause persists."""
     suspect_nodes: list[pl.Expr]
-    learned: list[str | pl.Expr]
 
 
 @cache
@@ -789,6 +769,8 @@ def _scoring(c: StragglerConfig) -> _Scoring:
     span = pl.col("judged_span")  # a column of its own: unoptimised queries repeat expressions
     recent = pl.lit(2, pl.Int64).pow(span).cast(pl.Int64) - 1
     needed = (span * c.peer_k / c.peer_n).ceil().cast(pl.Int64)
+    seen = pl.col("seen").fill_null(0)
+    short = pl.max_horizontal(pl.col("needed") - 1, pl.lit(1))
     tracked = [
         [
             push_flags(pl.col("history"), pl.col("flagged"), kept).alias("history"),
@@ -809,7 +791,7 @@ def _scoring(c: StragglerConfig) -> _Scoring:
         [
             pl.when(pl.col("causes") == 0)
             .then(None)
-            .otherwise(pl.col("cause_seen").fill_null(pl.col("seen")))
+            .otherwise(pl.col("cause_seen").fill_null(seen))
             .alias("cause_seen"),
             (pl.col("ready") & pl.col("flagged") & (pl.col("flags") >= pl.col("needed"))).alias(
                 "persistent"
@@ -817,26 +799,26 @@ def _scoring(c: StragglerConfig) -> _Scoring:
             (pl.col("ready") & pl.col("caused") & (pl.col("causes") >= pl.col("needed"))).alias(
                 "persistent_cause"
             ),
+            ((pl.col("flags") >= short) | (pl.col("causes") >= short)).alias("odd"),
         ],
     ]
-    short = pl.max_horizontal(pl.col("needed") - 1, pl.lit(1))
-    odd = (pl.col("flags") >= short) | (pl.col("causes") >= short)
-    seen = pl.col("seen").fill_null(0)
     weight = pl.max_horizontal(pl.lit(c.offset_weight), 1.0 / (seen + 1))
     limit = c.z_threshold
-    learned: list[str | pl.Expr] = [
-        "job_id",
-        "node",
-        "gpu",
-        (seen + 1).alias("seen"),
-        *(
-            (
-                pl.col(f"offset_{f}").fill_null(0.0)
-                + weight
-                * (pl.col(f"z_{f}").clip(-limit, limit) - pl.col(f"offset_{f}").fill_null(0.0))
-            ).alias(f"offset_{f}")
+    flagged_lately = (pl.col("history") & ((1 << c.peer_n) - 1)).fill_null(0) != 0
+    moved = {
+        "seen": seen + 1,
+        **{
+            f"offset_{f}": pl.col(f"offset_{f}").fill_null(0.0)
+            + weight * (pl.col(f"z_{f}").clip(-limit, limit) - pl.col(f"offset_{f}").fill_null(0.0))
             for f in SLOWING
-        ),
+        },
+    }
+    learned = [
+        [((seen < c.grace_windows) | (~pl.col("_slowed") & ~flagged_lately)).alias("_learning")],
+        [
+            pl.when(pl.col("_learning")).then(new).otherwise(pl.col(name)).alias(name)
+            for name, new in moved.items()
+        ],
     ]
     by_cause = pl.col("persistent_cause") & ~pl.col("persistent")
     suspect = [
@@ -859,10 +841,9 @@ def _scoring(c: StragglerConfig) -> _Scoring:
         peer_z_columns("job_id", c.floors()),
         scored,
         tracked,
-        odd,
+        learned,
         suspect,
         suspect_nodes,
-        learned,
     )
 
 
