@@ -279,6 +279,10 @@ class JobWatch:
     rhythm: JobRhythm = field(default_factory=JobRhythm)
     """The pauses the job has taken and the step interval they come at
     (``medic.detectors.hang_rhythm``)."""
+    scheduled_us: int | None = None
+    """How long a scheduled pause after the job's latest step may last on its rhythm
+    (``JobRhythm.expected_us``), None until asked: kept until the next step line changes the
+    rhythm, as a silence asks it every second."""
     longest_gap_us: int = 0
     """The job's longest step gap of any kind (pauses included)."""
     step_us: int | None = None
@@ -501,6 +505,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             watch.step_us = took if took is not None else watch.step_us
             self._learn_rhythm(job_id, watch, time, gap_us)
             watch.rhythm.step(step)
+            watch.scheduled_us = None
             waited = telemetry.all_spinning_spell(time)
             if fresh and waited is not None:
                 watch.longest_all_waiting_us = max(watch.longest_all_waiting_us, waited)
@@ -913,7 +918,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         factor = self.config.phase_factor
         # A silence on the job's step rhythm is expected whatever its GPUs show (a save by a
         # rank 0 the scheduler did not name looks like that GPU stalling).
-        scheduled = rhythm.expected_us(rhythm.last_step, PAUSE, factor)
+        if watch.scheduled_us is None:
+            watch.scheduled_us = rhythm.expected_us(rhythm.last_step, PAUSE, factor)
+        scheduled = watch.scheduled_us
         if kind == PAUSE or since is None:
             return scheduled
         stall = rhythm.expected_us(rhythm.last_step, kind, factor)
