@@ -366,6 +366,8 @@ class GpuFaultDetector(WatchesLiveness):
         self._count_state = [np.zeros((0, 1), np.int8) for _ in COUNTERS]
 
     def _emit(self, evidence: list[Located], confirmed_at: int | None = None) -> list[Detection]:
+        if not evidence:  # the usual batch: nothing to sort or group
+            return []
         return self.book.report(evidence, _headline, confirmed_at)
 
 
