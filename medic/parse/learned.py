@@ -946,7 +946,7 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
         return None
     if _COUNTED.match(unit) and "sec" not in unit and unit not in _COARSER:
         return None
-    if unit in ("it/s", "iter/s", "iters/s", "steps/s", "step/s", "batches/s", "ups"):
+    if unit == "ups" or _STEP_RATE.match(unit):
         return -1.0
     if unit.startswith(("ms/", "msec")) or unit in ("ms", "millisecond", "milliseconds"):
         return 0.001

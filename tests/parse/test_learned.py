@@ -110,6 +110,9 @@ def test_a_batch_counter_is_a_step_at_first_sight_when_the_line_is_timed_and_rep
     assert steps(learner(), "zork Era[1] Batch [20]  Speed: 1375.76 samples/sec") == [
         ("learned", 20, None)
     ]
+    # a rate of updates in any spelling is the step's pace (Sockeye's "1.25 updates/sec")
+    paced = "zork Era[0] Batch [900]  Speed: 1243.9 samples/sec 37233.1 tokens/sec 1.25 updates/sec"
+    assert steps(learner(), paced) == [("learned", 900, 0.8)]
     # a time alone, a count's total or a duration per batch are no batch counter
     assert steps(learner(), "zork batch 7 time 0.5s") == []
     assert steps(learner(), "| era 1 | 200/ 2983 batches | ms/batch 45.6 | loss 7.7") == [
