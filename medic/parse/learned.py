@@ -162,6 +162,8 @@ _FRACTION = re.compile(
 _LEARNING_RATE = re.compile(r"(?i)^(?:lr|learning_rate|[a-z0-9]+_lr)$")
 """A learning rate's label: a line naming its step and its learning rate reports an optimizer
 step (an evaluation's or a summary's reports none)."""
+_EPOCH = re.compile(r"(?i)^(?:epoch|ep\.?)$")
+"""An epoch's label: a pass over the data, never one step, however it rises."""
 _TALLY = re.compile(r"(?i)^(?:num|n|total|count)_")
 """A label counting steps done (``num_updates``), not naming the one reported."""
 _LOOP_NAME = re.compile(r"(?i)^train(?:ing)?$")
@@ -913,7 +915,7 @@ def _number_rank(before: str, label: str, after: str) -> int:
     """How likely a number is the step, by its label (``_counter_rank``) or the counter's name
     written right after it (``1-100batch``); a percentage, a loss, or digits within a name
     (``gpu-a03``, ``node12``: a host's, a device's), are never the step."""
-    if after.startswith("%") or _LOSS.search(label):
+    if after.startswith("%") or _LOSS.search(label) or _EPOCH.match(label):
         return NO_COUNTER
     suffix = _COUNTER_AFTER.match(after)
     if suffix:

@@ -324,6 +324,15 @@ def test_a_rising_counter_beside_a_throughput_alone_becomes_steps() -> None:
     assert steps(learner(), *[f"| round 3 {1000 * i} / 9000 acc=1.{i}" for i in range(5)]) == []
 
 
+def test_an_epoch_is_never_the_step_however_it_rises() -> None:
+    # an epoch's own line (its duration, its metrics) rises once an epoch: a pass over the data
+    epochs = [f"zork: Epoch[{e}] Time cost=5{e}.318" for e in range(5)]
+    assert steps(learner(), *epochs) == []
+    # beside a counter the epoch's number is no candidate either
+    lines = [f"zork: Epoch {e} round {100 * e} took 0.{e}1s" for e in range(1, 5)]
+    assert [s[1] for s in steps(learner(), *lines)] == [100, 200, 300, 400]
+
+
 def test_a_counter_with_grouped_thousands_is_one_number() -> None:
     lines = [
         f"<epoch: 3, iter: {505 + i},{i}00, lr: 5.0e-05, time: 0.84{i}> l1: 0.01" for i in range(4)
