@@ -7,10 +7,10 @@ times of day and dates masked apart) and its numbers, and learns per job which t
 with one number that keeps increasing and one whose label or unit says it is a duration or a
 rate. Once a template has shown this over ``MIN_LINES`` lines, each of its lines is a step.
 Some lines say enough to be one at first sight (``Fields.sure``): a counter labelled a step or
-an iteration beside a duration, a rate, a loss or a learning rate; a count out of a total
-(``[50/7330]``) beside a loss; a counter labelled a batch or an update beside both a duration
-and a loss. A number whose unit or label names a rate of samples, tokens, images or FLOPs is the
-step's throughput, never its counter.
+an iteration beside a duration, a rate, a loss or a learning rate; a counter labelled a batch
+or an update beside a loss or a throughput; a count out of a total (``[50/7330]``) beside a
+loss. A number whose unit or label names a rate of samples, tokens, images or FLOPs is the
+step's throughput, never its counter; an epoch's number or a loss is never the counter.
 
 A step may also be a record of several lines (OLMo-core's ``[step=N/M,...]`` and then one
 ``name=value`` line per metric): a line whose only numbers are labelled as a step, an iteration,
@@ -913,8 +913,8 @@ def _is_part(fields: Fields | None) -> bool:
 
 def _number_rank(before: str, label: str, after: str) -> int:
     """How likely a number is the step, by its label (``_counter_rank``) or the counter's name
-    written right after it (``1-100batch``); a percentage, a loss, or digits within a name
-    (``gpu-a03``, ``node12``: a host's, a device's), are never the step."""
+    written right after it (``1-100batch``); a percentage, a loss, an epoch, or digits within a
+    name (``gpu-a03``, ``node12``: a host's, a device's), are never the step."""
     if after.startswith("%") or _LOSS.search(label) or _EPOCH.match(label):
         return NO_COUNTER
     suffix = _COUNTER_AFTER.match(after)
