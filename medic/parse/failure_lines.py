@@ -124,10 +124,36 @@ def listed_ranks(frame: pl.DataFrame, raw: str, text: str, keys: list[str]) -> p
     )
 
 
+READY_RANKS = (
+    r"(?i:\b(?:ready|arrived|joined|submitted|reached)\s+ranks?\s*[:=]\s*\[?"
+    r"(\d+(?:\s*,\s*\d+)+)\]?)"
+)
+"""The ranks a line lists as having come to a collective the others still wait on (older
+Horovod stall reports: ``[ready ranks: 0, 2, 3]``): those at fault are the rest of the job's
+ranks. Two listed at least, so that the list shows a job's ranks."""
+
+
 def named_ranks(text: pl.Expr) -> pl.Expr:
-    """The ranks each line of ``text`` names as failing (``NAMED_RANKS``: "3, 14"), else
-    null."""
-    return pl.coalesce(text.str.extract(NAMED_RANKS, 1), text.str.extract(NAMED_RANKS, 2))
+    """The ranks each line of ``text`` names as failing (``NAMED_RANKS``: "3, 14"), else those
+    missing from a list of ranks ready (``READY_RANKS``), else null."""
+    return pl.coalesce(
+        text.str.extract(NAMED_RANKS, 1), text.str.extract(NAMED_RANKS, 2), _not_ready(text)
+    )
+
+
+def _not_ready(text: pl.Expr) -> pl.Expr:
+    """The ranks below the highest a ready list names that it leaves out ("16"), as a list
+    like ``NAMED_RANKS``'s; null when it leaves none out. A rank above the highest listed is
+    not seen: the job's size is not in the line, and naming no rank is better than a wrong
+    one."""
+    ready = (
+        text.str.extract(READY_RANKS, 1)
+        .str.split(",")
+        .list.eval(pl.element().str.strip_chars().cast(pl.Int64, strict=False))
+    )
+    missing = pl.int_ranges(0, ready.list.max()).list.set_difference(ready).list.sort()
+    joined = missing.list.eval(pl.element().cast(pl.String)).list.join(", ")
+    return pl.when(missing.list.len() > 0).then(joined)
 
 
 NAMED_PEER = (

@@ -528,9 +528,17 @@ def unmatched_only(evidence: Mapping[str, Any]) -> bool:
 
 def _named_in_generic(hits: pl.DataFrame) -> pl.DataFrame:
     """The hosts and ranks that the lines of ``generic`` entries (a Python exception's last
-    line) name as failing in their text, where the entry's pattern named none."""
+    line) name as failing in their text, where the entry's pattern named none; and the ranks
+    a reporter's line (a ``collateral`` entry: a stall or timeout report) names at fault,
+    which make it the root: the line is about those ranks, not the one that printed it."""
     generic = pl.col("generic")
     message = pl.col("message")
+    reporter = (pl.col("role") == "collateral") & pl.col("_ranks").is_null()
+    at_fault = pl.when(reporter).then(named_ranks(message))
+    hits = hits.with_columns(
+        pl.when(at_fault.is_not_null()).then(pl.lit("root")).otherwise("role").alias("role"),
+        pl.coalesce("_ranks", at_fault).alias("_ranks"),
+    )
     return hits.with_columns(
         pl.when(generic & pl.col("_ranks").is_null())
         .then(named_ranks(message))

@@ -746,6 +746,25 @@ def test_ranks_listed_under_a_header_naming_them_at_fault_are_the_root() -> None
     assert listed.get_column("reading").to_list() == [None] * 4
 
 
+def test_a_stall_report_listing_the_ready_ranks_blames_the_others() -> None:
+    # our wording, in the shape of older Horovod stall reports: each stalled tensor is
+    # followed by the ranks that did submit it; the rest of the job's ranks hold it up
+    stall = (
+        "WARNING: some tensors were sent by a subset of ranks and are waiting for remainder of "
+        "ranks for more than 60 seconds. Stalled ops: zork.grad_0 [ready ranks: {}]"
+    )
+    found = rows_of(stall.format("3, 0, 5, 1, 2"))
+    assert found.select("signature", "role", "rank").rows() == [("horovod_stall", "root", 4)]
+    # a rank above the highest listed is not seen; none left out below it names none
+    found = rows_of(stall.format("2, 0, 1"))
+    assert found.select("signature", "role", "rank").rows() == [
+        ("horovod_stall", "collateral", None)
+    ]
+    # the rank that printed a reporter's line is no culprit
+    found = rows_of("[1,3]<stderr>:" + stall.format("0, 1, 2, 3"))
+    assert found.get_column("role").to_list() == ["collateral"]
+
+
 def test_a_list_under_another_writers_header_names_no_rank() -> None:
     lines = [("100", "Missing ranks:"), ("200", "14: [zork.layer3.weight]")]
     assert rows_of(*lines).is_empty()
