@@ -85,6 +85,23 @@ NAMED_RANKS = (
 (``Missing ranks: 3, 14``): the ranks at fault, not the rank that printed the line."""
 
 
+LOGGED_RANK = (
+    r"^\[[IWEF][\d :.]*[\w.-]+\.\w+:\d+\]\s*"
+    r"\[(?:PG (?:ID )?0 (?:PG GUID 0(?:\(\w+\))? )?)?Rank (\d+)\]"
+)
+"""The rank that printed a line, where PyTorch's C++ logging header names it after the
+severity and source location (``[E ProcessGroupNCCL.cpp:916] [Rank 1] ...``, ``[E1023
+02:44:30.94 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 3] ...``): the
+process group's own rank, so only the default group's (``PG 0``, or no group named, as older
+releases wrote it) is a rank of the job; another group's rank numbers its members only."""
+
+
+def logged_rank(text: pl.Expr) -> pl.Expr:
+    """The rank each line of ``text`` says printed it in its logging header (``LOGGED_RANK``),
+    else null."""
+    return text.str.extract(LOGGED_RANK, 1).cast(pl.Int32, strict=False)
+
+
 RANKS_HEADER = rf"(?i:(?:\b{_AT_FAULT}\b[^:]*\branks?\b|\branks?\b[^:]*\b{_AT_FAULT}\b)[^:]*:\s*$)"
 """A line ending in a colon that announces a list of ranks at fault on the lines after it
 (Horovod's stall inspector: ``Missing ranks:``; NCCL's desync report: ``the lagging/dead/

@@ -6,8 +6,9 @@ file says nothing of a line's node, and the host that reads the file (medic's ow
 the job's nodes. The line says it: a launcher's host prefix (pdsh's ``n1: ``, a journal's
 ``<time> <host> kernel: ``), NCCL's ``host:pid:tid [dev] NCCL`` prefix, torchrun's root-cause
 ``host : <name>`` field, or a rank (``srun --label``'s task number, Open MPI's ``[job,rank]``,
-torchrun's ``[rankN]:``) that the job's own lines tie to a node (a line that carries both a
-rank and a host teaches the job's layout: task ``t`` runs on node ``n``).
+torchrun's ``[rankN]:``, PyTorch's logging header ``[E file.cpp:N] [Rank N]``) that the job's
+own lines tie to a node (a line that carries both a rank and a host teaches the job's layout:
+task ``t`` runs on node ``n``).
 
 A node is named only when Slurm knows it as one of the job's nodes (the scheduler rows'
 ``nodes``, over every attempt of the job). A line naming a host that is not one of them keeps
@@ -33,6 +34,7 @@ from typing import Any
 
 import polars as pl
 
+from medic.parse.failure_lines import logged_rank
 from medic.parse.prefixes import PrefixStripper
 
 log = logging.getLogger(__name__)
@@ -155,7 +157,11 @@ class Placement:
                     "time",
                     _column(stripped, "job_id", pl.String),
                     _column(stripped, "node", pl.String).fill_null(""),
-                    pl.coalesce(_column(stripped, "rank", pl.Int32), pl.col("prefix_rank"))
+                    pl.coalesce(
+                        _column(stripped, "rank", pl.Int32),
+                        pl.col("prefix_rank"),
+                        logged_rank(pl.col("message")),
+                    )
                     .cast(pl.Int32)
                     .alias("rank"),
                 ),

@@ -60,6 +60,7 @@ from medic.parse.failure_lines import (
     FailureLines,
     bound_addresses,
     listed_ranks,
+    logged_rank,
     named_host,
     named_ranks,
 )
@@ -193,7 +194,9 @@ class SignatureMatcher:
             time=pl.col("time"),
             job_id=pl.col("job_id"),
             node=pl.col("node"),
-            rank=pl.coalesce("_ranks", "rank", "prefix_rank").cast(pl.Int32),
+            rank=pl.coalesce("_ranks", "rank", "prefix_rank", logged_rank(pl.col("message"))).cast(
+                pl.Int32
+            ),
             source=pl.col("source"),
             signature=pl.lit(UNMATCHED) + pl.coalesce(FAMILY, pl.lit(ENDED)),
             kind=pl.lit("crash"),
@@ -409,7 +412,9 @@ class SignatureMatcher:
             "time",
             "job_id",
             "node",
-            pl.coalesce("_ranks", "rank", "_rank", "prefix_rank").alias("rank"),
+            pl.coalesce(
+                "_ranks", "rank", "_rank", "prefix_rank", logged_rank(pl.col("message"))
+            ).alias("rank"),
             "source",
             "signature",
             "kind",

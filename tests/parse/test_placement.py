@@ -92,6 +92,28 @@ def test_srun_task_numbers_follow_the_node_the_jobs_own_lines_tie_them_to(
     assert later == ["n2", "n2", ""]
 
 
+def test_a_rank_in_pytorchs_logging_header_follows_the_node_its_job_ties_it_to(
+    two_nodes: Placement,
+) -> None:
+    # our values, in the shape of ProcessGroupNCCL's C++ log lines: severity and source
+    # location, then the process group's own rank (the default group's is the job's rank)
+    found = placed(
+        two_nodes,
+        log(1, "1: n2:4242:4250 [0] NCCL INFO Bootstrap : Using eth0", node="", job_id="7"),
+        log(2, "[E zork.cpp:916] [Rank 1] CUDA error: misaligned address", node="", job_id="7"),
+        log(
+            2,
+            "[E1023 02:44:30.94 zork.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 1] x",
+            node="",
+            job_id="7",
+        ),
+        log(
+            2, "[E zork.cpp:1537] [PG 1 Rank 1] CUDA error: misaligned address", node="", job_id="7"
+        ),
+    )
+    assert found == ["n2", "n2", "n2", ""]
+
+
 def test_lines_of_a_job_slurm_has_not_shown_are_taken_as_they_say() -> None:
     placement = Placement()
     rows = [log(1, f"gpu-a01: {XID}", node="", job_id="9"), log(1, "step 3", node="n5")]

@@ -765,6 +765,20 @@ def test_a_stall_report_listing_the_ready_ranks_blames_the_others() -> None:
     assert found.get_column("role").to_list() == ["collateral"]
 
 
+def test_the_rank_pytorchs_logging_header_names_printed_the_line() -> None:
+    # our wording, in the shape of ProcessGroupNCCL's log lines: the default group's rank
+    # (no group named, or group 0) printed the line; another group's numbers its own members
+    found = rows_of(
+        "[E zork.cpp:916] [Rank 1] watchdog caught: CUDA error: misaligned address",
+        "[E1023 02:44:30.941 zork.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 3] watchdog "
+        "caught: CUDA error: misaligned address",
+        "[E zork.cpp:1537] [PG 2 Rank 5] watchdog caught: CUDA error: misaligned address",
+        "[rank6]:[E zork.cpp:916] [Rank 1] watchdog caught: CUDA error: misaligned address",
+        "zork says [Rank 4] CUDA error: misaligned address",
+    )
+    assert found.get_column("rank").to_list() == [1, 3, None, 6, None]
+
+
 def test_a_list_under_another_writers_header_names_no_rank() -> None:
     lines = [("100", "Missing ranks:"), ("200", "14: [zork.layer3.weight]")]
     assert rows_of(*lines).is_empty()
