@@ -13,7 +13,9 @@ Evidence, from the fastest to the slowest:
   blocked in a collective spin at full utilisation on a fraction of their working power, where
   a checkpoint or a data stall leaves them idle; every one of them, on every other node of the
   job, for a GPU still at work is a live rank its peers wait on), or the silence outlasts
-  ``long_silence_s``.
+  ``long_silence_s``. The node's output going quiet and its peers' stall count only once the
+  job's own pause outlasts the longest it took before while training: an evaluation, a save
+  or a data loader's stall while a node's exporter restarts looks like a dead node that long.
   All this long before Slurm's SlurmdTimeout. The job's own output going quiet is no such
   sign: a hang stops it too (a rank stuck in host code or on a dead NFS server), and so do a
   job's start-up, checkpoints and evaluations, while a node's exporter restarts. Nor is a node's
@@ -299,6 +301,9 @@ class NodeFailureDetector(WatchesLiveness):
         self.training: dict[str, tuple[int, int]] = {}
         """Job -> (its first training step, its newest one): its log cadence means something
         only once it trains."""
+        self.pauses: dict[str, int] = {}
+        """Job -> the longest its lines paused since it began training: a pause no longer than
+        that is one the job takes, whatever its GPUs show meanwhile."""
         self.job_power = JobPower(POWER_BASELINE_US + round(self.config.long_silence_s * US))
         self.fabric = FabricEvidence(
             round(self.config.fabric_hold_s * US),
@@ -318,6 +323,7 @@ class NodeFailureDetector(WatchesLiveness):
             + len(self.job_root_errors)
             + len(self.job_power)
             + len(self.training)
+            + len(self.pauses)
             + len(self.context)
         )
 
@@ -370,6 +376,7 @@ class NodeFailureDetector(WatchesLiveness):
                 del state[job_id]
         for job_id in [j for j, (_, newest) in self.training.items() if newest < stale]:
             del self.training[job_id]
+            self.pauses.pop(job_id, None)
         return found
 
     def _log_lag(self, job_id: str | None) -> int:
@@ -396,10 +403,16 @@ class NodeFailureDetector(WatchesLiveness):
         # may still show the work they did before it died.
         settle = slack + self.liveness.cadence_of(gap.node)
         trained = self.training.get(job_id, (gap.since, gap.since))[0] < gap.since
+        # A job pausing as it has paused before (an evaluation, a save, a loader's stall, its
+        # peers spinning in the wait meanwhile) while its node's exporter restarts looks the
+        # same as a dead node, until the pause runs past the job's longest: only a peer's
+        # complaint or the silence's length confirms it sooner.
+        usual = self._in_usual_pause(job_id, gap, now)
         # A rank pausing its lines (an unannounced evaluation) while its node's exporter
         # restarts looks the same, unless the job's other GPUs show it working on.
         if (
             trained
+            and not usual
             and self.liveness.logs.went_quiet(gap.node, gap.since, now, slack, longest)
             and not self.job_power.worked(job_id, gap.since, now, settle, cfg.stall_ratio)
         ):
@@ -408,7 +421,7 @@ class NodeFailureDetector(WatchesLiveness):
         peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
         if peers_complain and not own_error:
             return f"ranks of job {job_id} report losing a peer"
-        if self.job_power.stalled(
+        if not usual and self.job_power.stalled(
             job_id, gap.since, now, settle, cfg.stall_ratio, cfg.spin_util, silent
         ):
             return f"the other GPUs of job {job_id} stalled with it"
@@ -427,7 +440,23 @@ class NodeFailureDetector(WatchesLiveness):
     def _job_activity(self, logs: pl.DataFrame) -> None:
         if "job_id" not in logs.columns:
             return
-        self.job_logs.observe(*newest_by(logs, "job_id"), arrived=self.liveness.watermark)
+        jobs, times = newest_by(logs, "job_id")
+        for job_id, time in zip(jobs, times, strict=True):
+            last, trained = self.job_logs.last.get(job_id), self.training.get(job_id)
+            if last is not None and trained is not None and last >= trained[0]:
+                self.pauses[job_id] = max(self.pauses.get(job_id, 0), time - last)
+        self.job_logs.observe(jobs, times, arrived=self.liveness.watermark)
+
+    def _in_usual_pause(self, job_id: str, gap: Gap, now: int) -> bool:
+        """Whether the job's lines went quiet with the silent node (``gap``) and have been quiet
+        no longer than a pause the job took before while training (an evaluation, a save, a
+        data loader's stall), as far as ``now`` can tell. A job whose other ranks write on is
+        in no pause."""
+        quiet = self.job_logs.silence(job_id, now)
+        longest = self.pauses.get(job_id)
+        if quiet is None or longest is None:
+            return False
+        return gap.length - round(self.config.slack_s * US) <= quiet <= longest
 
     def _scheduler(self, batch: Batch) -> list[Detection]:
         frame = batch.frame

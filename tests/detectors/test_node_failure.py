@@ -521,6 +521,32 @@ def test_peers_waiting_on_rank_0_at_work_while_a_nodes_scrape_fails_are_not_stal
     assert "stalled" in found[0].summary
 
 
+def test_a_pause_the_job_took_before_while_a_nodes_exporter_restarts_is_not_a_failure() -> None:
+    # Rank 0 (n1) prints a step every 5 s. Its data loader stalls from 100 to 160 s, every
+    # other GPU spinning at 230 W in the next collective; at 240 s it stalls again, and n1's
+    # exporter restarts from 240 to 290 s. A dead node looks the same for as long as the job
+    # has paused before; the exporter comes back first.
+    job = Job()
+    stall = {**power(job, 230.0, 100, 160), **power(job, 230.0, 240, 290)}
+    job.gpu_fields = {**power(job, 600.0, 0, 400), **stall}
+    logs = chatty(job, 0, 100, every=5.0) + chatty(job, 160, 240, every=5.0)
+    logs += chatty(job, 290, 400, every=5.0)
+    gpu = [
+        r
+        for r in job.telemetry(0, 400, ["idle1"])
+        if not (r["node"] == "n1" and at(240) <= r["time"] < at(290))
+    ]
+    assert detect(400, logs, gpu, [job.start()]) == []
+    # n3 dead at 240 s instead: confirmed once the job's pause outlasts its longest (60 s)
+    job.stopped = {("n3", None): 240}
+    job.gpu_fields = {**power(job, 600.0, 0, 400), **stall, **power(job, 230.0, 290, 400)}
+    logs = chatty(job, 0, 100, every=5.0) + chatty(job, 160, 240, every=5.0)
+    found = detect(400, logs, job.telemetry(0, 400, ["idle1"]), [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert 300 <= seconds(found[0].detected_at) <= 320
+    assert "stalled" in found[0].summary
+
+
 def test_job_power_forgets_jobs_gone_quiet_and_samples_older_than_it_keeps() -> None:
     power = JobPower(keep_us=30 * US)
     parser = GpuLatestParser()
