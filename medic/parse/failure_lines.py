@@ -141,6 +141,9 @@ def listed_ranks(frame: pl.DataFrame, raw: str, text: str, keys: list[str]) -> p
     )
 
 
+MAX_RANK = 1 << 17
+"""The highest rank a ready list may name for its complement to be read: a larger number is
+no rank of a job (a garbled line), and listing the ranks below it would cost memory."""
 READY_RANKS = (
     r"(?i:\b(?:ready|arrived|joined|submitted|reached)\s+ranks?\s*[:=]\s*\[?"
     r"(\d+(?:\s*,\s*\d+)+)\]?)"
@@ -168,7 +171,8 @@ def _not_ready(text: pl.Expr) -> pl.Expr:
         .str.split(",")
         .list.eval(pl.element().str.strip_chars().cast(pl.Int64, strict=False))
     )
-    missing = pl.int_ranges(0, ready.list.max()).list.set_difference(ready).list.sort()
+    top = pl.when(ready.list.max() <= MAX_RANK).then(ready.list.max())
+    missing = pl.int_ranges(0, top).list.set_difference(ready).list.sort()
     joined = missing.list.eval(pl.element().cast(pl.String)).list.join(", ")
     return pl.when(missing.list.len() > 0).then(joined)
 

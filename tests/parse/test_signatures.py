@@ -760,6 +760,9 @@ def test_a_stall_report_listing_the_ready_ranks_blames_the_others() -> None:
     assert found.select("signature", "role", "rank").rows() == [
         ("horovod_stall", "collateral", None)
     ]
+    # a number no job's rank reaches names none, and costs nothing
+    found = rows_of(stall.format("0, 4000000000"))
+    assert found.select("role", "rank").rows() == [("collateral", None)]
     # the rank that printed a reporter's line is no culprit
     found = rows_of("[1,3]<stderr>:" + stall.format("0, 1, 2, 3"))
     assert found.get_column("role").to_list() == ["collateral"]
