@@ -171,8 +171,9 @@ def _not_ready(text: pl.Expr) -> pl.Expr:
         .str.split(",")
         .list.eval(pl.element().str.strip_chars().cast(pl.Int64, strict=False))
     )
-    top = pl.when(ready.list.max() <= MAX_RANK).then(ready.list.max())
-    missing = pl.int_ranges(0, top).list.set_difference(ready).list.sort()
+    top = ready.list.max()
+    missing = pl.int_ranges(0, pl.when(top <= MAX_RANK).then(top)).list.set_difference(ready)
+    missing = missing.list.sort()
     joined = missing.list.eval(pl.element().cast(pl.String)).list.join(", ")
     return pl.when(missing.list.len() > 0).then(joined)
 

@@ -538,17 +538,20 @@ def _named_in_generic(hits: pl.DataFrame) -> pl.DataFrame:
     which make it the root: the line is about those ranks, not the one that printed it."""
     generic = pl.col("generic")
     message = pl.col("message")
-    reporter = (pl.col("role") == "collateral") & pl.col("_ranks").is_null()
-    at_fault = pl.when(reporter).then(named_ranks(message))
+    reporter = pl.col("role") == "collateral"
+    # Read once for both kinds of line (a generic entry's and a reporter's).
     hits = hits.with_columns(
-        pl.when(at_fault.is_not_null()).then(pl.lit("root")).otherwise("role").alias("role"),
-        pl.coalesce("_ranks", at_fault).alias("_ranks"),
-    )
-    return hits.with_columns(
-        pl.when(generic & pl.col("_ranks").is_null())
+        pl.when(pl.col("_ranks").is_null() & (generic | reporter))
         .then(named_ranks(message))
-        .otherwise(pl.col("_ranks"))
-        .alias("_ranks"),
+        .alias("_named")
+    )
+    named = pl.col("_named")
+    return hits.with_columns(
+        pl.when(reporter & named.is_not_null())
+        .then(pl.lit("root"))
+        .otherwise("role")
+        .alias("role"),
+        pl.coalesce("_ranks", named).alias("_ranks"),
         pl.when(generic & pl.col("_host").is_null())
         .then(named_host(message))
         .otherwise(pl.col("_host"))
@@ -557,7 +560,7 @@ def _named_in_generic(hits: pl.DataFrame) -> pl.DataFrame:
         .then(message.str.extract(NAMED_PEER, 1))
         .otherwise(pl.col("_peer"))
         .alias("_peer"),
-    )
+    ).drop("_named")
 
 
 def _listed_in_list(hits: pl.DataFrame) -> pl.DataFrame:
