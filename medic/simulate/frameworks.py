@@ -63,6 +63,10 @@ class Framework(ABC):
         """The global rank that prints progress."""
         return 0
 
+    def loss_every(self, spec: TrainSpec) -> int:
+        """Every how many steps a progress line carries the loss."""
+        return spec.log_every
+
     @abstractmethod
     def startup(self, run: Run, clock: Clock) -> Lines:
         """Initialisation messages up to the first step."""
@@ -552,6 +556,9 @@ class Lightning(Framework):
         ]
         t = spread(run.start, run.train_start, len(texts))
         return list(zip(t.tolist(), texts, strict=True))
+
+    def loss_every(self, spec: TrainSpec) -> int:
+        return 1  # the meter's postfix shows the loss at every step
 
     def _epoch(self, spec: TrainSpec) -> int:
         return max(50, spec.total_steps // 4)

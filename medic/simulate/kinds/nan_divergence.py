@@ -17,6 +17,7 @@ from functools import partial
 import numpy as np
 
 from medic.simulate.faults import fault_time
+from medic.simulate.frameworks import framework
 from medic.simulate.plan import Run
 from medic.simulate.recipe import Fault, Scenario, inject_with
 from medic.simulate.world import World
@@ -93,9 +94,9 @@ def nan_divergence(
 
 
 def _first_print_from(run: Run, step: int) -> float | None:
-    """When ``run`` prints its first progress line at or after ``step`` (None: never)."""
+    """When ``run`` first prints its loss at or after ``step`` (None: never)."""
     sched = run.schedule
-    every = run.job.spec.log_every
+    every = framework(run.job.framework).loss_every(run.job.spec)
     printed = (sched.steps >= step) & (sched.steps % every == 0) & (sched.ends < run.stop)
     if not printed.any():
         return None
