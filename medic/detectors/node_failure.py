@@ -5,24 +5,25 @@ Evidence, from the fastest to the slowest:
 * the node falls silent: no telemetry for ``silence_s`` while the rest of the cluster keeps
   reporting, and no log line either. Telemetry (~1 Hz) is the liveness signal, but exporters
   restart and scrapes fail for tens of seconds, and most nodes of a job print nothing (rank 0
-  writes the progress). So the silence counts once something else agrees: the node used to
-  write regularly and went quiet with it (three usual spacings), the job's ranks report
-  losing a peer since (NCCL aborts, and no error of a rank's own that would explain
-  them: torchrun's traceback after a rank died of such an abort is its consequence,
-  not a cause), the job's other GPUs stalled (their power fell while they stayed pegged: GPUs
-  blocked in a collective spin at full utilisation on a fraction of their working power, where
-  a checkpoint or a data stall leaves them idle; every one of them, on every other node of the
-  job, for a GPU still at work is a live rank its peers wait on), or the silence outlasts
-  ``long_silence_s``. The node's output going quiet and its peers' stall count only once the
-  job's own pause outlasts the longest it took before while training: an evaluation, a save
-  or a data loader's stall while a node's exporter restarts looks like a dead node that long.
-  All this long before Slurm's SlurmdTimeout. The job's own output going quiet is no such
-  sign: a hang stops it too (a rank stuck in host code or on a dead NFS server), and so do a
-  job's start-up, checkpoints and evaluations, while a node's exporter restarts. Nor is a node's
-  own output going quiet before its job printed a training step: start-up output comes in
-  bursts (imports, configuration dumps, NCCL's bootstrap lines from every rank) followed by
-  minutes of model building, compilation and data loading that print nothing, so a spacing
-  learned from it is no cadence;
+  writes the progress). So the silence counts once something else agrees: the node used to write
+  regularly and went quiet with it (three usual spacings), the job's ranks report losing a peer
+  since (NCCL aborts, and no error of a rank's own that would explain them: torchrun's traceback
+  after a rank died of such an abort is its consequence, not a cause), the job's other GPUs
+  stalled (their power fell while they stayed pegged: GPUs blocked in a collective spin at full
+  utilisation on a fraction of their working power, where a checkpoint or a data stall leaves
+  them idle; every one of them, on every other node of the job, for a GPU still at work is a
+  live rank its peers wait on), or the silence outlasts ``long_silence_s``. The node's output
+  going quiet and its peers' stall count only once the job's own pause outlasts the longest it
+  took before while training: an evaluation, a save or a data loader's stall while a node's
+  exporter restarts looks like a dead node that long. A training step the job completed after
+  the node's telemetry stopped waited on the node's ranks: the silence counts from that step,
+  however long the exporter stays away. All this long before Slurm's SlurmdTimeout. The job's
+  own output going quiet is no such sign: a hang stops it too (a rank stuck in host code or on a
+  dead NFS server), and so do a job's start-up, checkpoints and evaluations, while a node's
+  exporter restarts. Nor is a node's own output going quiet before its job printed a training
+  step: start-up output comes in bursts (imports, configuration dumps, NCCL's bootstrap lines
+  from every rank) followed by minutes of model building, compilation and data loading that
+  print nothing, so a spacing learned from it is no cadence;
 * srun/salloc print ``error: Node failure on <node>`` (slurmctld: ``Nodes <node> not
   responding``); the fabric says a node's HCA or port failed (``medic.detectors.fabric``):
   NCCL's ``Got async event : local catastrophic error`` blames the host that printed it and an
@@ -40,6 +41,7 @@ crash and end the job before the node's silence is long enough to be sure of.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, NamedTuple
 
@@ -350,9 +352,12 @@ class NodeFailureDetector(WatchesLiveness):
         evidence: list[tuple[str | None, Evidence]] = []
         gaps = self.liveness.silent_nodes(round(cfg.silence_s * US), watermark)
         silent = {gap.node for gap in gaps}
-        for gap in gaps:
-            for job_id in self.book.concerned(None, gap.node, watermark):
-                if self.book.is_reported(job_id, gap.node) or self._all_silent(job_id, silent):
+        for node_gap in gaps:
+            for job_id in self.book.concerned(None, node_gap.node, watermark):
+                if self.book.is_reported(job_id, node_gap.node) or self._all_silent(job_id, silent):
+                    continue
+                gap = self._since_last_step(job_id, node_gap)
+                if gap.length < cfg.silence_s * US:
                     continue
                 why = self._corroboration(job_id, gap, watermark, frozenset(silent))
                 if why is not None:
@@ -390,6 +395,17 @@ class NodeFailureDetector(WatchesLiveness):
         info = self.book.jobs.jobs.get(job_id)
         nodes = set(info.all_nodes) if info is not None else set()
         return len(nodes) > 1 and nodes <= silent
+
+    def _since_last_step(self, job_id: str, gap: Gap) -> Gap:
+        """The node's silence as its job tells it: a training step the job completed after the
+        node's telemetry stopped waited on every rank, those on the node too, so the node was
+        alive then (its exporter was not) and its silence counts from that step."""
+        stepped = self.training.get(job_id)
+        if stepped is None or stepped[1] <= gap.since:
+            return gap
+        return dataclasses.replace(
+            gap, since=stepped[1], length=gap.length - stepped[1] + gap.since
+        )
 
     def _corroboration(self, job_id: str, gap: Gap, now: int, silent: frozenset[str]) -> str | None:
         """Why a silent node is a failed one rather than a restarting telemetry exporter

@@ -144,6 +144,29 @@ def test_a_rank_pausing_while_its_nodes_exporter_restarts_and_peers_work_on_is_h
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
 
 
+def test_a_node_silent_for_minutes_while_its_job_completes_steps_is_alive() -> None:
+    # n3's exporter is down from 100 to 320 s, past the long silence, and n3 prints nothing;
+    # the job completes a step every 5 s all along: each waited on n3's ranks too.
+    job = Job()
+    job.gpu_fields = power(job, 600.0, 0, 400)
+    gpu = [
+        r
+        for r in job.telemetry(0, 400, ["idle1"])
+        if not (r["node"] == "n3" and at(100) <= r["time"] < at(320))
+    ]
+    assert detect(400, chatty(job, 0, 400, every=5.0), gpu, [job.start()]) == []
+    # n3 dies at 200 s, its exporter never back: the others stall in their next collective.
+    job.gpu_fields = {**power(job, 600.0, 0, 200), **power(job, 230.0, 200, 400)}
+    gpu = [
+        r
+        for r in job.telemetry(0, 400, ["idle1"])
+        if not (r["node"] == "n3" and at(100) <= r["time"])
+    ]
+    found = detect(400, chatty(job, 0, 200, every=5.0), gpu, [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert 195 + 20 <= seconds(found[0].detected_at) <= 195 + 40  # from its last step
+
+
 def test_a_node_quiet_in_logs_but_alive_in_telemetry_is_healthy() -> None:
     job = Job()
     logs, gpu, sched = scenario(job, 900)
@@ -474,11 +497,12 @@ def test_nodes_with_one_sample_each_are_not_overdue_before_any_scrape_interval_i
 
 
 def test_a_node_dead_after_its_first_scrape_is_found_once_the_others_show_the_interval() -> None:
-    # Every rank prints; n3 dies right after its first scrape (at 14 s). It is overdue once the
-    # other nodes' second scrapes show the 30 s interval: 30 s after its sample, then 20 s.
+    # Every rank prints; n3 dies right after its first scrape (at 14 s), and the job's steps
+    # stop with it. It is overdue once the other nodes' second scrapes show the 30 s interval:
+    # 30 s after its sample, then 20 s.
     job = Job(stopped={("n3", None): 15})
     logs = [r for r in every_node_logs(job, 0, 200) if r["node"] != "n3" or r["time"] < at(15)]
-    logs += chatty(job, 0, 200, every=3.0)
+    logs += chatty(job, 0, 15, every=3.0)
     found = detect(200, logs, scraped_every_30_s(job, 0, 200), [job.start()])
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
     assert 14 + 30 + 20 <= seconds(found[0].detected_at) <= 14 + 30 + 20 + 7
