@@ -244,9 +244,11 @@ class HangConfig:
     confirm_factor: Positive = 2.0
     """... and this many times the longest pause the job has had (its longest step gap, save or
     spell of waiting GPUs), or, for a rank apart, the longest spell of one rank apart it came
-    back from (a stall), or, for every GPU waiting, the longest such spell it came back from.
-    Higher spares jobs whose pauses vary more; lower confirms sooner in jobs that pause long (a
-    job whose longest pause is 150 s confirms after 300 s)."""
+    back from (a stall), or, for every GPU waiting, the longest such spell it came back from;
+    also how much longer than the job's longest pause a silence must be before a node whose
+    telemetry stopped in it is blamed (an exporter restarting in a pause). Higher spares jobs
+    whose pauses vary more; lower confirms sooner in jobs that pause long (a job whose longest
+    pause is 150 s confirms after 300 s)."""
     forget_after_s: Positive = 7200.0
     """Drop a job not heard of for this long (no scheduler end seen). Shorter: less state; a
     job silent that long loses what was learned of it."""

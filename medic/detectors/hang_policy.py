@@ -73,9 +73,18 @@ PositiveEvidence = Callable[["HangConfig", Silence], str | None]
 
 def against_nodes(config: HangConfig, silence: Silence) -> str | None:
     """Evidence against a node: a stuck GPU, hardware counters, a kernel hardware error, its
-    telemetry stopped while the others wait (``hang_evidence.culprits``)."""
-    nodes = silence.blame.nodes
-    return f"evidence against {', '.join(nodes)}" if nodes else None
+    telemetry stopped while the others wait (``hang_evidence.culprits``). Telemetry stopped
+    alone counts only once the silence is ``confirm_factor`` times longer than any pause the
+    job took: until then the job may be pausing as it did before, or a little longer (rank 0
+    saving or evaluating unannounced, the others spinning), while the node's exporter restarts
+    (``node_failure`` reads it the same way)."""
+    blame = silence.blame
+    if not blame.nodes:
+        return None
+    pausing = silence.silence_us <= config.confirm_factor * silence.longest_pause_us
+    if blame.nodes_went_silent and pausing:
+        return None
+    return f"evidence against {', '.join(blame.nodes)}"
 
 
 def blocked_on_io(config: HangConfig, silence: Silence) -> str | None:

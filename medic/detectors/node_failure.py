@@ -13,17 +13,18 @@ Evidence, from the fastest to the slowest:
   utilisation on a fraction of their working power, where a checkpoint or a data stall leaves
   them idle; every one of them, on every other node of the job, for a GPU still at work is a
   live rank its peers wait on), or the silence outlasts ``long_silence_s``. The node's output
-  going quiet and its peers' stall count only once the job's own pause outlasts the longest it
-  took before while training: an evaluation, a save or a data loader's stall while a node's
-  exporter restarts looks like a dead node that long. A training step the job completed after
-  the node's telemetry stopped waited on the node's ranks: the silence counts from that step,
-  however long the exporter stays away. All this long before Slurm's SlurmdTimeout. The job's
-  own output going quiet is no such sign: a hang stops it too (a rank stuck in host code or on a
-  dead NFS server), and so do a job's start-up, checkpoints and evaluations, while a node's
-  exporter restarts. Nor is a node's own output going quiet before its job printed a training
-  step: start-up output comes in bursts (imports, configuration dumps, NCCL's bootstrap lines
-  from every rank) followed by minutes of model building, compilation and data loading that
-  print nothing, so a spacing learned from it is no cadence;
+  going quiet and its peers' stall count only once the job's own pause is ``pause_factor`` times
+  the longest it took before while training: an evaluation, a save or a data loader's stall (the
+  first of a kind often longer than the job's steps) while a node's exporter restarts looks like
+  a dead node that long. A training step the job completed after the node's telemetry stopped
+  waited on the node's ranks: the silence counts from that step, however long the exporter stays
+  away. All this long before Slurm's SlurmdTimeout. The job's own output going quiet is no such
+  sign: a hang stops it too (a rank stuck in host code or on a dead NFS server), and so do a
+  job's start-up, checkpoints and evaluations, while a node's exporter restarts. Nor is a node's
+  own output going quiet before its job printed a training step: start-up output comes in bursts
+  (imports, configuration dumps, NCCL's bootstrap lines from every rank) followed by minutes of
+  model building, compilation and data loading that print nothing, so a spacing learned from it
+  is no cadence;
 * srun/salloc print ``error: Node failure on <node>`` (slurmctld: ``Nodes <node> not
   responding``); the fabric says a node's HCA or port failed (``medic.detectors.fabric``):
   NCCL's ``Got async event : local catastrophic error`` blames the host that printed it and an
@@ -89,6 +90,12 @@ class NodeFailureConfig:
     """NCCL kernels spin at full utilisation while they wait, on every rank blocked on the dead
     peer; in a synchronous checkpoint the writers' GPUs idle while the others wait in the
     barrier, and in a data stall the stalled rank's GPU idles, so neither pegs them all."""
+    pause_factor: Positive = 2.0
+    """A job quiet with its silent node for up to this many times the longest pause it took
+    while training may be pausing again (an evaluation or a save not announced, its peers
+    spinning meanwhile) while the node's exporter restarts: its output going quiet and its
+    peers' stall do not corroborate the silence until then. Higher: fewer first pauses of a new
+    kind taken for a failure; a failure confirmed by them later."""
     ended_grace_s: NonNegative = 60.0
     """A job that failed this recently is still watched for its nodes' silence."""
     node_states: tuple[str, ...] = NODE_FAILED_STATES
@@ -465,14 +472,15 @@ class NodeFailureDetector(WatchesLiveness):
 
     def _in_usual_pause(self, job_id: str, gap: Gap, now: int) -> bool:
         """Whether the job's lines went quiet with the silent node (``gap``) and have been quiet
-        no longer than a pause the job took before while training (an evaluation, a save, a
-        data loader's stall), as far as ``now`` can tell. A job whose other ranks write on is
-        in no pause."""
+        no longer than ``pause_factor`` times the longest pause the job took before while
+        training (an evaluation, a save, a data loader's stall), as far as ``now`` can tell. A
+        job whose other ranks write on is in no pause."""
         quiet = self.job_logs.silence(job_id, now)
         longest = self.pauses.get(job_id)
         if quiet is None or longest is None:
             return False
-        return gap.length - round(self.config.slack_s * US) <= quiet <= longest
+        bound = self.config.pause_factor * longest
+        return gap.length - round(self.config.slack_s * US) <= quiet <= bound
 
     def _scheduler(self, batch: Batch) -> list[Detection]:
         frame = batch.frame

@@ -173,6 +173,18 @@ def test_a_node_whose_telemetry_stops_is_a_node_failure() -> None:
     assert "telemetry stopped" in found.summary
 
 
+def test_a_node_whose_telemetry_stops_within_the_jobs_longest_pause_is_not_yet_a_failure() -> None:
+    # The job paused 150 s before (an unannounced save, the others spinning): a node's exporter
+    # restarting during its next such pause looks the same until the pause is twice as long.
+    job = healthy_until(400).telemetry(400, 550, writer_saves)
+    job.steps(550, 800).telemetry(550, 800, constant(COMPUTE))
+    job.telemetry(800, 1200, constant(SPIN))
+    job.gpu = [row for row in job.gpu if row["node"] != "n4" or row["time"] < at(800)]
+    found = [d for d in run(HangDetector(), [job], 1200) if d.confirmed]
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n4",))]
+    assert silence_s(job, found[0].detected_at) > 2 * 150
+
+
 @pytest.mark.parametrize(
     ("stopped", "why"),
     [(360.0, "its ranks finished steps after it"), (500.0, "its peers waited before it stopped")],
