@@ -246,7 +246,8 @@ class HangConfig:
     spell of waiting GPUs), or, for a rank apart, the longest spell of one rank apart it came
     back from (a stall), or, for every GPU waiting, the longest such spell it came back from;
     also how much longer than the job's longest pause a silence must be before a node whose
-    telemetry stopped in it is blamed (an exporter restarting in a pause). Higher spares jobs
+    telemetry stopped in it is blamed (an exporter restarting in a pause), and how much longer
+    silence alone must last while the job's GPUs, seen before, are not seen. Higher spares jobs
     whose pauses vary more; lower confirms sooner in jobs that pause long (a job whose longest
     pause is 150 s confirms after 300 s)."""
     forget_after_s: Positive = 7200.0
@@ -794,6 +795,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             watch.longest_apart_us,
             min(held, watch.telemetry.all_spinning_us(now)),
             watch.longest_all_waiting_us,
+            gpus == "no telemetry" and watch.telemetry.healthy is not None,
         )
         tier = tier_of(c, facts)
         return Detection(

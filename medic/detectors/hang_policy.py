@@ -7,7 +7,9 @@ function there. Without any, the silence alone is a *suspect* until it runs past
 conservative bound the job's own history sets (``confirm_us``): ``confirm_factor`` times the
 longest pause the job has had, at least ``confirm_floor_s``. A healthy job's first unannounced
 evaluation, save or data-loader stall is silence and waiting GPUs too; a pause twice as long as
-any the job has taken, and three minutes at least, is not one.
+any the job has taken, and three minutes at least, is not one. That bound leans on the GPUs
+showing the pauses they can (a save's writers idle, an evaluating rank at work): while a job's
+GPUs, seen before, are not seen in the silence, it is ``confirm_factor`` times longer.
 
 One rank's GPU idle while its peers wait in a collective is positive evidence once it has
 lasted past the same bound, learned from the job's own spells of one rank apart alone (its
@@ -66,6 +68,9 @@ class Silence:
     ``JobTelemetry.all_spinning_since``); 0 when the GPUs do not show that now."""
     longest_all_waiting_us: int = 0
     """The longest spell of every GPU waiting the job has come back from."""
+    blind: bool = False
+    """The job's GPUs, seen before, are not seen in the silence (a scrape gap, an exporter
+    restarting): a save or an evaluation that they would have shown cannot be told apart."""
 
 
 PositiveEvidence = Callable[["HangConfig", Silence], str | None]
@@ -132,9 +137,11 @@ POSITIVE_EVIDENCE: tuple[PositiveEvidence, ...] = (
 )
 
 
-def confirm_us(config: HangConfig, longest_pause_us: int) -> int:
-    """The silence that confirms a hang without positive evidence."""
-    return round(max(config.confirm_floor_s * US, config.confirm_factor * longest_pause_us))
+def confirm_us(config: HangConfig, longest_pause_us: int, blind: bool = False) -> int:
+    """The silence that confirms a hang without positive evidence; ``confirm_factor`` times
+    that when the job's GPUs cannot be seen."""
+    bound = max(config.confirm_floor_s * US, config.confirm_factor * longest_pause_us)
+    return round(config.confirm_factor * bound if blind else bound)
 
 
 def apart_confirm_us(config: HangConfig, longest_apart_us: int) -> int:
@@ -170,7 +177,7 @@ class Tier:
 def tier_of(config: HangConfig, silence: Silence) -> Tier:
     """Confirmed by positive evidence or by a silence past ``confirm_us``; else suspect."""
     evidence = tuple(e for check in POSITIVE_EVIDENCE if (e := check(config, silence)) is not None)
-    bound = confirm_us(config, silence.longest_pause_us)
+    bound = confirm_us(config, silence.longest_pause_us, silence.blind)
     confirmed = bool(evidence) or silence.silence_us >= bound
     apart = apart_confirm_us(config, silence.longest_apart_us) if silence.apart_us else None
     return Tier(CONFIRMED if confirmed else SUSPECT, evidence, bound, apart)

@@ -232,6 +232,23 @@ def test_without_telemetry_the_silence_floor_applies() -> None:
     assert 0.5 <= found.score < 0.55  # the silence alone, just past its threshold
 
 
+def test_a_silence_whose_gpus_cannot_be_seen_is_confirmed_only_twice_as_late() -> None:
+    # The job's GPUs reported until 30 s into its save, then nothing (a scrape gap through a
+    # long save that would have shown its writers idle): silence alone confirms at twice the
+    # floor.
+    job = healthy_until(400).telemetry(400, 430, writer_saves)
+    other = Job(nodes=("m1", "m2"), job_id="200").start().steps(10, 1000)
+    other.telemetry(0, 1000, constant(COMPUTE))
+    found = [d for d in run(HangDetector(), [job, other], 1000) if d.job_id == job.job_id]
+    suspect = suspected(found)
+    assert suspect.evidence["gpus"] == "no telemetry"
+    assert 2 * 180 <= silence_s(job, found[1].detected_at) <= 2 * 180 + 2
+    # A job never seen (no exporter on its nodes) has only its silence: the floor applies.
+    unseen = Job().start().steps(10, 400)
+    confirmed = [d for d in run(HangDetector(), [unseen, other], 1000) if d.confirmed]
+    assert 180 <= silence_s(unseen, confirmed[0].detected_at) <= 182
+
+
 def test_long_step_gaps_scale_the_allowance() -> None:
     job = Job().start().steps(10, 1200, every=30.0)
     found = suspected(run(HangDetector(), [job], 1500))
