@@ -200,6 +200,15 @@ def test_a_stall_report_is_heard_at_a_warning_level() -> None:
     assert frame.select(LAYER.going_on(pl.col("message"))).item() is False
     assert read("huggingface/tokenizers: forked after use; disabling it to avoid deadlocks") == []
     assert read("WARNING zork: rank 3 waiting for 30 seconds on the barrier, retrying") == []
+    # a runtime saying an operation takes so long that it may be deadlocked, at its W level
+    suspicion = (
+        "W0311 08:02:11.5 zork_runtime.cc:88] Zork step execution is taking a long time; the "
+        "cores may be deadlocked, or the program is very slow."
+    )
+    assert reading(suspicion) == ("collectives", "hang")
+    assert read("W zork.cc:12] Compiling the graph is taking a long time; this is expected.") == []
+    forking = "DeprecationWarning: use of fork() in a threaded process may lead to deadlocks"
+    assert read(forking) == []
 
 
 def test_a_generic_entrys_line_takes_a_reading_only_from_a_strong_term() -> None:
