@@ -249,6 +249,16 @@ def test_a_silence_whose_gpus_cannot_be_seen_is_confirmed_only_twice_as_late() -
     assert 180 <= silence_s(unseen, confirmed[0].detected_at) <= 182
 
 
+def test_a_job_whose_lines_and_gpus_vanish_together_is_not_confirmed_hung() -> None:
+    # Its steps and every GPU of it stop reporting at once, the scheduler's end not seen: a
+    # job that ended (a hung job's processes hold their GPUs, which go on reporting it).
+    job = Job().start().steps(10, 400).telemetry(0, 400, constant(COMPUTE))
+    other = Job(nodes=("m1", "m2"), job_id="200").start().steps(10, 1200)
+    other.telemetry(0, 1200, constant(COMPUTE))
+    found = run(HangDetector(), [job, other], 1200)
+    assert not [d for d in found if d.job_id == job.job_id and d.confirmed]
+
+
 def test_long_step_gaps_scale_the_allowance() -> None:
     job = Job().start().steps(10, 1200, every=30.0)
     found = suspected(run(HangDetector(), [job], 1500))
