@@ -6,9 +6,11 @@ Evidence, per job, in event time:
   reports in a row NaN or infinite, or two spanning ``nonfinite_steps`` steps or more (a
   framework with dynamic loss scaling skips the step whose gradients overflow and reports a
   finite loss at the next one: one bad report is no divergence); or the median of the last
-  ``window`` reports ``growth`` times the median of the (up to ``history``) reports before
-  them and above every loss the job reported before them (a spike of a report or two moves no
-  median; a loss climbing back from near zero to where it began is no divergence);
+  ``window`` reports ``growth`` times the lowest median of the (up to ``history``) reports
+  before them that the attempt has had, and above every loss the job reported before them (a
+  spike of a report or two moves no median; a loss climbing back from near zero to where it
+  began is no divergence; a loss climbing tenfold every few hundred steps, printed at each,
+  grows a hundredfold only over its lowest level, not over its last few dozen reports);
 * the frameworks' own words (signatures of kind ``nan_divergence``): a ``fatal`` one (the
   framework gives up: minimum loss scale reached, a NaN check's assertion, Keras'
   TerminateOnNaN) at once; overflow skips (dynamic loss scaling halving its scale) only once one
@@ -64,8 +66,8 @@ class NanDivergenceConfig:
     """Loss reports before the window (at most) whose median is the job's recent level; a job
     with fewer than ``window`` of them is not judged on growth."""
     growth: Positive = 100.0
-    """How many times its recent level the window's median must be (and above every loss
-    reported before the window)."""
+    """How many times its lowest recent level so far the window's median must be (and above
+    every loss reported before the window)."""
     skipped_steps: PositiveCount = 64
     """Overflow skips of one process within ``skip_window_s`` that make a divergence (an fp16
     job's loss scale settles with a few dozen at its start)."""
@@ -85,6 +87,10 @@ class _Job:
     times: deque[int]
     earlier_peak: float = -math.inf
     """The largest finite loss reported before the reports ``losses`` holds."""
+    lowest_level: float = math.inf
+    """The lowest median of the reports before the window so far in the attempt: a loss that
+    climbs slowly (tenfold every few hundred steps, printed at each) never grows a hundredfold
+    over the few dozen reports ``losses`` holds, but does over its lowest level."""
     streak: int = 0
     """Non-finite reports in a row; ``streak_since`` and ``streak_from``: the first one's time
     and step."""
@@ -110,7 +116,7 @@ class _Job:
         self.attempt += 1
         self.losses.clear()
         self.times.clear()
-        self.earlier_peak = -math.inf
+        self.earlier_peak, self.lowest_level = -math.inf, math.inf
         self.streak, self.last_step, self.stopped = 0, None, False
         self.steps.clear()
         self.skips.clear()
@@ -134,8 +140,8 @@ class _Job:
         return self.last_step - self.streak_from
 
     def growth(self) -> tuple[float, float, float] | None:
-        """(window median, history median, peak before the window) once the history holds as
-        many reports as the window."""
+        """(window median, the lowest history median of the attempt, peak before the window)
+        once the history holds as many reports as the window."""
         if len(self.losses) < 2 * self.window:
             return None
         # A few dozen values, at every loss report: Python's median is numpy's (the mean of
@@ -143,7 +149,8 @@ class _Job:
         values = list(map(float, self.losses))
         recent, before = values[-self.window :], values[: -self.window]
         peak = max(self.earlier_peak, max(before))
-        return statistics.median(recent), statistics.median(before), peak
+        self.lowest_level = min(self.lowest_level, statistics.median(before))
+        return statistics.median(recent), self.lowest_level, peak
 
 
 class NanDivergenceDetector:
@@ -237,8 +244,8 @@ class NanDivergenceDetector:
         surer = min(1.0, math.log10(ratio / config.growth) / 2) if math.isfinite(ratio) else 1.0
         what = (
             f"its loss grew to {recent:.4g} (median of {config.window} reports) from {level:.4g} "
-            f"(median of the {len(job.losses) - config.window} before), above its earlier peak "
-            f"{peak:.4g}"
+            f"(its lowest median of {len(job.losses) - config.window} reports), above its earlier "
+            f"peak {peak:.4g}"
         )
         onset = job.times[-config.window]
         evidence = {"loss": recent, "level": level, "peak": peak}

@@ -15,6 +15,7 @@ from medic.detectors.base import Detection
 from medic.detectors.nan_divergence import NanDivergenceConfig, NanDivergenceDetector
 from medic.ingest.base import Batch
 from medic.testing.builders import at
+from tests.detectors.scenarios import seconds
 from tests.detectors.training import Job, run
 
 
@@ -72,6 +73,18 @@ def test_a_loss_grown_by_orders_of_magnitude_is_a_divergence() -> None:
     (found,) = detect(job)
     assert "grew to" in found.summary
     assert found.evidence["loss"] > 100 * found.evidence["level"]
+
+
+def test_a_loss_climbing_slowly_at_every_printed_step_is_a_divergence() -> None:
+    # Printed every second, the loss climbs tenfold every 300 steps: never a hundredfold over
+    # the few dozen reports before the latest, but a hundredfold over its lowest level.
+    job = Job().start(0)
+    t = losses(job, 10, healthy_curve(200), every=1.0)
+    losses(job, t, [2.2 * 10 ** (i / 300) for i in range(1200)], every=1.0)
+    (found,) = detect(job)
+    assert "grew to" in found.summary
+    assert found.evidence["loss"] >= 100 * found.evidence["level"]
+    assert t + 600 <= seconds(found.detected_at) <= t + 620  # once it is a hundredfold
 
 
 def test_hugging_face_nan_losses_read_from_the_logs_dict() -> None:
