@@ -98,6 +98,7 @@ from medic.detectors.attribution import excerpt
 from medic.detectors.base import Detection
 from medic.detectors.hang_evidence import (
     CORROBORATING,
+    NO_TELEMETRY,
     JobTelemetry,
     culprits,
     held_us,
@@ -795,7 +796,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             watch.longest_apart_us,
             min(held, watch.telemetry.all_spinning_us(now)),
             watch.longest_all_waiting_us,
-            gpus == "no telemetry" and watch.telemetry.healthy is not None,
+            gpus == NO_TELEMETRY and watch.telemetry.healthy is not None,
         )
         tier = tier_of(c, facts)
         return Detection(

@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from medic.detectors.hang import HangConfig
 
 SILENT_NODE = "its telemetry stopped"
+NO_TELEMETRY = "no telemetry"
+"""The GPUs' state when no recent window of the job holds any of them."""
 CORROBORATING = frozenset({"spinning", "gpu stuck", "rank stopped"})
 HOLDING = frozenset({"idle", "working", "writers"})
 EVIDENCE_COLUMNS = [f"{c}_delta" for c in COUNTERS] + ["xid"]
@@ -132,7 +134,7 @@ class JobTelemetry:
     last_seen: int = 0
     latest: pl.DataFrame | None = None
     latest_end: int = 0
-    state: str = "no telemetry"
+    state: str = NO_TELEMETRY
     corroborated_since: int | None = None
     """Start of the run of windows whose state corroborates a hang, None outside one."""
     spell_states: set[str] = field(default_factory=set)
@@ -360,7 +362,7 @@ class JobTelemetry:
 
     def resume(self) -> None:
         """Progress came back: forget what the silence showed."""
-        self.latest, self.since, self.since_until, self.state = None, None, None, "no telemetry"
+        self.latest, self.since, self.since_until, self.state = None, None, None, NO_TELEMETRY
         self.corroborated_since = self.waited = self.apart = self.ended = self.writing = None
         self.all_waiting_since = self.all_spinning_since = self.all_spinning_ended = None
         self.spell_states, self.quiet = set(), {}
@@ -486,7 +488,7 @@ def verdict(
     of a replay), as of then: a job's GPUs are not missing when every GPU is."""
     seen = now if feed_at is None else min(now, feed_at)
     if telemetry.latest is None or seen - telemetry.latest_end > 2 * config.window_s * US:
-        return "no telemetry"
+        return NO_TELEMETRY
     return telemetry.state
 
 
@@ -502,7 +504,7 @@ def held_us(
 
 def _state(telemetry: JobTelemetry, gpus: pl.DataFrame, config: HangConfig) -> str:
     if gpus.is_empty():
-        return "no telemetry"
+        return NO_TELEMETRY
     util = gpus.get_column("util")
     if int((util >= config.busy_util).sum()) * 2 < gpus.height:
         idle = int((util < config.idle_util).sum())

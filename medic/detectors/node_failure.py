@@ -312,7 +312,7 @@ class NodeFailureDetector(WatchesLiveness):
         only once it trains."""
         self.pauses: dict[str, int] = {}
         """Job -> the longest its lines paused since it began training: a pause no longer than
-        that is one the job takes, whatever its GPUs show meanwhile."""
+        ``pause_factor`` times that may be one the job takes, whatever its GPUs show."""
         self.job_power = JobPower(POWER_BASELINE_US + round(self.config.long_silence_s * US))
         self.fabric = FabricEvidence(
             round(self.config.fabric_hold_s * US),
@@ -426,10 +426,11 @@ class NodeFailureDetector(WatchesLiveness):
         # may still show the work they did before it died.
         settle = slack + self.liveness.cadence_of(gap.node)
         trained = self.training.get(job_id, (gap.since, gap.since))[0] < gap.since
-        # A job pausing as it has paused before (an evaluation, a save, a loader's stall, its
-        # peers spinning in the wait meanwhile) while its node's exporter restarts looks the
-        # same as a dead node, until the pause runs past the job's longest: only a peer's
-        # complaint or the silence's length confirms it sooner.
+        # A job pausing as it has paused before, or a little longer (an evaluation, a save, a
+        # loader's stall, its peers spinning in the wait meanwhile), while its node's exporter
+        # restarts looks the same as a dead node, until the pause runs past ``pause_factor``
+        # times the job's longest: only a peer's complaint or the silence's length confirms it
+        # sooner.
         usual = self._in_usual_pause(job_id, gap, now)
         # A rank pausing its lines (an unannounced evaluation) while its node's exporter
         # restarts looks the same, unless the job's other GPUs show it working on.
