@@ -128,6 +128,10 @@ class _Job:
             self.losses.append(abs(loss))
             self.times.append(time)
             self.streak = 0
+            if len(self.losses) >= 2 * self.window:  # the history's median, at each report:
+                # on a few dozen values Python's median costs a tenth of a numpy call
+                level = statistics.median(list(self.losses)[: -self.window])
+                self.lowest_level = min(self.lowest_level, level)
         else:
             if self.streak == 0:
                 self.streak_since, self.streak_from = time, step
@@ -144,13 +148,9 @@ class _Job:
         once the history holds as many reports as the window."""
         if len(self.losses) < 2 * self.window:
             return None
-        # A few dozen values, at every loss report: Python's median is numpy's (the mean of
-        # the middle two of an even count) at a tenth of the cost of a numpy call.
-        values = list(map(float, self.losses))
-        recent, before = values[-self.window :], values[: -self.window]
-        peak = max(self.earlier_peak, max(before))
-        self.lowest_level = min(self.lowest_level, statistics.median(before))
-        return statistics.median(recent), self.lowest_level, peak
+        values = list(self.losses)
+        peak = max(self.earlier_peak, max(values[: -self.window]))
+        return statistics.median(values[-self.window :]), self.lowest_level, peak
 
 
 class NanDivergenceDetector:
