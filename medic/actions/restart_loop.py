@@ -184,16 +184,30 @@ class JobAttempts:
         for job_id in dict.fromkeys(jobs.tolist()):
             rows = jobs == job_id
             job = self.jobs.setdefault(job_id, _Job())
+            if int(us[rows].min()) >= job.starts[-1]:  # the usual batch: the current attempt's
+                _fold(job, len(job.starts) - 1, rows, us, steps[rows & is_step], is_checkpoint)
+                continue
             starts = np.asarray(job.starts, dtype=np.int64)
             attempts = np.searchsorted(starts, us[rows], side="right") - 1
             for attempt in np.unique(attempts).tolist():
                 at = rows.copy()
                 at[rows] = attempts == attempt
-                stepped = steps[at & is_step]
-                if len(stepped):
-                    job.max_step[attempt] = max(job.max_step[attempt], int(stepped.max()))
-                job.checkpoints[attempt] += int((at & is_checkpoint).sum())
-                job.last_seen = max(job.last_seen, int(us[at].max()))
+                _fold(job, attempt, at, us, steps[at & is_step], is_checkpoint)
+
+
+def _fold(
+    job: _Job,
+    attempt: int,
+    rows: np.ndarray,
+    us: np.ndarray,
+    stepped: np.ndarray,
+    is_checkpoint: np.ndarray,
+) -> None:
+    """Fold an attempt's rows of a batch (``rows``, a mask; ``stepped``: their steps)."""
+    if len(stepped):
+        job.max_step[attempt] = max(job.max_step[attempt], int(stepped.max()))
+    job.checkpoints[attempt] += int((rows & is_checkpoint).sum())
+    job.last_seen = max(job.last_seen, int(us[rows].max()))
 
 
 def _filled(column: pl.Series, value: int) -> np.ndarray:
