@@ -16,7 +16,9 @@ two ways:
   says it is no training loop (loading, evaluating, tokenising, ...) makes no step; the later
   lines of a multi-line record (``part``) complete the step line before them;
 * the learning reader (``medic.parse.learned``), for jobs no format has read a step of: per
-  job, the recurring template with a rising counter and a duration or a rate.
+  job, the recurring template with a rising counter and a duration or a rate. It reads what a
+  terminal would show of a line (``REDRAWN``, without control sequences), however many of a
+  bar's updates the line holds.
 
 Operators add their own formats with ``[parsers.progress]`` in medic.toml (tried on every
 candidate line, before the built-in ones)::
@@ -51,6 +53,8 @@ from medic.parse.progress_formats import (
     FORMATS,
     LOOKALIKE,
     RANK_IN_TEXT,
+    REDRAWN,
+    TERMINAL_CONTROL,
     TOTAL,
     ProgressFormat,
     clock_seconds,
@@ -409,14 +413,8 @@ class ProgressParser:
         the templates do not read."""
         if lines.is_empty() and dicts.is_empty():
             return None
-        steps = self.learned.read(
-            lines.select(
-                LINE,
-                "job_id",
-                self._who().alias("_who"),
-                pl.col("message").str.replace_all(ANSI_ESCAPE, ""),
-            )
-        )
+        shown = pl.col("message").str.replace(REDRAWN, "$1").str.replace_all(TERMINAL_CONTROL, "")
+        steps = self.learned.read(lines.select(LINE, "job_id", self._who().alias("_who"), shown))
         unread = dicts.filter(~pl.col(LINE).is_in(steps.get_column(LINE).implode()))
         records = metrics_records(unread.select(LINE, "message"))
         if not records.is_empty():
@@ -428,7 +426,7 @@ class ProgressParser:
         rank = self._rank()
         step_time = pl.col("step_time_s")
         lines = lines.join(steps, on=LINE, how="inner")
-        text = lines.get_column("message").str.replace_all(ANSI_ESCAPE, "")
+        text = lines.select(shown).to_series()
         return lines.with_columns(_losses(text)).select(
             LINE,
             "time",

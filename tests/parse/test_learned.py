@@ -587,3 +587,25 @@ def test_a_number_padded_to_its_width_keeps_its_lines_one_template() -> None:
         ("learned", 1000, 0.25),
         ("learned", 1020, 0.35),
     ]
+
+
+def test_a_bar_redrawn_behind_carriage_returns_is_read_at_the_update_a_terminal_shows() -> None:
+    # A bar written to a file puts each update behind "\r" and an erase-line escape: one log
+    # line holds every update since the last newline, one or several.
+    def update(count: int, rate: float) -> str:
+        filled = "━" * (count // 30) + "╸" + "─" * (10 - count // 30)
+        head = f"      3/50   1.{count % 7}G   0.81: {count // 3}%"
+        return f"\r\x1b[K{head} {filled} {count}/300 {rate}it/s"
+
+    lines = [
+        update(40, 4.0),
+        update(60, 5.0) + update(90, 2.0),
+        update(120, 4.0) + update(150, 5.0) + update(180, 8.0),
+        update(200, 2.5),
+    ]
+    assert steps(learner(), *lines) == [
+        ("learned", 40, 0.25),
+        ("learned", 90, 0.5),
+        ("learned", 180, 0.125),
+        ("learned", 200, 0.4),
+    ]
