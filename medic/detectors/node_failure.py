@@ -18,7 +18,9 @@ Evidence, from the fastest to the slowest:
   first of a kind often longer than the job's steps) while a node's exporter restarts looks like
   a dead node that long. A training step the job completed after the node's telemetry stopped
   waited on the node's ranks: the silence counts from that step, however long the exporter stays
-  away. All this long before Slurm's SlurmdTimeout. The job's own output going quiet is no such
+  away, and only a peer's complaint or the silence's length confirms it (without the node's
+  telemetry, its death and the job's next pause look the same). All this long before Slurm's
+  SlurmdTimeout. The job's own output going quiet is no such
   sign: a hang stops it too (a rank stuck in host code or on a dead NFS server), and so do a
   job's start-up, checkpoints and evaluations, while a node's exporter restarts. Nor is a node's
   own output going quiet before its job printed a training step: start-up output comes in bursts
@@ -74,7 +76,9 @@ class NodeFailureConfig:
     """A node of a running job with neither telemetry nor logs this long has failed if it or its
     job wrote regularly until then and has not for three of its usual spacings since, or if the
     job's ranks report errors since: a healthy job keeps writing while a node's telemetry
-    exporter restarts."""
+    exporter restarts. A node whose telemetry was overdue while its job still completed steps
+    (its exporter away) is confirmed only by those errors or by ``long_silence_s``: without its
+    telemetry, its death and the job's next pause (a save, an evaluation) look the same."""
     long_silence_s: Positive = 180.0
     """A silence this long is a failure without corroboration (telemetry exporters restarting or
     failing scrapes can stay silent for a minute or two)."""
@@ -366,7 +370,9 @@ class NodeFailureDetector(WatchesLiveness):
                 gap = self._since_last_step(job_id, node_gap)
                 if gap.length < cfg.silence_s * US:
                     continue
-                why = self._corroboration(job_id, gap, watermark, frozenset(silent))
+                overdue = self.liveness.cadence_of(node_gap.node) + round(cfg.slack_s * US)
+                away = gap.since - node_gap.since > overdue
+                why = self._corroboration(job_id, gap, watermark, frozenset(silent), away)
                 if why is not None:
                     what = f"no telemetry or log line for {gap.length / US:.0f} s, and {why}"
                     doubt = silence_doubt(gap.length, cfg.silence_s)
@@ -414,9 +420,17 @@ class NodeFailureDetector(WatchesLiveness):
             gap, since=stepped[1], length=gap.length - stepped[1] + gap.since
         )
 
-    def _corroboration(self, job_id: str, gap: Gap, now: int, silent: frozenset[str]) -> str | None:
+    def _corroboration(
+        self, job_id: str, gap: Gap, now: int, silent: frozenset[str], away: bool
+    ) -> str | None:
         """Why a silent node is a failed one rather than a restarting telemetry exporter
-        (``silent``: the nodes silent now)."""
+        (``silent``: the nodes silent now). ``away``: the node's exporter was away while its
+        job still stepped (``_since_last_step``: a step came when the node's next sample was
+        overdue, not merely between two scrapes), so no telemetry tells the node's death from
+        the job's next pause (a save, an evaluation, its peers waiting in either case): the
+        node's output going quiet and its peers' stall are no sign then, and only a peer's
+        complaint or the silence's length confirms it. A node dying while its exporter is away
+        is rarer than a job pausing while an exporter restarts."""
         cfg = self.config
         slack = round(cfg.slack_s * US)
         longest = round(cfg.long_silence_s * US / 3)
@@ -431,7 +445,7 @@ class NodeFailureDetector(WatchesLiveness):
         # restarts looks the same as a dead node, until the pause runs past ``pause_factor``
         # times the job's longest: only a peer's complaint or the silence's length confirms it
         # sooner.
-        usual = self._in_usual_pause(job_id, gap, now)
+        usual = away or self._in_usual_pause(job_id, gap, now)
         # A rank pausing its lines (an unannounced evaluation) while its node's exporter
         # restarts looks the same, unless the job's other GPUs show it working on.
         if (

@@ -155,16 +155,30 @@ def test_a_node_silent_for_minutes_while_its_job_completes_steps_is_alive() -> N
         if not (r["node"] == "n3" and at(100) <= r["time"] < at(320))
     ]
     assert detect(400, chatty(job, 0, 400, every=5.0), gpu, [job.start()]) == []
-    # n3 dies at 200 s, its exporter never back: the others stall in their next collective.
-    job.gpu_fields = {**power(job, 600.0, 0, 200), **power(job, 230.0, 200, 400)}
+    # The job pauses at 200 s (a save, announced or not), its other GPUs spinning in the wait,
+    # while n3's exporter is still away: without n3's telemetry that looks like a dead n3, so
+    # only the silence's length (or a peer's complaint) would confirm one.
+    job.gpu_fields = {**power(job, 600.0, 0, 200), **power(job, 230.0, 200, 280)}
+    job.gpu_fields |= power(job, 600.0, 280, 500)
     gpu = [
         r
-        for r in job.telemetry(0, 400, ["idle1"])
+        for r in job.telemetry(0, 500, ["idle1"])
+        if not (r["node"] == "n3" and at(100) <= r["time"] < at(300))
+    ]
+    logs = chatty(job, 0, 200, every=5.0) + chatty(job, 280, 500, every=5.0)
+    assert detect(500, logs, gpu, [job.start()]) == []
+    # n3 dies at 200 s instead, its exporter never back: the others stall in their next
+    # collective, and the silence confirms it, counted from the job's last step.
+    job.gpu_fields = {**power(job, 600.0, 0, 200), **power(job, 230.0, 200, 500)}
+    gpu = [
+        r
+        for r in job.telemetry(0, 500, ["idle1"])
         if not (r["node"] == "n3" and at(100) <= r["time"])
     ]
-    found = detect(400, chatty(job, 0, 200, every=5.0), gpu, [job.start()])
+    found = detect(500, chatty(job, 0, 200, every=5.0), gpu, [job.start()])
     assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
-    assert 195 + 20 <= seconds(found[0].detected_at) <= 195 + 40  # from its last step
+    assert 195 + 180 <= seconds(found[0].detected_at) <= 195 + 200  # from its last step
+    assert "the silence lasts" in found[0].summary
 
 
 def test_a_node_quiet_in_logs_but_alive_in_telemetry_is_healthy() -> None:
