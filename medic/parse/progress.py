@@ -413,7 +413,7 @@ class ProgressParser:
         the templates do not read."""
         if lines.is_empty() and dicts.is_empty():
             return None
-        shown = pl.col("message").str.replace(REDRAWN, "$1").str.replace_all(TERMINAL_CONTROL, "")
+        shown = pl.col("message").str.replace_all(TERMINAL_CONTROL, "").str.replace(REDRAWN, "$1")
         steps = self.learned.read(lines.select(LINE, "job_id", self._who().alias("_who"), shown))
         unread = dicts.filter(~pl.col(LINE).is_in(steps.get_column(LINE).implode()))
         records = metrics_records(unread.select(LINE, "message"))

@@ -64,10 +64,12 @@ the same bar without a description that tells them apart; the evaluation loop ru
 evaluation set, smaller than the training run, so under one description the loop with the
 largest total is training and a bar with a smaller total is another loop."""
 ANSI_ESCAPE = r"\x1b\[[0-9;]*m"
-REDRAWN = r"(?s)^.*\r([^\r]*[^\r\s][^\r]*)\r*$"
+REDRAWN = r"(?s)^.*\r([^\r]*[^\r\s])\s*$"
 """A line a terminal redrew: progress bars written to a file (tqdm's, Keras', Ultralytics',
 rich's) put each update behind a carriage return, and a log line holds every update since the
-last newline. Its last update with text is what a terminal shows (``$1``)."""
+last newline. Its last update with text is what a terminal shows (``$1``; a bar cleared with
+blanks after it is not). Read with the control sequences removed (an erase-line escape is no
+text)."""
 TERMINAL_CONTROL = r"\x1b\[[0-9;?]*[A-Za-z]"
 """Colours and the other control sequences of a terminal (erasing the line, ``\x1b[K``)."""
 RANK_IN_TEXT = r"\[Rank (\d+)\]"

@@ -602,10 +602,12 @@ def test_a_bar_redrawn_behind_carriage_returns_is_read_at_the_update_a_terminal_
         update(60, 5.0) + update(90, 2.0),
         update(120, 4.0) + update(150, 5.0) + update(180, 8.0),
         update(200, 2.5),
+        update(215, 4.0) + update(230, 2.0) + "\r" + " " * 40 + "\r",  # cleared at its end
     ]
     assert steps(learner(), *lines) == [
         ("learned", 40, 0.25),
         ("learned", 90, 0.5),
         ("learned", 180, 0.125),
         ("learned", 200, 0.4),
+        ("learned", 230, 0.5),
     ]
