@@ -184,30 +184,28 @@ class JobAttempts:
         for job_id in dict.fromkeys(jobs.tolist()):
             rows = jobs == job_id
             job = self.jobs.setdefault(job_id, _Job())
-            if int(us[rows].min()) >= job.starts[-1]:  # the usual batch: the current attempt's
-                _fold(job, len(job.starts) - 1, rows, us, steps[rows & is_step], is_checkpoint)
+            times = us[rows]
+            if int(times.min()) >= job.starts[-1]:  # the usual batch: the current attempt's
+                checkpoints = int((rows & is_checkpoint).sum())
+                _fold(job, len(job.starts) - 1, times, steps[rows & is_step], checkpoints)
                 continue
             starts = np.asarray(job.starts, dtype=np.int64)
-            attempts = np.searchsorted(starts, us[rows], side="right") - 1
+            attempts = np.searchsorted(starts, times, side="right") - 1
             for attempt in np.unique(attempts).tolist():
                 at = rows.copy()
                 at[rows] = attempts == attempt
-                _fold(job, attempt, at, us, steps[at & is_step], is_checkpoint)
+                checkpoints = int((at & is_checkpoint).sum())
+                _fold(job, attempt, us[at], steps[at & is_step], checkpoints)
 
 
 def _fold(
-    job: _Job,
-    attempt: int,
-    rows: np.ndarray,
-    us: np.ndarray,
-    stepped: np.ndarray,
-    is_checkpoint: np.ndarray,
+    job: _Job, attempt: int, times: np.ndarray, stepped: np.ndarray, checkpoints: int
 ) -> None:
-    """Fold an attempt's rows of a batch (``rows``, a mask; ``stepped``: their steps)."""
+    """Fold an attempt's rows of a batch in: their times, steps and checkpoints ended."""
     if len(stepped):
         job.max_step[attempt] = max(job.max_step[attempt], int(stepped.max()))
-    job.checkpoints[attempt] += int((rows & is_checkpoint).sum())
-    job.last_seen = max(job.last_seen, int(us[rows].max()))
+    job.checkpoints[attempt] += checkpoints
+    job.last_seen = max(job.last_seen, int(times.max()))
 
 
 def _filled(column: pl.Series, value: int) -> np.ndarray:

@@ -20,9 +20,9 @@ Evidence, from the fastest to the slowest:
   waited on the node's ranks: the silence counts from that step, however long the exporter stays
   away, and only a peer's complaint or the silence's length confirms it (without the node's
   telemetry, its death and the job's next pause look the same). All this long before Slurm's
-  SlurmdTimeout. The job's own output going quiet is no such
-  sign: a hang stops it too (a rank stuck in host code or on a dead NFS server), and so do a
-  job's start-up, checkpoints and evaluations, while a node's exporter restarts. Nor is a node's
+  SlurmdTimeout. The job's own output going quiet is no such sign: a hang stops it too (a rank
+  stuck in host code or on a dead NFS server), and so do a job's start-up, checkpoints and
+  evaluations, while a node's exporter restarts. Nor is a node's
   own output going quiet before its job printed a training step: start-up output comes in bursts
   (imports, configuration dumps, NCCL's bootstrap lines from every rank) followed by minutes of
   model building, compilation and data loading that print nothing, so a spacing learned from it
@@ -370,9 +370,7 @@ class NodeFailureDetector(WatchesLiveness):
                 gap = self._since_last_step(job_id, node_gap)
                 if gap.length < cfg.silence_s * US:
                     continue
-                overdue = self.liveness.cadence_of(node_gap.node) + round(cfg.slack_s * US)
-                away = gap.since - node_gap.since > overdue
-                why = self._corroboration(job_id, gap, watermark, frozenset(silent), away)
+                why = self._corroboration(job_id, gap, watermark, frozenset(silent), node_gap.since)
                 if why is not None:
                     what = f"no telemetry or log line for {gap.length / US:.0f} s, and {why}"
                     doubt = silence_doubt(gap.length, cfg.silence_s)
@@ -421,16 +419,17 @@ class NodeFailureDetector(WatchesLiveness):
         )
 
     def _corroboration(
-        self, job_id: str, gap: Gap, now: int, silent: frozenset[str], away: bool
+        self, job_id: str, gap: Gap, now: int, silent: frozenset[str], last_sample: int
     ) -> str | None:
         """Why a silent node is a failed one rather than a restarting telemetry exporter
-        (``silent``: the nodes silent now). ``away``: the node's exporter was away while its
-        job still stepped (``_since_last_step``: a step came when the node's next sample was
-        overdue, not merely between two scrapes), so no telemetry tells the node's death from
-        the job's next pause (a save, an evaluation, its peers waiting in either case): the
-        node's output going quiet and its peers' stall are no sign then, and only a peer's
-        complaint or the silence's length confirms it. A node dying while its exporter is away
-        is rarer than a job pausing while an exporter restarts."""
+        (``silent``: the nodes silent now; ``last_sample``: the node's newest telemetry, where
+        ``gap`` counts from the job's last step, ``_since_last_step``). A step that came when
+        the node's next sample was overdue, not merely between two scrapes, shows its exporter
+        away while it lived; then no telemetry tells the node's death from the job's next pause
+        (a save, an evaluation, its peers waiting in either case): the node's output going quiet
+        and its peers' stall are no sign, and only a peer's complaint or the silence's length
+        confirms it. A node dying while its exporter is away is rarer than a job pausing while
+        an exporter restarts."""
         cfg = self.config
         slack = round(cfg.slack_s * US)
         longest = round(cfg.long_silence_s * US / 3)
@@ -439,6 +438,7 @@ class NodeFailureDetector(WatchesLiveness):
         # The node's next sample was due a spacing after its last: peers' samples until then
         # may still show the work they did before it died.
         settle = slack + self.liveness.cadence_of(gap.node)
+        away = gap.since - last_sample > settle
         trained = self.training.get(job_id, (gap.since, gap.since))[0] < gap.since
         # A job pausing as it has paused before, or a little longer (an evaluation, a save, a
         # loader's stall, its peers spinning in the wait meanwhile), while its node's exporter
