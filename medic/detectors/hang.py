@@ -61,8 +61,9 @@ its last step is crashing, not hung: the crash detector reports it, and the cras
 its context still held while the launcher tears the job down, must not read as a stuck GPU.
 
 A culprit node is named only with evidence against it (hardware counters, a stuck GPU engine,
-telemetry lost as the job stopped, a hardware error in its kernel log); otherwise the stuck
-ranks are named with no node, so the rules restart the job without draining a healthy node.
+telemetry lost as the job stopped and not seen in the wait since, a hardware error in its kernel
+log); otherwise the stuck ranks are named with no node, so the rules restart the job without
+draining a healthy node.
 When all the evidence is that the blamed nodes stopped reporting, the detection's kind is
 ``node_failure``.
 
@@ -991,15 +992,20 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         step completes. So a node whose next sample was due before the job's last step began
         (a step needs every rank: the node's ranks were at work) stopped only reporting (its
         exporter restarting), and so did a node that still reported after its peers were seen
-        waiting (the wait began without it). Times are compared with ``CLOCK_SLACK_US`` to
-        spare, and with the node's own sample spacing (``Liveness.cadence_of``). A node the
-        liveness no longer knows counts, as before anything was known of when it stopped."""
+        waiting (the wait began without it), or that reported in the wait with its own GPUs
+        waiting too (the wait began with it: a scrape missed since, with telemetry every 30 s,
+        is no death). Times are compared with ``CLOCK_SLACK_US`` to spare, and with the node's
+        own sample spacing (``Liveness.cadence_of``). A node the liveness no longer knows
+        counts, as before anything was known of when it stopped."""
         seen = self.liveness.node_seen_at(node)
         if seen is None:
             return True
-        since = watch.telemetry.corroborated_since
-        if since is not None and seen > since + round(self.config.window_s * US) + CLOCK_SLACK_US:
-            return False
+        since, waited = watch.telemetry.corroborated_since, watch.telemetry.waited
+        if since is not None:
+            if seen > since + round(self.config.window_s * US) + CLOCK_SLACK_US:
+                return False  # it reported after the wait began
+            if seen >= since and waited is not None and holds(waited.get_column("node"), node):
+                return False  # it reported in the wait, waiting
         if job is None or job.last_step_at is None or watch.step_us is None:
             return True
         due = seen + self.liveness.cadence_of(node)
