@@ -219,7 +219,8 @@ class HangConfig:
     reads more busy GPUs as possibly spinning."""
     spin_power_ratio: Fraction = 0.5
     """GPUs pegged at ``spin_util`` or more while drawing less than this share of the job's
-    progressing power are spinning in a wait. Higher: waits seen sooner; a light evaluation
+    progressing power (what its work draws, over the share of time its GPUs work: what it
+    would draw pegged) are spinning in a wait. Higher: waits seen sooner; a light evaluation
     may read as a wait."""
     stuck_power_ratio: Fraction = 0.6
     """A pegged GPU drawing less than this share of its spinning peers' power has stopped.

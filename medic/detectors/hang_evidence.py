@@ -449,12 +449,19 @@ class JobTelemetry:
 
     def _healthy(self, gpus: pl.DataFrame, end: int, config: HangConfig) -> None:
         """A healthy snapshot; GPUs it lacks (sampled less often than it lasts) keep their last
-        healthy values for three baseline periods."""
+        healthy values for three baseline periods. The job's progressing power (``power``) is
+        what its work would draw on a pegged GPU: the snapshot's power over its utilisation.
+        A wait is told from work only on pegged GPUs (``spin_util``), and a job whose GPUs
+        work 85% of the time draws a sixth less than it would pegged: compared with its own
+        power, a busy-polling NCCL kernel at 55% of it would pass for work, and its snapshots
+        would become the baseline."""
         power = gpus.get_column("power_w").median()
+        util = gpus.get_column("util").median()
         since = end - round(3 * config.baseline_every_s * US)
         self.healthy = _stamped(gpus, end, self.healthy, since)
-        if power is not None:
-            self.power.update(float(power))  # type: ignore[arg-type]
+        if power is not None and util is not None:
+            pegged = 100.0 / min(max(float(util), config.busy_util), 100.0)  # type: ignore[arg-type]
+            self.power.update(float(power) * pegged)  # type: ignore[arg-type]
 
 
 def _stamped(gpus: pl.DataFrame, end: int, held: pl.DataFrame | None, since: int) -> pl.DataFrame:

@@ -368,6 +368,20 @@ def test_a_job_printing_no_progress_is_watched_through_its_gpus() -> None:
     assert "prints no progress" in found.summary and "n2 GPU 3 went idle" in found.summary
 
 
+def test_the_gpus_of_a_light_job_printing_no_progress_are_seen_spinning() -> None:
+    # A small model keeps its GPUs busy 84% of the time at 375 W. Hung, they peg at 100% and
+    # draw 205 W: 55% of its power, yet less than half of what its work would draw pegged.
+    # Read as work, those snapshots would become its baseline within minutes.
+    light = {"util": 84.0, "power_w": 375.0, "temp_c": 60.0, "sm_clock_mhz": 1980.0}
+    hung = {"util": 100.0, "power_w": 205.0, "temp_c": 55.0, "sm_clock_mhz": 1980.0}
+    job = Job().start().telemetry(0, 300, constant(light)).telemetry(300, 1200, constant(hung))
+    found = run(HangDetector(), [job], 1200)
+    assert found and "prints no progress" in found[0].summary
+    assert (found[0].detected_at - at(300)) / US <= 300
+    healthy = Job().start().telemetry(0, 1200, constant(light))
+    assert run(HangDetector(), [healthy], 1200) == []
+
+
 def test_a_save_announced_before_the_jobs_first_step_line_is_held_as_a_checkpoint() -> None:
     # A job resumed from a checkpoint saves before it prints any step (rank 0 writes for five
     # minutes while the others wait in the barrier): the open phase holds it, as it would
