@@ -43,8 +43,9 @@ phase printed (a checkpoint or stall the job does not announce) teaches the job'
 allowance for that state the same way: the next one fires only past ``phase_factor`` times the
 longest. A spell in which only writers are out of the wait (rank 0's GPU, as a single-writer
 save leaves it: the Hugging Face Trainer's process zero, Lightning's global rank 0; or the last
-of one writer per node) is a save whether or not it was announced: held like a checkpoint
-phase, learned from the job's earlier such spells. Any other rank apart is held only
+of the writers seen out of the wait on several nodes at once, one per node or every rank, idle
+or copying their shards in bursts) is a save whether or not it was announced: held like a
+checkpoint phase, learned from the job's earlier such spells. Any other rank apart is held only
 ``stall_silence_s``, and a rank apart on a node whose kernel reports a process blocked on I/O
 (a dead NFS server) gets no allowance at all, nor the stall's hold.
 

@@ -255,6 +255,11 @@ class JobTelemetry:
         self.waited = _union(self.waited, waiting)
         apart = _gpus_where(gpus, gpus.get_column("util") < config.busy_util)
         self.apart = _union(self.apart, apart)
+        if apart.get_column("node").n_unique() > 1:
+            # Out of the wait on several nodes at once: the writers of a save written by one
+            # rank per node or by every rank, copying their shards in bursts (not idle, so not
+            # ``stopped``); a rank stuck alone leaves one GPU out.
+            self.writing = _union(self.writing, apart)
 
     def _all_spinning(self, gpus: pl.DataFrame, start: int, config: HangConfig) -> None:
         """Open or close the run of windows in which every GPU spins (``all_spinning_since``)

@@ -617,6 +617,23 @@ def test_the_last_of_one_writer_per_node_still_writing_is_the_save() -> None:
     assert run(HangDetector(), [job], 900) == []
 
 
+@pytest.mark.parametrize("every", [1, 30])
+def test_writers_copying_in_bursts_on_several_nodes_are_a_save(every: int) -> None:
+    # The same save, each writer's GPU copying its shard off in bursts (busy a quarter of the
+    # time: neither idle nor at work) and sampled every second or every 30 s; the last writer
+    # (not rank 0's node) alone for its last four minutes. No line announces it.
+    copying = {"util": 25.0, "power_w": 150.0, "temp_c": 50.0, "sm_clock_mhz": 1980.0}
+
+    def leaders(t: float, node: str, gpu: int) -> dict[str, Any]:
+        writing = gpu == 0 and (t < 460 or node == "n3")
+        return copying if writing else SPIN
+
+    job = Job().start().steps(10, 400).telemetry(0, 400, constant(COMPUTE), every)
+    job.telemetry(400, 700, leaders, every)
+    job.steps(700, 900).telemetry(700, 900, constant(COMPUTE), every)
+    assert run(HangDetector(), [job], 900) == []
+
+
 def test_rank_zero_blocked_on_a_dead_nfs_server_is_no_save() -> None:
     # Rank 0 blocked on NFS looks like its save until its kernel says the server stopped
     # answering (the NFS client's major timeout): then it is no save, nor a stall ending by
