@@ -2,10 +2,11 @@
 
 Each new training step gives a pace from one source, chosen once per job from what it prints:
 the printed step time, the inverse of a printed throughput, or the time between two step lines
-divided by the steps between them. The baseline is a river rolling median of healthy paces,
-ready once they cover ``grace_steps`` training steps (a line printed every hundred iterations
-averages a hundred). Nothing is learned while any of the
-job's GPUs looks unlike its peers (flagged in any recent window), so a straggler's slowdown
+divided by the steps between them (no pace where that is ``PAUSE_FACTOR`` times the interval
+before: a save or an evaluation no line announced). The baseline is a river rolling median of
+healthy paces, ready once they cover ``grace_steps`` training steps (a line printed every
+hundred iterations averages a hundred). Nothing is learned while any of the job's GPUs looks
+unlike its peers (flagged in any recent window), so a straggler's slowdown
 never becomes the baseline. A job slowed with no GPU standing out is slowed everywhere alike
 (a different data mix, longer sequences, a shared file system: step time drifts by 10-20% in
 healthy jobs), which is not a straggler but the job's new pace: it is learned, slow or not.
@@ -34,6 +35,10 @@ RECENT_PACES = 512
 """Most paces kept for the current-pace median (a bound for jobs printing every step)."""
 STALE_SAMPLE = 16
 """Latest paces whose spacing gives a job's usual print interval."""
+PAUSE_FACTOR = 4.0
+"""A pace measured from the time between two step lines at this many times the job's previous
+one has a pause in it (a save or an evaluation no line announced): a slower GPU stretches
+every step alike and the next interval as much, a pause only the one it falls in."""
 
 
 class PaceModel:
@@ -48,6 +53,8 @@ class PaceModel:
         """The current pace over the baseline, as of the latest vote."""
         self._recent: deque[tuple[int, float]] = deque(maxlen=RECENT_PACES)
         self._previous: tuple[int, int] | None = None
+        self._measured: float | None = None
+        """The pace of the interval before, measured between two lines (``PAUSE_FACTOR``)."""
 
     def observe(self, step: Step, suspect: bool) -> None:
         """A new step; ``suspect`` says some GPU of the job looked unlike its peers lately.
@@ -77,6 +84,10 @@ class PaceModel:
         pace = self._pace(step_time_s, throughput, gap_us if clean else None, steps)
         if pace is None:
             return
+        if self.source == "measured":
+            before, self._measured = self._measured, pace
+            if before is not None and pace > PAUSE_FACTOR * before:
+                return  # a pause, not a pace: learned from, it would be the baseline for good
         self._recent.append((time, pace))
         if not suspect:
             self.baseline.learn(pace, weight=steps or 1)
