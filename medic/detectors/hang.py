@@ -276,6 +276,10 @@ class JobWatch:
     longest_save_us: int | None = None
     """The longest spell in which only the writer's GPU was out of the wait (a save by one
     rank) that ended by itself."""
+    saved_since: int | None = None
+    """The start of the latest spell that showed a save (only writers out of the wait): a
+    rank that goes apart later in it (a data-loader stall as training resumes) is held as the
+    save's tail, as an announced save's phase holds it until the next step."""
     longest_apart_us: int = 0
     """The longest spell of one GPU apart alone, not the writer's, that ended by itself (a
     data-loader stall): how long a rank apart is no evidence of a hang in this job."""
@@ -877,9 +881,11 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         next collective: a long spell of that one GPU apart is the job's save, and so is the
         tail of a save written by one rank per node (the last writers still at it). Any other
         rank apart is not a save (a data-loader stall, a rank stuck in host code), held
-        ``stall_silence_s`` only. Nor is a spell whose ranks apart are on a node whose kernel
-        reported a process blocked on I/O since it began (``BLOCKED_IO``: a save to a dead NFS
-        server does not end before the server answers again), announced or not.
+        ``stall_silence_s`` only, unless it went apart in a spell that showed a save
+        (``JobWatch.saved_since``: a stall as training resumes is the save's tail). Nor is a
+        spell whose ranks apart are on a node whose kernel reported a process blocked on I/O
+        since it began (``BLOCKED_IO``: a save to a dead NFS server does not end before the
+        server answers again), announced or not.
 
         A save always has writers out of the wait: the Hugging Face Trainer's process zero and
         Lightning's global rank 0 write while the others wait in the next collective or
@@ -899,6 +905,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         if not held or since is None:
             return 0
         if watch.telemetry.saving(self._writer(job_id, watch)):  # looked up only in a spell
+            watch.saved_since = since
+        if watch.saved_since == since:
             learned = watch.longest_save_us
             save = (
                 c.phase_allowance_s * US

@@ -550,6 +550,19 @@ def test_a_first_save_by_rank_zero_that_prints_nothing_is_not_a_hang() -> None:
     assert "n1 GPU 0 went idle while the others wait" in found.summary
 
 
+def test_a_data_loader_stall_as_training_resumes_after_a_save_is_its_tail() -> None:
+    # Rank 0 saves for four minutes, announced by no line; as training resumes another rank
+    # waits 45 s on its input pipeline. The silence (285 s) is the save's and its tail's, as
+    # an announced save's phase holds it until the next step. A rank stuck there for good
+    # fires once the save's cold allowance has run out.
+    job = healthy_until(400).telemetry(400, 640, writer_saves).telemetry(640, 685, rank_stuck)
+    job.steps(685, 900).telemetry(685, 900, constant(COMPUTE))
+    assert run(HangDetector(), [job], 900) == []
+    stuck = healthy_until(400).telemetry(400, 640, writer_saves).telemetry(640, 1200, rank_stuck)
+    (found,) = run(HangDetector(), [stuck], 1200)
+    assert at(400 + 600) <= found.detected_at <= at(400 + 620)
+
+
 def test_a_first_save_by_rank_zero_of_a_job_the_scheduler_never_listed_is_not_a_hang() -> None:
     # medic started after the job (or reads no scheduler feed): rank 0's node is the first,
     # in Slurm's order, of the nodes the job's GPUs report from
