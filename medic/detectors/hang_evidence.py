@@ -457,9 +457,9 @@ class JobTelemetry:
         healthy values for three baseline periods. The job's progressing power (``power``) is
         what its work would draw on a pegged GPU: the snapshot's power over its utilisation.
         A wait is told from work only on pegged GPUs (``spin_util``), and a job whose GPUs
-        work 85% of the time draws a sixth less than it would pegged: compared with its own
-        power, a busy-polling NCCL kernel at 55% of it would pass for work, and its snapshots
-        would become the baseline."""
+        work 85% of the time draws 15% less than it would pegged: compared with its own power,
+        a busy-polling NCCL kernel at 55% of it would pass for work, and its snapshots would
+        become the baseline."""
         power = gpus.get_column("power_w").median()
         util = gpus.get_column("util").median()
         since = end - round(3 * config.baseline_every_s * US)
