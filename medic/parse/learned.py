@@ -23,11 +23,12 @@ record may lead with its part instead
 learned per process from the first lines of the part's template, and a pace of such a process
 that no header follows (a rate of steps alone) is a step that names no number.
 
-A progress bar (``n/N`` right before its drawn bar, or tqdm's elapsed clock: ``BAR_COUNTER``)
-is a step at first sight, whether it says how long the step took or not; under one
-description, a bar with a smaller total than the largest its process showed is another loop
-(an evaluation over a smaller set), never a step. A table (a header naming its columns, then
-rows of numbers) is read by column (``medic.parse.tables``).
+A progress bar (``n/N`` right before its drawn bar or tqdm's elapsed clock, or right after
+a bar drawn after its percentage: ``BAR_COUNTER``) is a step at first sight, whether it says
+how long the step took or not; under one description, a bar with a smaller total than the
+largest its process showed is another loop (an evaluation over a smaller set), never a step. A
+table (a header naming its columns, then rows of numbers) is read by column
+(``medic.parse.tables``).
 
 A step may also be a record of metrics printed as one dict (``{'loss': 1.38,
 'learning_rate': 2e-05, 'epoch': 0.37}``, Hugging Face Trainer's log and every trainer built
@@ -115,14 +116,16 @@ dropped, so that the line's template does not change with the number's width."""
 BAR = "[█▉▊▋▌▍▎▏▐░▒▓━╸╺─]+|\\[[=>.]+\\]"
 """A progress bar's blocks, or its arrow (``[====>....]``): masked apart (they change from
 line to line, the line's template does not)."""
-BAR_COUNTER = re.compile(r"(?:^| )#(?:/#)? ?(?:~|\[@)|(?:^| )#it \[@")
+BAR_COUNTER = re.compile(r"(?:^| )#(?:/#)? ?(?:~|\[@)|(?:^| )#it \[@|#% ~ #/#(?= |$)")
 """A bar's counter in a template: ``n/N`` (or ``n``, or tqdm's ``n it`` without a total) right
-before its drawn bar (``~``) or its elapsed clock (tqdm's ``[00:10<...``)."""
+before its drawn bar (``~``) or its elapsed clock (tqdm's ``[00:10<...``), or ``n/N`` right
+after a bar drawn after its percentage (``45% ━━━━╸─── 82/183``: Rich's and Ultralytics'
+bars)."""
 SECONDS_PER_IT = r"([0-9]+(?:\.[0-9]+)?)s/it"
 """A bar's rate when slower than one iteration a second."""
-BAR_DESC = r"^(.*?)[0-9]+%\|"
-"""A bar's description (tqdm's "desc: 45%|"): a loop that says it is no training loop
-(``LOOKALIKE``: loading, mapping, compiling, packing, ...) is none."""
+BAR_DESC = r"^(.*?)[0-9]+%(?:\||\s*[█▉▊▋▌▍▎▏▐░▒▓━╸╺─])"
+"""A bar's description (tqdm's "desc: 45%|", or "desc: 45% ━━╸──"): a loop that says it is no
+training loop (``LOOKALIKE``: loading, mapping, compiling, packing, ...) is none."""
 SUMMARY_LINE = (
     r"(?i)(?-u:\b)(?:val|dev|metrics?|summar[a-z]*|wrote|written|best|"
     r"report[a-z]*)(?-u:\b)"
@@ -726,7 +729,7 @@ def _fields(template: str) -> Fields | None:
     throughput = min(rates, key=lambda i: _rate_rank(words[i]), default=None)
     rate = None if throughput is None else _rate_name(*words[throughput])
     bar = BAR_COUNTER.search(template)
-    counter = None if bar is None else template[: bar.start()].count("#")
+    counter = None if bar is None else template[: bar.end()].count("#") - 1 - ("/#" in bar[0])
     total = None if bar is None or "/#" not in bar.group(0) else counter + 1  # type: ignore[operator]
     loss = any(_LOSS.search(label) or _LOSS.search(phrase) for _, label, phrase in words)
     fraction, totals = _fraction(template, ranks, words)

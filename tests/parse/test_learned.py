@@ -402,6 +402,25 @@ def test_a_bars_blocks_change_but_its_template_does_not_and_other_loops_stay_out
     assert steps(learner(), *packing) == []
 
 
+def test_a_count_after_a_bar_drawn_after_its_percentage_is_the_bar_s_and_other_loops_stay_out() -> (
+    None
+):
+    bar = "━━━━━╸──────"
+    train = [
+        f"  1/50  7.1G  1.{i}7  33  640: {10 * i + 5}% {bar} {20 * i + 16}/183 4.{i}it/s 9.{i}s<3s"
+        for i in range(4)
+    ]
+    assert steps(learner(), *train) == [
+        ("learned", 20 * i + 16, 1 / float(f"4.{i}")) for i in range(4)
+    ]
+    # The same bar over a validation set, its description naming its metrics: another loop.
+    scoring = [
+        f"  Class  Images  Box(P  R  mAP50  mAP50-95): {25 * i}% {bar} {i}/4 2.{i}it/s 1.{i}s"
+        for i in range(1, 5)
+    ]
+    assert steps(learner(), *train, *scoring)[4:] == []
+
+
 def test_a_bar_switching_from_iterations_per_second_to_seconds_per_iteration_stays_one_loop() -> (
     None
 ):
