@@ -12,18 +12,19 @@ Evidence, from the fastest to the slowest:
   stalled (their power fell while they stayed pegged: GPUs blocked in a collective spin at full
   utilisation on a fraction of their working power, where a checkpoint or a data stall leaves
   them idle; every one of them, on every other node of the job, for a GPU still at work is a
-  live rank its peers wait on), or the silence outlasts ``long_silence_s``. The node's output
-  going quiet and its peers' stall count only once the job's own pause is ``pause_factor`` times
-  the longest it took before while training: an evaluation, a save or a data loader's stall (the
-  first of a kind often longer than the job's steps) while a node's exporter restarts looks like
-  a dead node that long. A training step the job completed after the node's telemetry stopped
-  waited on the node's ranks: the silence counts from that step, however long the exporter stays
-  away, and only a peer's complaint or the silence's length confirms it (without the node's
-  telemetry, its death and the job's next pause look the same). All this long before Slurm's
-  SlurmdTimeout. The job's own output going quiet is no such sign: a hang stops it too (a rank
-  stuck in host code or on a dead NFS server), and so do a job's start-up, checkpoints and
-  evaluations, while a node's exporter restarts. Nor is a node's
-  own output going quiet before its job printed a training step: start-up output comes in bursts
+  live rank its peers wait on; and from work when the node was last heard from, for a node seen
+  in the wait with them was alive in it), or the silence outlasts ``long_silence_s``. The node's
+  output going quiet and its peers' stall count only once the job's own pause is
+  ``pause_factor`` times the longest it took before while training: an evaluation, a save or a
+  data loader's stall (the first of a kind often longer than the job's steps) while a node's
+  exporter restarts looks like a dead node that long. A training step the job completed after
+  the node's telemetry stopped waited on the node's ranks: the silence counts from that step,
+  however long the exporter stays away, and only a peer's complaint or the silence's length
+  confirms it (without the node's telemetry, its death and the job's next pause look the same).
+  All this long before Slurm's SlurmdTimeout. The job's own output going quiet is no such sign:
+  a hang stops it too (a rank stuck in host code or on a dead NFS server), and so do a job's
+  start-up, checkpoints and evaluations, while a node's exporter restarts. Nor is a node's own
+  output going quiet before its job printed a training step: start-up output comes in bursts
   (imports, configuration dumps, NCCL's bootstrap lines from every rank) followed by minutes of
   model building, compilation and data loading that print nothing, so a spacing learned from it
   is no cadence;
@@ -226,13 +227,22 @@ class JobPower:
         collective, within a step; peers that went on working for a while and then waited (on a
         save by a rank on the silent node, whose exporter restarted) were not waiting on a dead
         node, and a GPU still at work while the others wait (rank 0 evaluating, at a scrape
-        interval of 30 s seen only by its node's next scrape) is the rank they wait for, alive."""
+        interval of 30 s seen only by its node's next scrape) is the rank they wait for, alive.
+        And the job worked until the node fell silent: a GPU of its samples over the ``settle``
+        before ``since`` (the silent node's last among them) drew ``ratio`` of the most the job
+        drew in the minute before. A job seen waiting already, the silent node with it, did not
+        stall on the node's death: the node was alive in the wait (a rank stuck in host code,
+        the node's exporter restarting later)."""
         around = self._around(job_id, since, now, settle)
         if around is None:
             return False
         before, after = around
         expected = frozenset().union(*(s.nodes for s in before)) - absent
         if not expected <= frozenset().union(*(s.nodes for s in after)):
+            return False
+        last_heard = [s.peak for s in self.history(job_id, since - settle, since)]
+        working = max(s.power for s in before)
+        if last_heard and max(last_heard) < ratio * working:
             return False
         baseline = sum(s.power for s in before) / len(before)
         peak = max(s.peak for s in after)

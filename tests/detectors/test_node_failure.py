@@ -110,6 +110,24 @@ def test_a_dead_node_is_confirmed_when_the_other_gpus_of_its_job_stall() -> None
     assert "stalled" in found[0].summary
 
 
+def test_a_node_seen_waiting_with_its_job_before_its_exporter_restarts_is_no_dead_node() -> None:
+    # A rank hangs at 60 s: every GPU of the job, n3's too, spins at 230 W in the collective
+    # that waits for it. n3's exporter restarts at 90 s and is back at 170 s; the job prints
+    # nothing (hung). n3 was seen alive in the wait: its peers did not stall on its death.
+    job = Job()
+    job.gpu_fields = {**power(job, 600.0, 0, 60), **power(job, 230.0, 60, 300)}
+    logs = chatty(job, 0, 60, every=10.0)
+    assert detect(300, logs, without_n3(job, 90, 170), [job.start()]) == []
+    # n3 dying at 90 s while the job works is a dead node: the others stall from then on.
+    job.gpu_fields = {**power(job, 600.0, 0, 90), **power(job, 230.0, 90, 300)}
+    job.stopped = {("n3", None): 90}
+    found = detect(
+        300, chatty(job, 0, 90, every=10.0), job.telemetry(0, 300, ["idle1"]), [job.start()]
+    )
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    assert "stalled" in found[0].summary
+
+
 def without_n3(job: Job, start: int, end: int) -> list[dict]:
     """The job's telemetry (and an idle node's) over 300 s, none from n3 in [start, end)."""
     return [
