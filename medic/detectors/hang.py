@@ -190,8 +190,9 @@ class HangConfig:
     spin_hold_s: Positive = 120.0
     """GPUs corroborating a hang this long fire even if the step model would wait longer (never
     inside an open phase or a learned spell allowance, except a checkpoint in which every GPU
-    sat in the wait this long: no rank writing); it is also all that fires for a job printing
-    no progress. Lower: sooner; longer healthy waits suspected."""
+    sat in the wait this long: no rank writing, and a phase in which a GPU looked stuck this
+    long); it is also all that fires for a job printing no progress. Lower: sooner; longer
+    healthy waits suspected."""
     watch_after_s: NonNegative = 15.0
     """Silence after which the job's telemetry is kept in full ``window_s`` windows. Lower:
     more jobs watched in full (cost); higher: a hang's first seconds of telemetry are lost."""
@@ -895,11 +896,16 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         before the closing gather, where the ranks done first wait for the slowest writer; once
         the last writer joins the wait, the collective completes and training resumes. So an
         announced checkpoint in which every GPU has sat in the wait (pegged at low power, no
-        rank apart) for ``spin_hold_s`` is no longer writing anything: its allowance lapses."""
+        rank apart) for ``spin_hold_s`` is no longer writing anything: its allowance lapses. So
+        does any phase's once a GPU has looked stuck (``gpu stuck``: pegged below its waiting
+        peers' power, or idle without saying so) for ``spin_hold_s``: an evaluating or writing
+        rank's GPU computes, or idles and reports it."""
         c = self.config
         if held and self._blocked_apart(watch):
             return 0  # a rank apart is blocked on I/O: neither a save nor a stall ending soon
         if job.phase is not None:
+            if min(held, watch.telemetry.stuck_us(now)) >= c.spin_hold_s * US:
+                return 0  # no evaluation or save leaves a GPU stuck while its peers wait
             return self._phase_allowance_us(job.phase.kind, job, watch, now, held)
         since = watch.telemetry.corroborated_since
         if not held or since is None:

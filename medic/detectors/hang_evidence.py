@@ -63,7 +63,9 @@ if TYPE_CHECKING:
 SILENT_NODE = "its telemetry stopped"
 NO_TELEMETRY = "no telemetry"
 """The GPUs' state when no recent window of the job holds any of them."""
-CORROBORATING = frozenset({"spinning", "gpu stuck", "rank stopped"})
+GPU_STUCK = "gpu stuck"
+"""The GPUs' state when one of them looks stuck as its peers wait (``JobTelemetry.stopped``)."""
+CORROBORATING = frozenset({"spinning", GPU_STUCK, "rank stopped"})
 HOLDING = frozenset({"idle", "working", "writers"})
 EVIDENCE_COLUMNS = [f"{c}_delta" for c in COUNTERS] + ["xid"]
 _GPU = {"node": pl.String, "gpu": pl.Int16}
@@ -155,6 +157,8 @@ class JobTelemetry:
     all_waiting_since: int | None = None
     """Start of the run of windows in which every GPU waited (spinning, none with less than
     ``busy_util``), None outside one."""
+    stuck_since: int | None = None
+    """Start of the run of windows showing a GPU stuck (``GPU_STUCK``), None outside one."""
     all_spinning_since: int | None = None
     """Start of the run of windows in which every GPU of the job spun in the wait, strictly:
     each pegged at ``spin_util`` or more and drawing less than ``spin_power_ratio`` of the
@@ -239,6 +243,10 @@ class JobTelemetry:
         elif self.all_waiting_since is None:
             self.all_waiting_since = end - window
         self._all_spinning(gpus, end - window, config)
+        if state != GPU_STUCK:
+            self.stuck_since = None
+        elif self.stuck_since is None:
+            self.stuck_since = end - window
         if state in HOLDING:
             self.quiet[state] = end
         if state == "writers":
@@ -335,6 +343,11 @@ class JobTelemetry:
         since = self.all_waiting_since
         return 0 if since is None else now - since
 
+    def stuck_us(self, now: int) -> int:
+        """How long the windows have shown a GPU stuck without a break; 0 when they do not."""
+        since = self.stuck_since
+        return 0 if since is None else now - since
+
     def saving(self, writer: tuple[str, int] | None) -> bool:
         """Whether the only GPUs the open run of corroborating windows has shown out of the
         wait are writers of a save (see ``EndedSpell.saving``)."""
@@ -370,6 +383,7 @@ class JobTelemetry:
         self.latest, self.since, self.since_until, self.state = None, None, None, NO_TELEMETRY
         self.corroborated_since = self.waited = self.apart = self.ended = self.writing = None
         self.all_waiting_since = self.all_spinning_since = self.all_spinning_ended = None
+        self.stuck_since = None
         self.spell_states, self.quiet = set(), {}
         self.recent_nodes.clear()
 
@@ -524,10 +538,10 @@ def _state(telemetry: JobTelemetry, gpus: pl.DataFrame, config: HangConfig) -> s
     stopped = telemetry.stopped(gpus, config)
     if not stopped.is_empty():
         if stopped.get_column("pegged").any():
-            return "gpu stuck"
+            return GPU_STUCK
         if stopped.get_column("node").n_unique() > 1:
             return "writers"
-        return "gpu stuck" if stopped.get_column("stuck").any() else "rank stopped"
+        return GPU_STUCK if stopped.get_column("stuck").any() else "rank stopped"
     busy = util >= config.busy_util
     if float(util.filter(busy).median()) < config.spin_util:  # type: ignore[arg-type]
         return "working"

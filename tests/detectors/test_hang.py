@@ -320,6 +320,25 @@ def test_an_evaluation_phase_is_healthy() -> None:
     assert run(HangDetector(), [job], 900) == []
 
 
+def test_a_gpu_stuck_inside_an_evaluation_ends_its_allowance() -> None:
+    # The evaluation starts at 401 s; at 430 s one GPU hangs, pegged at idle power while its
+    # peers wait in the next collective. An evaluating rank computes (or idles, and says so):
+    # the evaluation's allowance ends once the GPU has looked stuck for spin_hold_s.
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return SPIN | {"power_w": 75.0} if (node, gpu) == ("n1", 0) else SPIN
+
+    job = healthy_until(400).say(401, "Evaluating on 5120 samples")
+    job.telemetry(400, 430, constant(EVAL)).telemetry(430, 1200, stuck)
+    (found,) = run(HangDetector(), [job], 1200)
+    assert (found.kind, found.tier, found.culprits) == ("hang", "confirmed", ("n1",))
+    assert 430 + 120 <= (found.detected_at - at(0)) / US <= 430 + 150
+    # Every GPU waiting in a collective (spinning) is no stuck GPU: the allowance holds.
+    job = healthy_until(400).say(401, "Evaluating on 5120 samples")
+    job.telemetry(400, 430, constant(EVAL)).telemetry(430, 1200, constant(SPIN))
+    (found, *_) = run(HangDetector(), [job], 1200)
+    assert silence_s(job, found.detected_at) >= 600
+
+
 def test_a_hang_inside_a_checkpoint_still_fires_after_the_allowance() -> None:
     job = Job().start().steps(10, 400)
     job.say(401, "saving checkpoint at iteration     200 to /ckpt in torch_dist format")
