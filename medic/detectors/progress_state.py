@@ -120,6 +120,7 @@ class ProgressTracker:
         nearly every row, and a call per row costs as much as the rest of the fold."""
         if frame.is_empty():
             return []
+        frame = _with_reprinted_pace(frame)
         steps: list[Step] = []
         columns = [  # times as integer microseconds, every other value as it is
             times_us(frame).tolist() if name == "time" else frame.get_column(name).to_list()
@@ -211,6 +212,37 @@ class ProgressTracker:
         lasted = max(0, time - phase.started)
         job.longest_phase_us[phase.kind] = max(job.longest_phase_us.get(phase.kind, 0), lasted)
         job.phase = None
+
+
+REPRINT_US = 1_000_000
+"""A job's next row printing the same step this soon after is the same report's second line."""
+
+
+def _with_reprinted_pace(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with a step row that gives no pace taking the step time and throughput of the
+    job's next row when that prints the same step within ``REPRINT_US``: one report over two
+    lines, its counter on one and its pace on the other (DeepSpeed logs ``step=N, skipped=..,
+    lr=..`` and then its throughput timer's ``global_step=N, ..., CurrSamplesPerSec=..``). The
+    fold keeps a step's first print only."""
+    step = pl.col("event") == "step"
+    paceless = step & pl.col("step_time_s").is_null() & pl.col("throughput").is_null()
+    if not frame.select(paceless.any()).item():
+        return frame
+
+    def following(name: str) -> pl.Expr:
+        return pl.col(name).shift(-1).over("job_id")
+
+    same = (
+        paceless
+        & following("event").eq_missing(pl.lit("step"))
+        & following("step").eq_missing(pl.col("step"))
+        & pl.col("step").is_not_null()
+        & ((following("time") - pl.col("time")).dt.total_microseconds() <= REPRINT_US)
+    )
+    return frame.with_columns(
+        pl.when(same).then(following(name)).otherwise(pl.col(name)).alias(name)
+        for name in ("step_time_s", "throughput")
+    )
 
 
 def _ends_eval(phase: Phase, framework: str, number: int | None, last: int | None) -> bool:

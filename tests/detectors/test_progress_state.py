@@ -11,7 +11,7 @@ from medic.parse.progress import PROGRESS
 from medic.testing.builders import at, batch
 from medic.timeutil import US
 
-NUMBER, GAP_US, CLEAN = 2, 3, 5
+NUMBER, GAP_US, CLEAN, THROUGHPUT = 2, 3, 5, 7
 """Fields of a ``Step`` (a plain tuple) that the tests read."""
 
 
@@ -48,6 +48,15 @@ def test_steps_report_their_gap_and_duplicates_count_once() -> None:
         (3, 2 * US, True),
     ]
     assert tracker.jobs["7"].last_event_at == at(4.5)
+
+
+def test_a_step_reported_over_two_lines_takes_its_pace_from_the_second() -> None:
+    # DeepSpeed's step line, then its throughput timer's line for the same global step; a
+    # print of the same step much later is no second line of the report.
+    frame = progress((0, "step", 10), (0.001, "step", 10), (5, "step", 20), (9, "step", 20))
+    frame = frame.with_columns(pl.Series("throughput", [None, 165.0, None, 120.0]))
+    steps = ProgressTracker().observe(frame)
+    assert [(s[NUMBER], s[THROUGHPUT]) for s in steps] == [(10, 165.0), (20, None)]
 
 
 def test_a_phase_opens_on_its_start_and_closes_on_its_end_or_the_next_step() -> None:
