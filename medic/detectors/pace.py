@@ -7,9 +7,14 @@ before: a save or an evaluation no line announced). The baseline is a river roll
 healthy paces, ready once they cover ``grace_steps`` training steps (a line printed every
 hundred iterations averages a hundred). Nothing is learned while any of the job's GPUs looks
 unlike its peers (flagged in any recent window), so a straggler's slowdown
-never becomes the baseline. A job slowed with no GPU standing out is slowed everywhere alike
-(a different data mix, longer sequences, a shared file system: step time drifts by 10-20% in
-healthy jobs), which is not a straggler but the job's new pace: it is learned, slow or not.
+never becomes the baseline; and a pace is learned only once the GPUs of its time have been
+compared with their peers over ``JUDGED_WINDOWS`` windows since, none standing out (``settle``):
+a GPU that throttles slows the job's next step, but stands out from its peers only in a
+window or two (its clock falls as it heats), while a job printing every step would have
+learned a few hundred of its slow paces by then. A job slowed with no GPU standing out is
+slowed everywhere alike (a different data mix, longer sequences, a shared file system: step
+time drifts by 10-20% in healthy jobs), which is not a straggler but the job's new pace: it
+is learned, slow or not.
 
 Once per peer-comparison window the job's current pace, the median of the paces seen over the
 last ``pace_span_s`` (the latest one for jobs that print more rarely), votes slow or not;
@@ -35,6 +40,9 @@ RECENT_PACES = 512
 """Most paces kept for the current-pace median (a bound for jobs printing every step)."""
 STALE_SAMPLE = 16
 """Latest paces whose spacing gives a job's usual print interval."""
+JUDGED_WINDOWS = 2
+"""Peer-comparison windows after a pace in which no GPU of the job stood out, before the pace is
+learned (``PaceModel.settle``)."""
 PAUSE_FACTOR = 4.0
 """A pace measured from the time between two step lines at this many times the job's previous
 one has a pause in it (a save or an evaluation no line announced): a slower GPU stretches
@@ -55,6 +63,8 @@ class PaceModel:
         self._previous: tuple[int, int] | None = None
         self._measured: float | None = None
         """The pace of the interval before, measured between two lines (``PAUSE_FACTOR``)."""
+        self._unjudged: deque[tuple[int, float, int]] = deque(maxlen=RECENT_PACES)
+        """Paces (time, pace, steps) awaiting their GPUs' comparison with their peers."""
 
     def observe(self, step: Step, suspect: bool) -> None:
         """A new step; ``suspect`` says some GPU of the job looked unlike its peers lately.
@@ -90,7 +100,20 @@ class PaceModel:
                 return  # a pause, not a pace: learned from, it would be the baseline for good
         self._recent.append((time, pace))
         if not suspect:
-            self.baseline.learn(pace, weight=steps or 1)
+            self._unjudged.append((time, pace, steps or 1))
+
+    def settle(self, now: int, odd: bool) -> None:
+        """At a peer-comparison window's end (``now``): learn the paces ``JUDGED_WINDOWS``
+        windows old, or drop every pace not learned yet while a GPU of the job stands out
+        (``odd``): they may be its slowdown's."""
+        if odd:
+            self._unjudged.clear()
+            return
+        cutoff = now - round(JUDGED_WINDOWS * self.config.window_s * US)
+        unjudged = self._unjudged
+        while unjudged and unjudged[0][0] <= cutoff:
+            _, pace, steps = unjudged.popleft()
+            self.baseline.learn(pace, weight=steps)
 
     def vote(self, now: int) -> None:
         """One vote per window, from the current pace; no vote while the model has no opinion

@@ -415,6 +415,7 @@ class StragglerDetector(WatchesJobs):
         found_by = [source(now) for source in self.evidence]
         for job_id, pace in self.paces.items():
             pace.vote(now)
+            pace.settle(now, odd=job_id in self.odd_jobs)
             suspects = [s for by_job in found_by for s in by_job.get(job_id, [])]
             if job_id in self.alarmed:
                 if not pace.slowed and not suspects:
