@@ -136,6 +136,12 @@ class PaceModel:
         return max(round(self.config.stale_s * US), 3 * round(usual))
 
     @property
+    def unlearned(self) -> bool:
+        """The job printed paces, yet none could be learned (a GPU of the job stood out at
+        each of them): whatever slowed it is in every pace it showed."""
+        return bool(self._recent) and not self.baseline.ready
+
+    @property
     def slowed(self) -> bool:
         """``slow_k`` of the last ``slow_n`` votes were slow, and so is the latest: a job back
         at its baseline pace is not slowed now, whatever its recent votes said."""

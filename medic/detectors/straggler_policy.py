@@ -6,9 +6,10 @@ Evidence comes as ``Suspect`` s, whatever found them. A job is a straggler when 
 are a minority of it and either the job slowed against its own baseline and a suspect's own
 slowness can account for it (``Suspect.explains``), or a suspect is sure enough to fire alone
 (``early``: a cause of slowness there from the job's first step, a flapping link, a rank's own
-printed share). Slowness alone, with no GPU, port or rank standing out, is never a straggler,
-so every straggler detection is ``confirmed``: the suspect that stands out is the positive
-evidence.
+printed share; or a GPU's clock held low by a cause of slowness in a job whose every printed
+pace came while that GPU stood out, so that none could be learned). Slowness alone, with no
+GPU, port or rank standing out, is never a straggler, so every straggler detection is
+``confirmed``: the suspect that stands out is the positive evidence.
 """
 
 from __future__ import annotations
@@ -60,7 +61,14 @@ class Suspect:
 def firing(pace: PaceModel, suspects: list[Suspect], config: StragglerConfig) -> list[Suspect]:
     """The suspects that make the job a straggler now (empty: it is not one): while the job is
     slowed, those whose slowness explains it; any of them, when one is sure enough to fire
-    without the pace vote or the job is slowed."""
+    without the pace vote or the job is slowed. A GPU's clock held low by a cause of slowness
+    (a power cap, a slowdown reason) in a job that printed paces but never one that could be
+    learned (``PaceModel.unlearned``: the GPU stood out at each) is as sure as one there from
+    the job's first step: no baseline can show it. Link errors are not: a port counting errors
+    within spec stands out from its peers without slowing anyone."""
     if pace.slowed:
         suspects = [s for s in suspects if s.explains(pace.ratio, config)]
-    return suspects if suspects and (pace.slowed or any(s.early for s in suspects)) else []
+    alone = any(
+        s.early or (s.caused and s.feature in CLOCK_FEATURES and pace.unlearned) for s in suspects
+    )
+    return suspects if suspects and (pace.slowed or alone) else []

@@ -176,6 +176,27 @@ def test_a_node_throttled_from_the_first_step_is_found() -> None:
     assert found.culprits == ("n2",)
 
 
+def test_a_cap_that_binds_at_every_printed_step_is_found_after_a_light_phase() -> None:
+    # One GPU is capped from the first step. After a minute the job evaluates for six minutes,
+    # printing nothing, at a power no cap holds down, so the cap stops showing; it shows again
+    # once training resumes. Every step line came while that GPU stood out: the job's pace has
+    # no baseline free of it to look slow against.
+    light = {"power_w": 350.0}
+
+    def capped(t: float, node: str, gpu: int) -> dict[str, Any]:
+        if 60 <= t < 420:
+            return COMPUTE | light
+        return COMPUTE | CAPPED if (node, gpu) == ("n3", 1) else COMPUTE
+
+    job = Job().start().steps(10, 60, every=2.6).steps(420, 1200, every=2.6)
+    (found,) = run(StragglerDetector(), [job.telemetry(0, 1200, capped)], 1200)
+    assert found.culprits == ("n3",) and found.detected_at <= at(660)
+    # The same job with no GPU capped: nothing.
+    job = Job().start().steps(10, 60, every=2.6).steps(420, 1200, every=2.6)
+    job.telemetry(0, 60, constant(COMPUTE)).telemetry(60, 420, constant(COMPUTE | light))
+    assert run(StragglerDetector(), [job.telemetry(420, 1200, constant(COMPUTE))], 1200) == []
+
+
 def test_a_gpu_that_always_clocks_lower_for_no_reason_is_not_blamed_from_the_start() -> None:
     # A slower part of the same SKU: lower clock, same power, no clocks-event reason set.
     slower_part = {"sm_clock_mhz": 1830.0}
