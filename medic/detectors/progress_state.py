@@ -120,7 +120,6 @@ class ProgressTracker:
         nearly every row, and a call per row costs as much as the rest of the fold."""
         if frame.is_empty():
             return []
-        frame = _with_reprinted_pace(frame)
         steps: list[Step] = []
         columns = [  # times as integer microseconds, every other value as it is
             times_us(frame).tolist() if name == "time" else frame.get_column(name).to_list()
@@ -155,6 +154,8 @@ class ProgressTracker:
                     ranks[rank] = (number, node)
             restarted = False
             if number is not None and last is not None and number <= last:
+                if number == last and (step_time_s is not None or throughput is not None):
+                    _repaced(steps, job_id, time, number, step_time_s, throughput)
                 if number == last or number > last // 2:
                     continue  # the same step again, or a late print of a recent one
                 restarted = True  # the counter started over (a new epoch's bar, a resumed run)
@@ -215,34 +216,34 @@ class ProgressTracker:
 
 
 REPRINT_US = 1_000_000
-"""A job's next row printing the same step this soon after is the same report's second line."""
+"""A print of a job's newest step this soon after it is the same report's second line."""
 
 
-def _with_reprinted_pace(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with a step row that gives no pace taking the step time and throughput of the
-    job's next row when that prints the same step within ``REPRINT_US``: one report over two
-    lines, its counter on one and its pace on the other (DeepSpeed logs ``step=N, skipped=..,
-    lr=..`` and then its throughput timer's ``global_step=N, ..., CurrSamplesPerSec=..``). The
-    fold keeps a step's first print only."""
-    step = pl.col("event") == "step"
-    paceless = step & pl.col("step_time_s").is_null() & pl.col("throughput").is_null()
-    if not frame.select(paceless.any()).item():
-        return frame
-
-    def following(name: str) -> pl.Expr:
-        return pl.col(name).shift(-1).over("job_id")
-
-    same = (
-        paceless
-        & following("event").eq_missing(pl.lit("step"))
-        & following("step").eq_missing(pl.col("step"))
-        & pl.col("step").is_not_null()
-        & ((following("time") - pl.col("time")).dt.total_microseconds() <= REPRINT_US)
-    )
-    return frame.with_columns(
-        pl.when(same).then(following(name)).otherwise(pl.col(name)).alias(name)
-        for name in ("step_time_s", "throughput")
-    )
+def _repaced(
+    steps: list[Step],
+    job_id: str,
+    time: int,
+    number: int,
+    step_time_s: float | None,
+    throughput: float | None,
+) -> None:
+    """Give the job's newest step of ``steps`` the pace a second print of it carries, when that
+    step gave none and came within ``REPRINT_US``: one report over two lines, its counter on one
+    and its pace on the other (DeepSpeed logs ``step=N, skipped=.., lr=..`` and then its
+    throughput timer's ``global_step=N, ..., CurrSamplesPerSec=..``). Only a batch's own steps
+    are looked at: the two lines come a moment apart."""
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if step[0] != job_id:
+            continue
+        if (
+            step[2] == number
+            and step[6] is None
+            and step[7] is None
+            and time - step[1] <= REPRINT_US
+        ):
+            steps[index] = (*step[:6], step_time_s, throughput, step[8])
+        return
 
 
 def _ends_eval(phase: Phase, framework: str, number: int | None, last: int | None) -> bool:

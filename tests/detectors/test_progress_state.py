@@ -57,6 +57,10 @@ def test_a_step_reported_over_two_lines_takes_its_pace_from_the_second() -> None
     frame = frame.with_columns(pl.Series("throughput", [None, 165.0, None, 120.0]))
     steps = ProgressTracker().observe(frame)
     assert [(s[NUMBER], s[THROUGHPUT]) for s in steps] == [(10, 165.0), (20, None)]
+    # A save announced between the two lines of the report does not part them.
+    frame = progress((0, "step", 10), (0.0005, "checkpoint_start", None), (0.001, "step", 10))
+    frame = frame.with_columns(pl.Series("throughput", [None, None, 165.0]))
+    assert [s[THROUGHPUT] for s in ProgressTracker().observe(frame)] == [165.0]
 
 
 def test_a_phase_opens_on_its_start_and_closes_on_its_end_or_the_next_step() -> None:
