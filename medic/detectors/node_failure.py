@@ -236,11 +236,11 @@ class JobPower:
         around = self._around(job_id, since, now, settle)
         if around is None:
             return False
-        before, after = around
+        before, after, heard = around
         expected = frozenset().union(*(s.nodes for s in before)) - absent
         if not expected <= frozenset().union(*(s.nodes for s in after)):
             return False
-        last_heard = [s.peak for s in self.history(job_id, since - settle, since)]
+        last_heard = [s.peak for s in heard]
         working = max(s.power for s in before)
         if last_heard and max(last_heard) < ratio * working:
             return False
@@ -257,20 +257,22 @@ class JobPower:
         around = self._around(job_id, since, now, settle)
         if around is None:
             return False
-        before, after = around
+        before, after, _ = around
         return min(s.power for s in after) >= ratio * sum(s.power for s in before) / len(before)
 
     def _around(
         self, job_id: str, since: int, now: int, settle: int
-    ) -> tuple[list[PowerSample], list[PowerSample]] | None:
-        """The job's samples over the minute before ``since`` and from ``since + settle`` to
-        ``now``; None with fewer than three on either side."""
-        history = self.history(job_id, since - POWER_BASELINE_US, now)
-        before = [s for s in history if s.time < since]
+    ) -> tuple[list[PowerSample], list[PowerSample], list[PowerSample]] | None:
+        """The job's samples over the minute before ``since``, from ``since + settle`` to
+        ``now``, and over the ``settle`` up to ``since`` (the last heard of a silent node): one
+        query; None with fewer than three in either of the first two."""
+        start = since - max(POWER_BASELINE_US, settle)
+        history = self.history(job_id, start, now)
+        before = [s for s in history if since - POWER_BASELINE_US <= s.time < since]
         after = [s for s in history if since + settle <= s.time]
         if len(before) < 3 or len(after) < 3:
             return None
-        return before, after
+        return before, after, [s for s in history if since - settle <= s.time <= since]
 
     def forget_before(self, cutoff: int) -> None:
         """Drop jobs not heard from since ``cutoff``, and samples older than ``keep_us`` before

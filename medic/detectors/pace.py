@@ -137,8 +137,9 @@ class PaceModel:
 
     @property
     def unlearned(self) -> bool:
-        """The job printed paces, yet none could be learned (a GPU of the job stood out at
-        each of them): whatever slowed it is in every pace it showed."""
+        """The job printed paces, yet they made no baseline: a GPU of the job stood out at
+        each of them (whatever slowed it is in every pace it showed), or too few were learned
+        yet (a job just started, whose causes of slowness are ``early`` anyway)."""
         return bool(self._recent) and not self.baseline.ready
 
     @property

@@ -113,17 +113,18 @@ every line holding non-ASCII text (a progress bar's blocks), ten times the cost.
 PADDING = r"([\[(/])\s+"
 """Spaces padding a number after a bracket or a slash (``[  20/1465]``, ``[1000/1465]``):
 dropped, so that the line's template does not change with the number's width."""
-BAR = "[█▉▊▋▌▍▎▏▐░▒▓━╸╺─]+|\\[[=>.]+\\]"
+BLOCKS = "[█▉▊▋▌▍▎▏▐░▒▓━╸╺─]"
+"""The characters a progress bar is drawn with."""
+BAR = f"{BLOCKS}+|\\[[=>.]+\\]"
 """A progress bar's blocks, or its arrow (``[====>....]``): masked apart (they change from
 line to line, the line's template does not)."""
 BAR_COUNTER = re.compile(r"(?:^| )#(?:/#)? ?(?:~|\[@)|(?:^| )#it \[@|#% ~ #/#(?= |$)")
 """A bar's counter in a template: ``n/N`` (or ``n``, or tqdm's ``n it`` without a total) right
 before its drawn bar (``~``) or its elapsed clock (tqdm's ``[00:10<...``), or ``n/N`` right
-after a bar drawn after its percentage (``45% ━━━━╸─── 82/183``: Rich's and Ultralytics'
-bars)."""
+after a bar drawn after its percentage (``45% ━━━━╸─── 82/183``: Ultralytics' own bar)."""
 SECONDS_PER_IT = r"([0-9]+(?:\.[0-9]+)?)s/it"
 """A bar's rate when slower than one iteration a second."""
-BAR_DESC = r"^(.*?)[0-9]+%(?:\||\s*[█▉▊▋▌▍▎▏▐░▒▓━╸╺─])"
+BAR_DESC = rf"^(.*?)[0-9]+%(?:\||\s*{BLOCKS})"
 """A bar's description (tqdm's "desc: 45%|", or "desc: 45% ━━╸──"): a loop that says it is no
 training loop (``LOOKALIKE``: loading, mapping, compiling, packing, ...) is none."""
 SUMMARY_LINE = (
