@@ -152,9 +152,14 @@ NO_THROUGHPUT = (
 )
 """The throughput columns of step rows that give none (tables, paces, metrics dicts)."""
 _LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
-_COUNTER_LABEL = re.compile(r"(?i)^(?:([a-z]+)_)?(step|iter|iteration|batch|update)s?$")
+_COUNTER_LABEL = re.compile(
+    r"(?i)^(?:([a-z]+)_)?(?:(step|iter|iteration|batch|update)s?|(it|itr|up|upd))$"
+)
+"""A counter's name, or its short form (Marian's ``Up. 200``, ``it 300``); a short form takes
+no plural: ``ups`` is a rate of updates (fairseq's ``ups=2.1``)."""
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
+_SHORT_COUNTER = {"it": "iter", "itr": "iter", "up": "update", "upd": "update"}
 UNLABELLED = len(_COUNTER_RANK) + 1
 """The rank of a number no counter's name labels."""
 _FRACTION = re.compile(
@@ -172,8 +177,17 @@ _TALLY = re.compile(r"(?i)^(?:num|n|total|count)_")
 """A label counting steps done (``num_updates``), not naming the one reported."""
 _LOOP_NAME = re.compile(r"(?i)^train(?:ing)?$")
 """A word naming the training loop right before its count (``Progress on:train 42it/10kit``)."""
-_COUNTER_AFTER = re.compile(r"(?i)^(step|iter|iteration|batch|update)s?(?![a-z])")
-"""A counter's name written right after its number (ESPnet's ``1-100batch``)."""
+_COUNTER_AFTER = re.compile(
+    r"(?i)^(?:(step|iter|iteration|batch|update)s?(?![a-z])"
+    r"| (step|iter|iteration|batch|update|it|itr)s?(?=\s*[,;|]))"
+)
+"""A counter's name written right after its number (ESPnet's ``1-100batch``), or as its unit
+before the next field's separator (RLlib's ``313 s, 7 iter, 7000 ts``)."""
+_UNIT_BEFORE = re.compile(r"[A-Za-z.]\s*[,;]\s*$")
+"""A word, then a separator, right before a number: the unit of the number before it (``7
+iter, 7000 ts``), not this number's label."""
+_PER = re.compile(r"(?i)(?:/|\bper )([a-z]+)$")
+"""The work a duration is per (``sec/tick``, ``ms/step``, ``time per iteration``)."""
 NO_COUNTER = 99
 """The rank of a number that is no counter however it rises (a percentage)."""
 _PHRASE = re.compile(r"([A-Za-z_/%@.\-]+(?: \(?[A-Za-z_/%@.\-]+\)?){0,3})\W{0,3}$")
@@ -725,6 +739,7 @@ def _fields(template: str) -> Fields | None:
     )
     words = [_words(parts[index], parts[index + 1], labels[index]) for index in range(width)]
     durations, rated, noted = _durations(parts, words)
+    ranks = _per_counter(ranks, labels, words, durations)
     rates = [i for i, w in enumerate(words) if i not in durations and _is_throughput(*w)]
     ranks = tuple(NO_COUNTER if i in rates else rank for i, rank in enumerate(ranks))
     throughput = min(rates, key=lambda i: _rate_rank(words[i]), default=None)
@@ -923,21 +938,49 @@ def _number_rank(before: str, label: str, after: str) -> int:
         return NO_COUNTER
     suffix = _COUNTER_AFTER.match(after)
     if suffix:
-        return _counter_rank(suffix.group(1))
+        return _counter_rank(suffix.group(1) or suffix.group(2))
+    if _UNIT_BEFORE.search(before):
+        return UNLABELLED
     if before[-1:].isalpha():
         return NO_COUNTER if _counter_rank(label) == UNLABELLED else _counter_rank(label)
     return _counter_rank(label)
+
+
+def _per_counter(
+    ranks: tuple[int, ...],
+    labels: list[re.Match[str] | None],
+    words: list[tuple[str, str, str]],
+    durations: tuple[int, ...],
+) -> tuple[int, ...]:
+    """``ranks`` with the number that the step's time is per labelled a counter: a loop
+    that times its steps per ``tick`` counts ticks (StyleGAN's ``tick 2 ... sec/tick 644.3``),
+    whatever it calls them."""
+    if not durations:
+        return ranks
+    unit, label, phrase = words[durations[0]]
+    per = next((m.group(1).lower() for w in (label, phrase, unit) if (m := _PER.search(w))), None)
+    if per is None:
+        return ranks
+    return tuple(
+        min(rank, _COUNTER_RANK["iter"])
+        if label is not None
+        and label.group(1).lower().rstrip(".") in (per, f"{per}s")
+        and rank == UNLABELLED
+        else rank
+        for rank, label in zip(ranks, labels, strict=True)
+    )
 
 
 def _counter_rank(label: str) -> int:
     """How likely a number with this label (its last name of a path: ``epoch=0/global_step=``)
     is the step: by ``_COUNTER_RANK``, unlabelled last; a global step before any other, a
     micro step (a micro-batch's) as a batch."""
-    match = _COUNTER_LABEL.match(re.split(r"[/.]", label)[-1])
+    match = _COUNTER_LABEL.match(re.split(r"[/.]", label.rstrip("."))[-1])
     if match is None:
         return UNLABELLED
     qualifier = (match.group(1) or "").lower()
-    rank = _COUNTER_RANK[match.group(2).lower()]
+    name = (match.group(2) or _SHORT_COUNTER[match.group(3).lower()]).lower()
+    rank = _COUNTER_RANK[name]
     if qualifier == "micro":
         return _COUNTER_RANK["batch"]
     return rank - 1 if qualifier == "global" else rank

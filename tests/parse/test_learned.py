@@ -630,3 +630,27 @@ def test_a_bar_redrawn_behind_carriage_returns_is_read_at_the_update_a_terminal_
         ("learned", 200, 0.4),
         ("learned", 230, 0.5),
     ]
+
+
+def test_a_counter_in_a_short_form_or_written_as_its_unit_is_the_step_at_first_sight() -> None:
+    # "Up." for updates beside an epoch's "Ep.": a step reporting its throughput
+    line = "[@] Ep. 1 : Up. 200 : Sen. 25600 : Cost 194.7 : Time 34.9s : 9357.3 words/s"
+    assert steps(learner(), line) == [("learned", 200, 34.9)]
+    # the counter written as the unit of its number, the next field's separator after it:
+    # "7 iter, 7000 ts" counts 7 iterations, and "iter," labels no 7000
+    line = "zork_0: RUNNING [pid=86], 313 s, 7 iter, 7000 ts, -1.07e+03 rew"
+    assert steps(learner(), line) == [("learned", 7, 313.0)]
+    # a rate of updates is no counter of them
+    assert steps(learner(), "zork 4 | ups=2.1 | loss 3.2 | wps 3000") == []
+
+
+def test_the_work_a_steps_time_is_per_names_the_counter() -> None:
+    # a loop timing its steps "sec/tick" counts ticks, whatever it calls them
+    lines = [
+        f"tick {t}  kimg {t * 6.1:.1f}  lod 0.00  minibatch 32  time {t}m 19s  sec/tick 644.3"
+        f"  sec/kimg 107.10  gpumem 5.1"
+        for t in (2, 3)
+    ]
+    assert steps(learner(), *lines) == [("learned", 2, 644.3), ("learned", 3, 644.3)]
+    # without a time per tick, a tick is a number like any other: learned only as it rises
+    assert steps(learner(), "tick 2  kimg 12.2  lod 0.00  time 23m 19s  gpumem 5.1") == []
