@@ -228,7 +228,7 @@ it follows (``GPU0000:C3:00.0`` is a GPU)."""
 LOWER_SEVERITY, RECOVERED = "lower_severity", "recovered"
 """The quiet words that may say a program goes on (a line at a lower severity, a retry or a
 recovery): a job that prints one after an error was not stopped by it (``going_on``)."""
-_LOWER, _BLIND, _DEATH, _LOUD = "_lower", "_blind", "_death", "_loud"
+_LOWER, _PLAIN, _BLIND, _DEATH, _LOUD = "_lower", "_plain", "_blind", "_death", "_loud"
 """Working columns of ``read``, dropped before it returns."""
 
 
@@ -247,6 +247,12 @@ class Family:
     fatal: tuple[str, ...] = ()
     """Terms that make a line of this family report an end (a collective timed out: the job
     cannot go on), not an error a program may survive."""
+    kind_when: tuple[str, ...] = ()
+    """Terms a line must hold to read as ``kind``; a line of the family without one reads as
+    ``kind_otherwise``. A collective's line is a hang when it says ranks wait (a timeout, a
+    stall, a watchdog); a collective that returned an error (a communicator that failed to
+    start, a CUDA error inside it) ended its process, a crash."""
+    kind_otherwise: str | None = None
 
 
 Named = tuple[tuple[str, str], ...]
@@ -312,8 +318,14 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
                 tuple(row["terms"]),
                 tuple(row.get("strong", ())),
                 tuple(row.get("fatal", ())),
+                tuple(row.get("kind_when", ())),
+                row.get("kind_otherwise"),
             )
         )
+        if bool(families[-1].kind_when) != (families[-1].kind_otherwise is not None):
+            raise LexiconError(
+                f"failure lexicon: family {row['name']!r}: kind_when and kind_otherwise go together"
+            )
     quiet = named("quiet", required=False)
     loud_only = [bool(row.get("unless_loud", False)) for row in data.get("quiet", [])]
     reporters = data.get("reporter", {}).get("patterns", [])
@@ -382,6 +394,13 @@ class FailureLines:
         self._fatal = [
             (i, _lowered(_any(f.fatal))) for i, f in enumerate(self._families) if f.fatal
         ]
+        self._kind_when = [
+            (i, _lowered(_any(f.kind_when)), f.kind_otherwise)
+            for i, f in enumerate(self._families)
+            if f.kind_when
+        ]
+        """The families whose kind depends on the line (``Family.kind_when``), the regex of
+        the terms their kind needs, lowercased, and the kind without one."""
         """The families with fatal terms, and the regex of those terms, lowercased to run on
         the lowercased text: a case-blind regex finds its words three times slower (no
         literal search for a word in every case)."""
@@ -439,13 +458,13 @@ class FailureLines:
         if read.is_empty():
             return read.drop(_LOUD).with_columns(plan.nothing)
         read = read.with_columns(plan.lowered)
-        return read.with_columns(self._readings(read)).drop(_LOWER, _DEATH, _LOUD)
+        return read.with_columns(self._readings(read)).drop(_LOWER, _PLAIN, _DEATH, _LOUD)
 
     def _readings(self, read: pl.DataFrame) -> list[pl.Series]:
         """``_family``, ``_reading`` and ``_fatal`` of the lines ``read`` (with ``_end``,
         ``_loud``, ``_death`` and the lowercased text ``_lower``)."""
         lower = read.get_column(_LOWER)
-        chosen, named, _ = self._families_of(lower)
+        chosen, named, _ = self._families_of(lower, read.get_column(_PLAIN))
         stated = np.zeros(read.height, dtype=bool)
         for family, fatal in self._fatal:
             theirs = named & (chosen == family)
@@ -455,9 +474,10 @@ class FailureLines:
         death = read.get_column(_DEATH).to_numpy() | read.get_column(_LOUD).to_numpy()
         which = pl.Series(np.where(named, chosen, len(self._families)).astype(np.uint32))
         kept, nulls = pl.Series(failing), pl.repeat(None, read.height, dtype=pl.String, eager=True)
+        kinds = self._kinds_of(which, chosen, named, lower)
         return [
             self._names.gather(which).zip_with(kept, nulls).alias(FAMILY),
-            self._kinds.gather(which).zip_with(kept, nulls).alias(READING),
+            kinds.zip_with(kept, nulls).alias(READING),
             pl.Series(FATAL, failing & (death | stated)),
         ]
 
@@ -469,38 +489,70 @@ class FailureLines:
         if text.is_empty():
             return pl.Series(READING, [], dtype=pl.String)
         lower = text.to_frame("text").select(_words_apart(pl.col("text"))).to_series()
-        chosen, named, strong = self._families_of(lower)
+        chosen, named, strong = self._families_of(lower, text.str.to_lowercase())
         sure = named & strong[np.arange(len(chosen)), chosen]
         which = pl.Series(np.where(sure, chosen, len(self._families)).astype(np.uint32))
         nulls = pl.repeat(None, len(which), dtype=pl.String, eager=True)
-        return self._kinds.gather(which).zip_with(pl.Series(sure), nulls).alias(READING)
+        kinds = self._kinds_of(which, chosen, sure, lower)
+        return kinds.zip_with(pl.Series(sure), nulls).alias(READING)
 
-    def _families_of(self, lower: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _kinds_of(
+        self, which: pl.Series, chosen: np.ndarray, named: np.ndarray, lower: pl.Series
+    ) -> pl.Series:
+        """The kind of each line's family (``which``: its index, or the general one's), the
+        other kind of a family whose kind needs a term (``Family.kind_when``) where the line
+        (``lower``, lowercased) holds none."""
+        kinds = self._kinds.gather(which)
+        for family, needed, otherwise in self._kind_when:
+            theirs = named & (chosen == family)
+            if theirs.any():
+                holds = np.ones(len(which), dtype=bool)
+                holds[theirs] = lower.filter(pl.Series(theirs)).str.contains(needed).to_numpy()
+                other = pl.repeat(otherwise, len(which), dtype=pl.String, eager=True)
+                kinds = kinds.zip_with(pl.Series(holds), other)
+        return kinds
+
+    def _families_of(
+        self, lower: pl.Series, plain: pl.Series
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per line of ``lower`` (lowercased, identifiers' words apart): the index of its family
         (the first of the highest scores), whether any family's term is in it, and per family
         whether one of its strong terms is. Counted from the families' words found in the
-        line's words (one scan for every family), not with a regex per family."""
+        line's words (one scan for every family), not with a regex per family. A term is
+        counted as often as the line holds it, split as an identifier's words or as written
+        (``plain``, lowercased): the vendors' names mix cases as identifiers do ("PCIe",
+        "NVLink", "InfiniBand") and must not come apart ("PC Ie")."""
+        counts = np.maximum(self._term_counts(lower), self._term_counts(plain))
+        scores = counts @ self._weights
+        strong = (counts > 0).astype(np.int64) @ (self._weights >= 2).astype(np.int64) > 0
+        return scores.argmax(axis=1), scores.max(axis=1) > 0, strong
+
+    def _term_counts(self, lower: pl.Series) -> np.ndarray:
+        """Per line of ``lower`` and per text of the families' terms: how often the line's
+        words hold it."""
         unnamed = lower.str.replace_all(self._unnamed, " ")
         words = (" " + unnamed.str.replace_all(r"\W+", " ") + " ").str.extract_many(
             self._needles, overlapping=True
         )
         found = words.explode(empty_as_null=False, keep_nulls=False).cast(self._needle_type)
         rows = np.repeat(np.arange(lower.len()), words.list.len().fill_null(0).to_numpy())
-        index = found.to_physical().to_numpy()
-        scores = np.zeros((lower.len(), len(self._families)), dtype=np.int64)
-        np.add.at(scores, rows, self._weights[index])
-        strong = np.zeros(scores.shape, dtype=bool)
-        np.logical_or.at(strong, rows, self._weights[index] >= 2)
-        return scores.argmax(axis=1), scores.max(axis=1) > 0, strong
+        counts = np.zeros((lower.len(), len(self._needles)), dtype=np.int64)
+        np.add.at(counts, (rows, found.to_physical().to_numpy()), 1)
+        return counts
 
     def _plan(self, lines: pl.Expr, text: pl.Expr) -> _Plan:
         """``read``'s expressions over the columns ``lines`` and ``text``: built once, as
         building them costs more than running them on a batch's few failure lines."""
         blind = pl.col(_BLIND)
+        # ranks named at fault (a failure stated, or a clean exit: "rank 2 exited with exit
+        # code 0"), or the ranks ready while the others are waited for (a stall report,
+        # whatever else the line holds)
+        waited = text.str.contains(READY_RANKS)
         found = (
             text.str.contains(self._marker)
             | lines.str.contains(self._marker)
-            | text.str.contains(NAMED_RANKS)  # ranks at fault named: a failure stated
+            | text.str.contains(NAMED_RANKS)
+            | waited
         )
         ends = self._end.on(lines, blind) if self._end else pl.lit(False)
         failed = self._failed.on(lines, blind) if self._failed else pl.lit(False)
@@ -510,9 +562,9 @@ class FailureLines:
             soft = soft & ~lines.str.contains(self._level)
         death = lines.str.contains(self._death) if self._death else pl.lit(False)
         mention = (
-            ~(text.str.contains(self._report) | lines.str.contains(self._report))
+            ~(text.str.contains(self._report) | lines.str.contains(self._report) | waited)
             if self._report
-            else pl.lit(True)
+            else ~waited
         )
         return _Plan(
             blind=lines.str.to_lowercase().alias(_BLIND),
@@ -521,6 +573,7 @@ class FailureLines:
             quiet=pl.col(END) | ~(quiet | soft),
             lowered=[
                 _words_apart(text).alias(_LOWER),
+                text.str.to_lowercase().alias(_PLAIN),
                 death.alias(_DEATH),
                 (mention & ~pl.col(END)).alias(MENTION),
             ],

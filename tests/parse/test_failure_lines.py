@@ -12,6 +12,7 @@ from medic.parse.failure_lines import (
     END,
     FAMILY,
     FATAL,
+    MENTION,
     READING,
     FailureLines,
     LexiconError,
@@ -280,6 +281,9 @@ def test_malformed_lexicons_fail_with_one_line() -> None:
         parse_lexicon({**valid, "quiet": [{"pattern": "debug", "unless_loud": True}]})
     with pytest.raises(LexiconError, match=r"\[reporter\]"):
         parse_lexicon({**valid, "reporter": {"patterns": "NCCL WARN"}})
+    family = {"name": "f", "kind": "hang", "terms": ["zork"], "kind_when": ["wait"]}
+    with pytest.raises(LexiconError, match="kind_when and kind_otherwise go together"):
+        parse_lexicon({**valid, "family": [family]})
 
 
 def test_a_family_term_is_found_in_the_line_s_words_whatever_lies_between_them() -> None:
@@ -289,6 +293,62 @@ def test_a_family_term_is_found_in_the_line_s_words_whatever_lies_between_them()
     # a word's beginning ("alloc*") finds every word it begins
     assert reading("ERROR: reallocation of arena failed") == ("general", "crash")
     assert reading("ERROR: allocation of arena failed") == ("memory", "crash")
+
+
+def test_a_collective_is_a_hang_when_ranks_wait_and_a_crash_when_it_returned_an_error() -> None:
+    assert reading("E zork.cc:9] ring allreduce on comm 3 timed out after 600 s") == (
+        "collectives",
+        "hang",
+    )
+    assert reading("E zork.cc:9] ring allreduce stuck waiting for rank 5") == (
+        "collectives",
+        "hang",
+    )
+    # a communicator that failed to start, or a CUDA error inside a collective, ended the
+    # process that called it
+    assert reading(
+        "INTERNAL: zork.cc:275: NCCL operation ncclCommInitRank(&comm) failed: unhandled cuda error"
+    ) == ("collectives", "crash")
+    assert reading("ERROR: allreduce on comm 3 returned an unhandled system error") == (
+        "collectives",
+        "crash",
+    )
+
+
+def test_a_list_of_the_ranks_ready_while_the_others_are_waited_for_is_a_stall_report() -> None:
+    # no severity word, no timeout: the ranks the line lists came, the others hold them up
+    rows = rows_of("Stalled ops: zork_broadcast_weights_0 [ready ranks: 5, 6, 3, 1, 4, 0]")
+    assert rows.select(FAMILY, READING, MENTION).rows() == [("collectives", "hang", False)]
+
+
+def test_a_vendors_name_written_in_mixed_case_stays_one_word() -> None:
+    # "PCIe" is no "PC Ie": its bus error is the link's, not a process's SIGBUS
+    assert reading(
+        "pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction"
+    ) == ("device", "gpu_fault")
+    assert reading("ERROR: zorkd: InfiniBand port 1 state changed, transport failed") == (
+        "fabric",
+        "node_failure",
+    )
+    # identifiers still come apart into their words
+    assert reading("E zork.cc:9] ProcessGroupNCCL watchdog caught a timeout") == (
+        "collectives",
+        "hang",
+    )
+    # the kernel's PCIe error reporting names the device behind the port
+    assert reading("nvidia 0000:03:00.0: AER: can't recover (no error_detected callback)") is None
+    assert reading("pcieport 0000:00:03.0: AER: device recovery failed") == ("device", "gpu_fault")
+
+
+def test_a_container_its_orchestrator_evicted_is_a_crash_at_a_warning_level() -> None:
+    assert reading(
+        "4m11s  Warning  Evicted  pod/trainer-0  The node was low on resource: memory."
+    ) == ("memory", "crash")
+    assert reading("The node was low on resource: memory.") == ("memory", "crash")
+    assert reading("zork-0   0/1   OOMKilled   3   12m") == ("memory", "crash")
+    # a cache evicting its entries is no container's end
+    assert reading("INFO block cache evicted 312 entries (4.1 GiB)") is None
+    assert reading("prefix cache: evicted 12 blocks") is None
 
 
 def test_a_family_term_must_be_lowercase_words() -> None:
