@@ -13,7 +13,10 @@ Evidence, from the fastest to the slowest:
   utilisation on a fraction of their working power, where a checkpoint or a data stall leaves
   them idle; every one of them, on every other node of the job, for a GPU still at work is a
   live rank its peers wait on; and from work when the node was last heard from, for a node seen
-  in the wait with them was alive in it), or the silence outlasts ``long_silence_s``. The node's
+  in the wait with them was alive in it), or the silence outlasts ``long_silence_s``. A node
+  last heard with its GPUs off work (none drawing working power, not all of them spinning in a
+  collective) was alive off them, its rank 0 writing a checkpoint or evaluating on the host:
+  its output going quiet and its peers' stall are that pause's, not its death's. The node's
   output going quiet and its peers' stall count only once the job's own pause is
   ``pause_factor`` times the longest it took before while training: an evaluation, a save or a
   data loader's stall (the first of a kind often longer than the job's steps) while a node's
@@ -249,6 +252,22 @@ class JobPower:
         lowest = sum(s.lowest for s in after) / len(after)
         return lowest >= spin_util and peak < ratio * baseline
 
+    def idle_when_heard(
+        self, job_id: str, node: str, last: int, ratio: float, spin_util: float
+    ) -> bool:
+        """Whether ``node``'s last sample (at ``last``) showed its GPUs off work while it was
+        heard: none of them drawing ``ratio`` of the job's mean power at its most in the minute
+        before, and not every one spinning at ``spin_util`` (a collective's wait). Its ranks
+        were alive then, off their GPUs (rank 0 writing a checkpoint or evaluating on the host,
+        host code): the peers waiting meanwhile waited on live ranks, not on the node's death,
+        and its output pausing with them is the pause's."""
+        history = self.history(job_id, last - POWER_BASELINE_US, last)
+        mine = [s for s in history if node in s.nodes]
+        if len(history) < 3 or not mine:
+            return False
+        working = max(s.power for s in history)
+        return mine[-1].peak < ratio * working and mine[-1].lowest < spin_util
+
     def worked(self, job_id: str, since: int, now: int, settle: int, ratio: float) -> bool:
         """Whether the job's reporting GPUs drew ``ratio`` or more of their power of the minute
         before ``since`` in every sample from ``since + settle`` to ``now`` (three samples at
@@ -458,6 +477,11 @@ class NodeFailureDetector(WatchesLiveness):
         # times the job's longest: only a peer's complaint or the silence's length confirms it
         # sooner.
         usual = away or self._in_usual_pause(job_id, gap, now)
+        # A node last heard with its GPUs off work, alive (rank 0 starting a save its peers
+        # wait on), may just as well be pausing as its exporter restarts.
+        usual = usual or self.job_power.idle_when_heard(
+            job_id, gap.node, last_sample, cfg.stall_ratio, cfg.spin_util
+        )
         # A rank pausing its lines (an unannounced evaluation) while its node's exporter
         # restarts looks the same, unless the job's other GPUs show it working on.
         if (

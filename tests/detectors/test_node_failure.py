@@ -128,6 +128,34 @@ def test_a_node_seen_waiting_with_its_job_before_its_exporter_restarts_is_no_dea
     assert "stalled" in found[0].summary
 
 
+def test_a_node_last_heard_with_its_gpus_off_work_while_its_peers_wait_was_alive() -> None:
+    # Rank 0 (on n3) prints a step a second, then writes its first checkpoint from 60 s to
+    # 120 s: n3's GPUs idle (60 W, 0%) while the others spin in the barrier (230 W, 95%).
+    # n3's exporter restarts at 63 s and is back at 110 s. The job never paused before, so
+    # nothing bounds the pause, but n3 was heard alive in it, its GPUs off work.
+    job = Job()
+    idle = {
+        (node, gpu, second): {"power_w": 60.0, "util": 0.0} if node == "n3" else {}
+        for node in job.nodes
+        for gpu in range(job.gpus)
+        for second in range(60, 120)
+    }
+    job.gpu_fields = {
+        **power(job, 600.0, 0, 300),
+        **{k: {"power_w": 230.0} for k in idle if k[0] != "n3"},
+        **{k: v for k, v in idle.items() if v},
+    }
+    logs = chatty(job, 0, 60, node="n3") + [
+        log(t, f"[rank0]:{megatron_line(61 + i, 1000)}", node="n3")
+        for i, t in enumerate(range(120, 300))
+    ]
+    assert detect(300, logs, without_n3(job, 63, 110), [job.start()]) == []
+    # n3 dying at 63 s with its GPUs at work is a dead node: its peers stall from then on.
+    job.gpu_fields = {**power(job, 600.0, 0, 63), **power(job, 230.0, 63, 300)}
+    found = detect(300, chatty(job, 0, 63, node="n3"), without_n3(job, 63, 300), [job.start()])
+    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+
+
 def without_n3(job: Job, start: int, end: int) -> list[dict]:
     """The job's telemetry (and an idle node's) over 300 s, none from n3 in [start, end)."""
     return [
