@@ -340,6 +340,37 @@ def test_a_vendors_name_written_in_mixed_case_stays_one_word() -> None:
     assert reading("pcieport 0000:00:03.0: AER: device recovery failed") == ("device", "gpu_fault")
 
 
+def test_a_kernel_panic_over_hung_tasks_is_the_hosts() -> None:
+    assert reading("Kernel panic - not syncing: softlockup: hung tasks") == ("host", "node_failure")
+
+
+def test_an_error_codes_constant_is_a_report_and_its_words_say_what_failed() -> None:
+    assert reading("CUDA_ERROR_CONTAINED: invalid access of peer GPU memory over nvlink") == (
+        "device",
+        "gpu_fault",
+    )
+    assert reading("zork: call failed: cudaErrorDevicesUnavailable on the gpu") == (
+        "device",
+        "gpu_fault",
+    )
+    # a kernel hardware-error record's number in braces is no template of source code
+    assert reading("amdgpu 0000:1c:00.0: {1}uncorrectable hardware error(ATHUB) detected!") == (
+        "device",
+        "gpu_fault",
+    )
+    # a name that merely holds the word is none (an environment variable, a setting)
+    assert reading("INFO set NCCL_DEBUG_SUBSYS=INIT and CUDA_LAUNCH_BLOCKING=1") is None
+
+
+def test_a_node_a_cluster_manager_marked_dead_is_heard_at_a_warning_level() -> None:
+    line = (
+        "2026-11-30 02:11:09,096 WARNING worker.py:1462 -- The node with node id: 8f20 and ip:"
+        " 10.1.0.3 has been marked dead because the detector has missed too many heartbeats"
+        " from it."
+    )
+    assert reading(line) == ("host", "node_failure")
+
+
 def test_a_container_its_orchestrator_evicted_is_a_crash_at_a_warning_level() -> None:
     assert reading(
         "4m11s  Warning  Evicted  pod/trainer-0  The node was low on resource: memory."
@@ -349,6 +380,7 @@ def test_a_container_its_orchestrator_evicted_is_a_crash_at_a_warning_level() ->
     # a cache evicting its entries is no container's end
     assert reading("INFO block cache evicted 312 entries (4.1 GiB)") is None
     assert reading("prefix cache: evicted 12 blocks") is None
+    assert reading("Evicted 3 blocks from the KV cache") is None
 
 
 def test_a_family_term_must_be_lowercase_words() -> None:
