@@ -5,8 +5,9 @@ Evidence, in the order it usually arrives:
 * a fatal Xid (by NVIDIA's catalogue: RESET_GPU, RESTART_BM, the ECC and NVLink workflows)
   from the kernel log (``NVRM: Xid (PCI:...)``) or from telemetry's ``xid`` column; an Xid an
   application's own kernel can raise (13, 31, 43, 109: ``per_process`` in the catalogue) only
-  when processes keep raising it on one GPU (``per_process_repeat`` of them), as a bad GPU
-  does for every job placed on it; follow-on Xids (45, 154) never on their own;
+  when jobs keep raising it on one GPU (``per_process_repeat`` of them), as a bad GPU does for
+  every job placed on it; one job raising it again is its own code again (torchrun restarting
+  its workers, a requeue onto the same GPU); follow-on Xids (45, 154) never on their own;
 * a CUDA error that only hardware produces (uncorrectable ECC or NVLink error), a GPU that
   "has fallen off the bus";
 * a rise of the volatile uncorrectable (double-bit) ECC counter, or a burst of NVLink errors;
@@ -67,7 +68,9 @@ class GpuFaultConfig:
     ended_grace_s: NonNegative = 60.0
     """A job that failed this recently is still held responsible for its GPUs' evidence."""
     per_process_repeat: PositiveCount = 2
-    """Distinct processes raising an application-level Xid on one GPU that make it hardware."""
+    """Distinct jobs raising an application-level Xid on one GPU that make it hardware
+    (distinct processes where the scheduler places no job on the node): a job raises it again
+    from new processes when it restarts, its bug with it."""
     per_process_window_s: Positive = 86400.0
     """The span those processes are counted over."""
     context_s: NonNegative = 600.0
@@ -91,7 +94,9 @@ class GpuFaultDetector(WatchesLiveness):
         catalogue = catalogue or builtin_catalogue()
         self.fatal_xids = set(catalogue.fatal_xids("gpu_fault"))
         self.per_process_xids = catalogue.per_process_xids()
-        self.process_xids: dict[tuple[str, str], dict[int, int]] = {}
+        self.process_xids: dict[tuple[str, str], dict[tuple[str, ...], int]] = {}
+        """Per (node, PCI address): who raised an application-level Xid there (its jobs, or
+        its process where the scheduler places none) -> when, last."""
         """(node, PCI address) -> process id -> last time it raised an application-level Xid."""
         self.xid_names: dict[int, str] = dict(catalogue.xids.select("code", "mnemonic").iter_rows())
         self.liveness = Liveness()
@@ -208,26 +213,36 @@ class GpuFaultDetector(WatchesLiveness):
         return self._emit(located + self.context.of(located))
 
     def _repeated(self, rows: pl.DataFrame) -> list[bool]:
-        """Per row: an application-level Xid that enough distinct processes have now raised on
-        its GPU within the window (the count includes this row's process)."""
+        """Per row: an application-level Xid that enough distinct jobs (or processes, where the
+        scheduler places no job) have now raised on its GPU within the window (the count
+        includes this row's)."""
         window = round(self.config.per_process_window_s * US)
         out = []
-        for node, pci, xid, pid, time in rows.select(
-            "node", "pci", "xid", "pid", "time_us"
+        for node, pci, xid, pid, job_id, time in rows.select(
+            "node", "pci", "xid", "pid", "job_id", "time_us"
         ).iter_rows():
             if xid not in self.per_process_xids or pid is None or pci is None:
                 out.append(False)
                 continue
+            jobs = self._scheduled(job_id, node, time)
             seen = self.process_xids.setdefault((node, pci), {})
-            seen[pid] = time
+            seen[tuple(sorted(jobs)) if jobs else ("pid", str(pid))] = time
             recent = sum(1 for t in seen.values() if t >= time - window)
             out.append(recent >= self.config.per_process_repeat)
         return out
 
+    def _scheduled(self, job_id: str | None, node: str, time: int) -> list[str]:
+        """The jobs the scheduler places on ``node`` at ``time``, that a kernel line's Xid
+        (``job_id`` null) came from; none for a line already given a job (a kernel log read
+        alone, its node its stand-in job): each process then counts apart."""
+        if job_id is not None:
+            return []
+        return self.book.jobs.jobs_on(node, ended_since=time - self.book.grace_us)
+
     def _forget_processes(self, cutoff: int) -> None:
         for key, seen in list(self.process_xids.items()):
-            for pid in [p for p, t in seen.items() if t < cutoff]:
-                del seen[pid]
+            for raiser in [r for r, t in seen.items() if t < cutoff]:
+                del seen[raiser]
             if not seen:
                 del self.process_xids[key]
 

@@ -40,16 +40,22 @@ def test_a_fatal_xid_in_the_kernel_log_blames_its_node_at_once() -> None:
     assert "Xid 119 (GSP_RPC_TIMEOUT)" in found[0].summary
 
 
-def test_an_application_level_xid_is_hardware_only_when_processes_keep_raising_it() -> None:
-    job = Job()
-    logs, gpu, sched = scenario(job)
+def test_an_application_level_xid_is_hardware_only_when_jobs_keep_raising_it() -> None:
+    job = Job(nodes=("n3", "n4"))
+    logs, gpu, sched = scenario(job, duration=60)
     logs.append(kernel(30.0, "n3", XID_CTXSW.format(pid=5001)))
     logs.append(kernel(31.0, "n3", XID_CTXSW.format(pid=5001)))
-    assert detect(120, logs, gpu, sched) == []
-    logs.append(kernel(70.0, "n3", XID_CTXSW.format(pid=6120)))
-    found = detect(120, logs, gpu, sched)
-    assert [(d.kind, d.culprits) for d in found] == [("gpu_fault", ("n3",))]
-    assert seconds(found[0].detected_at) == pytest.approx(70.0, abs=0.5)
+    # the job's workers restarted (torchrun) raise it again: the same code, the same bug
+    logs.append(kernel(45.0, "n3", XID_CTXSW.format(pid=6120)))
+    sched.append(job.end(50.0, "FAILED", 1))
+    assert detect(120, logs, gpu, sched, detectors=("gpu_fault",)) == []
+    # another job placed on the GPU raises it too: the GPU, whatever runs on it
+    other = Job(nodes=("n3", "n4"), job_id="200")
+    logs += [kernel(112.0, "n3", XID_CTXSW.format(pid=7300))]
+    sched.append(other.start(60.0))
+    found = detect(120, logs, gpu + other.telemetry(60, 120), sched, detectors=("gpu_fault",))
+    assert [(d.kind, d.culprits, d.job_id) for d in found] == [("gpu_fault", ("n3",), "200")]
+    assert seconds(found[0].detected_at) == pytest.approx(112.0, abs=0.5)
 
 
 def test_the_pci_address_is_mapped_to_the_gpu_that_telemetry_shows_the_xid_on() -> None:
