@@ -225,6 +225,9 @@ def named_host(text: pl.Expr) -> pl.Expr:
 PCI_ID = r"(?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-9a-f])?\b"
 """A PCI bus id, lowercased (``0000:c3:00.0``): where a device sits, read apart from the word
 it follows (``GPU0000:C3:00.0`` is a GPU)."""
+WEB_ADDRESS = r"\b(?:https?|ftp)://\S+"
+"""A web address (a library's "see https://docs.nvidia.com/..." hint): where to read more,
+not what failed; its words name the vendor of every CUDA error."""
 LOWER_SEVERITY, RECOVERED = "lower_severity", "recovered"
 """The quiet words that may say a program goes on (a line at a lower severity, a retry or a
 recovery): a job that prints one after an error was not stopped by it (``going_on``)."""
@@ -384,8 +387,9 @@ class FailureLines:
         self._report = _any(reports) if reports else None
         deaths = [p for n, p in self.lexicon.markers if n in DEATHS]
         self._death = _any(deaths) if deaths else None
-        self._unnamed = _any([HOST_NAME, PCI_ID, *self.lexicon.reporters])
-        """What names who or where, not what failed: host names, bus ids, reporters' tags."""
+        self._unnamed = _any([WEB_ADDRESS, HOST_NAME, PCI_ID, *self.lexicon.reporters])
+        """What names who or where, not what failed: web addresses, host names, bus ids,
+        reporters' tags."""
         self._needles, self._weights = _vocabulary(self._families)
         self._needle_type = pl.Enum(self._needles)
         """The words and phrases of every family as the texts looked for in a line's words

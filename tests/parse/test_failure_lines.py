@@ -358,6 +358,12 @@ def test_an_error_codes_constant_is_a_report_and_its_words_say_what_failed() -> 
         "device",
         "gpu_fault",
     )
+    # the address of the vendor's documentation in a library's hint names no device
+    hint = (
+        "Search for `cudaErrorLaunchFailure' in https://docs.nvidia.com/cuda/cuda-runtime-api/"
+        "group__CUDART__TYPES.html for more information."
+    )
+    assert reading(hint) is not None and reading(hint)[1] == "crash"
     # a name that merely holds the word is none (an environment variable, a setting)
     assert reading("INFO set NCCL_DEBUG_SUBSYS=INIT and CUDA_LAUNCH_BLOCKING=1") is None
 
