@@ -225,6 +225,8 @@ def named_host(text: pl.Expr) -> pl.Expr:
 PCI_ID = r"(?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-9a-f])?\b"
 """A PCI bus id, lowercased (``0000:c3:00.0``): where a device sits, read apart from the word
 it follows (``GPU0000:C3:00.0`` is a GPU)."""
+CAMEL_CASE = r"[a-z0-9][A-Z]|[A-Z][A-Z][a-z]"
+"""Where ``_words_apart`` splits a word: a line holding none reads the same split or not."""
 WEB_ADDRESS = r"\b(?:https?|ftp)://\S+"
 """A web address (a library's "see https://docs.nvidia.com/..." hint): where to read more,
 not what failed; its words name the vendor of every CUDA error."""
@@ -493,7 +495,9 @@ class FailureLines:
         if text.is_empty():
             return pl.Series(READING, [], dtype=pl.String)
         lower = text.to_frame("text").select(_words_apart(pl.col("text"))).to_series()
-        chosen, named, strong = self._families_of(lower, text.str.to_lowercase())
+        nothing = pl.repeat(None, text.len(), dtype=pl.String, eager=True)
+        plain = text.str.to_lowercase().zip_with(text.str.contains(CAMEL_CASE), nothing)
+        chosen, named, strong = self._families_of(lower, plain)
         sure = named & strong[np.arange(len(chosen)), chosen]
         which = pl.Series(np.where(sure, chosen, len(self._families)).astype(np.uint32))
         nulls = pl.repeat(None, len(which), dtype=pl.String, eager=True)
@@ -524,25 +528,32 @@ class FailureLines:
         whether one of its strong terms is. Counted from the families' words found in the
         line's words (one scan for every family), not with a regex per family. A term is
         counted as often as the line holds it, split as an identifier's words or as written
-        (``plain``, lowercased): the vendors' names mix cases as identifiers do ("PCIe",
-        "NVLink", "InfiniBand") and must not come apart ("PC Ie")."""
-        counts = np.maximum(self._term_counts(lower), self._term_counts(plain))
-        scores = counts @ self._weights
-        strong = (counts > 0).astype(np.int64) @ (self._weights >= 2).astype(np.int64) > 0
+        (``plain``, lowercased; null where nothing was split): the vendors' names mix cases as
+        identifiers do ("PCIe", "NVLink", "InfiniBand") and must not come apart ("PC Ie")."""
+        split = self._term_counts(lower, np.arange(lower.len()))
+        written = plain.is_not_null().to_numpy()
+        whole = self._term_counts(plain.filter(pl.Series(written)), np.flatnonzero(written))
+        keys, at = np.unique(np.concatenate([split[0], whole[0]]), return_inverse=True)
+        counts = np.zeros(len(keys), dtype=np.int64)
+        np.maximum.at(counts, at, np.concatenate([split[1], whole[1]]))
+        rows, needles = np.divmod(keys, len(self._needles))
+        scores = np.zeros((lower.len(), len(self._families)), dtype=np.int64)
+        np.add.at(scores, rows, self._weights[needles] * counts[:, None])
+        strong = np.zeros(scores.shape, dtype=bool)
+        np.logical_or.at(strong, rows, self._weights[needles] >= 2)
         return scores.argmax(axis=1), scores.max(axis=1) > 0, strong
 
-    def _term_counts(self, lower: pl.Series) -> np.ndarray:
-        """Per line of ``lower`` and per text of the families' terms: how often the line's
-        words hold it."""
+    def _term_counts(self, lower: pl.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The (line, text) pairs of the families' terms that ``lower``'s lines (``rows``:
+        their indices) hold, as ``line * texts + text``, and how often each line holds each."""
         unnamed = lower.str.replace_all(self._unnamed, " ")
         words = (" " + unnamed.str.replace_all(r"\W+", " ") + " ").str.extract_many(
             self._needles, overlapping=True
         )
         found = words.explode(empty_as_null=False, keep_nulls=False).cast(self._needle_type)
-        rows = np.repeat(np.arange(lower.len()), words.list.len().fill_null(0).to_numpy())
-        counts = np.zeros((lower.len(), len(self._needles)), dtype=np.int64)
-        np.add.at(counts, (rows, found.to_physical().to_numpy()), 1)
-        return counts
+        holder = np.repeat(rows, words.list.len().fill_null(0).to_numpy())
+        keys = holder * len(self._needles) + found.to_physical().to_numpy()
+        return np.unique(keys, return_counts=True)
 
     def _plan(self, lines: pl.Expr, text: pl.Expr) -> _Plan:
         """``read``'s expressions over the columns ``lines`` and ``text``: built once, as
@@ -577,7 +588,7 @@ class FailureLines:
             quiet=pl.col(END) | ~(quiet | soft),
             lowered=[
                 _words_apart(text).alias(_LOWER),
-                text.str.to_lowercase().alias(_PLAIN),
+                pl.when(text.str.contains(CAMEL_CASE)).then(text.str.to_lowercase()).alias(_PLAIN),
                 death.alias(_DEATH),
                 (mention & ~pl.col(END)).alias(MENTION),
             ],
