@@ -97,7 +97,6 @@ class GpuFaultDetector(WatchesLiveness):
         self.process_xids: dict[tuple[str, str], dict[tuple[str, ...], int]] = {}
         """Per (node, PCI address): who raised an application-level Xid there (its jobs, or
         its process where the scheduler places none) -> when, last."""
-        """(node, PCI address) -> process id -> last time it raised an application-level Xid."""
         self.xid_names: dict[int, str] = dict(catalogue.xids.select("code", "mnemonic").iter_rows())
         self.liveness = Liveness()
         self.book = IncidentBook(

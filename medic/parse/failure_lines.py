@@ -400,6 +400,9 @@ class FailureLines:
         self._fatal = [
             (i, _lowered(_any(f.fatal))) for i, f in enumerate(self._families) if f.fatal
         ]
+        """The families with fatal terms, and the regex of those terms, lowercased to run on
+        the lowercased text: a case-blind regex finds its words three times slower (no
+        literal search for a word in every case)."""
         self._kind_when = [
             (i, _lowered(_any(f.kind_when)), f.kind_otherwise)
             for i, f in enumerate(self._families)
@@ -407,9 +410,6 @@ class FailureLines:
         ]
         """The families whose kind depends on the line (``Family.kind_when``), the regex of
         the terms their kind needs, lowercased, and the kind without one."""
-        """The families with fatal terms, and the regex of those terms, lowercased to run on
-        the lowercased text: a case-blind regex finds its words three times slower (no
-        literal search for a word in every case)."""
         self._plans: dict[tuple[str, str], _Plan] = {}
 
     @property

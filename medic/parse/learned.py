@@ -160,6 +160,7 @@ no plural: ``ups`` is a rate of updates (fairseq's ``ups=2.1``)."""
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
 _SHORT_COUNTER = {"it": "iter", "itr": "iter", "up": "update", "upd": "update"}
+"""The counter each short form names."""
 UNLABELLED = len(_COUNTER_RANK) + 1
 """The rank of a number no counter's name labels."""
 _FRACTION = re.compile(
@@ -962,10 +963,10 @@ def _per_counter(
     if per is None:
         return ranks
     return tuple(
-        min(rank, _COUNTER_RANK["iter"])
-        if label is not None
+        _COUNTER_RANK["iter"]
+        if rank == UNLABELLED
+        and label is not None
         and label.group(1).lower().rstrip(".") in (per, f"{per}s")
-        and rank == UNLABELLED
         else rank
         for rank, label in zip(ranks, labels, strict=True)
     )
