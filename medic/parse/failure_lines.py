@@ -494,10 +494,10 @@ class FailureLines:
         (``ConnectionError``, ``DistBackendError`` say little of what broke)."""
         if text.is_empty():
             return pl.Series(READING, [], dtype=pl.String)
-        lower = text.to_frame("text").select(_words_apart(pl.col("text"))).to_series()
-        nothing = pl.repeat(None, text.len(), dtype=pl.String, eager=True)
-        plain = text.str.to_lowercase().zip_with(text.str.contains(CAMEL_CASE), nothing)
-        chosen, named, strong = self._families_of(lower, plain)
+        line = pl.col("text")
+        words = text.to_frame("text").select(_words_apart(line), _as_written(line).alias("plain"))
+        lower = words.get_column("text")
+        chosen, named, strong = self._families_of(lower, words.get_column("plain"))
         sure = named & strong[np.arange(len(chosen)), chosen]
         which = pl.Series(np.where(sure, chosen, len(self._families)).astype(np.uint32))
         nulls = pl.repeat(None, len(which), dtype=pl.String, eager=True)
@@ -588,7 +588,7 @@ class FailureLines:
             quiet=pl.col(END) | ~(quiet | soft),
             lowered=[
                 _words_apart(text).alias(_LOWER),
-                pl.when(text.str.contains(CAMEL_CASE)).then(text.str.to_lowercase()).alias(_PLAIN),
+                _as_written(text).alias(_PLAIN),
                 death.alias(_DEATH),
                 (mention & ~pl.col(END)).alias(MENTION),
             ],
@@ -625,6 +625,12 @@ def _words_apart(text: pl.Expr) -> pl.Expr:
         .str.to_lowercase()
         .str.replace_all(r"\b([a-z]{3,})(\d+)\b", "$1 $2")
     )
+
+
+def _as_written(text: pl.Expr) -> pl.Expr:
+    """``text`` lowercased where ``_words_apart`` splits a word of it (``CAMEL_CASE``), else
+    null: the same words either way."""
+    return pl.when(text.str.contains(CAMEL_CASE)).then(text.str.to_lowercase())
 
 
 def _vocabulary(families: tuple[Family, ...]) -> tuple[list[str], np.ndarray]:

@@ -78,7 +78,9 @@ CANDIDATE = (
 """A line worth learning from holds a duration or a rate (a unit a second, ``samples/s``, or its
 abbreviation, ``wps``: what ``_RATE`` reads; its words, ``per second``, cost this scan of every
 line a tenth more and come beside a duration) ..."""
-HEADER = r"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:step|iter|iteration|batch|update)s?\W{0,2}[0-9]"
+COUNTER_NAMES = "step|iter|iteration|batch|update"
+"""The names a training loop's counter goes by, in full."""
+HEADER = rf"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:{COUNTER_NAMES})s?\W{{0,2}}[0-9]"
 """... or a counter labelled as a step (alone: a step line that gives no time; followed by a
 line giving the time: a multi-line record), its label coloured or not ..."""
 REPORTS_LOSS = r"(?i)loss"
@@ -152,15 +154,15 @@ NO_THROUGHPUT = (
 )
 """The throughput columns of step rows that give none (tables, paces, metrics dicts)."""
 _LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
-_COUNTER_LABEL = re.compile(
-    r"(?i)^(?:([a-z]+)_)?(?:(step|iter|iteration|batch|update)s?|(it|itr|up|upd))$"
-)
-"""A counter's name, or its short form (Marian's ``Up. 200``, ``it 300``); a short form takes
-no plural: ``ups`` is a rate of updates (fairseq's ``ups=2.1``)."""
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
 _SHORT_COUNTER = {"it": "iter", "itr": "iter", "up": "update", "upd": "update"}
 """The counter each short form names."""
+_COUNTER_LABEL = re.compile(
+    rf"(?i)^(?:([a-z]+)_)?(?:({COUNTER_NAMES})s?|({'|'.join(_SHORT_COUNTER)}))$"
+)
+"""A counter's name, or its short form (Marian's ``Up. 200``, ``it 300``); a short form takes
+no plural: ``ups`` is a rate of updates (fairseq's ``ups=2.1``)."""
 UNLABELLED = len(_COUNTER_RANK) + 1
 """The rank of a number no counter's name labels."""
 _FRACTION = re.compile(
@@ -179,11 +181,11 @@ _TALLY = re.compile(r"(?i)^(?:num|n|total|count)_")
 _LOOP_NAME = re.compile(r"(?i)^train(?:ing)?$")
 """A word naming the training loop right before its count (``Progress on:train 42it/10kit``)."""
 _COUNTER_AFTER = re.compile(
-    r"(?i)^(?:(step|iter|iteration|batch|update)s?(?![a-z])"
-    r"| (step|iter|iteration|batch|update|it|itr)s?(?=\s*[,;|]))"
+    rf"(?i)^(?:({COUNTER_NAMES})s?(?![a-z])| ({COUNTER_NAMES}|it|itr)s?(?=\s*[,;|]))"
 )
 """A counter's name written right after its number (ESPnet's ``1-100batch``), or as its unit
-before the next field's separator (RLlib's ``313 s, 7 iter, 7000 ts``)."""
+before the next field's separator (RLlib's ``313 s, 7 iter, 7000 ts``; not "up": "3 up" says
+where as often as how many)."""
 _UNIT_BEFORE = re.compile(r"[A-Za-z.]\s*[,;]\s*$")
 """A word, then a separator, right before a number: the unit of the number before it (``7
 iter, 7000 ts``), not this number's label."""
