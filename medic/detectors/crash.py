@@ -181,14 +181,15 @@ class CrashDetector(WatchesLiveness):
     def at_end(self, alive: Mapping[str, int]) -> list[Detection]:
         """The input ends here (a finite text; ``alive``: each job's last sign of life in it).
         Each job's reported errors that still wait for the death that confirms them, when the
-        last of them came after its last sign of life, are reported as a ``suspect`` whose fate
-        the text does not hold."""
+        last of them came no earlier than its last sign of life (a step read from the error's
+        own line, a bar left without its newline, came before it), are reported as a
+        ``suspect`` whose fate the text does not hold."""
         found = []
         for job_id, pending in list(self.pending.items()):
             if (
                 pending.confirmed_at is not None
                 or not pending.spoken
-                or alive.get(job_id, -1) >= pending.last
+                or alive.get(job_id, -1) > pending.last
                 or job_id in self.faulted
             ):
                 continue

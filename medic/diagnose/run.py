@@ -155,9 +155,9 @@ INSIDE_REPORT = r"^(?:\s|Traceback \(most recent call last\):)"
 
 
 def dismissed(lines: pl.DataFrame) -> pl.DataFrame:
-    """The job and time of the last line of each report Python says it ignored: the first line
-    after its header that is no traceback line (the exception), in each job's lines in order
-    (``message``: without its prefixes)."""
+    """The job and time of the last line of each report Python says it ignored (the first line
+    after its header that is no traceback line: the exception), in each job's lines in order
+    (``message``: without its prefixes), a microsecond on: the job's life goes on after it."""
     message = pl.col("message")
     blocks = lines.select(
         "job_id",
@@ -165,9 +165,8 @@ def dismissed(lines: pl.DataFrame) -> pl.DataFrame:
         message.str.contains(DISMISSED).alias("_header"),
         (~message.str.contains(INSIDE_REPORT)).alias("_starts"),
     ).filter(pl.col("_starts"))
-    return blocks.filter(pl.col("_header").shift(1).over("job_id").fill_null(False)).select(
-        "job_id", "time"
-    )
+    ended = blocks.filter(pl.col("_header").shift(1).over("job_id").fill_null(False))
+    return ended.select("job_id", pl.col("time") + 1)  # the job went on after the report
 
 
 def placed_lines(lines: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, list[str]]]:

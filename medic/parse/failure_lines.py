@@ -283,6 +283,9 @@ class Lexicon:
     reads as a lower severity elsewhere (NCCL has no level above WARN), a stall report (a wait
     past a stated time, which frameworks log as a warning): a line holding one is a report at
     error severity."""
+    headers: tuple[str, ...] = ()
+    """Severity headers that hold no word of ``literals`` (glog's and c10's ``E0602 11:17:52``,
+    a letter and the date): a line holding one is failure-like too (Rust regexes)."""
 
 
 def builtin_lexicon() -> Lexicon:
@@ -345,6 +348,7 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
         tuple(families),
         tuple(reporters),
         named("unsilenced", required=False),
+        tuple(data.get("fast", {}).get("headers", ())),
     )
 
 
@@ -369,6 +373,7 @@ class FailureLines:
     def __init__(self, lexicon: Lexicon | None = None) -> None:
         self.lexicon = lexicon or builtin_lexicon()
         self._literals = [w.lower() for w in self.lexicon.literals]
+        self._headers = "|".join(self.lexicon.headers)
         levels = [p for _, p in self.lexicon.unsilenced]
         self._level = _any(levels) if levels else None
         """Reports at whatever level their line is logged (``unsilenced``)."""
@@ -417,11 +422,14 @@ class FailureLines:
         """A regex that matches every line ``failure_like`` marks (and a few more: it folds
         case by Unicode's rules): a caller folds it into a scan of its own, then marks the few
         lines it matches with ``failure_like``."""
-        return "(?i:" + "|".join(map(escaped, self._literals)) + ")"
+        words = "(?i:" + "|".join(map(escaped, self._literals)) + ")"
+        return f"{words}|{self._headers}" if self._headers else words
 
     def failure_like(self, raw: pl.Expr) -> pl.Expr:
-        """True on the lines that hold one of the fast path's words (case-blind)."""
-        return raw.str.contains_any(self._literals, ascii_case_insensitive=True)
+        """True on the lines that hold one of the fast path's words (case-blind) or a
+        severity header without one."""
+        marked = raw.str.contains_any(self._literals, ascii_case_insensitive=True)
+        return marked | raw.str.contains(self._headers) if self._headers else marked
 
     def going_on(self, raw: pl.Expr) -> pl.Expr:
         """True on the lines that say their program goes on, a sign of life after an error: a

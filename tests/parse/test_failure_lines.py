@@ -58,6 +58,13 @@ def reading(line: str) -> tuple[str, str] | None:
             "node_failure",
         ),
         ("[rank4]: zork.RuntimeFault: uncorrectable ECC error on gpu 3", "device", "gpu_fault"),
+        # c10's header alone says error: its date is month * 100 + day, three digits in June
+        (
+            "[rank2]:[E602 11:17:52.185053341 Zork.cpp:71] [Rank 2] watchdog saw the collective"
+            " wait",
+            "collectives",
+            "hang",
+        ),
         ("worker 7 got signal 11 (SIGSEGV) in a heap walk", "memory", "crash"),
         ("kernel: BUG: soft lockup - CPU#12 stuck for 23s! [python:7712]", "host", "node_failure"),
         ("fatal: unknown option '--lr-sheduler' given to launcher", "config", "crash"),
