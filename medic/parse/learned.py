@@ -98,13 +98,14 @@ LOOKALIKE_LINE = (
     r"|(?-u:\b)(?:generat|download|load|tokeniz|preprocess|decod|checkpoint|sav)[0-9A-Za-z]*"
     r"(?:[^._0-9A-Za-z]|_[^A-Za-z]|_?$|\.(?:[^l]|l[^o]|lo[^s]|los[^s]|l?o?s?$))"
     r"|(?-u:\b)cuda(?:[^:0-9A-Za-z_]|:[^0-9]|:?$)"
-    r"|\[[0-9:]+<[0-9:?]+,\s*[0-9.]+\s?[kKMGTP]?i?B/s\]"
+    r"|\[[0-9:]+<[0-9:?]+,\s*[0-9.]+\s?[kKMGTP]?i?B/s[],]"
 ).replace(r"\w", "[0-9A-Za-z_]")
 """Words of lines that are no training step, whatever their numbers do: other loops (``CV``:
 cross-validation, as speech toolkits name it), errors
 and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints; "val"
 naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a training loss); a
-bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``: a download, an upload, a copy). A word
+bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``, its postfix after a comma: a download,
+an upload, a copy). A word
 of an activity (loading, decoding, generating, saving ...) that begins a metric's compound name
 is that metric's, not the line's: a training step reports its ``load_balancing_loss``,
 ``generator_loss`` or a head's loss (OpenMMLab's ``decode.loss_ce``; ``checkpoint.py`` is a
@@ -112,6 +113,13 @@ file, not a loss); a loop's word names the loop wherever it stands (``eval_loss`
 evaluation's). "cuda" naming a device (``mem_usage:cuda:3 6.7GB``) is no CUDA error. Word
 characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
 every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
+EMPTY_FIELD = (
+    r"""["']?[0-9A-Za-z_./-]+["']?\s*[:=]\s*(?:null|None|nan|NaN|n/a|N/A|""|'')"""
+    r"(?:\s*[,;|]|\s*(?:[}\]]|$))"
+)
+"""A field without a value (``"eval_loss": null``): a record that lists every key it may hold
+(LLaMA-Factory's ``trainer_log.jsonl`` names the evaluation's loss on every training line) says
+nothing by a key it leaves empty, so ``LOOKALIKE_LINE`` does not read its name."""
 PADDING = r"([\[(/])\s+"
 """Spaces padding a number after a bracket or a slash (``[  20/1465]``, ``[1000/1465]``):
 dropped, so that the line's template does not change with the number's width."""
@@ -140,8 +148,12 @@ METRICS_LOSS = r"""['"](?:train[_/])?loss['"]\s*:\s*[-+]?(?:[0-9]|nan|inf)"""
 """A metrics dict's training loss (Python's or JSON's quotes) ..."""
 METRICS_RATE = r"""['"](?:learning_rate|lr)['"]\s*:"""
 """... and its learning rate: both, an optimizer step's record."""
-METRICS_STEP = r"""['"](?:global_)?(?:step|iter|iteration)[^'"]{0,16}['"]\s*:\s*['"]?([0-9]+)"""
-"""A dict's step key (``'step': 120``, ``'global_step/max_steps': '120/1200'``)."""
+METRICS_STEP = (
+    r"""['"](?:global_|current_|cur_|train_)?(?:step|iter|iteration)s?[^'"]{0,16}['"]"""
+    r"""\s*:\s*['"]?([0-9]+)"""
+)
+"""A dict's step key (``'step': 120``, ``'global_step/max_steps': '120/1200'``,
+``"current_steps": 120``), not a total's (``"total_steps"``)."""
 SCALAR_REPR = (
     r"(?-u:\b)(?:(?:np|numpy)\.(?:float|u?int)[0-9]+|tensor)\(([-+]?[0-9][0-9.eE+-]*)[^()]*\)"
 )
@@ -342,7 +354,7 @@ class LearnedProgress:
         if not held.is_empty():
             lines = lines.filter(~pl.col("_line").is_in(held.implode()))
         other_loop = message.str.extract(BAR_DESC, 1).str.contains(LOOKALIKE).fill_null(False)
-        found = lines.filter(~message.str.contains(LOOKALIKE_LINE) & ~other_loop).select(
+        found = lines.filter(~_lookalike(message) & ~other_loop).select(
             "_line",
             "job_id",
             "_who",
@@ -605,6 +617,11 @@ class LearnedProgress:
         )
 
 
+def _lookalike(message: pl.Expr) -> pl.Expr:
+    """True on the lines holding a word of ``LOOKALIKE_LINE`` outside their empty fields."""
+    return message.str.replace_all(EMPTY_FIELD, "").str.contains(LOOKALIKE_LINE)
+
+
 def metrics_records(lines: pl.DataFrame) -> pl.DataFrame:
     """``lines`` (``_line``, ``message``) -> the step rows of the metrics dicts among them (a
     training loss and the learning rate, no word of another loop), in the columns ``read``
@@ -613,7 +630,7 @@ def metrics_records(lines: pl.DataFrame) -> pl.DataFrame:
     held = lines.filter(message.str.contains("{", literal=True)).filter(
         message.str.contains(METRICS_LOSS)
         & message.str.contains(METRICS_RATE)
-        & ~message.str.contains(LOOKALIKE_LINE)
+        & ~_lookalike(message)
     )
     return held.select(
         "_line",

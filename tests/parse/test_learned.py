@@ -183,6 +183,8 @@ def test_lines_saying_what_else_they_are_are_never_learned() -> None:
     # a bar counting bytes, whatever its description: a transfer, not a training loop
     moved = [f"zork-{i}.bin: {i}0%|#  | {i}.0G/9.9G [00:0{i}<00:10, 1{i}0MB/s]" for i in range(6)]
     assert steps(learner(), *moved) == []
+    # ... its postfix after the rate
+    assert steps(learner(), "  4%|▍   | 1.30G/29.9G [00:05<01:36, 318MB/s, file=zork-1]") == []
 
 
 def test_a_job_whose_steps_a_format_reads_is_left_to_the_formats() -> None:
@@ -445,6 +447,13 @@ def test_a_metrics_dict_with_a_loss_and_a_learning_rate_is_one_step() -> None:
     assert steps(parser, '{"loss": 0.9, "lr": 0.0003, "global_step": 120}') == [
         ("learned", 120, None)
     ]
+    # a record listing every key it may hold: the evaluation's, left empty, names nothing
+    assert steps(
+        parser,
+        '{"current_steps": 30, "total_steps": 90, "loss": 4.4, "eval_loss": null,'
+        ' "learning_rate": 1e-08, "epoch": 0.3}',
+    ) == [("learned", 30, None)]
+    assert steps(parser, '{"current_steps": 30, "loss": null, "eval_loss": 4.4, "lr": 1e-8}') == []
     # An evaluation's dict and a run's summary report no learning rate: no step.
     assert steps(parser, "{'eval_loss': 1.9, 'eval_runtime': 9.3, 'epoch': 0.11}") == []
     assert steps(parser, "{'train_runtime': 54.1, 'train_loss': 1.3, 'epoch': 3.0}") == []
