@@ -46,6 +46,13 @@ Built-in formats, from the frameworks' own logging code:
   of the two. (``MnDRtt``/``MxDRtt``, the data-loading latency, is left out: prefetching makes
   it spread widely among healthy ranks, 14 to 35 ms in the README_STRAGGLER.md example.)
 
+* Any framework's own slow-rank report, whatever its wording, in the two shapes such reports
+  take (``REPORT_RATIO``, ``REPORT_VERDICT``): a rank's figure against its peers' (TraceML's
+  ``Rank r2 input wait was 199.7ms vs median rank r0 at 10.4ms``, ``rank 5 is 1.4x slower than
+  the median``: a ``ratio``), and a rank called a straggler, slow or lagging (``Stragglers
+  detected: ranks [3, 5]``, ``rank 3 is a straggler``: a ``verdict``). A rank against its own
+  past, or a report that names none (``No stragglers detected``), is not read.
+
 Lines that each rank prints of its own wall-clock step time carry no per-rank information in
 synchronous data-parallel training (each step ends with an all-reduce that waits for the
 slowest rank, so the wall time per step is the same on every rank): they are progress lines,
@@ -106,9 +113,10 @@ ANCHORS = (
     "MxRtt/Rnk",
     *LAYOUT_ARGS,
 )
-"""Literals one of which every built-in line holds, but Megatron's timer lines, found by their
-shape: a timer's name line is a lone word and a colon (``LONE_WORD``), a rank's line begins with
-``rank `` (``RANK_LINE``; NCCL's lines hold "rank " too, tens of thousands of them)."""
+"""Literals one of which every built-in line holds, but the slow-rank reports (``REPORTS``) and
+Megatron's timer lines, found by their shape: a timer's name line is a lone word and a colon
+(``LONE_WORD``), a rank's line begins with ``rank `` (``RANK_LINE``; NCCL's lines hold "rank "
+too, tens of thousands of them)."""
 LONE_WORD = r":\s*$"
 RANK_LINE = r"^\s*rank "
 NVRX_HEADER = r"GPU (?P<block>relative|individual) performance:"
@@ -125,6 +133,34 @@ STIMER = (
     r"MxRtt/Rnk: (?P<high>[0-9.]+)ms/(?P<rank>\d+)"
 )
 ARGUMENT = rf"^\s*(?P<name>{'|'.join(LAYOUT_ARGS)}) \.+ (?P<value>\d+)\s*$"
+REPORTS = r"traggl|TRAGGL|[Ss]low|SLOW|[Ll]agging|LAGGING| vs\b|[Vv]ersus|[Cc]ompared (?:to|with)"
+"""What every slow-rank report holds, in its usual cases (its gate, scanned for on every line:
+literals, where a case-blind regex costs three times as much)."""
+_RANK = r"\brank\s*[:=#]?\s*r?(?P<rank>\d+)\b"
+_TIME = r"(?P<{0}>\d+(?:\.\d+)?)\s*(?P<{0}_unit>ms|us|µs|s|sec|secs|seconds)\b"
+PEERS = r"(?:median|mean|average|avg|typical|fastest|others?|other ranks?|peers?|rest|rank)\b"
+"""What a rank's figure is set against in a slow-rank report: its peers, never its own past."""
+REPORT_RATIO = (
+    rf"(?i){_RANK}[^.;|]*?\b(?:{_TIME.format('value')}[^;|]*?\b(?:vs\.?|versus|compared (?:to|with)"
+    rf"|against)\s+(?:the\s+)?{PEERS}[^;|]*?\b{_TIME.format('ref')}"
+    rf"|(?P<times>\d+(?:\.\d+)?)\s*(?:x|×|times)\s+slower\s+than\s+(?:the\s+|its\s+)?{PEERS}"
+    rf"|(?P<percent>\d+(?:\.\d+)?)\s*%\s+slower\s+than\s+(?:the\s+|its\s+)?{PEERS})"
+)
+"""A rank's time against its peers' (the ratio of the two), or its slowdown over them as a
+factor or a percentage."""
+_LIST = r"[\[({{]?\s*r?(?P<{0}>\d+(?:\s*(?:,|and|&)\s*(?:rank\s*)?r?\d+)*)"
+REPORT_VERDICT = (
+    r"(?i)\bstragglers?\s*(?:(?:was|were|is|are)\s+)?(?:detected|found|identified)?\s*"
+    rf"(?:on|at|in|:|=|-)?\s*(?:global\s+)?ranks?\s*[:=]?\s*{_LIST.format('ranks')}"
+    rf"|\branks?\s*[:=#]?\s*{_LIST.format('subject')}\s+(?:is|are|was|were)\s+"
+    r"(?:an?\s+|the\s+)?(?:stragglers?|slow|lagging)\b"
+)
+"""Ranks a report calls stragglers, slow or lagging (right before or after its rank list)."""
+REPORT_NONE = r"(?i)\b(?:no|not|zero|none|0)\s+(?:an?\s+)?(?:stragglers?|slow|lagging)\b"
+"""A report that says there is none."""
+UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+"""Seconds per unit of a report's times (the others are seconds)."""
+LOG_REPORT = "log_report"
 CARRIED = 4096
 """Most (job, printer, family) headers remembered across batches (a bound)."""
 LINE = "_line"
@@ -190,7 +226,11 @@ class RankTimingParser:
         # at the line's start: a glance at each line)
         message = pl.col("message")
         anchor = message.str.contains("|".join(map(pl.escape_regex, ANCHORS)))
-        shapes = [message.str.contains(LONE_WORD), message.str.contains(RANK_LINE)]
+        shapes = [
+            message.str.contains(LONE_WORD),
+            message.str.contains(RANK_LINE),
+            message.str.contains(REPORTS),
+        ]
         custom = [message.str.contains(p.pattern) for p in self.config.patterns]
         self._candidates = pl.any_horizontal(anchor, *shapes, *custom)
 
@@ -221,6 +261,8 @@ class RankTimingParser:
                 self._nvrx_warnings(lines),
                 self._stimer(lines),
                 self._layout(lines),
+                self._report_ratios(lines),
+                self._report_verdicts(lines),
                 *(self._custom(lines, p) for p in self.config.patterns),
             )
             if not rows.is_empty()
@@ -356,6 +398,40 @@ class RankTimingParser:
         ).filter(pl.col("value").is_finite())
 
     @staticmethod
+    def _report_ratios(lines: pl.DataFrame) -> pl.DataFrame:
+        """A framework's report of a rank's figure against its peers': the ratio."""
+        read = _reported(lines, REPORT_RATIO)
+        if read is None:
+            return _empty()
+
+        def seconds(group: str) -> pl.Expr:
+            factor = (
+                pl.col(f"{group}_unit")
+                .str.to_lowercase()
+                .replace_strict(UNITS, default=1.0, return_dtype=pl.Float64)
+            )
+            return pl.col(group).cast(pl.Float64) * factor
+
+        ratio = pl.coalesce(
+            seconds("value") / seconds("ref"),
+            pl.col("times").cast(pl.Float64),
+            1.0 + pl.col("percent").cast(pl.Float64) / 100.0,
+        )
+        rows = _report_rows(read, pl.col("rank"), "compared", "ratio", ratio)
+        return rows.filter(pl.col("value").is_finite())
+
+    @staticmethod
+    def _report_verdicts(lines: pl.DataFrame) -> pl.DataFrame:
+        """A framework's report naming ranks stragglers: one verdict per rank."""
+        read = _reported(lines, REPORT_VERDICT)
+        if read is None:
+            return _empty()
+        ranks = pl.coalesce("ranks", "subject").str.extract_all(r"\d+")
+        named = read.with_columns(ranks.alias("_rank")).explode("_rank")
+        named = named.filter(pl.col("_rank").is_not_null())
+        return _report_rows(named, pl.col("_rank"), "verdict", "verdict", pl.lit(None, pl.Float64))
+
+    @staticmethod
     def _layout(lines: pl.DataFrame) -> pl.DataFrame:
         """Megatron's pipeline size and world size, as its arguments dump prints them."""
         read = _matching(lines, ARGUMENT)
@@ -437,6 +513,26 @@ def _matching(lines: pl.DataFrame, pattern: str, prefix: str = "") -> pl.DataFra
         return None
     groups = read.get_column("message").str.extract_groups(pattern).struct.unnest()
     return read.hstack(groups.select(pl.all().name.prefix(prefix)))
+
+
+def _reported(lines: pl.DataFrame, pattern: str) -> pl.DataFrame | None:
+    """``_matching`` the lines of slow-rank reports, those saying there is none left out."""
+    return _matching(lines.filter(~pl.col("message").str.contains(REPORT_NONE)), pattern)
+
+
+def _report_rows(
+    read: pl.DataFrame, rank: pl.Expr, metric: str, kind: str, value: pl.Expr
+) -> pl.DataFrame:
+    """The ``rank_timing`` rows of slow-rank reports (no node: a report names none)."""
+    return _figures(
+        read,
+        rank=rank.cast(pl.Int32),
+        rank_node=pl.lit(None, pl.String),
+        source=pl.lit(LOG_REPORT),
+        metric=pl.lit(metric),
+        kind=pl.lit(kind),
+        value=value,
+    )
 
 
 def _empty() -> pl.DataFrame:

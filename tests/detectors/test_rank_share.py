@@ -137,6 +137,20 @@ def test_nvrx_warnings_repeated_name_the_rank_and_its_node() -> None:
     assert (found.detected_at - at(ONSET_WARN)) / US >= 200
 
 
+def test_a_frameworks_own_slow_rank_report_repeated_names_the_rank() -> None:
+    job = Job().start().steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    for t in range(400, 1000, 100):
+        job.say(float(t), "Rank r2 input wait was 199.7ms vs median rank r0 at 10.4ms.")
+    (found,) = run(StragglerDetector(), [job], 1000)
+    # the node is not named: one line says nothing of how the job's ranks lie on its nodes
+    assert (found.kind, found.ranks, found.culprits) == ("straggler", (2,), ())
+    assert "log_report compared 19.20x" in found.summary
+    # once is no straggler: healthy ranks' figures jitter from one report to the next
+    job = Job().start().steps(10, 1000).telemetry(0, 1000, constant(COMPUTE))
+    job.say(400.0, "Rank r2 input wait was 199.7ms vs median rank r0 at 10.4ms.")
+    assert run(StragglerDetector(), [job], 1000) == []
+
+
 def test_many_ranks_standing_out_blame_nobody() -> None:
     job = megatron_arguments(Job().start(), 5.0).steps(10, 1000)
     job.telemetry(0, 1000, constant(COMPUTE))

@@ -113,6 +113,37 @@ def test_megatron_straggler_detector_gives_the_slowest_rank_its_ratio() -> None:
     assert row["value"] == pytest.approx(2651.30 / 2104.50)
 
 
+def test_any_frameworks_slow_rank_report_gives_a_ratio_or_a_verdict() -> None:
+    """Reports in the two shapes frameworks print them (our own wordings): a rank's figure
+    against its peers', and ranks called stragglers."""
+    rows = parse(
+        "ZORK_STRAGGLER: Rank r2 input wait was 199.7ms vs median rank r0 at 10.4ms.",
+        "[zork] rank 5 forward 1.8 s compared to the average 1.2 s",
+        "rank 6 is 1.4x slower than the median",
+        "rank 7 step 30% slower than its peers",
+    )
+    read = [(r["rank"], r["kind"], r["source"]) for r in rows]
+    assert read == [(r, "ratio", "log_report") for r in (2, 5, 6, 7)]
+    assert [r["value"] for r in rows] == pytest.approx([199.7 / 10.4, 1.5, 1.4, 1.3])
+    rows = parse(
+        "Stragglers detected: ranks [3, 5]", "zork: straggler on rank 12", "rank 9 is lagging"
+    )
+    assert [(r["rank"], r["kind"]) for r in rows] == [(r, "verdict") for r in (3, 5, 12, 9)]
+
+
+def test_reports_of_no_straggler_or_of_a_rank_against_its_past_are_not_read() -> None:
+    assert (
+        parse(
+            "No stragglers detected.",
+            "Straggler detection enabled for ranks 0-7",
+            "rank 3 is not a straggler",
+            "rank 0 step 1.2s vs last epoch 1.0s",
+            "slowest rank: 3 (1.02s), fastest rank: 0 (1.00s)",
+        )
+        == []
+    )
+
+
 def test_wall_clock_step_lines_of_every_rank_are_not_rank_timings() -> None:
     """Each rank's own step time is the same for all in synchronous training: progress only."""
     assert parse("[rank3]:step 120 | loss 2.31 | step time 1.52s", rank=3) == []
