@@ -419,11 +419,14 @@ class FailureLines:
 
     @property
     def literal_scan(self) -> str:
-        """A regex that matches every line ``failure_like`` marks (and a few more: it folds
-        case by Unicode's rules): a caller folds it into a scan of its own, then marks the few
-        lines it matches with ``failure_like``."""
-        words = "(?i:" + "|".join(map(escaped, self._literals)) + ")"
-        return f"{words}|{self._headers}" if self._headers else words
+        """A regex that matches every line ``failure_like`` marks: a caller folds it into a
+        scan of its own, then marks the few lines it matches with ``failure_like``. Only the
+        ASCII words are matched without regard to case, as ``failure_like`` matches them (a
+        case-blind non-ASCII word costs the whole scan an eighth more)."""
+        folded = [w for w in self._literals if w.isascii()]
+        exact = [w for w in self._literals if not w.isascii()]
+        parts = ["(?i:" + "|".join(map(escaped, folded)) + ")", *map(escaped, exact)]
+        return "|".join([*parts, self._headers] if self._headers else parts)
 
     def failure_like(self, raw: pl.Expr) -> pl.Expr:
         """True on the lines that hold one of the fast path's words (case-blind) or a

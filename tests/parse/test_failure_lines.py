@@ -459,6 +459,24 @@ def test_an_error_at_a_source_location_is_reported() -> None:
 
 
 @pytest.mark.parametrize(
+    "line",
+    [
+        "已杀死",
+        "段错误 (核心已转储)",
+        "已放弃 (核心已转储)",
+        "Speicherzugriffsfehler (Speicherabzug geschrieben)",
+        "Erreur de segmentation (core dumped)",
+        "Ошибка сегментирования",
+        "Violación de segmento ('core' generado)",
+        "セグメンテーション違反です (コアダンプ)",
+    ],
+)
+def test_a_shell_s_report_of_a_signal_s_end_reads_in_its_locale(line: str) -> None:
+    (row,) = rows_of(line).to_dicts()
+    assert (row[READING], row[FATAL]) == ("crash", True)
+
+
+@pytest.mark.parametrize(
     ("line", "expected"),
     [
         # kernel lines print no severity word: the statement itself is the report (our wording)
