@@ -190,6 +190,9 @@ _EPOCH = re.compile(r"(?i)^(?:epoch|ep\.?)$")
 """An epoch's label: a pass over the data, never one step, however it rises."""
 _TALLY = re.compile(r"(?i)^(?:num|n|total|count)_")
 """A label counting steps done (``num_updates``), not naming the one reported."""
+_RUN_COUNTER = re.compile(rf"(?i)^(?:global_(?:{COUNTER_NAMES})s?|num_updates)$")
+"""A bar's postfix field counting the run's steps (NeMo's ``global_step=794.0``, fairseq's
+``num_updates=348000``), where the bar counts an epoch's batches: the step."""
 _LOOP_NAME = re.compile(r"(?i)^train(?:ing)?$")
 """A word naming the training loop right before its count (``Progress on:train 42it/10kit``)."""
 _COUNTER_AFTER = re.compile(
@@ -272,6 +275,8 @@ class Fields:
     """The field counting steps out of a total (``[50/7330]``, ``100 / 1000``), unlabelled or
     labelled a counter (not an epoch's, a rank's, a shard's); of several, the last (an epoch's
     count comes first: ``[1/10][50/7330]``)."""
+    run_counter: int | None = None
+    """A field after the bar counting the run's steps (``_RUN_COUNTER``): the step instead."""
 
     @property
     def duration(self) -> int | None:
@@ -295,7 +300,7 @@ class Fields:
         at first sight."""
         if self.bar is not None:
             described = any(rank < NO_COUNTER for rank in self.ranks[: self.bar])
-            return None if described else self.bar
+            return None if described else (self.run_counter or self.bar)
         labelled = [rank for rank in self.ranks if rank <= 1]
         if (self.timed or self.loss or self.rate) and labelled:
             return self.ranks.index(min(labelled))
@@ -796,6 +801,9 @@ def _fields(template: str) -> Fields | None:
         any(_LEARNING_RATE.match(label) for _, label, _ in words),
         _counted(ranks, words, totals | set(durations)),
         fraction,
+        run_counter=None
+        if counter is None
+        else next((i for i in range(counter + 1, width) if _RUN_COUNTER.match(words[i][1])), None),
     )
 
 

@@ -508,6 +508,10 @@ def test_a_bar_is_a_step_at_first_sight_and_a_smaller_loop_s_bar_is_none() -> No
         for g, n in ((2, 2), (3, 3), (7, 7), (9, 4))
     ]
     assert [s[1] for s in steps(learner(), *lines)] == [2, 3, 7, 9]
+    # A postfix counting the run's steps is the step, the bar's count an epoch's batches.
+    for postfix in ("global_step=794.0", "num_updates=348000"):
+        bar = f"Epoch 3:  1%|     | 795/7725 [9:07<87:01,  2.00it/s, loss=3.1, {postfix}, lr=1e-4]"
+        assert steps(learner(), bar) == [("learned", int(float(postfix.split("=")[1])), 0.5)]
     # A description's losses are no step: the bar is one at first sight (trlx's
     # "[losses/total_loss: 1.15 | ...]: 100%|...| 128/128")
     described = "[zork/total_loss: 1.15 | zork/value_loss: 0.00]: 50%|█   | 64/128 [05:11<05:11]"
