@@ -731,10 +731,10 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         if crashed is not None and crashed > began - round(c.window_s * US):
             return None
         gpus = verdict(watch.telemetry, now, c, self.feed_at)
-        if job is not None and job.last_step_at is not None:
-            # A line of the job (a phase's end, delivered late) is a sign of life: what the GPUs
-            # showed before it was the job at work (the save that line closed), so they
-            # corroborate the silence only from then on.
+        if job is not None and (job.last_step_at is not None or job.last_event_at is not None):
+            # A line of the job (a phase's end, delivered late; before the first step too) is a
+            # sign of life: what the GPUs showed before it was the job at work (the save that
+            # line closed), so they corroborate the silence only from then on.
             held = min(held, _silence(job, now))
         # GPUs waiting for a rank at work do not corroborate: the silence is judged by the
         # job's step gaps alone (the first pause of a kind; the next ones are on its rhythm).

@@ -415,6 +415,17 @@ def test_a_save_announced_before_the_jobs_first_step_line_is_held_as_a_checkpoin
     assert found.detected_at >= at(201 + 600)
 
 
+def test_a_save_ended_before_the_jobs_first_step_line_restarts_the_spin_clock() -> None:
+    # The job's line closing the save is a sign of life: the GPUs spinning in the barrier
+    # before it were the save, not a hang of a job that has printed no step yet.
+    job = Job().start().telemetry(0, 200, constant(COMPUTE))
+    job.say(201, "saving checkpoint at iteration     200 to /ckpt in torch_dist format")
+    job.telemetry(200, 440, writer_saves)
+    job.say(441, "successfully saved checkpoint from iteration     200 to /ckpt")
+    job.telemetry(440, 460, writer_saves).telemetry(460, 800, constant(COMPUTE))
+    assert run(HangDetector(), [job], 800) == []
+
+
 def test_gpus_of_a_silent_job_idling_are_no_hang() -> None:
     job = Job().start().telemetry(0, 200, constant(COMPUTE)).telemetry(200, 900, constant(IDLE))
     assert run(HangDetector(), [job], 900) == []
