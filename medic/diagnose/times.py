@@ -8,7 +8,8 @@ Formats, tried in this order on each line (vectorised, one regex each per batch 
 * ``dmesg -T``: ``[Mon Nov 30 04:12:55 2026]``;
 * syslog and ``journalctl`` short: ``Nov 30 04:12:55 host ...`` (no year);
 * glog, as PyTorch's C++ and torch.distributed.elastic write it: ``E1130 04:12:55.220419``,
-  possibly behind a prefix such as ``[rank6]:[`` (no year);
+  possibly behind a prefix such as ``[rank6]:[`` (no year; c10's own logging writes the date
+  as month * 100 + day: ``E602`` in June);
 * plain ``dmesg``: ``[ 8812.345678]``, seconds since the node booted (a relative time).
 
 Lines without a timestamp take the one of the line before them in their file (a traceback
@@ -51,7 +52,7 @@ SYSLOG = (
     r"(?P<second>\d{2})(?:\.(?P<fraction>\d{1,9}))? "
 )
 GLOG = (
-    r"^.{0,32}?(?:^|[\[\s])[IWEF](?P<month>\d{2})(?P<day>\d{2}) (?P<hour>\d{2}):"
+    r"^.{0,32}?(?:^|[\[\s])[IWEF](?P<month>\d{1,2})(?P<day>\d{2}) (?P<hour>\d{2}):"
     r"(?P<minute>\d{2}):(?P<second>\d{2})(?:\.(?P<fraction>\d{1,9}))?\s"
 )
 BOOT = r"^\[ *(?P<seconds>\d+)\.(?P<fraction>\d{1,9})\]"

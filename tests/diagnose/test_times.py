@@ -26,6 +26,7 @@ def test_each_format_gives_its_time() -> None:
                 "[rank6]:[E1130 04:13:04.220419337 ProcessGroupNCCL.cpp:632] glog",
                 "3: [rank3]:[W1130 04:13:05.000001000 socket.cpp:1] glog behind a label",
                 "E1130 04:13:06.118000 9001 torch/distributed/elastic/api.py:869] elastic",
+                "[rank2]:[E602 04:13:07.5 ProcessGroupNCCL.cpp:632] c10's date, month unpadded",
             ]
         }
     )
@@ -38,7 +39,9 @@ def test_each_format_gives_its_time() -> None:
         "04:13:04.220",
         "04:13:05.000",
         "04:13:06.118",
+        "04:13:07.500",
     ]
+    assert got[-1].startswith("2026-06-02")
 
 
 def test_unstamped_lines_follow_their_stamped_predecessor_in_order() -> None:
