@@ -774,7 +774,11 @@ class HangDetector(WatchesJobs, ReadsLiveness):
                 else ""
             )
             onset: int | None = job.last_step_at
-        elif held >= c.spin_hold_s * US and not self._in_phase(job, watch, now, held):
+        elif (
+            held >= c.spin_hold_s * US
+            and not self._in_phase(job, watch, now, held)
+            and not self._saving_before_steps(job_id, watch, held)
+        ):
             what = f"prints no progress and its GPUs have looked hung for {held / US:.0f}s"
             onset, silence, threshold = now - held, held, round(c.spin_hold_s * US)
         else:
@@ -913,17 +917,27 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         if watch.telemetry.saving(self._writer(job_id, watch)):  # looked up only in a spell
             watch.saved_since = since
         if watch.saved_since == since:
-            learned = watch.longest_save_us
-            save = (
-                c.phase_allowance_s * US
-                if learned is None
-                else max(c.phase_floor_s * US, c.phase_factor * learned)
-            )
-            return _silence(job, since) + round(save)
+            return _silence(job, since) + self._save_us(watch)
         longest = watch.longest_spell_us.get(gpus)
         if longest is None:
             return 0
         return _silence(job, since) + round(c.phase_factor * longest)
+
+    def _save_us(self, watch: JobWatch) -> int:
+        """How long a save may hold the GPUs: ``phase_factor`` times the longest the job had,
+        at least ``phase_floor_s``, or ``phase_allowance_s`` before it had one."""
+        c, learned = self.config, watch.longest_save_us
+        if learned is None:
+            return round(c.phase_allowance_s * US)
+        return round(max(c.phase_floor_s * US, c.phase_factor * learned))
+
+    def _saving_before_steps(self, job_id: str, watch: JobWatch, held: int) -> bool:
+        """Whether a job that printed no step yet is within a save's allowance (``_save_us``):
+        only writers out of the wait, none blocked on I/O, as after a step (``_allowance_us``),
+        announced or not."""
+        if not held or held >= self._save_us(watch) or self._blocked_apart(watch):
+            return False
+        return watch.telemetry.saving(self._writer(job_id, watch))
 
     def _rhythm_us(
         self, job_id: str, job: JobProgress, watch: JobWatch, now: int, held: int, gpus: str

@@ -426,6 +426,17 @@ def test_a_save_ended_before_the_jobs_first_step_line_restarts_the_spin_clock() 
     assert run(HangDetector(), [job], 800) == []
 
 
+def test_an_unannounced_save_before_the_first_step_line_is_held_as_a_save() -> None:
+    # Rank 0 writes for four minutes while the others wait, before the job's first step line,
+    # and nothing announces it: a save's allowance, as after a step; past it, a hang.
+    job = Job().start().telemetry(0, 200, constant(COMPUTE)).telemetry(200, 440, writer_saves)
+    job.telemetry(440, 800, constant(COMPUTE))
+    assert run(HangDetector(), [job], 800) == []
+    stuck = Job().start().telemetry(0, 200, constant(COMPUTE))
+    (found,) = run(HangDetector(), [stuck.telemetry(200, 1000, writer_saves)], 1000)
+    assert at(200 + 600) <= found.detected_at <= at(200 + 700)
+
+
 def test_gpus_of_a_silent_job_idling_are_no_hang() -> None:
     job = Job().start().telemetry(0, 200, constant(COMPUTE)).telemetry(200, 900, constant(IDLE))
     assert run(HangDetector(), [job], 900) == []
