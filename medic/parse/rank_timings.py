@@ -261,8 +261,7 @@ class RankTimingParser:
                 self._nvrx_warnings(lines),
                 self._stimer(lines),
                 self._layout(lines),
-                self._report_ratios(lines),
-                self._report_verdicts(lines),
+                *self._reports(lines),
                 *(self._custom(lines, p) for p in self.config.patterns),
             )
             if not rows.is_empty()
@@ -397,10 +396,16 @@ class RankTimingParser:
             value=pl.col("high").cast(pl.Float64) / pl.col("low").cast(pl.Float64),
         ).filter(pl.col("value").is_finite())
 
+    def _reports(self, lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The slow-rank reports' rows, ratios then verdicts: the candidate lines that say there
+        is none are left out once, for both shapes."""
+        reports = lines.filter(~pl.col("message").str.contains(REPORT_NONE))
+        return self._report_ratios(reports), self._report_verdicts(reports)
+
     @staticmethod
     def _report_ratios(lines: pl.DataFrame) -> pl.DataFrame:
         """A framework's report of a rank's figure against its peers': the ratio."""
-        read = _reported(lines, REPORT_RATIO)
+        read = _matching(lines, REPORT_RATIO)
         if read is None:
             return _empty()
 
@@ -423,7 +428,7 @@ class RankTimingParser:
     @staticmethod
     def _report_verdicts(lines: pl.DataFrame) -> pl.DataFrame:
         """A framework's report naming ranks stragglers: one verdict per rank."""
-        read = _reported(lines, REPORT_VERDICT)
+        read = _matching(lines, REPORT_VERDICT)
         if read is None:
             return _empty()
         ranks = pl.coalesce("ranks", "subject").str.extract_all(r"\d+")
@@ -513,11 +518,6 @@ def _matching(lines: pl.DataFrame, pattern: str, prefix: str = "") -> pl.DataFra
         return None
     groups = read.get_column("message").str.extract_groups(pattern).struct.unnest()
     return read.hstack(groups.select(pl.all().name.prefix(prefix)))
-
-
-def _reported(lines: pl.DataFrame, pattern: str) -> pl.DataFrame | None:
-    """``_matching`` the lines of slow-rank reports, those saying there is none left out."""
-    return _matching(lines.filter(~pl.col("message").str.contains(REPORT_NONE)), pattern)
 
 
 def _report_rows(
