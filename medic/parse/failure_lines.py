@@ -51,10 +51,12 @@ MENTION = "_mention"
 END = "_end"
 DELIBERATE_END = "deliberate_end"
 DEATHS = ("death", "signal", "exit")
+"""The markers that report a process's end, not an error it may survive."""
 MENTIONS = ("device_code",)
 """Markers that only name a thing failures are reported about (an Xid), not a report: a line
 holding no other (``_mention``) may be a health check's or a document's."""
-"""The markers that report a process's end, not an error it may survive."""
+HEADER = "header"
+"""The marker of a severity header without a word (``Lexicon.headers``): an error's level."""
 FAILED = "failure"
 """The marker of a line that says something failed: a deliberate end's words beside it (a job
 cancelled due to a node's failure) are no deliberate end."""
@@ -285,7 +287,8 @@ class Lexicon:
     error severity."""
     headers: tuple[str, ...] = ()
     """Severity headers that hold no word of ``literals`` (glog's and c10's ``E0602 11:17:52``,
-    a letter and the date): a line holding one is failure-like too (Rust regexes)."""
+    a letter and the date): a line holding one is failure-like, and the header is its marker
+    (Rust regexes)."""
 
 
 def builtin_lexicon() -> Lexicon:
@@ -377,12 +380,14 @@ class FailureLines:
         levels = [p for _, p in self.lexicon.unsilenced]
         self._level = _any(levels) if levels else None
         """Reports at whatever level their line is logged (``unsilenced``)."""
-        self._marker = _any([*(p for _, p in self.lexicon.markers), *levels])
+        # the fast path's severity headers are markers too (written once, in ``headers``)
+        markers = [*self.lexicon.markers, *((HEADER, p) for p in self.lexicon.headers)]
+        self._marker = _any([*(p for _, p in markers), *levels])
         others = [p for n, p in self.lexicon.quiet if n != DELIBERATE_END]
         self._quiet = _any(others) if others else None
         ends = [p for n, p in self.lexicon.quiet if n == DELIBERATE_END]
         self._end = _Regex.of(ends) if ends else None
-        failed = [p for n, p in self.lexicon.markers if n == FAILED]
+        failed = [p for n, p in markers if n == FAILED]
         self._failed = _Regex.of(failed) if failed else None
         self._soft_quiet = _any([p for _, p in self.lexicon.soft_quiet])
         self._loud = _Regex.of([p for _, p in self.lexicon.loud])
@@ -390,9 +395,9 @@ class FailureLines:
         self._names = pl.Series([*(f.name for f in self._families), GENERAL])
         self._kinds = pl.Series([*(f.kind for f in self._families), GENERAL_KIND])
         """Per family, then for a line that names none: the family's name and its kind."""
-        reports = [*(p for n, p in self.lexicon.markers if n not in MENTIONS), *levels]
+        reports = [*(p for n, p in markers if n not in MENTIONS), *levels]
         self._report = _any(reports) if reports else None
-        deaths = [p for n, p in self.lexicon.markers if n in DEATHS]
+        deaths = [p for n, p in markers if n in DEATHS]
         self._death = _any(deaths) if deaths else None
         self._unnamed = _any([WEB_ADDRESS, HOST_NAME, PCI_ID, *self.lexicon.reporters])
         """What names who or where, not what failed: web addresses, host names, bus ids,
