@@ -300,7 +300,9 @@ class Fields:
         at first sight."""
         if self.bar is not None:
             described = any(rank < NO_COUNTER for rank in self.ranks[: self.bar])
-            return None if described else (self.run_counter or self.bar)
+            if described:
+                return None
+            return self.bar if self.run_counter is None else self.run_counter
         labelled = [rank for rank in self.ranks if rank <= 1]
         if (self.timed or self.loss or self.rate) and labelled:
             return self.ranks.index(min(labelled))
