@@ -342,6 +342,9 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
     reporters = data.get("reporter", {}).get("patterns", [])
     if not isinstance(reporters, list) or not all(isinstance(p, str) for p in reporters):
         raise LexiconError("failure lexicon: [reporter] patterns must be a list of strings")
+    headers = data.get("fast", {}).get("headers", [])
+    if not isinstance(headers, list) or not all(isinstance(p, str) for p in headers):
+        raise LexiconError("failure lexicon: [fast] headers must be a list of strings")
     return Lexicon(
         literals,
         named("marker"),
@@ -351,7 +354,7 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
         tuple(families),
         tuple(reporters),
         named("unsilenced", required=False),
-        tuple(data.get("fast", {}).get("headers", ())),
+        tuple(headers),
     )
 
 

@@ -288,6 +288,8 @@ def test_malformed_lexicons_fail_with_one_line() -> None:
         parse_lexicon({**valid, "quiet": [{"pattern": "debug", "unless_loud": True}]})
     with pytest.raises(LexiconError, match=r"\[reporter\]"):
         parse_lexicon({**valid, "reporter": {"patterns": "NCCL WARN"}})
+    with pytest.raises(LexiconError, match=r"\[fast\] headers must be a list of strings"):
+        parse_lexicon({**valid, "fast": {**valid["fast"], "headers": "E0602"}})
     family = {"name": "f", "kind": "hang", "terms": ["zork"], "kind_when": ["wait"]}
     with pytest.raises(LexiconError, match="kind_when and kind_otherwise go together"):
         parse_lexicon({**valid, "family": [family]})
