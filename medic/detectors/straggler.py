@@ -14,7 +14,9 @@ Two signals must agree:
    the job slowed.
 2. **Some GPU looks unlike its peers.** Every ``window_s`` the job's GPUs are compared with each
    other, vectorised over all jobs at once: robust z-scores (median / MAD) of what slows a GPU
-   by itself (``SLOWING``): SM clock (low), PCIe replay and NVLink error rises. Each GPU's
+   by itself (``SLOWING``): SM clock (low, on average and still over the window's last
+   third: a GPU back at its peers' clock as the window ends, a thermal blip that is over,
+   does not count for it), PCIe replay and NVLink error rises. Each GPU's
    usual offset from its peers (a chronically different clock) is learned while the job is
    healthy and subtracted, so only a *change* counts. A GPU that deviates by ``z_threshold``
    or more in ``peer_k`` of its last ``peer_n`` windows makes its node a suspect; the same
@@ -90,8 +92,14 @@ from medic.frames import collect, holds, replaced
 from medic.ingest.base import Batch
 from medic.timeutil import US
 
+LATE_CLOCK = "late_sm_clock_mhz"
+"""A GPU's SM clock over the end of a window (``GpuWindows``' ``late``): a clock low on
+average but back to its peers' by the window's end (a thermal blip that ended within it) does
+not count for that window; a straggler, steady or at its power limit many times a second, is
+low at any part of it."""
 FEATURES = (
     "sm_clock_mhz",
+    LATE_CLOCK,
     "power_w",
     "throttled",
     "pcie_replay_delta",
@@ -272,6 +280,7 @@ class StragglerConfig:
     def floors(self) -> dict[str, float]:
         return {
             "sm_clock_mhz": self.clock_floor_mhz,
+            LATE_CLOCK: self.clock_floor_mhz,
             "power_w": self.power_floor_w,
             "throttled": self.throttle_floor,
             "pcie_replay_delta": self.counter_floor,
@@ -297,6 +306,7 @@ class StragglerDetector(WatchesJobs):
             counters=("pcie_replay", "nvlink_errors", "ib_errors", "ib_link_downed"),
             throttle_mask=self.config.throttle_mask,
             sample_s=self.config.sample_s,
+            late=("sm_clock_mhz",),
         )
         self.paces: dict[str, PaceModel] = {}
         self.rank_shares = RankShares(self.config)
@@ -716,7 +726,10 @@ def _scoring(c: StragglerConfig) -> _Scoring:
     comparable = (pl.len().over("job_id") >= c.min_gpus) & (
         pl.col("util").median().over("job_id") >= c.busy_util
     )
+    # a clock is low in a window when it is low on average and still low at its end
+    clock_z = pl.max_horizontal(pl.col("z_sm_clock_mhz"), pl.col(f"z_{LATE_CLOCK}"))
     shift = {f: pl.col(f"z_{f}") - pl.col(f"offset_{f}").fill_null(0.0) for f in SLOWING}
+    shift["sm_clock_mhz"] = clock_z - pl.col("offset_sm_clock_mhz").fill_null(0.0)
     deviation = [-shift["sm_clock_mhz"], *(shift[f] for f in SLOWING[1:])]
     reason = pl.max_horizontal(pl.col("z_throttled"), -pl.col("z_power_w"))
     busy = pl.col("util") >= c.busy_util
@@ -730,7 +743,7 @@ def _scoring(c: StragglerConfig) -> _Scoring:
     scored = [
         [
             *(d.alias(f"d_{f}") for d, f in zip(deviation, SLOWING, strict=True)),
-            pl.min_horizontal(-pl.col("z_sm_clock_mhz"), reason).alias("_held_low"),
+            pl.min_horizontal(-clock_z, reason).alias("_held_low"),
             pl.max_horizontal(links).alias("_link_z"),
             pl.col("sm_clock_mhz").median().over("job_id").alias("_job_clock"),
         ],

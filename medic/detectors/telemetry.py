@@ -83,7 +83,11 @@ class GpuWindows:
         xid: bool = False,
         benign_xids: Sequence[int] = (),
         sample_s: float | None = None,
+        late: Sequence[str] = (),
     ) -> None:
+        """``late``: metrics of ``means`` also averaged over the last third of the span each
+        GPU was sampled in a window (as ``late_<metric>``): where the window ends, apart from
+        how it went (one sample a window: that sample)."""
         if window_s <= 0 or (sample_s is not None and not 0 < sample_s <= window_s):
             raise ValueError("window_s must be positive and sample_s within (0, window_s]")
         self.window_us = round(window_s * 1_000_000)
@@ -96,6 +100,9 @@ class GpuWindows:
         """What a window keeps of each sample."""
         aggregations = [pl.len().cast(pl.Int64).alias("samples")]
         aggregations += [pl.col(c).mean() for c in self.means]
+        self.late = [f"late_{c}" for c in late]
+        tail = pl.col("time") > pl.col("time").max() - pl.duration(microseconds=self.sample_us // 3)
+        aggregations += [pl.col(c).filter(tail).mean().alias(f"late_{c}") for c in late]
         if throttle_mask is not None:
             throttled = (pl.col("throttle_reasons") & throttle_mask) != 0
             aggregations.append(throttled.cast(pl.Float32).mean().alias("throttled"))
@@ -338,7 +345,7 @@ class GpuWindows:
 
     def _empty(self) -> pl.DataFrame:
         schema = {"job_id": pl.String, "node": pl.String, "gpu": pl.Int16, "samples": pl.Int64}
-        schema |= {c: pl.Float64 for c in self.means}
+        schema |= {c: pl.Float64 for c in (*self.means, *self.late)}
         if self.throttle_mask is not None:
             schema["throttled"] = pl.Float64
         if self.xid:

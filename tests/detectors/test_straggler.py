@@ -296,6 +296,32 @@ def test_a_clock_dip_too_small_for_the_jobs_slowdown_is_not_its_straggler(
     assert run(StragglerDetector(), [job], 1000) == []
 
 
+def test_a_thermal_blip_across_three_windows_during_a_slowdown_is_no_straggler() -> None:
+    # The facility caps the job's power and it slows 15% everywhere; 45 s later one GPU
+    # touches its thermal limit for 57 s, 20% below its peers' clock: low on average in the
+    # three windows it reaches, but back at its peers' clock as the third ends.
+    blip = {"sm_clock_mhz": 1595.0, "power_w": 560.0, "throttle_reasons": 0x20}
+    start = ONSET + 45 + 28  # 17 s before a window ends, over the next, 10 s into the third
+
+    def blipping(t: float, node: str, gpu: int) -> dict[str, Any]:
+        on = (node, gpu) == ("n2", 3) and start <= t < start + 57
+        return COMPUTE | (blip if on else {})
+
+    assert run(StragglerDetector(), [job_slowing(1.15, blipping, until=1200)], 1200) == []
+
+
+def test_a_gpu_dipping_deep_half_the_time_is_still_its_jobs_straggler() -> None:
+    # A failing power brake: one GPU falls to 60% of its peers' clock every other second,
+    # any part of a window as low as the rest; the job runs 1.3x slower
+    def braking(t: float, node: str, gpu: int) -> dict[str, Any]:
+        low = (node, gpu) == ("n2", 3) and t >= ONSET and int(t) % 2 == 0
+        return COMPUTE | ({"sm_clock_mhz": 1190.0, "throttle_reasons": 0x80} if low else {})
+
+    (found,) = run(StragglerDetector(), [job_slowing(1.3, braking)], 1000)
+    assert found.culprits == ("n2",)
+    assert (found.detected_at - at(ONSET)) / US <= 180
+
+
 def test_nvlink_errors_on_one_gpu_name_its_node() -> None:
     # NVML's NVLink CRC/replay error counters climb on one GPU; its link retries slow it
     def retrying(t: float, node: str, gpu: int) -> dict[str, Any]:

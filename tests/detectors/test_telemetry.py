@@ -29,6 +29,17 @@ def test_windows_average_per_gpu_and_close_when_the_watermark_passes() -> None:
     assert second.gpus.get_column("util").to_list() == [110.0]
 
 
+def test_late_means_are_over_the_last_third_of_each_gpus_samples() -> None:
+    windows = GpuWindows(30, means=("sm_clock_mhz",), late=("sm_clock_mhz",))
+    clock = {t: 1600.0 if t < 20 else 1980.0 for t in range(30)}  # back up 10 s before the end
+    windows.add(frame(*(sample(t, sm_clock_mhz=clock[t]) for t in range(30))))
+    windows.add(frame(sample(45, gpu=1, sm_clock_mhz=1500.0)))  # one sample: that sample
+    first, second = windows.close(at(60))
+    assert first.gpus.get_column("late_sm_clock_mhz").to_list() == [1980.0]
+    assert first.gpus.get_column("sm_clock_mhz").item() < 1980.0
+    assert second.gpus.select("sm_clock_mhz", "late_sm_clock_mhz").rows() == [(1500.0, 1500.0)]
+
+
 def test_empty_windows_still_close_in_order() -> None:
     windows = GpuWindows(10, means=("util",))
     windows.add(frame(sample(1, util=1.0)))
