@@ -28,6 +28,7 @@ Everything is polars expressions over the batch's rows; no per-line Python.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from dataclasses import dataclass
@@ -43,7 +44,6 @@ _WORDS = re.compile(r"(?:\w+ )*\w+\*?")
 """A family's term: words, one space between each, the last maybe ending in ``*``."""
 GENERAL = "general"
 """The family of a failure line whose vocabulary names no family."""
-GENERAL_KIND = "crash"
 FAMILY = "_family"
 READING = "_reading"
 FATAL = "_fatal"
@@ -289,6 +289,9 @@ class Lexicon:
     """Severity headers that hold no word of ``literals`` (glog's and c10's ``E0602 11:17:52``,
     a letter and the date): a line holding one is failure-like, and the header is its marker
     (Rust regexes)."""
+    general: Family = Family(GENERAL, "crash", ())
+    """The kind of a line that names no family (no terms: ``kind``, ``kind_when`` and
+    ``kind_otherwise`` only)."""
 
 
 def builtin_lexicon() -> Lexicon:
@@ -311,32 +314,10 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
     literals = tuple(data.get("fast", {}).get("literals", ()))
     if not literals:
         raise LexiconError("failure lexicon: [fast] literals is empty")
-    families = []
-    for row in data.get("family", []):
-        if {"name", "kind", "terms"} - set(row):
-            raise LexiconError("failure lexicon: a [[family]] needs name, kind and terms")
-        terms = (*row["terms"], *row.get("strong", ()))
-        odd = [t for t in terms if not _WORDS.fullmatch(t) or t != t.lower()]
-        if odd:
-            raise LexiconError(
-                f"failure lexicon: family {row['name']!r}: {odd[0]!r} is not lowercase words"
-                " (a last one may end in *)"
-            )
-        families.append(
-            Family(
-                row["name"],
-                row["kind"],
-                tuple(row["terms"]),
-                tuple(row.get("strong", ())),
-                tuple(row.get("fatal", ())),
-                tuple(row.get("kind_when", ())),
-                row.get("kind_otherwise"),
-            )
-        )
-        if bool(families[-1].kind_when) != (families[-1].kind_otherwise is not None):
-            raise LexiconError(
-                f"failure lexicon: family {row['name']!r}: kind_when and kind_otherwise go together"
-            )
+    families = [_family(row) for row in data.get("family", [])]
+    general = data.get("general", {"kind": "crash"})
+    if not isinstance(general, dict) or set(general) - {"kind", "kind_when", "kind_otherwise"}:
+        raise LexiconError("failure lexicon: [general] holds kind, kind_when and kind_otherwise")
     quiet = named("quiet", required=False)
     loud_only = [bool(row.get("unless_loud", False)) for row in data.get("quiet", [])]
     reporters = data.get("reporter", {}).get("patterns", [])
@@ -355,7 +336,40 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
         tuple(reporters),
         named("unsilenced", required=False),
         tuple(headers),
+        _kinded(Family(GENERAL, general.get("kind", "crash"), ()), general),
     )
+
+
+def _family(row: Any) -> Family:
+    """A ``[[family]]`` row; LexiconError (one line) when it lacks a key or a term is odd."""
+    if not isinstance(row, dict) or {"name", "kind", "terms"} - set(row):
+        raise LexiconError("failure lexicon: a [[family]] needs name, kind and terms")
+    terms = (*row["terms"], *row.get("strong", ()))
+    odd = [t for t in terms if not _WORDS.fullmatch(t) or t != t.lower()]
+    if odd:
+        raise LexiconError(
+            f"failure lexicon: family {row['name']!r}: {odd[0]!r} is not lowercase words"
+            " (a last one may end in *)"
+        )
+    family = Family(
+        row["name"],
+        row["kind"],
+        tuple(row["terms"]),
+        tuple(row.get("strong", ())),
+        tuple(row.get("fatal", ())),
+    )
+    return _kinded(family, row)
+
+
+def _kinded(family: Family, row: dict[str, Any]) -> Family:
+    """``family`` with the ``kind_when`` and ``kind_otherwise`` of its ``row``, which go
+    together."""
+    when, otherwise = tuple(row.get("kind_when", ())), row.get("kind_otherwise")
+    if bool(when) != (otherwise is not None):
+        raise LexiconError(
+            f"failure lexicon: family {family.name!r}: kind_when and kind_otherwise go together"
+        )
+    return dataclasses.replace(family, kind_when=when, kind_otherwise=otherwise)
 
 
 def _lowered(pattern: str) -> str:
@@ -395,8 +409,9 @@ class FailureLines:
         self._soft_quiet = _any([p for _, p in self.lexicon.soft_quiet])
         self._loud = _Regex.of([p for _, p in self.lexicon.loud])
         self._families = self.lexicon.families
-        self._names = pl.Series([*(f.name for f in self._families), GENERAL])
-        self._kinds = pl.Series([*(f.kind for f in self._families), GENERAL_KIND])
+        kinded = (*self._families, self.lexicon.general)
+        self._names = pl.Series([f.name for f in kinded])
+        self._kinds = pl.Series([f.kind for f in kinded])
         """Per family, then for a line that names none: the family's name and its kind."""
         reports = [*(p for n, p in markers if n not in MENTIONS), *levels]
         self._report = _any(reports) if reports else None
@@ -418,11 +433,12 @@ class FailureLines:
         literal search for a word in every case)."""
         self._kind_when = [
             (i, _lowered(_any(f.kind_when)), f.kind_otherwise)
-            for i, f in enumerate(self._families)
+            for i, f in enumerate(kinded)
             if f.kind_when
         ]
-        """The families whose kind depends on the line (``Family.kind_when``), the regex of
-        the terms their kind needs, lowercased, and the kind without one."""
+        """The families (the general one last) whose kind depends on the line
+        (``Family.kind_when``), the regex of the terms their kind needs, lowercased, and the
+        kind without one."""
         self._plans: dict[tuple[str, str], _Plan] = {}
 
     @property
@@ -499,7 +515,7 @@ class FailureLines:
         death = read.get_column(_DEATH).to_numpy() | read.get_column(_LOUD).to_numpy()
         which = pl.Series(np.where(named, chosen, len(self._families)).astype(np.uint32))
         kept, nulls = pl.Series(failing), pl.repeat(None, read.height, dtype=pl.String, eager=True)
-        kinds = self._kinds_of(which, chosen, named, lower)
+        kinds = self._kinds_of(which, lower)
         return [
             self._names.gather(which).zip_with(kept, nulls).alias(FAMILY),
             kinds.zip_with(kept, nulls).alias(READING),
@@ -520,18 +536,17 @@ class FailureLines:
         sure = named & strong[np.arange(len(chosen)), chosen]
         which = pl.Series(np.where(sure, chosen, len(self._families)).astype(np.uint32))
         nulls = pl.repeat(None, len(which), dtype=pl.String, eager=True)
-        kinds = self._kinds_of(which, chosen, sure, lower)
+        kinds = self._kinds_of(which, lower)
         return kinds.zip_with(pl.Series(sure), nulls).alias(READING)
 
-    def _kinds_of(
-        self, which: pl.Series, chosen: np.ndarray, named: np.ndarray, lower: pl.Series
-    ) -> pl.Series:
+    def _kinds_of(self, which: pl.Series, lower: pl.Series) -> pl.Series:
         """The kind of each line's family (``which``: its index, or the general one's), the
         other kind of a family whose kind needs a term (``Family.kind_when``) where the line
         (``lower``, lowercased) holds none."""
         kinds = self._kinds.gather(which)
+        index = which.to_numpy()
         for family, needed, otherwise in self._kind_when:
-            theirs = named & (chosen == family)
+            theirs = index == family
             if theirs.any():
                 holds = np.ones(len(which), dtype=bool)
                 holds[theirs] = lower.filter(pl.Series(theirs)).str.contains(needed).to_numpy()

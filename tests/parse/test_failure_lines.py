@@ -87,6 +87,10 @@ def reading(line: str) -> tuple[str, str] | None:
             "node_failure",
         ),
         ("job step 3 exited with exit code 2", "general", "crash"),
+        # a wait that ran out, naming no family: what it waited for never came, a hang
+        ("E0903 16:50:00 zork.cc:41] stream synchronize timeout, result 507046", "general", "hang"),
+        ("EI0006: fetching the tile times out. Reason: peer 3 sent nothing", "general", "hang"),
+        ("ERROR: deadline exceeded while zorking shard 7", "general", "hang"),
         # a lower-case "error:" after the program's name or the time stamp is its error level;
         # a node whose scheduler script failed to ready it for a job, or to clean up, is lost
         ("zorkd[812]: error: epilog error on rack7-06 after job 57", "host", "node_failure"),
@@ -293,6 +297,10 @@ def test_malformed_lexicons_fail_with_one_line() -> None:
     family = {"name": "f", "kind": "hang", "terms": ["zork"], "kind_when": ["wait"]}
     with pytest.raises(LexiconError, match="kind_when and kind_otherwise go together"):
         parse_lexicon({**valid, "family": [family]})
+    with pytest.raises(LexiconError, match="kind_when and kind_otherwise go together"):
+        parse_lexicon({**valid, "general": {"kind": "hang", "kind_when": ["wait"]}})
+    with pytest.raises(LexiconError, match=r"\[general\] holds kind"):
+        parse_lexicon({**valid, "general": {"kind": "hang", "terms": ["zork"]}})
 
 
 def test_a_family_term_is_found_in_the_line_s_words_whatever_lies_between_them() -> None:
