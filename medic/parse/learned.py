@@ -94,25 +94,27 @@ JOINT = " ¦ "
 LOOKALIKE_LINE = (
     r"(?i)(?-u:\b)(?:eval\w*|valid\w*|test\w*|cv|infer\w*|predict\w*|error|exception|"
     r"timeout|timed|watchdog|fail\w*|abort\w*|warn\w*|traceback|what|nccl|signal|kill\w*|"
-    r"terminat\w*|retry\w*|shards?|map|filter|sampling)(?-u:\b)|(?-u:\b)val(?:[^:=\w]|$)"
+    r"terminat\w*|retry\w*|shards?|map|filter|reduce|shuffle|sort|repartition|sampling)"
+    r"(?-u:\b)|(?-u:\b)val(?:[^:=\w]|$)"
     r"|(?-u:\b)(?:generat|download|load|tokeniz|preprocess|decod|checkpoint|sav)[0-9A-Za-z]*"
     r"(?:[^._0-9A-Za-z]|_[^A-Za-z]|_?$|\.(?:[^l]|l[^o]|lo[^s]|los[^s]|l?o?s?$))"
     r"|(?-u:\b)cuda(?:[^:0-9A-Za-z_]|:[^0-9]|:?$)"
     r"|\[[0-9:]+<[0-9:?]+,\s*[0-9.]+\s?[kKMGTP]?i?B/s[],]"
 ).replace(r"\w", "[0-9A-Za-z_]")
 """Words of lines that are no training step, whatever their numbers do: other loops (``CV``:
-cross-validation, as speech toolkits name it), errors
-and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace), checkpoints; "val"
-naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a training loss); a
-bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``, its postfix after a comma: a download,
-an upload, a copy). A word
-of an activity (loading, decoding, generating, saving ...) that begins a metric's compound name
-is that metric's, not the line's: a training step reports its ``load_balancing_loss``,
-``generator_loss`` or a head's loss (OpenMMLab's ``decode.loss_ce``; ``checkpoint.py`` is a
-file, not a loss); a loop's word names the loop wherever it stands (``eval_loss`` is an
-evaluation's). "cuda" naming a device (``mem_usage:cuda:3 6.7GB``) is no CUDA error. Word
-characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
-every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
+cross-validation, as speech toolkits name it), a dataset's operators (map, filter, reduce,
+shuffle, sort, repartition: a data pipeline's bars, as Ray Data and ``datasets`` name them),
+errors and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace),
+checkpoints; "val" naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a
+training loss); a bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``, its postfix after a
+comma: a download, an upload, a copy). A word of an activity (loading, decoding, generating,
+saving ...) that begins a metric's compound name is that metric's, not the line's: a training
+step reports its ``load_balancing_loss``, ``generator_loss`` or a head's loss (OpenMMLab's
+``decode.loss_ce``; ``checkpoint.py`` is a file, not a loss); a loop's word names the loop
+wherever it stands (``eval_loss`` is an evaluation's). "cuda" naming a device
+(``mem_usage:cuda:3 6.7GB``) is no CUDA error. Word characters and boundaries are ASCII:
+Unicode ones send the regex engine down its slow path on every line holding non-ASCII text (a
+progress bar's blocks), ten times the cost."""
 EMPTY_FIELD = (
     r"""["']?[0-9A-Za-z_./-]+["']?\s*[:=]\s*(?:null|None|nan|NaN|n/a|N/A|""|'')"""
     r"(?:\s*[,;|]|\s*(?:[}\]]|$))"
