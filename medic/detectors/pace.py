@@ -72,9 +72,14 @@ class PaceModel:
         one; for a job's first line, since the start; None when unknown). Runs once per
         training step: that count is inlined.
 
-        A line after a phase or a restart is no fair sample: its interval held the save or
-        the restart. A job's first line is the exception for a pace the framework printed: its
-        interval began at start-up (torchtitan's tps counts from the metrics logger's creation,
+        A line after a phase or a restart is no fair sample of the time between lines: its
+        interval held the save or the restart. A pace the framework printed is its own timing
+        of its steps, and most frameworks time steps alone (Megatron-LM stops its interval
+        timer around evaluations and saves); it is kept then, to vote, unless it is
+        ``PAUSE_FACTOR`` times the job's latest (a timer that ran through the pause, as
+        nanoGPT's at an evaluation), and never learned: a job that saves at every line it
+        prints would otherwise never vote. A job's first line is learned even so: its interval
+        began at start-up (torchtitan's tps counts from the metrics logger's creation,
         Megatron-LM's interval timer from the first iteration), so compilation, autotuning and
         cold caches can only make it slower than the job's usual pace, never faster. For a job
         printing every few minutes it is the only sample before a slowdown that starts between
@@ -87,10 +92,8 @@ class PaceModel:
                 steps = number if number > 0 else None
             elif number > previous[1]:
                 steps = number - previous[1]
-        if not fresh:
-            printed = step_time_s is not None or bool(throughput)
-            if previous is not None or not printed:
-                return
+        if not fresh and step_time_s is None and not throughput:
+            return
         pace = self._pace(step_time_s, throughput, gap_us if clean else None, steps)
         if pace is None:
             return
@@ -98,6 +101,11 @@ class PaceModel:
             before, self._measured = self._measured, pace
             if before is not None and pace > PAUSE_FACTOR * before:
                 return  # a pause, not a pace: learned from, it would be the baseline for good
+        elif not fresh and previous is not None:
+            if self._recent and pace > PAUSE_FACTOR * self._recent[-1][1]:
+                return
+            self._recent.append((time, pace))
+            return
         self._recent.append((time, pace))
         if not suspect:
             self._unjudged.append((time, pace, steps or 1))

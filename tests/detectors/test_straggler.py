@@ -464,6 +464,40 @@ def test_a_rare_printer_that_does_not_slow_is_no_straggler() -> None:
     assert run(StragglerDetector(), [sparse_printer(1.0, 850.0)], 3000) == []
 
 
+def saving_printer(slowdown: float, paused_ms: float = 0.0) -> Job:
+    # Megatron-LM logging every 100 iterations of ~8 s and saving a checkpoint right after
+    # each line (save interval = log interval), so every line but the first follows a save;
+    # PCIe replays rise on n4 GPU 0 from 2000 s, between two lines. Megatron's interval timer
+    # stops around the save: the printed time is the steps' alone (``paused_ms``: a timer that
+    # ran through the pause before the line, spread over its interval).
+    def replaying(t: float, node: str, gpu: int) -> dict[str, Any]:
+        rising = (node, gpu) == ("n4", 0) and t >= 2000
+        return COMPUTE | {"pcie_replay": int(4 * (t - 2000)) if rising else 0}
+
+    job = Job().start().telemetry(0, 5000, replaying, every=15)
+    t = 30.0
+    for line in range(1, 7):
+        slowed = slowdown if t > 2000 else 1.0
+        t += 100 * 8.0 * slowed
+        job.say(t, megatron_line(100 * line, 8000.0 * slowed + (paused_ms if line > 1 else 0)))
+        job.say(t, f"saving checkpoint at iteration {100 * line:7d} to /ckpt in torch_dist format")
+        t += 40.0
+        job.say(t, f"  successfully saved checkpoint from iteration {100 * line:7d} to /ckpt")
+    return job
+
+
+def test_a_printer_saving_after_every_line_is_judged_by_the_times_it_prints() -> None:
+    (found,) = run(StragglerDetector(), [saving_printer(1.35)], 5000)
+    assert found.culprits == ("n4",) and "PCIe" in found.summary
+    assert 1.3 <= found.evidence["slowdown"] <= 1.4
+
+
+def test_a_printed_time_that_ran_through_the_pause_is_no_pace() -> None:
+    # a timer that held each save (a six-minute one, spread over the interval: 5.5 times the
+    # steps' own time) says nothing of the steps, and the replays slow nothing
+    assert run(StragglerDetector(), [saving_printer(1.0, paused_ms=4.5 * 8000.0)], 5000) == []
+
+
 def test_the_scores_scaled_features_are_the_detectors_flaps_and_rank_shares() -> None:
     from medic.detectors.straggler import FLAPS, RANK_SHARE
     from medic.detectors.straggler_score import SCALED_ALREADY
