@@ -98,22 +98,26 @@ are diagnosed and the actions they call for say where to look."""
 
 
 def node_from_path(name: str) -> str:
-    """A host name the path holds: the file name without log words, else its folder."""
+    """A host name the path holds: the file name without log words, else its folder; as a
+    cluster's hosts are named, with a digit (``output.log`` names no host, ``gpu-b17`` does)."""
     path = Path(name)
     words = [w for w in re.split(r"[._]", path.name) if w and w.lower() not in FILE_WORDS]
     words = [w for w in "-".join(words).split("-") if w.lower() not in FILE_WORDS]
     stem = "-".join(w for w in words if w)
-    if stem and not stem.isdigit():
+    if _host_like(stem) and not stem.isdigit():
         return stem
     folder = path.parent.name
-    return "" if folder.lower() in GENERIC_FOLDERS else folder
+    return folder if _host_like(folder) and folder.lower() not in GENERIC_FOLDERS else ""
+
+
+def _host_like(name: str) -> bool:
+    return any(c.isdigit() for c in name)
 
 
 def folder_node(name: str) -> str:
     """The folder a job's output sits in, when it is named after a host (``gpu-c07/...``)."""
     folder = Path(name).parent.name
-    has_digit = any(c.isdigit() for c in folder)
-    return folder if has_digit and folder.lower() not in GENERIC_FOLDERS else ""
+    return folder if _host_like(folder) and folder.lower() not in GENERIC_FOLDERS else ""
 
 
 def job_of_file(text: LogText, messages: Sequence[str]) -> str:

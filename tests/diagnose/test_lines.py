@@ -28,6 +28,8 @@ from medic.timeutil import iso
         ("node-c3.kern.log", "node-c3"),
         ("logs/kern.log", ""),
         ("journal.txt", ""),
+        ("output.log", ""),  # a file's own name, not a host's: hosts are numbered
+        ("runs/stdout.txt", ""),
     ],
 )
 def test_a_node_log_is_named_after_its_host(name: str, node: str) -> None:
