@@ -94,7 +94,8 @@ JOINT = " ¦ "
 LOOKALIKE_LINE = (
     r"(?i)(?-u:\b)(?:eval\w*|valid\w*|test\w*|cv|infer\w*|predict\w*|error|exception|"
     r"timeout|timed|watchdog|fail\w*|abort\w*|warn\w*|traceback|what|nccl|signal|kill\w*|"
-    r"terminat\w*|retry\w*|shards?|map|filter|reduce|shuffle|sort|repartition|sampling)"
+    r"terminat\w*|retry\w*|shards?|map|filter|reduce|shuffle|sort|repartition|sampling|"
+    r"rollouts?)"
     r"(?-u:\b)|(?-u:\b)val(?:[^:=\w]|$)"
     r"|(?-u:\b)(?:generat|download|load|tokeniz|preprocess|decod|checkpoint|sav)[0-9A-Za-z]*"
     r"(?:[^._0-9A-Za-z]|_[^A-Za-z]|_?$|\.(?:[^l]|l[^o]|lo[^s]|los[^s]|l?o?s?$))"
@@ -104,6 +105,7 @@ LOOKALIKE_LINE = (
 """Words of lines that are no training step, whatever their numbers do: other loops (``CV``:
 cross-validation, as speech toolkits name it), a dataset's operators (map, filter, reduce,
 shuffle, sort, repartition: a data pipeline's bars, as Ray Data and ``datasets`` name them),
+a reinforcement-learning loop's rollouts (generation, not an optimizer's steps),
 errors and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace),
 checkpoints; "val" naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a
 training loss); a bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``, its postfix after a

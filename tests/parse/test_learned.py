@@ -402,8 +402,9 @@ def test_a_bars_blocks_change_but_its_template_does_not_and_other_loops_stay_out
         for i, b in enumerate(blocks)
     ]
     assert steps(learner(), *packing) == []
-    # a dataset's operators: a data pipeline's bars, read by a format or learned
-    for operator in ("Reduce Progress.", "Shuffle Map", "Sort Sample", "Repartition"):
+    # a dataset's operators: a data pipeline's bars, read by a format or learned; and a
+    # reinforcement-learning loop's rollouts (generation, not the optimizer's steps)
+    for operator in ("Reduce Progress.", "Shuffle Map", "Sort Sample", "Repartition", "[rollout]"):
         data = [
             f"{operator}: {i + 3}%|{b}   | {150 * (i + 1)}/5000 [01:0{i}<55:46,  5.5{i}s/it]"
             for i, b in enumerate(blocks)
