@@ -270,7 +270,12 @@ class PrefixStripper:
     def _read_cuts(self, cuts: pl.Series) -> pl.DataFrame:
         """What each of ``cuts`` (distinct stacked prefixes) says: the cuts split into their
         prefixes, one per round, each distinct prefix read once (a rank tag recurs in front of
-        many timestamps), and for each field the outermost prefix that names it."""
+        many timestamps), and for each field the outermost prefix that names it (the layer
+        that collected the line: its host, its time), but for the rank the innermost: the
+        worker's own tag. An outer number is its launcher's task (``srun --label`` over one
+        torchrun a node numbers the nodes: ``5: [rank47]:`` is rank 47), and none is the rank
+        when an inner prefix names a local rank and none inside it a rank (``5: [default3]:``
+        is local rank 3 of node 5, global rank unknown)."""
         rows = pl.Series("_row", range(len(cuts)), dtype=pl.UInt32)
         pieces, left = [], cuts
         for depth in range(MAX_ROUNDS):
@@ -286,11 +291,17 @@ class PrefixStripper:
         read = distinct.str.extract_groups(self._read).struct.unnest()
         said = pl.DataFrame([distinct, *(self._said(read, f) for f in PREFIX_FIELDS)])
         columns = [f"prefix_{field}" for field in PREFIX_FIELDS]
+        rank, local = pl.col("prefix_rank"), pl.col("prefix_local_rank")
+        worker = pl.col("_depth").filter(local.is_not_null()).min().fill_null(0)
         first = (
             split.join(said, on=PIECE, how="left")
             .sort("_row", "_depth")
             .group_by("_row", maintain_order=True)
-            .agg(pl.col(columns).drop_nulls().first())
+            .agg(
+                rank.filter(pl.col("_depth") >= worker).drop_nulls().last(),
+                pl.col([c for c in columns if c != "prefix_rank"]).drop_nulls().first(),
+            )
+            .select("_row", *columns)
         )
         return pl.DataFrame([cuts]).hstack(first.drop("_row"))
 

@@ -148,6 +148,26 @@ def test_stacked_prefixes_are_all_cut_the_outermost_saying_first() -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "rank", "local_rank"),
+    [
+        # srun --label over one torchrun a node numbers the nodes; the worker's tag is its rank
+        ("5: [rank47]: iteration 300", 47, None),
+        ("[1,5]<stdout>: [rank40]: iteration 300", 40, None),
+        # a local rank and no rank inside the launcher's task number: the rank is unknown
+        ("5: [default3]:iteration 300", None, 3),
+        ("5: [default3]:[rank27]: iteration 300", 27, 3),
+        ("5: iteration 300", 5, None),  # srun launching the workers: its task is the rank
+    ],
+)
+def test_the_rank_of_stacked_prefixes_is_the_workers_own(
+    line: str, rank: int | None, local_rank: int | None
+) -> None:
+    (row,) = stripped(line)
+    assert row["message"] == "iteration 300"
+    assert (row["prefix_rank"], row["prefix_local_rank"]) == (rank, local_rank)
+
+
+@pytest.mark.parametrize(
     "line",
     [
         "RuntimeError: CUDA error: an illegal memory access was encountered",
