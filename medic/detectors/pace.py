@@ -97,17 +97,15 @@ class PaceModel:
         pace = self._pace(step_time_s, throughput, gap_us if clean else None, steps)
         if pace is None:
             return
+        learned = fresh or previous is None
         if self.source == "measured":
             before, self._measured = self._measured, pace
             if before is not None and pace > PAUSE_FACTOR * before:
                 return  # a pause, not a pace: learned from, it would be the baseline for good
-        elif not fresh and previous is not None:
-            if self._recent and pace > PAUSE_FACTOR * self._recent[-1][1]:
-                return
-            self._recent.append((time, pace))
-            return
+        elif not learned and self._recent and pace > PAUSE_FACTOR * self._recent[-1][1]:
+            return  # a printed time that ran through the pause
         self._recent.append((time, pace))
-        if not suspect:
+        if learned and not suspect:
             self._unjudged.append((time, pace, steps or 1))
 
     def settle(self, now: int, odd: bool) -> None:

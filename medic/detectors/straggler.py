@@ -728,8 +728,8 @@ def _scoring(c: StragglerConfig) -> _Scoring:
     )
     # a clock is low in a window when it is low on average and still low at its end
     clock_z = pl.max_horizontal(pl.col("z_sm_clock_mhz"), pl.col(f"z_{LATE_CLOCK}"))
-    shift = {f: pl.col(f"z_{f}") - pl.col(f"offset_{f}").fill_null(0.0) for f in SLOWING}
-    shift["sm_clock_mhz"] = clock_z - pl.col("offset_sm_clock_mhz").fill_null(0.0)
+    z = {f: clock_z if f == "sm_clock_mhz" else pl.col(f"z_{f}") for f in SLOWING}
+    shift = {f: z[f] - pl.col(f"offset_{f}").fill_null(0.0) for f in SLOWING}
     deviation = [-shift["sm_clock_mhz"], *(shift[f] for f in SLOWING[1:])]
     reason = pl.max_horizontal(pl.col("z_throttled"), -pl.col("z_power_w"))
     busy = pl.col("util") >= c.busy_util

@@ -106,8 +106,7 @@ def node_from_path(name: str) -> str:
     stem = "-".join(w for w in words if w)
     if _host_like(stem) and not stem.isdigit():
         return stem
-    folder = path.parent.name
-    return folder if _host_like(folder) and folder.lower() not in GENERIC_FOLDERS else ""
+    return folder_node(name)
 
 
 def _host_like(name: str) -> bool:

@@ -315,7 +315,7 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
     if not literals:
         raise LexiconError("failure lexicon: [fast] literals is empty")
     families = [_family(row) for row in data.get("family", [])]
-    general = data.get("general", {"kind": "crash"})
+    general = data.get("general", {})
     if not isinstance(general, dict) or set(general) - {"kind", "kind_when", "kind_otherwise"}:
         raise LexiconError("failure lexicon: [general] holds kind, kind_when and kind_otherwise")
     quiet = named("quiet", required=False)
