@@ -120,6 +120,12 @@ class _Pending:
     reads a GPU or node failure in it."""
 
 
+def _own_error(pending: _Pending) -> bool:
+    """A rank's own error (a root sign) leads the incident, not only peers' complaints."""
+    root = pending.incident.root
+    return root is not None and root.role == "root"
+
+
 class CrashDetector(WatchesLiveness):
     """Fatal errors on ranks and failed jobs, held briefly for hardware evidence."""
 
@@ -183,7 +189,9 @@ class CrashDetector(WatchesLiveness):
         Each job's reported errors that still wait for the death that confirms them, when the
         last of them came no earlier than its last sign of life (a step read from the error's
         own line, a bar left without its newline, came before it), are reported as a
-        ``suspect`` whose fate the text does not hold."""
+        ``suspect`` whose fate the text does not hold; not those that only follow a fabric error
+        that may be a failed node (``fabric_wait_s``): they wait for ``node_failure``'s
+        verdict on it, as in a live stream."""
         found = []
         for job_id, pending in list(self.pending.items()):
             if (
@@ -191,6 +199,7 @@ class CrashDetector(WatchesLiveness):
                 or not pending.spoken
                 or alive.get(job_id, -1) > pending.last
                 or job_id in self.faulted
+                or (self._fabric_before(job_id, pending) is not None and not _own_error(pending))
             ):
                 continue
             del self.pending[job_id]
@@ -214,12 +223,11 @@ class CrashDetector(WatchesLiveness):
                 and watermark - pending.confirmed_at < cfg.gap_wait_s * US
             ):
                 continue
-            root = pending.incident.root
-            own_error = root is not None and root.role == "root"
+            own_error = _own_error(pending)
+            fabric = self._fabric_before(job_id, pending)
+            near = fabric is not None
             wait = round(cfg.fabric_wait_s * US)
-            fabric = self.fabric.get(job_id, pending.incident.onset - wait - 1)
-            near = fabric >= pending.incident.onset - wait
-            if near and not own_error and watermark < fabric + wait:
+            if fabric is not None and not own_error and watermark < fabric + wait:
                 continue
             del self.pending[job_id]
             unexplained = gap < cfg.gap_wait_s * US and not near
@@ -235,6 +243,14 @@ class CrashDetector(WatchesLiveness):
         self.complaints.forget_before(stale)
         self.failed.forget_before(stale)
         return found
+
+    def _fabric_before(self, job_id: str, pending: _Pending) -> int | None:
+        """The time of the job's first fabric error that may be a failed node, when it came no
+        earlier than ``fabric_wait_s`` before the incident began: with no error of a rank's own,
+        the incident is that failure's consequence."""
+        fabric = self.fabric.get(job_id)
+        wait = round(self.config.fabric_wait_s * US)
+        return fabric if fabric is not None and fabric >= pending.incident.onset - wait else None
 
     def _gap(self, pending: _Pending, before: int) -> int:
         """The longest telemetry gap among the job's GPUs and nodes that began by ``before``."""

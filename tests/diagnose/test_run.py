@@ -202,6 +202,18 @@ def test_a_text_that_ends_at_an_error_is_an_unconfirmed_crash() -> None:
     assert not any("would run" in action for action in finding.actions)
 
 
+def test_a_text_ending_after_a_peers_retries_waits_for_the_fabric_verdict() -> None:
+    """A flushed completion (status 5) after a peer's retries ran out (status 12) is the
+    failure's consequence: the text's first detection is the node failure, as in a stream."""
+    peer = "NCCL WARN NET/IB : Got completion from peer 10.9.0.4<5001> with status={} opcode=0"
+    text = "".join(
+        f"gpu-b2:71:90 [1] {peer.format(status)} len=0 vendor err {err} (Recv)\n"
+        for status, err in ((12, 129), (5, 249))
+    )
+    [finding] = diagnose([LogText("slurm-44.out", text)], year=2026)
+    assert [d.kind for d in finding.detections] == ["node_failure"]
+
+
 def test_an_error_the_job_went_on_from_is_no_crash() -> None:
     retried = TRACEBACK + "[rank3]: WARNING: skipping the batch and retrying\n"
     stepped = TRACEBACK + "".join(
