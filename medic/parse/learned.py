@@ -871,13 +871,22 @@ def _durations(
     return (timings[0],), False, bool(_NOTE.search(parts[timings[0]]))
 
 
+_BRACKETED = re.compile(r"\s?[(\[]([A-Za-z/]+)[)\]](\W{0,3})$")
+"""A unit in brackets between a label and its number (``time(s): 7.4``, ``speed(s/it)``,
+``Time [ms]``): the number's unit where no word follows the number."""
+
+
 def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, str, str]:
-    """A number's unit (the word after it), label (the word before it) and phrase (the last
-    words before it), each empty where there is none."""
+    """A number's unit (the word after it, else one in brackets before it), label (the word
+    before it) and phrase (the last words before it, a bracketed unit set apart from the label
+    it follows), each empty where there is none."""
     unit = _UNIT_AFTER.match(after)
+    bracketed = _BRACKETED.search(before)
+    if bracketed is not None:
+        before = f"{before[: bracketed.start()]} ({bracketed.group(1)}){bracketed.group(2)}"
     phrase = _PHRASE.search(before)
     return (
-        unit.group(1) if unit else "",
+        unit.group(1) if unit else bracketed.group(1) if bracketed else "",
         label.group(1) if label else "",
         phrase.group(1) if phrase else "",
     )
@@ -1050,8 +1059,8 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     if re.search(r"(^|[^a-z])ms|_ms\b|ms/", label):
         return 0.001
     timed = re.search(r"time(?![a-z])|dt$|took|duration|timing|cost|latency|_s/|_s$|sec", label)
-    if not timed and not re.search(r"(?:^|[^a-z])(?:time|timing|latency)\b", phrase):
-        return None
+    if not timed and not re.search(r"(?:^|[^a-z])(?:time|timing|latency)\b|\(t\)$", phrase):
+        return None  # "(t)": a label's time (OpenCLIP's "Batch (t): 0.559")
     if re.search(r"\(ms\)|\bin ms\b", phrase):
         return 0.001
     if re.search(r"\(us\)|\bin us\b", phrase):

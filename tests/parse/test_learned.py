@@ -350,6 +350,24 @@ def test_the_next_fields_label_is_no_unit_of_a_duration() -> None:
     assert steps(learner(), *lines) == [("learned", i, t) for i, t in enumerate(times)]
 
 
+def test_a_unit_in_brackets_between_a_label_and_its_number_is_the_numbers() -> None:
+    # our wording; the forms: a unit set in brackets after its label, with or without a space
+    took = (1.25, 1.05, 1.35, 1.15)  # not rising on every line: no clock
+    for label, scale in (("time(s)", 1.0), ("speed(s/it)", 1.0), ("Time [ms]", 0.001)):
+        lines = [
+            f"round {s} | loss 2.{s} | {label}: {t} | mem(GiB): 30.5" for s, t in enumerate(took)
+        ]
+        assert steps(learner(), *lines) == [("learned", s, t * scale) for s, t in enumerate(took)]
+    rated = [f"round {s} | loss 2.{s} | train_speed(iter/s): {t}" for s, t in enumerate(took)]
+    assert steps(learner(), *rated) == [("learned", s, 1 / t) for s, t in enumerate(took)]
+    # "(t)": a label's time (OpenCLIP's "Data (t)" and "Batch (t)"); the loader's is not the step's
+    lines = [
+        f"Train [{64 * s}/9000] Data (t): 0.1{s} Batch (t): {t}, 3{s}.1/s"
+        for s, t in enumerate(took)
+    ]
+    assert steps(learner(), *lines) == [("learned", 64 * s, t) for s, t in enumerate(took)]
+
+
 def test_of_several_rising_counters_the_one_labelled_step_is_the_step() -> None:
     times = [702.5, 701.5, 704.5, 703.5]
     lines = [
@@ -402,9 +420,11 @@ def test_a_bars_blocks_change_but_its_template_does_not_and_other_loops_stay_out
         for i, b in enumerate(blocks)
     ]
     assert steps(learner(), *packing) == []
-    # a dataset's operators: a data pipeline's bars, read by a format or learned; and a
-    # reinforcement-learning loop's rollouts (generation, not the optimizer's steps)
-    for operator in ("Reduce Progress.", "Shuffle Map", "Sort Sample", "Repartition", "[rollout]"):
+    # a dataset's operators: a data pipeline's bars, read by a format or learned; a
+    # reinforcement-learning loop's rollouts (generation, not the optimizer's steps); an
+    # evaluation loop by its short name (a validation or development set's)
+    others = ("Reduce Progress.", "Shuffle Map", "Sort Sample", "Repartition", "[rollout]")
+    for operator in (*others, "Val", "dev"):
         data = [
             f"{operator}: {i + 3}%|{b}   | {150 * (i + 1)}/5000 [01:0{i}<55:46,  5.5{i}s/it]"
             for i, b in enumerate(blocks)
