@@ -97,7 +97,7 @@ from river import stats
 
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.attribution import excerpt
-from medic.detectors.base import Detection
+from medic.detectors.base import CONFIRMED, Detection
 from medic.detectors.hang_evidence import (
     CORROBORATING,
     NO_TELEMETRY,
@@ -106,7 +106,7 @@ from medic.detectors.hang_evidence import (
     held_us,
     verdict,
 )
-from medic.detectors.hang_policy import Silence, tier_of
+from medic.detectors.hang_policy import Silence, confirm_us, report_tier, tier_of
 from medic.detectors.hang_rhythm import PAUSE, JobRhythm, kind_of
 from medic.detectors.hang_score import holding_s, score_of, threshold_us
 from medic.detectors.incidents import ReadsLiveness
@@ -242,10 +242,12 @@ class HangConfig:
     """A hang with no positive evidence (no stuck GPU, hardware counter or kernel error
     against a node, no rank blocked on I/O: silence, and GPUs waiting, alone) is a suspect until
     its silence lasts this long, and one rank's GPU idle while its peers wait, or every GPU
-    waiting, is evidence only once it has been so this long ... Lower confirms (and acts on)
-    such hangs sooner; higher spares healthy jobs whose first unannounced pause, first
-    data-loader stall, or first unannounced evaluation or save by rank 0 (its peers all
-    waiting), outlasts the thresholds above."""
+    waiting, is evidence only once it has been so this long; so is a job's own line reporting a
+    shorter wait than this (a stall inspector's one-minute warning, not a collective's timeout)
+    until its reports span this long ... Lower confirms (and acts on) such hangs sooner; higher
+    spares healthy jobs whose first unannounced pause, first data-loader stall, or first
+    unannounced evaluation or save by rank 0 (its peers all waiting), outlasts the thresholds
+    above."""
     confirm_factor: Positive = 2.0
     """... and this many times the longest pause the job has had (its longest step gap, save or
     spell of waiting GPUs), or, for a rank apart, the longest spell of one rank apart it came
@@ -649,7 +651,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         """A hang per job whose lines say it is stuck; the onset is the earliest moment a line
         says it has been stuck since (line time minus the time it reports). Its ranks are those
         its lines name as the root: a hang entry's, and the ranks a line no entry matched
-        names at fault beside it (the stall report's "[missing ranks: 0]" under its warning)."""
+        names at fault beside it (the stall report's "[missing ranks: 0]" under its warning).
+        Confirmed, unless the wait the lines report is shorter than a collective's timeout and
+        the job's reports of the stall do not span its bound yet (``report_tier``): a suspect."""
         if not holds(signs.get_column("kind"), "hang"):
             return []  # a job's rows are kept only beside a hang line of its own
         said = pl.col("_hang")
@@ -676,7 +680,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             .group_by("job_id", maintain_order=True)
             .agg(
                 pl.col("time_us").filter(said).min(),
+                pl.col("time_us").filter(said).max().alias("latest"),
                 pl.col("onset").filter(said).min(),
+                pl.col("waited_us").filter(said).max(),
                 said.sum().alias("lines"),
                 pl.col("signature").filter(said).first(),
                 pl.col("message").filter(said).first(),
@@ -687,32 +693,41 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             )
         )
         found = []
-        for job_id, time_us, onset, lines, signature, message, ranks in jobs.iter_rows():
-            self.stuck[job_id] = time_us
-            watch = self.watch.get(job_id)
-            if self.jobs.done(job_id) or (watch is not None and watch.alarmed):
+        for row in jobs.iter_rows(named=True):
+            job_id, onset, latest = row["job_id"], row["onset"], row["latest"]
+            watch = self._watch(job_id)
+            if self.jobs.done(job_id) or watch.alarmed:
                 continue
-            if watch is not None:
+            suspect = watch.suspect
+            if suspect is not None and suspect.onset is not None:
+                onset = min(onset, suspect.onset)  # the suspect keeps its onset
+            tier = report_tier(self.config, row["waited_us"], latest - onset, _longest(watch))
+            if tier == CONFIRMED:
+                self.stuck[job_id] = row["time_us"]
                 watch.alarmed = True
-                if watch.suspect is not None and watch.suspect.onset is not None:
-                    onset = min(onset, watch.suspect.onset)  # the suspect keeps its onset
-            stuck_s = (time_us - onset) / US
+            elif suspect is not None:
+                continue  # the stall goes on: reported once until confirmed or resumed
+            stuck_s = ((row["time_us"] if suspect is None else latest) - onset) / US
+            ranks, lines = row["rank"], row["lines"]
             lagging = f"; lagging rank(s) {', '.join(map(str, ranks))}" if ranks else ""
-            found.append(
-                Detection(
-                    job_id=job_id,
-                    kind="hang",
-                    culprits=(),
-                    ranks=tuple(ranks),
-                    score=1.0,
-                    detector=self.name,
-                    summary=f"job {job_id} reports being stuck for {stuck_s:.0f}s "
-                    f"({signature}, {lines} line{'s' if lines != 1 else ''}): "
-                    f"{excerpt(message)}{lagging}; no node at fault",
-                    onset=onset,
-                    evidence={"signatures": [signature], "stuck_s": stuck_s},
-                )
+            detection = Detection(
+                job_id=job_id,
+                kind="hang",
+                culprits=(),
+                ranks=tuple(ranks),
+                score=1.0 if tier == CONFIRMED else stuck_s * US / confirm_us(self.config, 0),
+                detector=self.name,
+                summary=f"job {job_id} reports being stuck for {stuck_s:.0f}s "
+                f"({row['signature']}, {lines} line{'s' if lines != 1 else ''}): "
+                f"{excerpt(row['message'])}{lagging}; no node at fault"
+                + ("" if tier == CONFIRMED else "; suspect: a warning the job may recover from"),
+                onset=onset,
+                evidence={"signatures": [row["signature"]], "stuck_s": stuck_s},
+                tier=tier,
             )
+            if tier != CONFIRMED:
+                watch.suspect = detection
+            found.append(detection)
         return found
 
     def _check(

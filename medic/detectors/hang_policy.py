@@ -28,7 +28,12 @@ longest; a deadlock spins for good, and is confirmed a few minutes in, however l
 other pauses (which stretch the silence's bound, not this one).
 
 The lines in which a job reports being stuck (NCCL's watchdog, a heartbeat monitor) confirm a
-hang by themselves (``HangDetector._reported_stuck``).
+hang by themselves (``HangDetector._reported_stuck``) when the wait they report is a
+collective's timeout (``confirm_floor_s`` or longer: the process is being taken down). A shorter
+reported wait is a warning the job may recover from (Horovod's stall inspector speaks after a
+minute, and again every minute while the stall lasts; a healthy job's rank 0 saving for two
+minutes makes its peers' tensors wait that long): a suspect, confirmed once the job's reports of
+that stall span ``confirm_us`` of its longest pause (``report_tier``), or by the silence.
 """
 
 from __future__ import annotations
@@ -181,3 +186,13 @@ def tier_of(config: HangConfig, silence: Silence) -> Tier:
     confirmed = bool(evidence) or silence.silence_us >= bound
     apart = apart_confirm_us(config, silence.longest_apart_us) if silence.apart_us else None
     return Tier(CONFIRMED if confirmed else SUSPECT, evidence, bound, apart)
+
+
+def report_tier(config: HangConfig, waited_us: int | None, stuck_us: int, longest_us: int) -> str:
+    """The tier of a job's reports of being stuck: the longest wait a line reports
+    (``waited_us``, None where none says how long), how long the reports say the job has been
+    stuck so far (``stuck_us``: the latest line since the earliest onset) and the job's longest
+    pause."""
+    if waited_us is None or waited_us >= config.confirm_floor_s * US:
+        return CONFIRMED
+    return CONFIRMED if stuck_us >= confirm_us(config, longest_us) else SUSPECT

@@ -283,6 +283,40 @@ def test_gpus_still_working_without_printing_hold_the_alarm() -> None:
     assert 1800 <= silence_s(job, found.detected_at) <= 1802
 
 
+STALL = (
+    "W zork/stall_inspector.cc:107] One or more tensors were submitted to be reduced, gathered or"
+    " broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60"
+    " seconds."
+)
+"""Horovod's stall inspector's warning (our path), every minute while a stall lasts."""
+
+
+def test_a_stall_warning_of_a_minute_is_a_suspect_until_the_stall_outlasts_the_bound() -> None:
+    # GPUs at work through the silence (rank 0 saving, the others' tensors waiting): no silence
+    # alarm, only the job's own warnings
+    def warned(*times: float) -> Job:
+        job = healthy_until(400).telemetry(400, 900, constant(COMPUTE))
+        job.logs.extend(log(t, STALL, node="n1", job_id="100") for t in times)
+        return job
+
+    resumed = warned(470).steps(520, 900)
+    [suspect] = run(HangDetector(), [resumed], 900)
+    assert (suspect.kind, suspect.tier, suspect.onset) == ("hang", "suspect", at(410))
+    assert suspect.score < 0.5 and "suspect: a warning" in suspect.summary
+    # a stall warned of for three minutes (the confirm floor; a job paused no longer than 10 s)
+    found = run(HangDetector(), [warned(470, 530, 590, 650)], 900)
+    assert [(d.tier, d.onset, d.detected_at) for d in found] == [
+        ("suspect", at(410), at(470)),
+        ("confirmed", at(410), at(590)),
+    ]
+    # a collective's timeout (past the floor) confirms at once
+    timeout = STALL.replace("more than 60", "more than 300")
+    job = healthy_until(400).telemetry(400, 900, constant(COMPUTE))
+    job.logs.append(log(710, timeout, node="n1", job_id="100"))
+    [confirmed] = run(HangDetector(), [job], 900)
+    assert (confirmed.tier, confirmed.onset, confirmed.score) == ("confirmed", at(410), 1.0)
+
+
 def test_an_evaluation_that_prints_nothing_is_healthy() -> None:
     job = healthy_until(400).telemetry(400, 580, constant(EVAL)).steps(580, 900)
     job.telemetry(580, 900, constant(COMPUTE))
