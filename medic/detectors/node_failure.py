@@ -20,7 +20,9 @@ Evidence, from the fastest to the slowest:
   output going quiet and its peers' stall count only once the job's own pause is
   ``pause_factor`` times the longest it took before while training: an evaluation, a save or a
   data loader's stall (the first of a kind often longer than the job's steps) while a node's
-  exporter restarts looks like a dead node that long. A training step the job completed after
+  exporter restarts looks like a dead node that long; so does a save or an evaluation the job
+  announced and has not ended (a line or its next step ends it), until the silence outlasts
+  ``long_silence_s`` or a peer complains. A training step the job completed after
   the node's telemetry stopped waited on the node's ranks: the silence counts from that step,
   however long the exporter stays away, and only a peer's complaint or the silence's length
   confirms it (without the node's telemetry, its death and the job's next pause look the same).
@@ -62,6 +64,7 @@ from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.kernel_context import KernelContext
 from medic.detectors.liveness import PRUNE_EVERY_US, Cadence, Gap, Liveness
+from medic.detectors.progress_state import PHASE_END, PHASE_OF
 from medic.frames import collect, holds, newest_by, present, spans_by, times_us
 from medic.ingest.base import Batch
 from medic.slurm import NODE_FAIL, NODE_FAILED_STATES
@@ -348,6 +351,9 @@ class NodeFailureDetector(WatchesLiveness):
         self.pauses: dict[str, int] = {}
         """Job -> the longest its lines paused since it began training: a pause no longer than
         ``pause_factor`` times that may be one the job takes, whatever its GPUs show."""
+        self.phases: dict[str, int] = {}
+        """Job -> when the phase it announced (a save, an evaluation) began, until a line ends
+        it or the job's next training step does."""
         self.job_power = JobPower(POWER_BASELINE_US + round(self.config.long_silence_s * US))
         self.fabric = FabricEvidence(
             round(self.config.fabric_hold_s * US),
@@ -368,6 +374,7 @@ class NodeFailureDetector(WatchesLiveness):
             + len(self.job_power)
             + len(self.training)
             + len(self.pauses)
+            + len(self.phases)
             + len(self.context)
         )
 
@@ -424,6 +431,7 @@ class NodeFailureDetector(WatchesLiveness):
         for job_id in [j for j, (_, newest) in self.training.items() if newest < stale]:
             del self.training[job_id]
             self.pauses.pop(job_id, None)
+            self.phases.pop(job_id, None)
         return found
 
     def _log_lag(self, job_id: str | None) -> int:
@@ -476,7 +484,7 @@ class NodeFailureDetector(WatchesLiveness):
         # restarts looks the same as a dead node, until the pause runs past ``pause_factor``
         # times the job's longest: only a peer's complaint or the silence's length confirms it
         # sooner.
-        usual = away or self._in_usual_pause(job_id, gap, now)
+        usual = away or self._in_usual_pause(job_id, gap, now) or self._announced(job_id, gap)
         # A node last heard with its GPUs off work, alive (rank 0 starting a save its peers
         # wait on), may just as well be pausing as its exporter restarts.
         usual = usual or self.job_power.idle_when_heard(
@@ -502,7 +510,8 @@ class NodeFailureDetector(WatchesLiveness):
         return None
 
     def _training(self, progress: pl.DataFrame) -> None:
-        """Fold each job's first and newest training step in (a row without a job is none's)."""
+        """Fold each job's first and newest training step in (a row without a job is none's),
+        and the phases it announces."""
         jobs = progress.get_column("job_id")
         steps = (progress.get_column("event").to_numpy() == "step") & present(jobs)
         for job_id, first, newest in spans_by(jobs.to_numpy()[steps], times_us(progress)[steps]):
@@ -510,6 +519,31 @@ class NodeFailureDetector(WatchesLiveness):
             if known is not None:
                 first, newest = min(first, known[0]), max(newest, known[1])
             self.training[job_id] = (first, newest)
+        if self.phases or holds(progress.get_column("event"), tuple(PHASE_OF)):
+            self._phases(progress)
+
+    def _phases(self, progress: pl.DataFrame) -> None:
+        """Open a job's phase at the line announcing it, close it at the line ending it or at
+        the job's next training step (a few rows: the lines of phases and of jobs in one)."""
+        rows = progress.filter(
+            pl.col("job_id").is_not_null()
+            & pl.col("event").is_in([*PHASE_OF, *PHASE_END, "step"])
+            & (pl.col("event").is_in(list(PHASE_OF)) | pl.col("job_id").is_in(list(self.phases)))
+        )
+        jobs, events = rows.get_column("job_id").to_list(), rows.get_column("event").to_list()
+        for job_id, event, time in zip(jobs, events, times_us(rows), strict=True):
+            began = self.phases.get(job_id)
+            if event in PHASE_OF:
+                self.phases.setdefault(job_id, int(time))
+            elif began is not None and (event != "step" or time > began):
+                del self.phases[job_id]
+
+    def _announced(self, job_id: str, gap: Gap) -> bool:
+        """Whether the job had announced a phase (a save, an evaluation) that had not ended when
+        its node went silent: its quiet and its peers' wait are that phase's, until the silence
+        lasts or a peer complains."""
+        began = self.phases.get(job_id)
+        return began is not None and began <= gap.since + round(self.config.slack_s * US)
 
     def _job_activity(self, logs: pl.DataFrame) -> None:
         if "job_id" not in logs.columns:

@@ -489,21 +489,43 @@ def test_an_exporter_restart_right_after_a_nodes_start_up_lines_is_not_a_failure
     assert detect(300, chatter + steps, gpu, [job.start()]) == []
 
 
-def test_an_exporter_restart_while_the_job_saves_a_checkpoint_is_not_a_failure() -> None:
-    # Megatron-LM's rank 0 steps every second, then saves a checkpoint for 80 s (no step
-    # lines meanwhile) while n3's exporter restarts: the pause is the checkpoint's
-    job = Job()
+def saving(job: Job, writer: str, spinning: bool) -> tuple[list[dict], list[dict]]:
+    """Megatron-LM's rank 0 steps every second, then announces a save at 120 s and writes
+    for 60 s (no step lines meanwhile) while ``writer``'s exporter restarts; the other GPUs
+    work on, or spin at 230 W in the barrier."""
+    if spinning:
+        job.gpu_fields = {**power(job, 600.0, 0, 300), **power(job, 230.0, 121, 180)}
     logs = [
         *chatty(job, 0, 120),
         log(120.2, "[rank0]: saving checkpoint at iteration     121 to /ckpt in torch format"),
-        *[r | {"time": r["time"] + at(200) - at(0)} for r in chatty(job, 0, 50)],
+        *[r | {"time": r["time"] + at(180) - at(0)} for r in chatty(job, 0, 120)],
     ]
     gpu = [
         r
-        for r in job.telemetry(0, 250, ["idle1"])
-        if not (r["node"] == "n3" and at(121) <= r["time"] < at(170))
+        for r in job.telemetry(0, 300, ["idle1"])
+        if not (r["node"] == writer and at(119) <= r["time"] < at(175))
     ]
-    assert detect(250, logs, gpu, [job.start()]) == []
+    return logs, gpu
+
+
+@pytest.mark.parametrize(("writer", "spinning"), [("n3", False), ("n1", True)])
+def test_an_exporter_restart_while_the_job_saves_a_checkpoint_is_not_a_failure(
+    writer: str, spinning: bool
+) -> None:
+    # the pause is the announced checkpoint's, even where the job pauses for the first time,
+    # its writer's exporter away and the other GPUs waiting for it as they would for a dead node
+    job = Job()
+    logs, gpu = saving(job, writer, spinning)
+    assert detect(300, logs, gpu, [job.start()]) == []
+
+
+def test_without_its_announcement_a_first_save_looks_like_a_dead_node() -> None:
+    # the limit: a first pause, the writer's exporter away and its peers waiting, is confirmed
+    job = Job()
+    logs, gpu = saving(job, "n1", spinning=True)
+    logs = [r for r in logs if "saving" not in r["message"]]
+    [found] = detect(300, logs, gpu, [job.start()])
+    assert (found.kind, found.culprits) == ("node_failure", ("n1",))
 
 
 def test_torchruns_traceback_after_a_peers_abort_does_not_explain_that_abort() -> None:
