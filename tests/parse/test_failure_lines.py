@@ -385,6 +385,20 @@ def test_an_error_codes_constant_is_a_report_and_its_words_say_what_failed() -> 
     assert reading("INFO set NCCL_DEBUG_SUBSYS=INIT and CUDA_LAUNCH_BLOCKING=1") is None
 
 
+def test_a_library_or_symbol_a_program_probes_for_and_goes_on_without_is_no_failure() -> None:
+    # our lines, in the shapes NCCL and the loaders print: an ABI version probed newest first,
+    # a library absent from a host without its hardware, an optional plugin
+    for line in (
+        "NET/Plugin: Failed to find ncclNetPlugin_v11 symbol.",
+        "node3:71:71 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+        "W zork/loader.cc:60] Could not load dynamic library 'libzork.so.3'; dlerror: not found",
+    ):
+        assert reading(line) is None
+    # a program that could not start for a missing library failed
+    started = "./train: error while loading shared libraries: libzork.so.3: cannot open shared"
+    assert reading(started + " object file: No such file or directory") is not None
+
+
 def test_a_node_a_cluster_manager_marked_dead_is_heard_at_a_warning_level() -> None:
     line = (
         "2026-11-30 02:11:09,096 WARNING worker.py:1462 -- The node with node id: 8f20 and ip:"
