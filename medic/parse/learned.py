@@ -98,7 +98,8 @@ LOOKALIKE_LINE = (
     r"rollouts?)"
     r"(?-u:\b)|(?-u:\b)val(?:[^:=\w]|$)"
     r"|(?-u:\b)(?:generat|download|load|tokeniz|preprocess|decod|checkpoint|sav)[0-9A-Za-z]*"
-    r"(?:[^._0-9A-Za-z]|_[^A-Za-z]|_?$|\.(?:[^l]|l[^o]|lo[^s]|los[^s]|l?o?s?$))"
+    r"(?:[^._0-9A-Za-z]|_[^A-Za-z]|_?$|\.(?:[^A-Za-z]|$|(?:py|pth?|bin|ckpt|json|log|txt|ya?ml"
+    r"|safetensors|tar|gz|npz|h5|pkl|onnx)(?:[^0-9A-Za-z_]|$)))"
     r"|(?-u:\b)cuda(?:[^:0-9A-Za-z_]|:[^0-9]|:?$)"
     r"|\[[0-9:]+<[0-9:?]+,\s*[0-9.]+\s?[kKMGTP]?i?B/s[],]"
 ).replace(r"\w", "[0-9A-Za-z_]")
@@ -111,12 +112,12 @@ checkpoints; "val" naming a loop ("Epoch(val)", "val loss"), not a field ("val: 
 training loss); a bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``, its postfix after a
 comma: a download, an upload, a copy). A word of an activity (loading, decoding, generating,
 saving ...) that begins a metric's compound name is that metric's, not the line's: a training
-step reports its ``load_balancing_loss``, ``generator_loss`` or a head's loss (OpenMMLab's
-``decode.loss_ce``; ``checkpoint.py`` is a file, not a loss); a loop's word names the loop
-wherever it stands (``eval_loss`` is an evaluation's). "cuda" naming a device
-(``mem_usage:cuda:3 6.7GB``) is no CUDA error. Word characters and boundaries are ASCII:
-Unicode ones send the regex engine down its slow path on every line holding non-ASCII text (a
-progress bar's blocks), ten times the cost."""
+step reports its ``load_balancing_loss``, ``generator_loss`` or a head's metrics (OpenMMLab's
+``decode.loss_ce``, ``decode.acc_seg``; ``checkpoint.py`` or ``.pt`` is a file, not a metric); a
+loop's word names the loop wherever it stands (``eval_loss`` is an evaluation's). "cuda"
+naming a device (``mem_usage:cuda:3 6.7GB``) is no CUDA error. Word characters and boundaries
+are ASCII: Unicode ones send the regex engine down its slow path on every line holding
+non-ASCII text (a progress bar's blocks), ten times the cost."""
 EMPTY_FIELD = (
     r"""["']?[0-9A-Za-z_./-]+["']?\s*[:=]\s*(?:null|None|nan|NaN|n/a|N/A|""|'')"""
     r"(?:\s*[,;|]|\s*(?:[}\]]|$))"

@@ -170,8 +170,9 @@ def test_lines_saying_what_else_they_are_are_never_learned() -> None:
     lines += [f"CV Batch {i}/20 loss 2.{i} time: 0.5" for i in range(6)]
     assert steps(ProgressParser(), *lines) == []
     # an activity's word that begins a metric's name is the metric's: a training step reports
-    # a decoder head's loss, a router's load balancing loss, a generator's loss
-    for metric in ("decode.loss_ce", "load_balancing_loss", "generator_loss", "saved_tokens"):
+    # a decoder head's loss and accuracy, a router's load balancing loss, a generator's loss
+    metrics = ("decode.loss_ce", "decode.acc_seg", "load_balancing_loss", "generator_loss")
+    for metric in (*metrics, "saved_tokens"):
         assert steps(learner(), f"iter 7 {metric}: 0.5 time: 0.3") == [("learned", 7, 0.3)]
     # "cuda" naming a device is no CUDA error
     assert steps(learner(), "zork step 37, ce 5.4, mem:cuda:3 6.7GB, 3.169 sec/step") == [
@@ -180,6 +181,7 @@ def test_lines_saying_what_else_they_are_are_never_learned() -> None:
     assert steps(learner(), "zork step 37, CUDA out of memory, 3.169 sec/step") == []
     # ... and a file or a call named after the activity is the activity's
     assert steps(learner(), "iter 7 checkpoint.save done, time: 0.3") == []
+    assert steps(learner(), "iter 7 wrote checkpoint.pt in time: 0.3") == []
     # a bar counting bytes, whatever its description: a transfer, not a training loop
     moved = [f"zork-{i}.bin: {i}0%|#  | {i}.0G/9.9G [00:0{i}<00:10, 1{i}0MB/s]" for i in range(6)]
     assert steps(learner(), *moved) == []
