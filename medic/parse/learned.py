@@ -282,6 +282,9 @@ class Fields:
     count comes first: ``[1/10][50/7330]``)."""
     run_counter: int | None = None
     """A field after the bar counting the run's steps (``_RUN_COUNTER``): the step instead."""
+    totals: frozenset[int] = frozenset()
+    """The fields after a count's slash (``n/N``): its total, or, where the count stays as it
+    rises, a second counter (WeNet's ``Batch 4/203700``: the epoch, then the batch)."""
 
     @property
     def duration(self) -> int | None:
@@ -725,7 +728,8 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
     one keeps rising: the first integer number, other than the duration, that rose in at least
     three lines of four (a counter restarting with each epoch allowed; one labelled step or
     iteration, in half of them: short epochs restart it often); of several, the one labelled
-    likeliest a step."""
+    likeliest a step. A count taken at first sight, not labelled a step or an iteration, that
+    stays while the number after its slash rises gives way to that number."""
     if not known.rises:
         known.rises = [0] * len(names)
     for i, name in enumerate(names):
@@ -739,7 +743,18 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
     known.last = tuple(seen[f"last_{name}"] for name in names)  # type: ignore[misc]
     if known.counter is None and fields.sure is not None and seen[f"whole_{names[fields.sure]}"]:
         known.counter = fields.sure
-    if known.counter is not None or pairs < MIN_LINES - 1:
+    if pairs < MIN_LINES - 1:
+        return
+    counter = known.counter
+    if counter is not None:
+        after = counter + 1
+        if (
+            fields.ranks[counter] > 1  # not labelled a step or an iteration
+            and after in fields.totals
+            and not known.rises[counter]
+            and known.rises[after] >= RISE * pairs
+        ):
+            known.counter = after  # a count that stays while its "total" rises: two counters
         return
     rising = [
         i
@@ -811,6 +826,7 @@ def _fields(template: str) -> Fields | None:
         run_counter=None
         if counter is None
         else next((i for i in range(counter + 1, width) if _RUN_COUNTER.match(words[i][1])), None),
+        totals=frozenset(totals),
     )
 
 

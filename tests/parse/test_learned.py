@@ -189,6 +189,16 @@ def test_lines_saying_what_else_they_are_are_never_learned() -> None:
     assert steps(learner(), "  4%|▍   | 1.30G/29.9G [00:05<01:36, 318MB/s, file=zork-1]") == []
 
 
+def test_a_count_that_stays_while_the_number_after_its_slash_rises_is_an_epoch() -> None:
+    # speech toolkits' "Batch <epoch>/<batch>" (our wording): a count out of a total at first
+    # sight, two counters once the lines show the first stay and the second rise
+    lines = [f"zork TRAIN Batch 7/{100 * i} loss 12.{i} lr 0.0003 rank 0" for i in range(1, 6)]
+    assert steps(learner(), *lines) == [("learned", 100 * i, None) for i in range(1, 6)]
+    # a count out of its total reads as before
+    counted = [f"zork TRAIN Batch {10 * i}/5000 loss 12.{i} lr 0.0003 rank 0" for i in range(1, 6)]
+    assert steps(learner(), *counted) == [("learned", 10 * i, None) for i in range(1, 6)]
+
+
 def test_a_job_whose_steps_a_format_reads_is_left_to_the_formats() -> None:
     nanogpt = [f"iter {i}: loss 2.5, time 120.00ms, mfu 40.00%" for i in range(3)]
     found = steps(ProgressParser(), *nanogpt, *loop(1, 6))
