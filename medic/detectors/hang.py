@@ -354,6 +354,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         self._silent_jobs: set[str] = set()
         self.stuck: dict[str, int] = {}
         """Job -> time of the line that reported it stuck (reported once until it progresses)."""
+        self.warned: dict[str, Detection] = {}
+        """Job -> the suspect its own lines reported, a wait shorter than a collective's timeout
+        (``report_tier``), until it progresses or its reports confirm the hang."""
         self.crashed: dict[str, int] = {}
         """Job -> time of the newest crash line of one of its own ranks."""
         self.blocked: dict[str, int] = {}
@@ -374,6 +377,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             len(self.jobs)
             + len(self.watch)
             + len(self.stuck)
+            + len(self.warned)
             + len(self.crashed)
             + len(self.kernel)
             + len(self.blocked)
@@ -466,6 +470,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         for state in (self.stuck, self.crashed):
             for job_id in [j for j, t in state.items() if t < horizon]:
                 del state[job_id]
+        for job_id in [j for j, d in self.warned.items() if (d.onset or 0) < horizon]:
+            del self.warned[job_id]
         found = []
         watched = set()
         gone = []
@@ -528,6 +534,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
                 self._learn_spell(watch, time, fresh, self._writer(job_id, watch))  # else: no spell
             watch.alarmed, watch.suspect = False, None
             stuck.pop(job_id, None)
+            self.warned.pop(job_id, None)
             if gap_us is None:
                 continue
             watch.longest_gap_us = max(watch.longest_gap_us, gap_us)
@@ -695,16 +702,19 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         found = []
         for row in jobs.iter_rows(named=True):
             job_id, onset, latest = row["job_id"], row["onset"], row["latest"]
-            watch = self._watch(job_id)
-            if self.jobs.done(job_id) or watch.alarmed:
+            watch = self.watch.get(job_id)
+            if self.jobs.done(job_id) or (watch is not None and watch.alarmed):
                 continue
-            suspect = watch.suspect
+            suspect = self.warned.get(job_id) or (watch.suspect if watch is not None else None)
             if suspect is not None and suspect.onset is not None:
                 onset = min(onset, suspect.onset)  # the suspect keeps its onset
-            tier = report_tier(self.config, row["waited_us"], latest - onset, _longest(watch))
+            longest = _longest(watch) if watch is not None else 0
+            tier = report_tier(self.config, row["waited_us"], latest - onset, longest)
             if tier == CONFIRMED:
                 self.stuck[job_id] = row["time_us"]
-                watch.alarmed = True
+                self.warned.pop(job_id, None)
+                if watch is not None:
+                    watch.alarmed = True
             elif suspect is not None:
                 continue  # the stall goes on: reported once until confirmed or resumed
             stuck_s = ((row["time_us"] if suspect is None else latest) - onset) / US
@@ -726,7 +736,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
                 tier=tier,
             )
             if tier != CONFIRMED:
-                watch.suspect = detection
+                self.warned[job_id] = detection
+                if watch is not None:
+                    watch.suspect = detection  # the silence's confirmation keeps its onset
             found.append(detection)
         return found
 
@@ -1072,6 +1084,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         for job_id in job_ids:
             self.watch.pop(job_id, None)
             self.stuck.pop(job_id, None)
+            self.warned.pop(job_id, None)
             self.crashed.pop(job_id, None)
             self._silent_jobs.discard(job_id)
         self.baseline.forget(job_ids)

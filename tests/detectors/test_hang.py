@@ -309,6 +309,14 @@ def test_a_stall_warning_of_a_minute_is_a_suspect_until_the_stall_outlasts_the_b
         ("suspect", at(410), at(470)),
         ("confirmed", at(410), at(590)),
     ]
+    # ... as in a job that prints no step medic reads and whose GPUs are not seen
+    silent = Job().start()  # nor any telemetry
+    silent.logs.extend(log(t, STALL, node="n1", job_id="100") for t in (470, 530, 590, 650))
+    found = run(HangDetector(), [silent], 900)
+    assert [(d.tier, d.onset, d.detected_at) for d in found] == [
+        ("suspect", at(410), at(470)),
+        ("confirmed", at(410), at(590)),
+    ]
     # a collective's timeout (past the floor) confirms at once
     timeout = STALL.replace("more than 60", "more than 300")
     job = healthy_until(400).telemetry(400, 900, constant(COMPUTE))
