@@ -431,7 +431,8 @@ class NodeFailureDetector(WatchesLiveness):
         for job_id in [j for j, (_, newest) in self.training.items() if newest < stale]:
             del self.training[job_id]
             self.pauses.pop(job_id, None)
-            self.phases.pop(job_id, None)
+        for job_id in [j for j, began in self.phases.items() if began < stale]:
+            del self.phases[job_id]  # a job that announced a phase and never trained, too
         return found
 
     def _log_lag(self, job_id: str | None) -> int:

@@ -13,6 +13,7 @@ from medic.detectors.node_failure import (
 )
 from medic.ingest.replay import Delay, ReplayConfig
 from medic.parse.gpu_latest import GpuLatestParser
+from medic.parse.progress import ProgressParser
 from medic.slurm import NODE_FAILED_STATES
 from medic.testing.builders import at, batch, log
 from medic.timeutil import US
@@ -300,6 +301,12 @@ def test_state_is_bounded_and_freed() -> None:
     detector.update(batch("scheduler", [job.start()]))
     detector.update(batch("gpu", job.telemetry(0, 5)))
     detector.update(batch("logs", job.progress(0, 5)))
+    # a phase announced by a job that never trained
+    saving = "[rank0]: saving checkpoint at iteration     121 to /ckpt in torch format"
+    progress = ProgressParser().parse(batch("logs", [log(5, saving, job_id="7")]))
+    assert progress is not None
+    detector.update(progress)
+    assert detector.phases == {"7": at(5)}
     detector.update(batch("scheduler", [job.end(6, "FAILED", 1)]))
     detector.advance(at(4 * 3600))
     assert detector.state_size() == 0
