@@ -225,12 +225,11 @@ class CrashDetector(WatchesLiveness):
                 continue
             own_error = _own_error(pending)
             fabric = self._fabric_before(job_id, pending)
-            near = fabric is not None
             wait = round(cfg.fabric_wait_s * US)
             if fabric is not None and not own_error and watermark < fabric + wait:
                 continue
             del self.pending[job_id]
-            unexplained = gap < cfg.gap_wait_s * US and not near
+            unexplained = gap < cfg.gap_wait_s * US and fabric is None
             if job_id not in self.faulted and (own_error or unexplained):
                 self.book.reported.add(job_id)
                 found.append(self._detection(pending))

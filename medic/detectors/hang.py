@@ -106,7 +106,7 @@ from medic.detectors.hang_evidence import (
     held_us,
     verdict,
 )
-from medic.detectors.hang_policy import Silence, confirm_us, report_tier, tier_of
+from medic.detectors.hang_policy import Silence, report_tier, tier_of
 from medic.detectors.hang_rhythm import PAUSE, JobRhythm, kind_of
 from medic.detectors.hang_score import holding_s, score_of, threshold_us
 from medic.detectors.incidents import ReadsLiveness
@@ -709,7 +709,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             if suspect is not None and suspect.onset is not None:
                 onset = min(onset, suspect.onset)  # the suspect keeps its onset
             longest = _longest(watch) if watch is not None else 0
-            tier = report_tier(self.config, row["waited_us"], latest - onset, longest)
+            reported = report_tier(self.config, row["waited_us"], latest - onset, longest)
+            tier = reported.tier
             if tier == CONFIRMED:
                 self.stuck[job_id] = row["time_us"]
                 self.warned.pop(job_id, None)
@@ -725,7 +726,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
                 kind="hang",
                 culprits=(),
                 ranks=tuple(ranks),
-                score=1.0 if tier == CONFIRMED else stuck_s * US / confirm_us(self.config, 0),
+                score=1.0 if tier == CONFIRMED else stuck_s * US / reported.bound_us,
                 detector=self.name,
                 summary=f"job {job_id} reports being stuck for {stuck_s:.0f}s "
                 f"({row['signature']}, {lines} line{'s' if lines != 1 else ''}): "

@@ -188,11 +188,12 @@ def tier_of(config: HangConfig, silence: Silence) -> Tier:
     return Tier(CONFIRMED if confirmed else SUSPECT, evidence, bound, apart)
 
 
-def report_tier(config: HangConfig, waited_us: int | None, stuck_us: int, longest_us: int) -> str:
-    """The tier of a job's reports of being stuck: the longest wait a line reports
-    (``waited_us``, None where none says how long), how long the reports say the job has been
-    stuck so far (``stuck_us``: the latest line since the earliest onset) and the job's longest
-    pause."""
-    if waited_us is None or waited_us >= config.confirm_floor_s * US:
-        return CONFIRMED
-    return CONFIRMED if stuck_us >= confirm_us(config, longest_us) else SUSPECT
+def report_tier(config: HangConfig, waited_us: int | None, stuck_us: int, longest_us: int) -> Tier:
+    """The tier of a job's reports of being stuck, with the bound they must span: from the
+    longest wait a line reports (``waited_us``, None where none says how long), how long the
+    reports say the job has been stuck so far (``stuck_us``: the latest line since the earliest
+    onset) and the job's longest pause."""
+    bound = confirm_us(config, longest_us)
+    if waited_us is None or waited_us >= config.confirm_floor_s * US or stuck_us >= bound:
+        return Tier(CONFIRMED, (), bound)
+    return Tier(SUSPECT, (), bound)

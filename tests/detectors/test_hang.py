@@ -8,6 +8,7 @@ import pytest
 from medic.config import ConfigError, from_dict
 from medic.detectors.base import Detection
 from medic.detectors.hang import HangConfig, HangDetector, _by_job
+from medic.detectors.hang_policy import report_tier
 from medic.detectors.telemetry import Window
 from medic.ingest.replay import Delay
 from medic.testing.builders import at, log
@@ -323,6 +324,16 @@ def test_a_stall_warning_of_a_minute_is_a_suspect_until_the_stall_outlasts_the_b
     job.logs.append(log(710, timeout, node="n1", job_id="100"))
     [confirmed] = run(HangDetector(), [job], 900)
     assert (confirmed.tier, confirmed.onset, confirmed.score) == ("confirmed", at(410), 1.0)
+
+
+def test_a_reported_stall_is_judged_against_the_jobs_own_pauses() -> None:
+    config = HangConfig()
+    assert report_tier(config, 600 * US, 0, 0).tier == "confirmed"  # a collective's timeout
+    assert report_tier(config, None, 0, 0).tier == "confirmed"  # a report of no length
+    # a job that paused 200 s before: its warnings must span twice that
+    short = report_tier(config, 60 * US, 300 * US, 200 * US)
+    assert (short.tier, short.bound_us) == ("suspect", 400 * US)
+    assert report_tier(config, 60 * US, 400 * US, 200 * US).tier == "confirmed"
 
 
 def test_an_evaluation_that_prints_nothing_is_healthy() -> None:
