@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from medic.detectors.attribution import Evidence, JobEvidence
-from medic.detectors.base import Detection
+from medic.detectors.base import CONFIRMED, Detection
 from medic.detectors.jobs import JobTracker, started_jobs
 from medic.detectors.liveness import Liveness
 from medic.ingest.base import Batch
@@ -132,12 +132,14 @@ class IncidentBook:
         evidence: list[tuple[str | None, Evidence]],
         headline: Headline,
         confirmed_at: int | None = None,
+        tier: str = CONFIRMED,
     ) -> list[Detection]:
         """One detection per concerned job that the evidence tells something new about (see
         ``is_reported``), from its earliest such evidence.
 
         Evidence that takes time to be sure of (a silence) concerns the jobs as they are when
-        it is ``confirmed_at``: a job that ended normally meanwhile took its GPUs with it."""
+        it is ``confirmed_at``: a job that ended normally meanwhile took its GPUs with it.
+        Suspects (``tier``) leave the job unreported: its confirmation is news."""
         incidents: dict[str, JobEvidence] = {}
         for job_id, item in sorted(evidence, key=lambda pair: pair[1].time):
             at = item.time if confirmed_at is None else confirmed_at
@@ -149,8 +151,9 @@ class IncidentBook:
             culprits = incident.culprits()
             if job in self.reported and not culprits:
                 continue
-            self.reported.add(job)
-            self.blamed.setdefault(job, set()).update(culprits)
+            if tier == CONFIRMED:
+                self.reported.add(job)
+                self.blamed.setdefault(job, set()).update(culprits)
             found.append(
                 Detection(
                     job_id=job,
@@ -162,6 +165,7 @@ class IncidentBook:
                     summary=incident.summary(headline(job, incident)),
                     onset=incident.onset,
                     evidence=incident.details(),
+                    tier=tier,
                 )
             )
         return found

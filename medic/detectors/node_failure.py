@@ -22,7 +22,10 @@ Evidence, from the fastest to the slowest:
   data loader's stall (the first of a kind often longer than the job's steps) while a node's
   exporter restarts looks like a dead node that long; so does a save or an evaluation the job
   announced and has not ended (a line or its next step ends it), until the silence outlasts
-  ``long_silence_s`` or a peer complains. A training step the job completed after
+  ``long_silence_s`` or a peer complains. Even past those bounds, the quiet and the stall
+  make only a suspect until the silence lasts ``quiet_confirm_s``: a job's first long pause
+  (a save nobody announced) while the writer's exporter restarts shows all of them, and ends
+  sooner. A training step the job completed after
   the node's telemetry stopped waited on the node's ranks: the silence counts from that step,
   however long the exporter stays away, and only a peer's complaint or the silence's length
   confirms it (without the node's telemetry, its death and the job's next pause look the same).
@@ -59,7 +62,7 @@ import polars as pl
 
 from medic.config import NonNegative, Percent, Positive, Range
 from medic.detectors.attribution import Complaints, Evidence, JobEvidence
-from medic.detectors.base import Detection
+from medic.detectors.base import SUSPECT, Detection
 from medic.detectors.fabric import FabricEvidence
 from medic.detectors.incidents import IncidentBook, WatchesLiveness
 from medic.detectors.kernel_context import KernelContext
@@ -89,6 +92,12 @@ class NodeFailureConfig:
     long_silence_s: Positive = 180.0
     """A silence this long is a failure without corroboration (telemetry exporters restarting or
     failing scrapes can stay silent for a minute or two)."""
+    quiet_confirm_s: Positive = 60.0
+    """A silence corroborated only by what a pause of the job shows as well (the node's output
+    going quiet, the job's other GPUs stalled) is a suspect until it lasts this long: a save or
+    an evaluation nobody announced, the job's first, while the writer's exporter restarts looks
+    the same. Peers' complaints, fabric errors and Slurm confirm at once. Lower: a dead node
+    confirmed sooner where nothing else tells; a first long pause more often taken for one."""
     slack_s: NonNegative = 5.0
     """Lines written (and power drawn) this soon after the silence began were already in flight."""
     stall_ratio: Annotated[float, Range(gt=0, lt=1)] = 0.6
@@ -123,6 +132,8 @@ class NodeFailureConfig:
     def __post_init__(self) -> None:
         if self.long_silence_s < self.silence_s:
             raise ValueError("long_silence_s must be at least silence_s")
+        if not self.silence_s <= self.quiet_confirm_s <= self.long_silence_s:
+            raise ValueError("quiet_confirm_s must lie between silence_s and long_silence_s")
 
 
 class PowerSample(NamedTuple):
@@ -354,6 +365,8 @@ class NodeFailureDetector(WatchesLiveness):
         self.phases: dict[str, int] = {}
         """Job -> when the phase it announced (a save, an evaluation) began, until a line ends
         it or the job's next training step does."""
+        self.suspected: dict[tuple[str, str], int] = {}
+        """(job, node) -> the start of the silence reported as a suspect (reported once)."""
         self.job_power = JobPower(POWER_BASELINE_US + round(self.config.long_silence_s * US))
         self.fabric = FabricEvidence(
             round(self.config.fabric_hold_s * US),
@@ -375,6 +388,7 @@ class NodeFailureDetector(WatchesLiveness):
             + len(self.training)
             + len(self.pauses)
             + len(self.phases)
+            + len(self.suspected)
             + len(self.context)
         )
 
@@ -399,6 +413,7 @@ class NodeFailureDetector(WatchesLiveness):
         cfg = self.config
         self.liveness.advance_to(watermark)
         evidence: list[tuple[str | None, Evidence]] = []
+        suspects: list[tuple[str | None, Evidence]] = []
         gaps = self.liveness.silent_nodes(round(cfg.silence_s * US), watermark)
         silent = {gap.node for gap in gaps}
         for node_gap in gaps:
@@ -408,13 +423,22 @@ class NodeFailureDetector(WatchesLiveness):
                 gap = self._since_last_step(job_id, node_gap)
                 if gap.length < cfg.silence_s * US:
                     continue
-                why = self._corroboration(job_id, gap, watermark, frozenset(silent), node_gap.since)
-                if why is not None:
-                    what = f"no telemetry or log line for {gap.length / US:.0f} s, and {why}"
-                    doubt = silence_doubt(gap.length, cfg.silence_s)
-                    item = Evidence(gap.since, what, gap.node, hardware=True, doubt=doubt)
+                corroboration = self._corroboration(
+                    job_id, gap, watermark, frozenset(silent), node_gap.since
+                )
+                if corroboration is None:
+                    continue
+                why, sure = corroboration
+                what = f"no telemetry or log line for {gap.length / US:.0f} s, and {why}"
+                doubt = silence_doubt(gap.length, cfg.silence_s)
+                item = Evidence(gap.since, what, gap.node, hardware=True, doubt=doubt)
+                if sure:
                     evidence.append((job_id, item))
+                elif self.suspected.get((job_id, gap.node)) != gap.since:
+                    self.suspected[(job_id, gap.node)] = gap.since
+                    suspects.append((job_id, item))
         found = self._emit(evidence, confirmed_at=watermark)
+        found += self.book.report(suspects, _headline, watermark, tier=SUSPECT)
         released = self.fabric.release(watermark, self.job_root_errors, self._log_lag)
         found += self._emit(self._placed(released))
         stale = watermark - RETENTION_US
@@ -433,6 +457,8 @@ class NodeFailureDetector(WatchesLiveness):
             self.pauses.pop(job_id, None)
         for job_id in [j for j, began in self.phases.items() if began < stale]:
             del self.phases[job_id]  # a job that announced a phase and never trained, too
+        for key in [k for k, since in self.suspected.items() if since < stale]:
+            del self.suspected[key]
         return found
 
     def _log_lag(self, job_id: str | None) -> int:
@@ -460,7 +486,7 @@ class NodeFailureDetector(WatchesLiveness):
 
     def _corroboration(
         self, job_id: str, gap: Gap, now: int, silent: frozenset[str], last_sample: int
-    ) -> str | None:
+    ) -> tuple[str, bool] | None:
         """Why a silent node is a failed one rather than a restarting telemetry exporter
         (``silent``: the nodes silent now; ``last_sample``: the node's newest telemetry, where
         ``gap`` counts from the job's last step, ``_since_last_step``). A step that came when
@@ -469,12 +495,17 @@ class NodeFailureDetector(WatchesLiveness):
         (a save, an evaluation, its peers waiting in either case): the node's output going quiet
         and its peers' stall are no sign, and only a peer's complaint or the silence's length
         confirms it. A node dying while its exporter is away is rarer than a job pausing while
-        an exporter restarts."""
+        an exporter restarts. Returns the reason and whether it confirms the failure (else the
+        silence is a suspect: see ``quiet_confirm_s``)."""
         cfg = self.config
         slack = round(cfg.slack_s * US)
         longest = round(cfg.long_silence_s * US / 3)
         if gap.length >= cfg.long_silence_s * US:
-            return "the silence lasts"
+            return "the silence lasts", True
+        own_error = self.job_root_errors.get(job_id, gap.since - slack - 1) >= gap.since - slack
+        peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
+        if peers_complain and not own_error:
+            return f"ranks of job {job_id} report losing a peer", True
         # The node's next sample was due a spacing after its last: peers' samples until then
         # may still show the work they did before it died.
         settle = slack + self.liveness.cadence_of(gap.node)
@@ -491,23 +522,23 @@ class NodeFailureDetector(WatchesLiveness):
         usual = usual or self.job_power.idle_when_heard(
             job_id, gap.node, last_sample, cfg.stall_ratio, cfg.spin_util
         )
+        if usual:
+            return None
+        # A first pause of the job (a save nobody announced), its writer's exporter restarting
+        # as it began, shows all of what follows: a suspect until the silence outlasts it.
+        sure = gap.length >= cfg.quiet_confirm_s * US
         # A rank pausing its lines (an unannounced evaluation) while its node's exporter
         # restarts looks the same, unless the job's other GPUs show it working on.
         if (
             trained
-            and not usual
             and self.liveness.logs.went_quiet(gap.node, gap.since, now, slack, longest)
             and not self.job_power.worked(job_id, gap.since, now, settle, cfg.stall_ratio)
         ):
-            return "it stopped logging"
-        own_error = self.job_root_errors.get(job_id, gap.since - slack - 1) >= gap.since - slack
-        peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
-        if peers_complain and not own_error:
-            return f"ranks of job {job_id} report losing a peer"
-        if not usual and self.job_power.stalled(
+            return "it stopped logging", sure
+        if self.job_power.stalled(
             job_id, gap.since, now, settle, cfg.stall_ratio, cfg.spin_util, silent
         ):
-            return f"the other GPUs of job {job_id} stalled with it"
+            return f"the other GPUs of job {job_id} stalled with it", sure
         return None
 
     def _training(self, progress: pl.DataFrame) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from medic.config import ConfigError, from_dict
+from medic.detectors.base import Detection
 from medic.detectors.node_failure import (
     JobPower,
     NodeFailureConfig,
@@ -40,9 +41,25 @@ def test_a_node_silent_in_telemetry_and_logs_is_detected_well_before_slurm() -> 
     logs += chatty(job, 0, 60, every=10.0)  # rank 0's training steps, until its peer died
     sched += [node_row(360, "n3", "DOWN+NOT_RESPONDING", "Not responding")]
     found = detect(400, logs, gpu + job.telemetry(200, 400), sched)
-    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
-    assert 75 <= seconds(found[0].detected_at) <= 82
-    assert seconds(found[0].onset or 0) == pytest.approx(59)
+    suspect, confirmed = suspected_then_confirmed(found, "n3")
+    assert 75 <= seconds(suspect.detected_at) <= 82
+    assert seconds(confirmed.onset or 0) == pytest.approx(59)
+
+
+def suspected_then_confirmed(found: list[Detection], node: str) -> tuple[Detection, Detection]:
+    """A node's silence that only its job's quiet or its peers' stall corroborates, as a pause
+    of the job's would: a suspect, confirmed ``quiet_confirm_s`` after its onset, not before
+    and not long after (the silence is measured at each watermark)."""
+    assert [(d.kind, d.culprits, d.tier) for d in found] == [
+        ("node_failure", (node,), "suspect"),
+        ("node_failure", (node,), "confirmed"),
+    ]
+    suspect, confirmed = found
+    assert confirmed.onset == suspect.onset
+    bound = NodeFailureConfig().quiet_confirm_s
+    waited = seconds(confirmed.detected_at) - seconds(confirmed.onset or 0)
+    assert bound <= waited <= bound + 8
+    return suspect, confirmed
 
 
 def chatty(job: Job, start: int, end: int, node: str = "n1", every: float = 1.0) -> list[dict]:
@@ -106,9 +123,9 @@ def test_a_dead_node_is_confirmed_when_the_other_gpus_of_its_job_stall() -> None
     job.gpu_fields = {**power(job, 600.0, 0, 61), **power(job, 230.0, 61, 200)}
     logs = chatty(job, 0, 61, every=60.0)
     found = detect(200, logs, job.telemetry(0, 200, ["idle1"]), [job.start()])
-    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
-    assert 78 <= seconds(found[0].detected_at) <= 81
-    assert "stalled" in found[0].summary
+    suspect, confirmed = suspected_then_confirmed(found, "n3")
+    assert 78 <= seconds(suspect.detected_at) <= 81
+    assert "stalled" in confirmed.summary
 
 
 def test_a_node_seen_waiting_with_its_job_before_its_exporter_restarts_is_no_dead_node() -> None:
@@ -125,8 +142,7 @@ def test_a_node_seen_waiting_with_its_job_before_its_exporter_restarts_is_no_dea
     found = detect(
         300, chatty(job, 0, 90, every=10.0), job.telemetry(0, 300, ["idle1"]), [job.start()]
     )
-    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
-    assert "stalled" in found[0].summary
+    assert "stalled" in suspected_then_confirmed(found, "n3")[1].summary
 
 
 def test_a_node_last_heard_with_its_gpus_off_work_while_its_peers_wait_was_alive() -> None:
@@ -154,7 +170,7 @@ def test_a_node_last_heard_with_its_gpus_off_work_while_its_peers_wait_was_alive
     # n3 dying at 63 s with its GPUs at work is a dead node: its peers stall from then on.
     job.gpu_fields = {**power(job, 600.0, 0, 63), **power(job, 230.0, 63, 300)}
     found = detect(300, chatty(job, 0, 63, node="n3"), without_n3(job, 63, 300), [job.start()])
-    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    suspected_then_confirmed(found, "n3")
 
 
 def without_n3(job: Job, start: int, end: int) -> list[dict]:
@@ -188,7 +204,7 @@ def test_a_rank_pausing_while_its_nodes_exporter_restarts_and_peers_work_on_is_h
     job.gpu_fields = {**power(job, 600.0, 0, 63), **power(job, 230.0, 63, 300)}
     stalled = without_n3(job, 62, 300)
     found = detect(300, chatty(job, 0, 60, node="n3", every=10.0), stalled, [job.start()])
-    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
+    suspected_then_confirmed(found, "n3")
 
 
 def test_a_node_silent_for_minutes_while_its_job_completes_steps_is_alive() -> None:
@@ -395,6 +411,7 @@ def test_peers_that_worked_on_after_a_node_went_silent_were_not_waiting_on_it() 
         ({"stall_ratio": 1.5}, r"stall_ratio' must be in \(0, 1\)"),
         ({"spin_util": 120.0}, r"spin_util' must be in \[0, 100\]"),
         ({"silence_s": 30.0, "long_silence_s": 10.0}, "long_silence_s must be at least silence_s"),
+        ({"quiet_confirm_s": 10.0}, "quiet_confirm_s must lie between silence_s and long_sil"),
     ],
 )
 def test_a_wrong_config_is_a_one_line_error(table: dict, message: str) -> None:
@@ -526,13 +543,18 @@ def test_an_exporter_restart_while_the_job_saves_a_checkpoint_is_not_a_failure(
     assert detect(300, logs, gpu, [job.start()]) == []
 
 
-def test_without_its_announcement_a_first_save_looks_like_a_dead_node() -> None:
-    # the limit: a first pause, the writer's exporter away and its peers waiting, is confirmed
+def test_without_its_announcement_a_first_save_is_a_suspect_until_it_lasts() -> None:
+    # A first pause, the writer's exporter away and its peers waiting, looks like a dead node:
+    # a suspect, confirmed only by a silence past ``quiet_confirm_s`` (the save ends first).
     job = Job()
     logs, gpu = saving(job, "n1", spinning=True)
     logs = [r for r in logs if "saving" not in r["message"]]
     [found] = detect(300, logs, gpu, [job.start()])
-    assert (found.kind, found.culprits) == ("node_failure", ("n1",))
+    assert (found.kind, found.culprits, found.tier) == ("node_failure", ("n1",), "suspect")
+    # the node dead instead: the same silence, on, is confirmed
+    logs = [r for r in logs if r["time"] < at(121)]
+    gpu = [r for r in gpu if not (r["node"] == "n1" and r["time"] >= at(119))]
+    suspected_then_confirmed(detect(300, logs, gpu, [job.start()]), "n1")
 
 
 def test_torchruns_traceback_after_a_peers_abort_does_not_explain_that_abort() -> None:
@@ -593,8 +615,8 @@ def test_a_node_dead_after_its_first_scrape_is_found_once_the_others_show_the_in
     logs = [r for r in every_node_logs(job, 0, 200) if r["node"] != "n3" or r["time"] < at(15)]
     logs += chatty(job, 0, 15, every=3.0)
     found = detect(200, logs, scraped_every_30_s(job, 0, 200), [job.start()])
-    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
-    assert 14 + 30 + 20 <= seconds(found[0].detected_at) <= 14 + 30 + 20 + 7
+    suspect, _ = suspected_then_confirmed(found, "n3")
+    assert 14 + 30 + 20 <= seconds(suspect.detected_at) <= 14 + 30 + 20 + 7
 
 
 def test_kernel_context_events_of_the_failed_node_are_attached_to_its_failure() -> None:
