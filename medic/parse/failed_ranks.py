@@ -66,6 +66,7 @@ FAILED_RANKS = pa.schema(
 ENDS = (
     "exit code",
     "exitcode",
+    "code -",
     "exit_code",
     "exit status",
     "exited",
@@ -90,15 +91,16 @@ BEFORE = 8
 AFTER = 1
 FIELD_LINE = r"^\s*[A-Za-z][\w ()-]{0,30}:\s+\S"
 """A ``key : value`` line: it continues the record of the line before it."""
-RANKS = r"(\d+(?:\s*-\s*\d+)?(?:,\d+(?:-\d+)?)*)"
+RANKS = r"(\d+(?:\s*-\s*\d+)?(?:,\s*\d+(?:-\d+)?)*)"
 WHO = (
-    rf"(?i)(?:^|[^\w])(?:global[_ ])?rank\s*[:=]?\s*{RANKS}"
+    rf"(?i)(?:^|[^\w])(?:global[_ ])?rank\s*[:=]?\s*\[?{RANKS}"
     rf"|\btasks?\s*[:=]?\s*{RANKS}"
     r"|\[\[\d+,\d+\],(\d+)\]"
     r"|\[[\w.-]+@\d+,(\d+)\]"
 )
-"""A global rank (not a ``local_rank``), srun's and runtimes' task numbers (ranges too), an
-Open MPI process name ``[[job,vpid],rank]`` or PRRTE's ``[nspace@job,rank]``."""
+"""A global rank (not a ``local_rank``; a list as Python prints one too: Paddle's launcher's
+``rank=[3]``), srun's and runtimes' task numbers (ranges too), an Open MPI process name
+``[[job,vpid],rank]`` or PRRTE's ``[nspace@job,rank]``."""
 LOCAL = r"(?i)local_rank\s*[:=]\s*(\d+)"
 WHERE = (
     r"(?i)\bon (?:node|host)\s+([A-Za-z][\w.-]*[\w])"
@@ -109,7 +111,11 @@ CODE = (
     r"(?i)(?:exit\s*code|exitcode|exit status|return code|returncode"
     r"|(?:exited|terminated|returned|ended|died) with (?:exit )?(?:code|status))"
     r"\s*[:=]?\s*\(?(-?\d+)"
+    r"|\bcode\s*[:=]?\s*(-\d+)\b"
 )
+"""An exit code; a bare ``code`` only when negative, the signal that ended a child process as
+Python's subprocess reports it (Paddle's launcher: ``Container rank 0 status failed ...
+code -6``)."""
 SIGNAL = r"(?i:\bsignal)\s*:?\s*(\d+)|\b(SIG[A-Z]{3,6})\b"
 WORDS = (
     r"(?i)\b(segmentation fault|bus error|aborted|killed|core dumped|out of memory|oom"
@@ -173,7 +179,7 @@ def failed_ranks(stripped: pl.DataFrame, sizes: Sequence[int] | None = None) -> 
         _first(WHO, 4).alias("_who"),
         message.str.extract(LOCAL, 1).alias("_local"),
         _first(WHERE, 3).alias("_where"),
-        message.str.extract(CODE, 1).alias("_code"),
+        _first(CODE, 2).alias("_code"),
         _first(SIGNAL, 2).alias("_signal"),
         message.str.extract(WORDS, 1).str.to_lowercase().alias("_word"),
         message.str.contains(NORMAL).alias("_normal"),

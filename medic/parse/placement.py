@@ -39,9 +39,10 @@ from medic.parse.prefixes import PrefixStripper
 
 log = logging.getLogger(__name__)
 
-NCCL_HOST = r"^([A-Za-z][0-9A-Za-z_.-]*):[0-9]+:[0-9]+ \[[0-9]+\] NCCL "
-"""NCCL's debug prefix ``host:pid:tid [cudaDev]`` (src/debug.cc) before ``NCCL INFO/WARN``, at
-the start of a line without its launchers' prefixes (ASCII classes: twice as fast)."""
+NCCL_HOST = r"^([A-Za-z][0-9A-Za-z_.-]*):[0-9]+:[0-9]+ \[[0-9]+\] (?:[^ ]+:[0-9]+ )?NCCL "
+"""NCCL's debug prefix ``host:pid:tid [cudaDev]`` (src/debug.cc; a WARN also names its source
+``file:line`` before ``NCCL WARN``), at the start of a line without its launchers' prefixes
+(ASCII classes: twice as fast)."""
 ROOT_CAUSE_HOST = r"^\s*host\s*: ([A-Za-z0-9][\w.-]*)\s*$"
 """torchrun's failure summary (torch/distributed/elastic/multiprocessing/errors): ``host : n``."""
 UNKNOWN_NODE = "unknown_node"

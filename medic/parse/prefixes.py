@@ -156,7 +156,7 @@ PREFIXES: tuple[LinePrefix, ...] = (
     ),
     LinePrefix(
         "python-logging",
-        rf" *\[?(?P<time>{_ISO_TIME})\]?"
+        rf" *\[?(?P<time>{_ISO_TIME})\]?:?"
         # the logging module's usual layouts after the time: " - name - LEVEL - ",
         # " - LEVEL - name - ", fairseq's " | LEVEL | name | ", loguru's " | LEVEL | mod:fn:ln - ",
         # DeepSpeed's " [LEVEL] [file:line:fn] ", or a bare level; then the message.

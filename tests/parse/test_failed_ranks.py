@@ -118,6 +118,22 @@ def test_a_local_rank_alone_is_read_and_more_wordings_of_an_end() -> None:
     ]
 
 
+def test_a_rank_list_as_python_prints_it_and_a_childs_negative_code() -> None:
+    # PaddlePaddle's launchers (python/paddle/distributed/fleet/launch_utils.py: the aborted
+    # trainers' ranks, a list; launch/job/container.py: a container's str, with its process's
+    # exit code, negative for a signal as Python's subprocess reports one)
+    rows = parse(
+        "ERROR 2024-03-02 10:00:01,000 launch_utils.py:545] ABORT!!! Out of all 8 trainers, the "
+        "trainer process with rank=[2, 5] was aborted. Please check its log.",
+        "LAUNCH ERROR 2024-03-02 10:00:02,000 Container rank 1 status failed cmd ['python', "
+        "'-u', 'train.py'] code -11 log log/workerlog.1",
+        "LAUNCH INFO 2024-03-02 10:00:03,000 Container rank 0 status running cmd ['python'] "
+        "code 0 log log/workerlog.0",
+        "rank 4: the data loader returned code 3 after a retry",
+    )
+    assert [(r["rank"], r["end"]) for r in rows] == [(2, "aborted"), (5, "aborted"), (1, "SIGSEGV")]
+
+
 def test_only_lines_near_an_end_are_read_and_distant_runs_do_not_join() -> None:
     # A rank field more than BEFORE lines above the exit code is no part of its record.
     far = ["  rank      : 5 (local_rank: 5)", *(f"  field{i}  : x" for i in range(12))]

@@ -145,11 +145,15 @@ def test_the_host_a_line_names_is_read_the_same_for_diagnose() -> None:
                 "gpu-b3:4242:4250 [1] NCCL WARN NET/IB : Got async event : port error",
                 "  host      : gpu-c07",
                 "loss 2.3",
+                # a shipper's time, Open MPI's --tag-output, and NCCL's WARN naming its source
+                # file:line after the device (src/debug.cc)
+                "2026-03-01T10:00:00.123Z: [1,12]<stdout>:gpu-b4:815:864 [0] "
+                "transport/net_ib.cc:80 NCCL WARN NET/IB : Got async event : port error",
             ]
         }
     )
     hosts = line_host(PrefixStripper().strip(frame)).to_list()
-    assert hosts == ["n1", "gpu-b3", "gpu-c07", None]
+    assert hosts == ["n1", "gpu-b3", "gpu-c07", None, "gpu-b4"]
 
 
 def events(nodes: list[str], *messages: str) -> list[Batch | Watermark]:

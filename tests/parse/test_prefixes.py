@@ -127,6 +127,11 @@ def stripped(*lines: str, config: PrefixConfig | None = None) -> list[dict]:
         ),
         ("WARNING:torch.distributed.run:Setting OMP_NUM_THREADS", "Setting OMP_NUM_THREADS", {}),
         (MEGATRON, MEGATRON[23:], {"time": "2026-03-01 10:12:03"}),
+        (
+            "2026-03-01T10:00:00.884Z: [1,12]<stdout>:epoch 3",
+            "epoch 3",
+            {"time": "2026-03-01T10:00:00.884Z", "rank": 12},
+        ),
     ],
 )
 def test_a_prefix_is_cut_and_what_it_says_kept(line: str, bare: str, said: dict) -> None:
