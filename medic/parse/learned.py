@@ -83,8 +83,9 @@ COUNTER_NAMES = "step|iter|iteration|batch|update"
 HEADER = rf"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:{COUNTER_NAMES})s?\W{{0,2}}[0-9]"
 """... or a counter labelled as a step (alone: a step line that gives no time; followed by a
 line giving the time: a multi-line record), its label coloured or not ..."""
-REPORTS_LOSS = r"(?i)loss"
-"""... or a loss (a count out of a total beside a loss is a step that gives no time)."""
+REPORTS_LOSS = r"(?i)loss|\bppl\b|perplexity"
+"""... or a loss, or its exponential, the perplexity language models report (a count out of a
+total beside a loss is a step that gives no time)."""
 AGREE = 0.01
 """How close a duration must come to a rate's inverse to say the same (``Fields.rated``)."""
 RECORD_WINDOW = 64
@@ -928,8 +929,9 @@ _PER_DEVICE = re.compile(r"(?i)gpu|device|(?<![a-z])core")
 """A rate per device (a GPU, a TPU core): the step's throughput before the whole job's."""
 _AVERAGED = re.compile(r"(?i)avg|average|mean|running|smooth")
 """A rate averaged over many steps, not the step's own."""
-_LOSS = re.compile(r"(?i)loss(?: is)?$")
-"""A loss's label or phrase (``loss``, ``total_loss``, ``lm loss``, ``loss is``)."""
+_LOSS = re.compile(r"(?i)(?:loss|\bppl|perplexity)(?: is)?$")
+"""A loss's label or phrase (``loss``, ``total_loss``, ``lm loss``, ``loss is``; a language
+model's perplexity, ``ppl``, ``lm loss PPL``)."""
 _PLAIN = re.compile(r"(?i)(?:time|dt|took|duration|timing|latency)$")
 """A duration's plain label: the step's time, not one of its variants or parts."""
 _NOTE = re.compile(r"\(\s*$")

@@ -113,6 +113,12 @@ def test_a_batch_counter_is_a_step_at_first_sight_when_the_line_is_timed_and_rep
     # a rate of updates in any spelling is the step's pace (Sockeye's "1.25 updates/sec")
     paced = "zork Era[0] Batch [900]  Speed: 1243.9 samples/sec 37233.1 tokens/sec 1.25 updates/sec"
     assert steps(learner(), paced) == [("learned", 900, 0.8)]
+    # a language model's perplexity is its loss (PaddlePaddle's seq2seq example: "Epoch:[0];
+    # Batch:[100]; Time: 0.13 s; ppl: 485.2"), unless the line reports on an evaluation
+    assert steps(learner(), "-- Era:[2]; Batch:[40]; Time: 0.21 s; ppl: 61.5") == [
+        ("learned", 40, 0.21)
+    ]
+    assert steps(learner(), "Era 2, batch 40, valid ppl: 61.5, time 3.1 s") == []
     # a time alone, a count's total or a duration per batch are no batch counter
     assert steps(learner(), "zork batch 7 time 0.5s") == []
     assert steps(learner(), "| era 1 | 200/ 2983 batches | ms/batch 45.6 | loss 7.7") == [
