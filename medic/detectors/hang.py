@@ -124,9 +124,13 @@ CLOCK_SLACK_US = 5 * US
 """Two nodes' clocks, and a line's time against the moment it reports, may differ by this much
 (NTP keeps clocks within milliseconds, within seconds where it drifts; a launcher stamps a line
 as it passes it on)."""
-BLOCKED_IO = ("nfs_server_not_responding", "hung_task_blocked")
-"""Signatures of a node's kernel reporting a process blocked on I/O (a dead NFS server, a task
-in uninterruptible sleep): a rank apart from the collective there is stuck, not saving."""
+BLOCKED_IO = ("hung_task_blocked",)
+"""Signatures of a node's kernel reporting a task in uninterruptible sleep past its hung-task
+timeout (120 s by default): a rank apart from the collective there is stuck, not saving."""
+STORAGE_AWAY = ("nfs_server_not_responding",)
+"""Signatures of a node's NFS client waiting on its server (the RPC's retries ran out; a hard
+mount retries for as long as the server is away): a rank apart there waits on storage, not
+saving, but a server failing over or back from a blip answers again and the job goes on."""
 
 
 @dataclass(frozen=True)
@@ -146,9 +150,12 @@ class HangConfig:
     """While the only sign is a rank left without work (its GPU idle, and reporting itself idle)
     as the others wait, the GPUs must have shown it this long (telemetry time): a data-loader
     stall or a rank's own host work looks like that for up to a minute. (A save written by rank 0
-    alone, or by the last of one writer per node, is held as a checkpoint phase instead.) Not
-    when that rank's node reports a process blocked on I/O (a dead NFS server): no stall that
-    ends by itself. Lower: a rank stuck in host code is found sooner; longer stalls suspected."""
+    alone, or by the last of one writer per node, is held as a checkpoint phase instead.) Where
+    that rank's node reports its NFS server not responding, the rank waits on storage: a
+    suspect at once, confirmed once the GPUs have shown it this long (a server failing over
+    answers again within a minute or so, and its jobs go on); where its kernel reports a task
+    blocked past its hung-task timeout, confirmed at once. Lower: a rank stuck in host code is
+    found sooner; longer stalls, and storage blips, suspected or confirmed."""
     corroborated_hold_s: NonNegative = 20.0
     """The GPUs must have corroborated this long (two windows) before a silence counts as
     corroborated. Lower: sooner; a barrier's edge or a stall's first seconds counts too."""
@@ -360,7 +367,10 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         self.crashed: dict[str, int] = {}
         """Job -> time of the newest crash line of one of its own ranks."""
         self.blocked: dict[str, int] = {}
-        """node -> time of the latest line of its kernel reporting a process blocked on I/O."""
+        """node -> time of its kernel's latest line reporting a task blocked (``BLOCKED_IO``)."""
+        self.storage: dict[str, int] = {}
+        """node -> time of its NFS client's latest line reporting its server away
+        (``STORAGE_AWAY``)."""
         self.feed_at: int | None = None
         """Time of the newest GPU sample of any job: how far the telemetry feed has come."""
         self.liveness = Liveness()
@@ -381,6 +391,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             + len(self.crashed)
             + len(self.kernel)
             + len(self.blocked)
+            + len(self.storage)
             + self.baseline.state_size()
             + self.silent.state_size()
         )
@@ -433,13 +444,16 @@ class HangDetector(WatchesJobs, ReadsLiveness):
                 self.kernel[node] = (time, signature)
 
     def _blocked_io(self, hits: pl.DataFrame) -> None:
-        """Keep each node's latest kernel line reporting a process blocked on I/O."""
-        if not holds(hits.get_column("signature"), BLOCKED_IO):
+        """Keep each node's latest kernel line reporting a task blocked or its storage away."""
+        if not holds(hits.get_column("signature"), (*BLOCKED_IO, *STORAGE_AWAY)):
             return
-        lines = hits.filter(pl.col("signature").is_in(BLOCKED_IO) & pl.col("node").is_not_null())
-        latest = lines.group_by("node").agg(pl.col("time").dt.epoch("us").max())
-        for node, time in latest.iter_rows():
-            self.blocked[node] = max(time, self.blocked.get(node, time))
+        for signatures, marks in ((BLOCKED_IO, self.blocked), (STORAGE_AWAY, self.storage)):
+            lines = hits.filter(
+                pl.col("signature").is_in(signatures) & pl.col("node").is_not_null()
+            )
+            latest = lines.group_by("node").agg(pl.col("time").dt.epoch("us").max())
+            for node, time in latest.iter_rows():
+                marks[node] = max(time, marks.get(node, time))
 
     def _crashes(self, hits: pl.DataFrame) -> None:
         """Keep each job's newest crash line of its own (not a peer's complaint)."""
@@ -466,6 +480,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         horizon = watermark - round(self.config.forget_after_s * US)
         self.kernel = {node: hit for node, hit in self.kernel.items() if hit[0] >= horizon}
         self.blocked = {node: time for node, time in self.blocked.items() if time >= horizon}
+        self.storage = {node: time for node, time in self.storage.items() if time >= horizon}
         self.liveness.forget_before(horizon)
         for state in (self.stuck, self.crashed):
             for job_id in [j for j, t in state.items() if t < horizon]:
@@ -830,7 +845,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         facts = Silence(
             silence,
             blame,
-            bool(held) and self._blocked_apart(watch),
+            bool(held) and self._apart_on(watch, self.blocked),
+            held if held and self._apart_on(watch, self.storage) else 0,
             _longest(watch),
             self._apart_us(job_id, watch, now, held, gpus) if corroborated else 0,
             watch.longest_apart_us,
@@ -1013,14 +1029,20 @@ class HangDetector(WatchesJobs, ReadsLiveness):
 
     def _blocked_apart(self, watch: JobWatch) -> bool:
         """Whether a GPU the open spell has shown out of the wait is on a node whose kernel
-        reported a process blocked on I/O since the spell began (``BLOCKED_IO``: the NFS
-        client's "server not responding" comes once the mount's RPC retries ran out, nfs(5)
-        ``timeo``/``retrans``; a hard mount then retries for as long as the server is down)."""
+        reported a task blocked, or its NFS client its server away, since the spell began
+        (``BLOCKED_IO``, ``STORAGE_AWAY``: "server not responding" comes once the mount's RPC
+        retries ran out, nfs(5) ``timeo``/``retrans``; a hard mount then retries for as long
+        as the server is down)."""
+        return self._apart_on(watch, self.blocked) or self._apart_on(watch, self.storage)
+
+    def _apart_on(self, watch: JobWatch, marks: dict[str, int]) -> bool:
+        """Whether a GPU the open spell has shown out of the wait is on a node that ``marks``
+        (node -> its latest such kernel line) marked since the spell began."""
         since = watch.telemetry.corroborated_since
         if since is None:
             return False
-        blocked = {node for node, time in self.blocked.items() if time >= since}
-        return bool(blocked & watch.telemetry.apart_nodes())
+        marked = {node for node, time in marks.items() if time >= since}
+        return bool(marked & watch.telemetry.apart_nodes())
 
     def _writer(self, job_id: str, watch: JobWatch) -> tuple[str, int] | None:
         """The GPU of the job's global rank 0, which writes a single-writer save: local rank 0

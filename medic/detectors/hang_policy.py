@@ -59,8 +59,11 @@ class Silence:
     blame: Blame
     """The nodes (with their evidence) or the stuck ranks (``medic.detectors.hang_evidence``)."""
     blocked_apart: bool
-    """A GPU apart from the wait is on a node whose kernel reported a process blocked on I/O
-    since the spell began (while the GPUs corroborate)."""
+    """A GPU apart from the wait is on a node whose kernel reported a task blocked past its
+    hung-task timeout since the spell began (while the GPUs corroborate)."""
+    storage_apart_us: int
+    """How long the GPUs have corroborated a spell in which a GPU apart from the wait is on a
+    node whose NFS client reported its server not responding since it began; 0: none."""
     longest_pause_us: int
     """The longest pause the job has had: step gap, save, or spell of waiting GPUs."""
     apart_us: int = 0
@@ -98,9 +101,15 @@ def against_nodes(config: HangConfig, silence: Silence) -> str | None:
 
 
 def blocked_on_io(config: HangConfig, silence: Silence) -> str | None:
-    """A rank apart from the wait on a node whose kernel reports I/O blocked (a dead NFS
-    server): no stall that ends by itself."""
-    return "a rank apart on a node blocked on I/O" if silence.blocked_apart else None
+    """A rank apart from the wait on a node whose kernel reports a task blocked past its
+    hung-task timeout: no stall that ends by itself; or on a node whose NFS server has not
+    answered for ``stall_silence_s`` of that spell (a server failing over answers sooner)."""
+    if silence.blocked_apart:
+        return "a rank apart on a node blocked on I/O"
+    waited = silence.storage_apart_us
+    if waited and waited >= config.stall_silence_s * US:
+        return f"a rank apart for {waited / US:.0f}s on a node whose NFS server is not responding"
+    return None
 
 
 def apart_past_stalls(config: HangConfig, silence: Silence) -> str | None:
@@ -185,6 +194,8 @@ def tier_of(config: HangConfig, silence: Silence) -> Tier:
     bound = confirm_us(config, silence.longest_pause_us, silence.blind)
     confirmed = bool(evidence) or silence.silence_us >= bound
     apart = apart_confirm_us(config, silence.longest_apart_us) if silence.apart_us else None
+    if silence.storage_apart_us:  # waiting on storage confirms sooner (``blocked_on_io``)
+        apart = min(apart or bound, round(config.stall_silence_s * US))
     return Tier(CONFIRMED if confirmed else SUSPECT, evidence, bound, apart)
 
 

@@ -743,32 +743,48 @@ def test_writers_copying_in_bursts_on_several_nodes_are_a_save(every: int) -> No
 
 def test_rank_zero_blocked_on_a_dead_nfs_server_is_no_save() -> None:
     # Rank 0 blocked on NFS looks like its save until its kernel says the server stopped
-    # answering (the NFS client's major timeout): then it is no save, nor a stall ending by
-    # itself (a hard mount retries for as long as the server is down), and the silence fires.
+    # answering (the NFS client's major timeout): then it is no save, and the silence fires, a
+    # suspect (a server failing over answers again) confirmed once the rank has been apart for
+    # stall_silence_s (the spell began at 400 s), keeping the suspect's onset.
     job = healthy_until(400).telemetry(400, 1200, writer_saves)
     nfs = "kernel: nfs: server filer02 not responding, still trying"
     for job_id in (None, "100"):  # a collector may label a node's lines with its job
         lines = [*job.logs, log(470, nfs, "n1", job_id, source="system")]
         shipped = Job(logs=sorted(lines, key=lambda r: r["time"]), gpu=job.gpu)
-        (found,) = run(HangDetector(), [shipped.start()], 1200)
-        assert at(470) <= found.detected_at <= at(475)
+        suspect, found = run(HangDetector(), [shipped.start()], 1200)
+        assert suspect.tier == "suspect" and at(470) <= suspect.detected_at <= at(475)
+        assert "suspect: a rank apart until 90s" in suspect.summary
+        assert found.tier == "confirmed" and found.onset == suspect.onset
+        assert at(490) <= found.detected_at <= at(505)
         assert "n1 GPU 0 went idle while the others wait" in found.summary
 
 
 def test_a_rank_left_idle_on_a_node_blocked_on_nfs_is_not_held_as_a_data_loader_stall() -> None:
-    # Its kernel reports the NFS server not responding 40 s in: the rank apart there waits on
-    # a dead server, not on a stall of a minute, so the silence fires without the stall's hold;
-    # the same line on another node than the idle rank's changes nothing.
+    # Its kernel reports the NFS server not responding 50 s in: the rank apart there waits on
+    # storage, not on a stall of a minute, so the silence fires without the stall's hold, a
+    # suspect confirmed once the rank has been apart stall_silence_s; the kernel reporting the
+    # task blocked past its hung-task timeout confirms at once. The same lines on another
+    # node than the idle rank's change nothing.
     nfs = "kernel: nfs: server filer02 not responding, still trying"
-    for node, after_s in (("n3", (450, 455)), ("n2", (500, 510))):
+    hung = "kernel: INFO: task pt_main_thread:7712 blocked for more than 122 seconds."
+    cases = (
+        ("n3", nfs, ("suspect", 450, 455), ("confirmed", 490, 505)),
+        ("n3", hung, ("confirmed", 450, 455), None),
+        ("n2", nfs, ("suspect", 500, 510), ("confirmed", 570, 590)),
+    )
+    for node, line, first, then in cases:
         job = healthy_until(400).telemetry(400, 700, rank_stuck)
-        lines = [*job.logs, log(450, nfs, node, None, source="system")]
+        lines = [*job.logs, log(450, line, node, None, source="system")]
         shipped = Job(logs=sorted(lines, key=lambda r: r["time"]), gpu=job.gpu)
-        found, *_ = run(HangDetector(), [shipped.start()], 700)
-        # Blocked I/O on the idle rank's node is positive evidence; elsewhere it is none.
-        assert found.tier == ("confirmed" if node == "n3" else "suspect")
-        assert at(after_s[0]) <= found.detected_at <= at(after_s[1])
-        assert (found.culprits, "n3 GPU 2 went idle while the others wait" in found.summary) == (
+        found = run(HangDetector(), [shipped.start()], 700)
+        expected = [first, then] if then else [first]
+        assert [d.tier for d in found] == [tier for tier, _, _ in expected]
+        for detection, (_, low, high) in zip(found, expected, strict=True):
+            assert at(low) <= detection.detected_at <= at(high)
+        assert (
+            found[0].culprits,
+            "n3 GPU 2 went idle while the others wait" in found[0].summary,
+        ) == (
             (),
             True,
         )
@@ -847,8 +863,9 @@ def test_an_announced_save_whose_writer_is_blocked_on_a_dead_nfs_server_is_a_han
     job.telemetry(400, 900, writer_saves)
     lines = [*job.logs, log(480, nfs, "n1", None, source="system")]
     shipped = Job(logs=sorted(lines, key=lambda r: r["time"]), gpu=job.gpu)
-    (found,) = run(HangDetector(), [shipped.start()], 900)
-    assert at(480) <= found.detected_at <= at(490)
+    suspect, found = run(HangDetector(), [shipped.start()], 900)
+    assert suspect.tier == "suspect" and at(480) <= suspect.detected_at <= at(490)
+    assert found.tier == "confirmed" and at(490) <= found.detected_at <= at(505)
     assert "n1 GPU 0 went idle while the others wait" in found.summary
 
 
