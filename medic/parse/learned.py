@@ -134,10 +134,12 @@ BLOCKS = "[█▉▊▋▌▍▎▏▐░▒▓━╸╺─]"
 BAR = f"{BLOCKS}+|\\[[=>.]+\\]"
 """A progress bar's blocks, or its arrow (``[====>....]``): masked apart (they change from
 line to line, the line's template does not)."""
-BAR_COUNTER = re.compile(r"(?:^| )#(?:/#)? ?(?:~|\[@)|(?:^| )#it \[@|#% ~ #/#(?= |$)")
+BAR_COUNTER = re.compile(r"(?:^|[ |])#(?:/#)? ?(?:~|\[@)|(?:^| )#it \[@|#% ~ #/#(?= |$)")
 """A bar's counter in a template: ``n/N`` (or ``n``, or tqdm's ``n it`` without a total) right
-before its drawn bar (``~``) or its elapsed clock (tqdm's ``[00:10<...``), or ``n/N`` right
-after a bar drawn after its percentage (``45% ━━━━╸─── 82/183``: Ultralytics' own bar)."""
+before its drawn bar (``~``) or its elapsed clock (tqdm's ``[00:10<...``; a custom
+``bar_format`` may drop the spaces: tensorpack's ``|249/6000[06:58<2:22:15,0.67it/s]``), or
+``n/N`` right after a bar drawn after its percentage (``45% ━━━━╸─── 82/183``: Ultralytics'
+own bar)."""
 SECONDS_PER_IT = r"([0-9]+(?:\.[0-9]+)?)s/it"
 """A bar's rate when slower than one iteration a second."""
 BAR_DESC = rf"^(.*?)[0-9]+%(?:\||\s*{BLOCKS})"
@@ -150,16 +152,18 @@ SUMMARY_LINE = (
 """Words of lines that report on a step rather than make one ("step 250: train loss 4.1, val
 loss 4.3", "Wrote summary entry at step 1100"): a counter-only line holding one is no step
 (a line that also says how long the step took is)."""
-METRICS_LOSS = r"""['"](?:train[_/])?loss['"]\s*:\s*[-+]?(?:[0-9]|nan|inf)"""
-"""A metrics dict's training loss (Python's or JSON's quotes) ..."""
+METRICS_LOSS = r"""['"](?:train[_/])?loss['"]\s*:\s*['"]?[-+]?(?:[0-9]|nan|inf)"""
+"""A metrics dict's training loss (Python's or JSON's quotes; its value formatted as a string
+too, as fairseq's json log format writes it) ..."""
 METRICS_RATE = r"""['"](?:learning_rate|lr)['"]\s*:"""
 """... and its learning rate: both, an optimizer step's record."""
 METRICS_STEP = (
-    r"""['"](?:global_|current_|cur_|train_)?(?:step|iter|iteration)s?[^'"]{0,16}['"]"""
-    r"""\s*:\s*['"]?([0-9]+)"""
+    r"""['"](?:(?:global_|current_|cur_|train_)?(?:step|iter|iteration)s?|num_updates)"""
+    r"""[^'"]{0,16}['"]\s*:\s*['"]?([0-9]+)"""
 )
 """A dict's step key (``'step': 120``, ``'global_step/max_steps': '120/1200'``,
-``"current_steps": 120``), not a total's (``"total_steps"``)."""
+``"current_steps": 120``, fairseq's ``"num_updates": 120``), not a total's
+(``"total_steps"``)."""
 SCALAR_REPR = (
     r"(?-u:\b)(?:(?:np|numpy)\.(?:float|u?int)[0-9]+|tensor)\(([-+]?[0-9][0-9.eE+-]*)[^()]*\)"
 )
@@ -219,6 +223,11 @@ _PHRASE = re.compile(r"([A-Za-z_/%@.\-]+(?: \(?[A-Za-z_/%@.\-]+\)?){0,3})\W{0,3}
 _UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]++)(?!\W{0,2}[:=])")
 """The unit after a number: the word right after it, unless that word is the next field's
 label ("time: 0.62 data_time: 0.03")."""
+_SINCE_START = re.compile(r"(?i)\s+(elapsed|ago|so far|remaining|left)(?![\w/]|\s*[:=])")
+"""Words after a duration's unit saying it is a clock since the start or an estimate
+(OpenNMT-py's ``18191 s elapsed``, ``40 s left``), not how long a step took (a word that is
+the next field's label, ``rate:2.2it/s remaining:1:15:44``, is not): kept in the unit
+(``s elapsed``), which ``_scale`` then reads as no step time."""
 _EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|reader")
 """Words naming a duration that is not the step's (a loader's, an estimate, a clock since the
 start), in its label or anywhere in its name (``Wall Clock``)."""
@@ -899,12 +908,17 @@ def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, s
     before it) and phrase (the last words before it, a bracketed unit set apart from the label
     it follows), each empty where there is none."""
     unit = _UNIT_AFTER.match(after)
+    since = _SINCE_START.match(after[unit.end() :]) if unit else None
     bracketed = _BRACKETED.search(before)
     if bracketed is not None:
         before = f"{before[: bracketed.start()]} ({bracketed.group(1)}){bracketed.group(2)}"
     phrase = _PHRASE.search(before)
     return (
-        unit.group(1) if unit else bracketed.group(1) if bracketed else "",
+        unit.group(1) + (f" {since.group(1)}" if since else "")
+        if unit
+        else bracketed.group(1)
+        if bracketed
+        else "",
         label.group(1) if label else "",
         phrase.group(1) if phrase else "",
     )
@@ -1054,6 +1068,8 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     no step duration (a rate of samples or tokens is none)."""
     unit, label, phrase = unit.lower(), label.lower(), phrase.lower()
     if _EXCLUDED.search(phrase or label) or _EXCLUDED.search(unit) or label in _COARSER:
+        return None
+    if " " in unit:  # a clock or an estimate (``_SINCE_START``)
         return None
     if _COUNTED.match(unit) and "sec" not in unit and unit not in _COARSER:
         return None

@@ -60,6 +60,16 @@ def test_a_line_naming_its_step_and_its_time_is_a_step_at_first_sight() -> None:
         " | number of skipped iterations:   0 | number of nan iterations:   0 |"
     )
     assert steps(learner(), megatron_like) == [("learned", 60, 2.0691)]
+    # a duration the words after its unit call a clock since the start or an estimate is not
+    # the step's (OpenNMT-py's "... 5276 tgt tok/s; 18191 s elapsed"); a next field's label is
+    # no such word (levanter's "rate:2.2it/s remaining:1:15:44")
+    assert steps(learner(), "Step 640/9000; acc: 51.2; ppl: 8.1; 3120 tok/s; 981 s elapsed") == [
+        ("learned", 640, None)
+    ]
+    assert steps(learner(), "step 12 loss 2.1 took 0.52 s so far") == [("learned", 12, None)]
+    assert steps(learner(), "step 12 loss 2.1 rate:2.5it/s remaining:1:15:44") == [
+        ("learned", 12, 0.4)
+    ]
     # A step naming its learning rate is an optimizer's step (DeepSpeed's "step=100, skipped=0,
     # lr=[...]"); an evaluation or a summary reports none.
     assert steps(learner(), "zork step=12, lr=[0.01]") == [("learned", 12, None)]
@@ -500,6 +510,10 @@ def test_a_metrics_dict_with_a_loss_and_a_learning_rate_is_one_step() -> None:
         ' "learning_rate": 1e-08, "epoch": 0.3}',
     ) == [("learned", 30, None)]
     assert steps(parser, '{"current_steps": 30, "loss": null, "eval_loss": 4.4, "lr": 1e-8}') == []
+    # fairseq's json log format: values formatted as strings, the step its updates so far
+    assert steps(
+        parser, '{"epoch": 3, "loss": "4.120", "ppl": "17.39", "num_updates": 900, "lr": 0.0005}'
+    ) == [("learned", 900, None)]
     # An evaluation's dict and a run's summary report no learning rate: no step.
     assert steps(parser, "{'eval_loss': 1.9, 'eval_runtime': 9.3, 'epoch': 0.11}") == []
     assert steps(parser, "{'train_runtime': 54.1, 'train_loss': 1.3, 'epoch': 3.0}") == []
@@ -548,6 +562,8 @@ def test_a_bar_is_a_step_at_first_sight_and_a_smaller_loop_s_bar_is_none() -> No
     ]
     # evaluate(): the same bar over the smaller test set, another loop.
     assert steps(parser, " 97/313 [========>.....] - ETA: 0s - loss: 0.0841") == []
+    # a custom bar_format without spaces (tensorpack's '{l_bar}{bar}|{n_fmt}/{total_fmt}[...')
+    assert steps(learner(), "|120/4000[01:40<54:02, 1.25it/s]") == [("learned", 120, 0.8)]
     # A number of the description that rises is the step, not the bar's restarting count.
     lines = [
         f"1|{g}|Loss: 1.2:  8%|▊   | {n}/24 [00:02<00:23,  2.00it/s]"
