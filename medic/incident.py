@@ -12,12 +12,20 @@ import polars as pl
 
 from medic.detectors.base import CONFIRMED, Detection
 from medic.slurm import RUNNING, job_state
+from medic.timeutil import US
 
 # Job states after which a job runs again as a new attempt (a requeued job keeps its id).
 RESTART_STATES = (RUNNING,)
 
 
 HARDWARE_KINDS = ("gpu_fault", "node_failure")
+CONSEQUENCE_SLACK_US = 60 * US
+"""A job's stall begins at its last step, up to a step before the fault its driver or its peers
+report, and its ranks abort within a minute of it: a symptom's onset lies this close to the
+fault's, before or after it."""
+FAULT_MEMORY_US = 3600 * US
+"""How long a job's hardware fault explains what its job does next: NCCL's watchdog times a
+collective out 10 to 30 minutes after a GPU or a node stopped answering."""
 
 
 def strength(detection: Detection) -> tuple[bool, bool, bool]:
@@ -107,19 +115,37 @@ class IncidentCorrelator:
     another node) is emitted, marked with the incident; only repeats of what the incident
     already holds are kept back. A job's incident stays open while its detections come within
     ``window_us`` of the previous one, and closes when the job runs again after stopping (a
-    requeue) or the window passes; de-duplicating actions is the guards' and the journal's job."""
+    requeue) or the window passes; de-duplicating actions is the guards' and the journal's job.
+
+    A confirmed hardware fault (a GPU's, a node's) explains what its job does next, until the job
+    runs again: a hang, a crash or a suspect that blames no node and began with the fault
+    (within ``CONSEQUENCE_SLACK_US``: NCCL's watchdog timing out, 30 minutes on, the collective
+    the dead GPU never joined; the peers' aborts) is its symptom, joined to the fault's incident
+    while that is open and never emitted: the fault's routes already drain its node and requeue
+    the job. A stall that began later, the job having gone on, is news."""
 
     def __init__(self, window_us: int, max_symptoms: int) -> None:
         self.window_us = window_us
         self.max_symptoms = max_symptoms
         self.open: dict[str, Incident] = {}
         self.closed: list[Incident] = []
+        self.faulted: dict[str, tuple[int, bool]] = {}
+        """Job -> (the onset of its attempt's first confirmed hardware fault, whether the job
+        stopped since): what follows it is its symptom (``_follows_fault``)."""
 
     def admit(self, detection: Detection) -> Detection | None:
         """``detection`` marked with its incident when it must be emitted (it opens an incident
         or brings news to one), else None (it only joins its incident)."""
         if detection.job_id is None:
             return detection
+        if self._follows_fault(detection):
+            incident = self.open.get(detection.job_id)
+            if incident is not None:
+                incident.join(detection, self.max_symptoms)
+            return None
+        if detection.confirmed and detection.kind in HARDWARE_KINDS:
+            onset = detection.detected_at if detection.onset is None else detection.onset
+            self.faulted.setdefault(detection.job_id, (onset, False))
         incident = self.open.get(detection.job_id)
         if incident is not None and detection.detected_at - incident.last_seen <= self.window_us:
             news = incident.news(detection)
@@ -130,18 +156,34 @@ class IncidentCorrelator:
         self.open[detection.job_id] = Incident(first=detection, last_seen=detection.detected_at)
         return dataclasses.replace(detection, incident=detection.id)
 
+    def _follows_fault(self, detection: Detection) -> bool:
+        """Whether ``detection`` is a symptom of its job's confirmed hardware fault: of another
+        kind, blaming no node, and begun within ``CONSEQUENCE_SLACK_US`` of it."""
+        fault = self.faulted.get(detection.job_id or "")
+        if fault is None or detection.kind in HARDWARE_KINDS or detection.culprits:
+            return False
+        began = detection.detected_at if detection.onset is None else detection.onset
+        return abs(began - fault[0]) <= CONSEQUENCE_SLACK_US
+
     def observe_scheduler(self, frame: pl.DataFrame) -> None:
         """A job that stopped and then runs again (a requeue) begins a new attempt: its open
-        incident closes. A RUNNING row of a job that never stopped (a poller's snapshot after a
-        restart) changes nothing."""
-        if not self.open or frame.is_empty():
+        incident closes, and its fault explains nothing more. A RUNNING row of a job that never
+        stopped (a poller's snapshot after a restart) changes nothing."""
+        if (not self.open and not self.faulted) or frame.is_empty():
             return
-        rows = frame.filter((pl.col("kind") == "job") & pl.col("job_id").is_in(list(self.open)))
+        watched = [*self.open, *self.faulted]
+        rows = frame.filter((pl.col("kind") == "job") & pl.col("job_id").is_in(watched))
         for job_id, state in rows.select("job_id", "state").iter_rows():
+            running = job_state(state) in RESTART_STATES
+            fault = self.faulted.get(job_id)
+            if fault is not None:
+                if running and fault[1]:
+                    del self.faulted[job_id]
+                elif not running:
+                    self.faulted[job_id] = (fault[0], True)
             incident = self.open.get(job_id)
             if incident is None:
                 continue
-            running = job_state(state) in RESTART_STATES
             if running and incident.job_stopped:
                 self.closed.append(self.open.pop(job_id))
             elif not running:
@@ -159,6 +201,8 @@ class IncidentCorrelator:
         stale = [job for job, inc in self.open.items() if now - inc.last_seen > self.window_us]
         for job in stale:
             self.closed.append(self.open.pop(job))
+        for job in [j for j, (onset, _) in self.faulted.items() if now - onset > FAULT_MEMORY_US]:
+            del self.faulted[job]
 
     def take_closed(self) -> list[Incident]:
         """Closed incidents since the last call (for the history), forgetting them here."""

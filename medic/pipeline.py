@@ -184,7 +184,7 @@ class Pipeline:
 
     def state_size(self) -> int:
         held: int = sum(int(d.state_size()) for d in self.detectors)
-        return held + len(self.correlator.open)
+        return held + len(self.correlator.open) + len(self.correlator.faulted)
 
     def _place_ahead(self, stretch: list[Event]) -> tuple[list[Event], dict[str, pl.DataFrame]]:
         """A stretch with its log batches placed (``Placement``) in one call, after every

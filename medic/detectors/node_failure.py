@@ -356,6 +356,9 @@ class NodeFailureDetector(WatchesLiveness):
         """Job -> newest complaint of a rank about a peer (an NCCL timeout or abort)."""
         self.job_root_errors: dict[str, int] = {}
         """Job -> newest error of a rank's own (a traceback, out of memory, a CUDA error)."""
+        self.job_stalls: dict[str, tuple[int, int]] = {}
+        """Job -> (the newest line saying how long one of its ranks had waited, when that wait
+        began): NCCL's watchdog timing a collective out, a heartbeat monitor."""
         self.training: dict[str, tuple[int, int]] = {}
         """Job -> (its first training step, its newest one): its log cadence means something
         only once it trains."""
@@ -384,6 +387,7 @@ class NodeFailureDetector(WatchesLiveness):
             + len(self.complaints)
             + len(self.job_collateral)
             + len(self.job_root_errors)
+            + len(self.job_stalls)
             + len(self.job_power)
             + len(self.training)
             + len(self.pauses)
@@ -452,6 +456,8 @@ class NodeFailureDetector(WatchesLiveness):
         for state in (self.job_collateral, self.job_root_errors):
             for job_id in [j for j, t in state.items() if t < stale]:
                 del state[job_id]
+        for job_id in [j for j, (said, _) in self.job_stalls.items() if said < stale]:
+            del self.job_stalls[job_id]
         for job_id in [j for j, (_, newest) in self.training.items() if newest < stale]:
             del self.training[job_id]
             self.pauses.pop(job_id, None)
@@ -504,7 +510,7 @@ class NodeFailureDetector(WatchesLiveness):
             return "the silence lasts", True
         own_error = self.job_root_errors.get(job_id, gap.since - slack - 1) >= gap.since - slack
         peers_complain = self.job_collateral.get(job_id, gap.since - 1) >= gap.since
-        if peers_complain and not own_error:
+        if peers_complain and not own_error and not self._stalled_before(job_id, gap):
             return f"ranks of job {job_id} report losing a peer", True
         # The node's next sample was due a spacing after its last: peers' samples until then
         # may still show the work they did before it died.
@@ -621,10 +627,24 @@ class NodeFailureDetector(WatchesLiveness):
                 evidence.append((job_id, item))
         return self._emit(evidence)
 
+    def _stalled_before(self, job_id: str, gap: Gap) -> bool:
+        """Whether the job's ranks said, since the node went silent, that they had been waiting
+        since well before it did (a collective timed out after its 30 minutes): their aborts
+        complain of that stall, which the node's silence followed (its ranks aborting with the
+        others, its exporter away meanwhile), not of the node's death."""
+        stall = self.job_stalls.get(job_id)
+        if stall is None:
+            return False
+        said, began = stall
+        slack = round(self.config.slack_s * US)
+        return said >= gap.since - slack and began < gap.since - round(self.config.silence_s * US)
+
     def _signatures(self, frame: pl.DataFrame) -> list[Detection]:
         self.context.observe(frame)
         if holds(frame.get_column("kind"), "crash"):
             self._errors(frame)
+        if "waited_us" in frame.columns and frame.get_column("waited_us").is_not_null().any():
+            self._stalls(frame)
         return self._emit(self._placed(self.fabric.observe(frame)))
 
     def _errors(self, frame: pl.DataFrame) -> None:
@@ -639,6 +659,18 @@ class NodeFailureDetector(WatchesLiveness):
         for job_id, role, time in newest.iter_rows():
             state = self.job_collateral if role == "collateral" else self.job_root_errors
             state[job_id] = max(time, state.get(job_id, time))
+
+    def _stalls(self, frame: pl.DataFrame) -> None:
+        """Note each job's newest line saying how long a rank had waited, and when it began."""
+        said = frame.filter(pl.col("waited_us").is_not_null() & pl.col("job_id").is_not_null())
+        newest = said.group_by("job_id").agg(
+            pl.col("time").dt.epoch("us").max().alias("said"),
+            (pl.col("time").dt.epoch("us") - pl.col("waited_us")).min().alias("began"),
+        )
+        for job_id, time, began in newest.iter_rows():
+            known = self.job_stalls.get(job_id)
+            if known is None or time >= known[0]:
+                self.job_stalls[job_id] = (time, began)
 
     def _placed(
         self, evidence: list[tuple[str | None, Evidence]]

@@ -108,6 +108,43 @@ def test_peer_errors_confirm_a_silent_node_at_once() -> None:
     assert 78 <= seconds(found[0].detected_at) <= 81
 
 
+def test_aborts_on_a_stall_older_than_the_silence_do_not_confirm_a_node_died() -> None:
+    # The job hung at 60 s (its steps stop, its GPUs spin); NCCL's watchdog times the collective
+    # out ten minutes on and every rank aborts, n3's first, as n3's exporter restarts. The
+    # peers' aborts complain of the stall they timed, which began long before n3 went quiet.
+    job = Job()
+    job.gpu_fields = {**power(job, 600.0, 0, 61), **power(job, 230.0, 61, 720)}
+    timeout = (
+        "[rank{rank}]:[E1204 10:10:02.1 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=9120, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600041 milliseconds before timing out."
+    )
+    down = (
+        "[rank{rank}]:[E1204 10:10:02.2 ProcessGroupNCCL.cpp:698] [Rank {rank}] To avoid data "
+        "inconsistency, we are taking the entire process down."
+    )
+    on_n3, others = range(16, 24), [*range(16), *range(24, 32)]
+    logs = chatty(job, 0, 61, every=10.0)
+    for ranks, t in ((on_n3, 660.0), (others, 663.0)):
+        logs += job.rank_logs(t, timeout, ranks) + job.rank_logs(t + 0.5, down, ranks)
+    gpu = [
+        r
+        for r in job.telemetry(0, 720, ["idle1"])
+        if not (r["node"] == "n3" and at(661) <= r["time"] < at(700))
+    ]
+    found = detect(720, logs, gpu, [job.start()])
+    assert [d for d in found if d.kind == "node_failure" and d.confirmed] == []
+    # the same aborts of a stall that began as n3 went silent complain of its death
+    job = Job(stopped={("n3", None): 661})
+    job.gpu_fields = {**power(job, 600.0, 0, 661), **power(job, 230.0, 661, 720)}
+    logs = chatty(job, 0, 661, every=10.0)
+    logs += job.rank_logs(690.0, timeout.replace("600041", "28950"), others)
+    logs += job.rank_logs(690.5, down, others)
+    found = detect(720, logs, job.telemetry(0, 720, ["idle1"]), [job.start()])
+    failed = [d for d in found if d.kind == "node_failure" and d.confirmed]
+    assert [d.culprits for d in failed] == [("n3",)] and "losing a peer" in failed[0].summary
+
+
 def power(job: Job, watts: float, start: int, end: int) -> dict[tuple[str, int, int], dict]:
     return {
         (node, gpu, second): {"power_w": watts}
