@@ -267,19 +267,29 @@ class JobPower:
         return lowest >= spin_util and peak < ratio * baseline
 
     def idle_when_heard(
-        self, job_id: str, node: str, last: int, ratio: float, spin_util: float
+        self,
+        job_id: str,
+        node: str,
+        last: int,
+        ratio: float,
+        spin_util: float,
+        worked_until: int | None = None,
     ) -> bool:
         """Whether ``node``'s last sample (at ``last``) showed its GPUs off work while it was
         heard: none of them drawing ``ratio`` of the job's mean power at its most in the minute
-        before, and not every one spinning at ``spin_util`` (a collective's wait). Its ranks
-        were alive then, off their GPUs (rank 0 writing a checkpoint or evaluating on the host,
-        host code): the peers waiting meanwhile waited on live ranks, not on the node's death,
-        and its output pausing with them is the pause's."""
-        history = self.history(job_id, last - POWER_BASELINE_US, last)
+        before the job was last seen at work (``worked_until``, its newest training step, where
+        earlier: a save that began before the node's last scrape is no work to measure by), and
+        not every one spinning at ``spin_util`` (a collective's wait). Its ranks were alive
+        then, off their GPUs (rank 0 writing a checkpoint or evaluating on the host, host code):
+        the peers waiting meanwhile waited on live ranks, not on the node's death, and its
+        output pausing with them is the pause's."""
+        until = last if worked_until is None else min(worked_until, last)
+        history = self.history(job_id, until - POWER_BASELINE_US, last)
         mine = [s for s in history if node in s.nodes]
+        working_then = [s for s in history if s.time <= until] or history
         if len(history) < 3 or not mine:
             return False
-        working = max(s.power for s in history)
+        working = max(s.power for s in working_then)
         return mine[-1].peak < ratio * working and mine[-1].lowest < spin_util
 
     def worked(self, job_id: str, since: int, now: int, settle: int, ratio: float) -> bool:
@@ -525,8 +535,14 @@ class NodeFailureDetector(WatchesLiveness):
         usual = away or self._in_usual_pause(job_id, gap, now) or self._announced(job_id, gap)
         # A node last heard with its GPUs off work, alive (rank 0 starting a save its peers
         # wait on), may just as well be pausing as its exporter restarts.
+        stepped = self.training.get(job_id)
         usual = usual or self.job_power.idle_when_heard(
-            job_id, gap.node, last_sample, cfg.stall_ratio, cfg.spin_util
+            job_id,
+            gap.node,
+            last_sample,
+            cfg.stall_ratio,
+            cfg.spin_util,
+            None if stepped is None else stepped[1],
         )
         if usual:
             return None

@@ -210,6 +210,41 @@ def test_a_node_last_heard_with_its_gpus_off_work_while_its_peers_wait_was_alive
     suspected_then_confirmed(found, "n3")
 
 
+def test_a_writer_heard_in_its_save_is_measured_by_the_work_before_the_save() -> None:
+    # Two nodes scraped every 30 s; the job trains (600 W a GPU) until its last step at 60 s,
+    # then rank 0 (a GPU 0) writes while every other GPU spins in the barrier (230 W), and
+    # node a's last scrape comes at 150 s: all the minute before it was the save. Measured by
+    # the power before the job's last step, a's last sample shows rank 0 off work.
+    power = JobPower(keep_us=300 * US)
+    parser = GpuLatestParser()
+    for second in range(0, 181, 30):
+        rows = []
+        for node in ("a", "b"):
+            if node == "a" and second > 150:
+                continue
+            for gpu in range(8):
+                saving = second > 60
+                writer = saving and (node, gpu) == ("a", 0)
+                watts = 60.0 if writer else 230.0 if saving else 600.0
+                rows.append(
+                    {
+                        "time": at(second),
+                        "node": node,
+                        "gpu": gpu,
+                        "job_id": "7",
+                        "power_w": watts,
+                        "util": 0.0 if writer else 95.0,
+                    }
+                )
+        latest = parser.parse(batch("gpu", rows))
+        assert latest is not None
+        power.observe(latest.frame)
+    assert not power.idle_when_heard("7", "a", at(150), 0.6, 80.0)
+    assert power.idle_when_heard("7", "a", at(150), 0.6, 80.0, worked_until=at(60))
+    # a node last heard at work is no writer, whenever the job stepped last
+    assert not power.idle_when_heard("7", "a", at(60), 0.6, 80.0, worked_until=at(60))
+
+
 def without_n3(job: Job, start: int, end: int) -> list[dict]:
     """The job's telemetry (and an idle node's) over 300 s, none from n3 in [start, end)."""
     return [
