@@ -196,10 +196,10 @@ class HangConfig:
     unannounced saves suspected."""
     spin_hold_s: Positive = 120.0
     """GPUs corroborating a hang this long fire even if the step model would wait longer (never
-    inside an open phase or a learned spell allowance, except a checkpoint in which every GPU
-    sat in the wait this long: no rank writing, and a phase in which a GPU looked stuck this
-    long); it is also all that fires for a job printing no progress. Lower: sooner; longer
-    healthy waits suspected."""
+    inside an open phase or a learned spell allowance, except a checkpoint or an evaluation in
+    which every GPU sat in the wait this long: no rank writing or evaluating, and a phase in
+    which a GPU looked stuck this long); it is also all that fires for a job printing no
+    progress. Lower: sooner; longer healthy waits suspected."""
     watch_after_s: NonNegative = 15.0
     """Silence after which the job's telemetry is kept in full ``window_s`` windows. Lower:
     more jobs watched in full (cost); higher: a hang's first seconds of telemetry are lost."""
@@ -944,7 +944,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         before the closing gather, where the ranks done first wait for the slowest writer; once
         the last writer joins the wait, the collective completes and training resumes. So an
         announced checkpoint in which every GPU has sat in the wait (pegged at low power, no
-        rank apart) for ``spin_hold_s`` is no longer writing anything: its allowance lapses. So
+        rank apart) for ``spin_hold_s`` is no longer writing anything: its allowance lapses, and
+        an announced evaluation's too (its ranks compute, or idle, never all wait for minutes). So
         does any phase's once a GPU has looked stuck (``gpu stuck``: pegged below its waiting
         peers' power, or idle without saying so) for ``spin_hold_s``: an evaluating or writing
         rank's GPU computes, or idles and reports it."""
@@ -1013,8 +1014,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         """The allowance of the job's open phase of ``kind`` (see ``_allowance_us``)."""
         c = self.config
         everyone = min(held, watch.telemetry.all_waiting_us(now))
-        if kind == "checkpoint" and everyone >= c.spin_hold_s * US:
-            return 0  # no one is writing: not a save any more
+        if everyone >= c.spin_hold_s * US:
+            return 0  # no one is writing or evaluating: not the phase any more
         cold, floor = round(c.phase_allowance_s * US), round(c.phase_floor_s * US)
         return job.phase_allowance_us(kind, cold, floor, c.phase_factor)
 
