@@ -191,11 +191,17 @@ class IncidentCorrelator:
 
     def restore(self, incidents: Iterable[Incident]) -> None:
         """Reopen incidents a previous run had open (read back from the history), so a restarted
-        service does not alert again on what it already reported."""
+        service does not alert again on what it already reported, nor on its hardware faults'
+        symptoms (a fault read back without its onset dates from its detection)."""
         for incident in incidents:
             job_id = incident.first.job_id
-            if job_id is not None:
-                self.open[job_id] = incident
+            if job_id is None:
+                continue
+            self.open[job_id] = incident
+            for detection in (incident.first, *incident.symptoms):
+                if detection.confirmed and detection.kind in HARDWARE_KINDS:
+                    onset = detection.detected_at if detection.onset is None else detection.onset
+                    self.faulted.setdefault(job_id, (onset, False))
 
     def expire(self, now: int) -> None:
         stale = [job for job, inc in self.open.items() if now - inc.last_seen > self.window_us]

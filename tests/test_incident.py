@@ -75,3 +75,13 @@ def test_a_requeued_job_runs_a_new_attempt_its_old_fault_explains_nothing_of() -
     correlator.admit(seen("gpu_fault", 500, ("n4",), onset=500))
     correlator.expire(at(500 + 3601))
     assert correlator.faulted == {}
+
+
+def test_a_restarted_service_knows_the_faults_of_the_incidents_it_reopens() -> None:
+    before = IncidentCorrelator(600 * US, 8)
+    before.admit(seen("crash", 100))
+    before.admit(seen("gpu_fault", 110, ("n3",)))
+    after = IncidentCorrelator(600 * US, 8)
+    after.restore(before.open.values())
+    assert after.faulted == {"7": (at(110), False)}
+    assert after.admit(seen("hang", 1300, onset=105)) is None
