@@ -119,6 +119,10 @@ loop's word names the loop wherever it stands (``eval_loss`` is an evaluation's)
 naming a device (``mem_usage:cuda:3 6.7GB``) is no CUDA error. Word characters and boundaries
 are ASCII: Unicode ones send the regex engine down its slow path on every line holding
 non-ASCII text (a progress bar's blocks), ten times the cost."""
+AFTER_METER = r"(\[[0-9]{1,3}:[0-9]{2}(?::[0-9]{2})?(?:<[0-9:?]+)?,[^\]]*\]).+$"
+"""A tqdm meter (``[01:14:23<1:13:02,  1.23it/s]``) and what follows it on its line: tqdm
+leaves its last update without a newline, so the next print lands after it (trlx's bar, then
+``[RANK 0] Collecting rollouts``): that text is another line's, and says nothing of the bar."""
 EMPTY_FIELD = (
     r"""["']?[0-9A-Za-z_./-]+["']?\s*[:=]\s*(?:null|None|nan|NaN|n/a|N/A|""|'')"""
     r"(?:\s*[,;|]|\s*(?:[}\]]|$))"
@@ -643,8 +647,10 @@ class LearnedProgress:
 
 
 def _lookalike(message: pl.Expr) -> pl.Expr:
-    """True on the lines holding a word of ``LOOKALIKE_LINE`` outside their empty fields."""
-    return message.str.replace_all(EMPTY_FIELD, "").str.contains(LOOKALIKE_LINE)
+    """True on the lines holding a word of ``LOOKALIKE_LINE`` outside their empty fields and
+    before the end of a tqdm meter (``AFTER_METER``)."""
+    own = message.str.replace_all(EMPTY_FIELD, "").str.replace(AFTER_METER, "${1}")
+    return own.str.contains(LOOKALIKE_LINE)
 
 
 def metrics_records(lines: pl.DataFrame) -> pl.DataFrame:

@@ -562,6 +562,15 @@ def test_a_bar_is_a_step_at_first_sight_and_a_smaller_loop_s_bar_is_none() -> No
     ]
     # evaluate(): the same bar over the smaller test set, another loop.
     assert steps(parser, " 97/313 [========>.....] - ETA: 0s - loss: 0.0841") == []
+    # tqdm leaves its last update without a newline: the next print, glued after the meter, is
+    # another line's (trlx's bar, then "[RANK 0] Collecting rollouts"); its words do not make
+    # the bar a look-alike, the bar's own description still does
+    glued = (
+        "[losses/total_loss: 1.64 | losses/value_loss: 7.62]:  16%|██   | 1024/6400 "
+        "[1:14:23<1:13:02,  1.25it/s][RANK 0] Collecting rollouts"
+    )
+    assert steps(learner(), glued) == [("learned", 1024, 0.8)]
+    assert steps(learner(), "[rollout 12 / 128]: 9%|█ | 12/128 [00:08<01:20, 1.44it/s]") == []
     # a custom bar_format without spaces (tensorpack's '{l_bar}{bar}|{n_fmt}/{total_fmt}[...')
     assert steps(learner(), "|120/4000[01:40<54:02, 1.25it/s]") == [("learned", 120, 0.8)]
     # A number of the description that rises is the step, not the bar's restarting count.
