@@ -28,6 +28,11 @@ FAULT_MEMORY_US = 3600 * US
 collective out 10 to 30 minutes after a GPU or a node stopped answering."""
 
 
+def began(detection: Detection) -> int:
+    """When what ``detection`` reports began: its onset, else its detection."""
+    return detection.detected_at if detection.onset is None else detection.onset
+
+
 def strength(detection: Detection) -> tuple[bool, bool, bool]:
     """How much a detection says: a confirmed one over a suspect, one that blames nodes over
     one that does not, hardware kinds over the others. An incident is named after its strongest
@@ -143,9 +148,7 @@ class IncidentCorrelator:
             if incident is not None:
                 incident.join(detection, self.max_symptoms)
             return None
-        if detection.confirmed and detection.kind in HARDWARE_KINDS:
-            onset = detection.detected_at if detection.onset is None else detection.onset
-            self.faulted.setdefault(detection.job_id, (onset, False))
+        self._note_fault(detection)
         incident = self.open.get(detection.job_id)
         if incident is not None and detection.detected_at - incident.last_seen <= self.window_us:
             news = incident.news(detection)
@@ -162,8 +165,13 @@ class IncidentCorrelator:
         fault = self.faulted.get(detection.job_id or "")
         if fault is None or detection.kind in HARDWARE_KINDS or detection.culprits:
             return False
-        began = detection.detected_at if detection.onset is None else detection.onset
-        return abs(began - fault[0]) <= CONSEQUENCE_SLACK_US
+        return abs(began(detection) - fault[0]) <= CONSEQUENCE_SLACK_US
+
+    def _note_fault(self, detection: Detection) -> None:
+        """Mark the job of a confirmed hardware fault faulted, from its attempt's first one."""
+        job_id, hardware = detection.job_id, detection.kind in HARDWARE_KINDS
+        if job_id is not None and detection.confirmed and hardware:
+            self.faulted.setdefault(job_id, (began(detection), False))
 
     def observe_scheduler(self, frame: pl.DataFrame) -> None:
         """A job that stopped and then runs again (a requeue) begins a new attempt: its open
@@ -199,9 +207,7 @@ class IncidentCorrelator:
                 continue
             self.open[job_id] = incident
             for detection in (incident.first, *incident.symptoms):
-                if detection.confirmed and detection.kind in HARDWARE_KINDS:
-                    onset = detection.detected_at if detection.onset is None else detection.onset
-                    self.faulted.setdefault(job_id, (onset, False))
+                self._note_fault(detection)
 
     def expire(self, now: int) -> None:
         stale = [job for job, inc in self.open.items() if now - inc.last_seen > self.window_us]

@@ -526,7 +526,8 @@ class NodeFailureDetector(WatchesLiveness):
         # may still show the work they did before it died.
         settle = slack + self.liveness.cadence_of(gap.node)
         away = gap.since - last_sample > settle
-        trained = self.training.get(job_id, (gap.since, gap.since))[0] < gap.since
+        stepped = self.training.get(job_id)
+        trained = stepped is not None and stepped[0] < gap.since
         # A job pausing as it has paused before, or a little longer (an evaluation, a save, a
         # loader's stall, its peers spinning in the wait meanwhile), while its node's exporter
         # restarts looks the same as a dead node, until the pause runs past ``pause_factor``
@@ -535,7 +536,6 @@ class NodeFailureDetector(WatchesLiveness):
         usual = away or self._in_usual_pause(job_id, gap, now) or self._announced(job_id, gap)
         # A node last heard with its GPUs off work, alive (rank 0 starting a save its peers
         # wait on), may just as well be pausing as its exporter restarts.
-        stepped = self.training.get(job_id)
         usual = usual or self.job_power.idle_when_heard(
             job_id,
             gap.node,
@@ -659,7 +659,7 @@ class NodeFailureDetector(WatchesLiveness):
         self.context.observe(frame)
         if holds(frame.get_column("kind"), "crash"):
             self._errors(frame)
-        if "waited_us" in frame.columns and frame.get_column("waited_us").is_not_null().any():
+        if frame.get_column("waited_us").is_not_null().any():
             self._stalls(frame)
         return self._emit(self._placed(self.fabric.observe(frame)))
 

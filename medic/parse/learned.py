@@ -1075,7 +1075,7 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     unit, label, phrase = unit.lower(), label.lower(), phrase.lower()
     if _EXCLUDED.search(phrase or label) or _EXCLUDED.search(unit) or label in _COARSER:
         return None
-    if " " in unit:  # a clock or an estimate (``_SINCE_START``)
+    if _SINCE_START.search(unit):  # a clock or an estimate
         return None
     if _COUNTED.match(unit) and "sec" not in unit and unit not in _COARSER:
         return None
