@@ -48,11 +48,13 @@ InfiniBand/RoCE link drops (the kernel's mlx5 ``Link down``, NCCL's ``port error
 event, or rises of the node's ``ib_link_downed`` counter: the port failed to recover and went
 down) within ``flap_window_s`` make it a straggler on their own; one drop is not flapping. The
 two sources see the same drops, so a node's drops are the larger of the two counts, not their
-sum. NCCL then routes around the port or retries, so the job runs slower with no GPU standing
-out. A degraded link that has not gone down yet shows in its error counters (``ib_errors``:
-symbol errors, link recoveries, bad packets): a node whose errors rise against its job's other
-nodes persistently (``medic.detectors.port_errors``) is a suspect with a cause of slowness,
-like a GPU whose PCIe or NVLink retries rise, named even when no log line says anything.
+sum; a drop another node had at the same time is their switch's
+(``medic.detectors.link_drops``). NCCL routes around a flapping port or retries, so the job
+runs slower with no GPU standing out. A degraded link that has not gone down yet shows in its
+error counters (``ib_errors``: symbol errors, link recoveries, bad packets): a node whose
+errors rise against its job's other nodes persistently (``medic.detectors.port_errors``) is a
+suspect with a cause of slowness, like a GPU whose PCIe or NVLink retries rise, named even when
+no log line says anything.
 
 Where ranks print their own share of a step (NVRx's relative GPU scores and warnings,
 Megatron's per-rank timers, a site's own lines: ``medic.parse.rank_timings``), a rank whose
@@ -67,7 +69,6 @@ job slowed against its own baseline; a cause of slowness on the GPU).
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -77,6 +78,7 @@ import polars as pl
 
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
 from medic.detectors.base import Detection
+from medic.detectors.link_drops import LinkDrops
 from medic.detectors.log_windows import LogWindows
 from medic.detectors.online import flag_count, peer_z_columns, push_flags
 from medic.detectors.pace import PaceModel
@@ -142,9 +144,6 @@ KEYS = ["job_id", "node", "gpu"]
 LINK_DOWN = ("mlx5_link_down", "ib_port_error")
 """The catalogue's signatures of an InfiniBand/RoCE port going down (a flap when it comes back):
 the kernel's mlx5 line, and NCCL's async event on the host whose port it is."""
-ONE_DROP_US = 30 * US
-"""Lines of one drop (the kernel's, and the NCCL async event every rank on the node prints)
-come within seconds of each other: within this span they count once."""
 CAUSE = "cause"
 NETWORK = "network"
 LINK_DOWNED = "ib_link_downed_delta"
@@ -317,10 +316,9 @@ class StragglerDetector(WatchesJobs):
         self.odd_jobs: set[str] = set()
         """Jobs with a GPU one deviating window short of a suspect: their paces are not
         learned."""
-        self.link_drops: dict[str, deque[int]] = {}
-        """node -> times of its latest link drops in its logs (at most ``flap_count``)."""
-        self.counted_drops: dict[str, deque[int]] = {}
-        """node -> times of its latest link drops by its ``ib_link_downed`` counter."""
+        self.link_drops = LinkDrops(round(2 * self.config.window_s * US))
+        """Each node's link drops: the counters show a drop late by up to a window, so nodes
+        that dropped together may show it a window apart."""
         self.port_errors = PortErrorPeers(
             self.config.z_threshold,
             self.config.counter_floor,
@@ -343,7 +341,7 @@ class StragglerDetector(WatchesJobs):
     def state_size(self) -> int:
         learned = self._gpus.height - self._gpus.get_column("seen").null_count()
         held = len(self.jobs) + len(self.paces) + learned + len(self.link_drops)
-        held += len(self.counted_drops) + len(self.port_errors)
+        held += len(self.port_errors)
         return held + self.telemetry.state_size() + self.rank_shares.state_size()
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -371,9 +369,7 @@ class StragglerDetector(WatchesJobs):
             return
         drops = hits.filter(pl.col("signature").is_in(LINK_DOWN) & pl.col("node").is_not_null())
         for node, time in drops.select("node", pl.col("time").to_physical()).iter_rows():
-            times = self.link_drops.setdefault(node, deque(maxlen=self.config.flap_count))
-            if not times or abs(time - times[-1]) >= ONE_DROP_US:
-                times.append(time)
+            self.link_drops.log(node, time)
 
     def advance(self, watermark: int) -> list[Detection]:
         found = []
@@ -389,34 +385,24 @@ class StragglerDetector(WatchesJobs):
             found.extend(self._judge(log_window))
         self._forget(self.jobs.release(watermark))
         self._forget([job_id for job_id in self.paces if self.jobs.done(job_id)])
-        horizon = watermark - round(self.config.flap_window_s * US)
-        self.link_drops = {n: t for n, t in self.link_drops.items() if t[-1] >= horizon}
-        self.counted_drops = {n: t for n, t in self.counted_drops.items() if t[-1] >= horizon}
+        drops = self.link_drops  # a drop this old still tells whether a newer one was shared
+        drops.forget(watermark - round(self.config.flap_window_s * US) - drops.shared_us)
         return found
 
     def _count_drops(self, window: Window) -> None:
         """Link drops by the nodes' ``ib_link_downed`` counters: each rise in a window is that
-        many drops at the window's end. Drops on more than a minority of a job's nodes in one
-        window are the fabric's (a switch retraining all its links), no node's. Most windows
-        have no rise, which one comparison of the column tells without a query."""
+        many drops at the window's end (``LinkDrops`` tells a node's own from the fabric's).
+        Most windows have no rise, which one comparison of the column tells without a query."""
         if window.gpus.is_empty() or not (window.gpus.get_column(LINK_DOWNED) > 0).any():
             return
-        share = self.config.max_culprit_fraction
         rises = collect(
             window.gpus.lazy()
-            .group_by("job_id", "node")
-            .agg(pl.col("ib_link_downed_delta").max().alias("rise"))
-            .filter(
-                (pl.col("rise") > 0).sum().over("job_id")
-                <= pl.max_horizontal(pl.lit(1.0), share * pl.len().over("job_id"))
-            )
-            .filter(pl.col("rise") > 0)
+            .filter(pl.col(LINK_DOWNED) > 0)
             .group_by("node")
-            .agg(pl.col("rise").max())
+            .agg(pl.col(LINK_DOWNED).max())
         )
         for node, rise in rises.iter_rows():
-            times = self.counted_drops.setdefault(node, deque(maxlen=self.config.flap_count))
-            times.extend([window.end] * min(rise, self.config.flap_count))
+            self.link_drops.count(node, window.end, min(rise, self.config.flap_count))
 
     def _judge(self, now: int) -> list[Detection]:
         """Once per window: every job's pace votes; a slowed job with suspects is a straggler.
@@ -441,7 +427,7 @@ class StragglerDetector(WatchesJobs):
         """Nodes of running jobs whose links dropped ``flap_count`` times within
         ``flap_window_s``: suspects sure enough to fire alone (one drop is no flapping)."""
         c = self.config
-        if not (self.link_drops or self.counted_drops):
+        if not self.link_drops:
             return {}  # the usual window: no drop, and no query to find no flapping
         placement = self.jobs.placement
         if placement is not None:
@@ -451,17 +437,15 @@ class StragglerDetector(WatchesJobs):
             placement = self._watched
         if placement.is_empty():
             return {}
-        since = now - round(c.flap_window_s * US)
-        logged = {n: sum(t >= since for t in times) for n, times in self.link_drops.items()}
-        counted = {n: sum(t >= since for t in times) for n, times in self.counted_drops.items()}
-        counts = {n: max(logged.get(n, 0), counted.get(n, 0)) for n in {*logged, *counted}}
+        flapping = self.link_drops.own(now - round(c.flap_window_s * US), c.flap_count)
+        if not flapping:
+            return {}
         sizes = placement.group_by("job_id").agg(pl.len().alias("nodes"))
-        flapping = [n for n, k in counts.items() if k >= c.flap_count]
-        rows = placement.filter(pl.col("node").is_in(flapping))
+        rows = placement.filter(pl.col("node").is_in(list(flapping)))
         found: dict[str, list[Suspect]] = {}
         for node, job_id, nodes in rows.join(sizes, on="job_id").sort("node").iter_rows():
-            drops = counts[node]
-            feature = NETWORK if logged.get(node, 0) >= drops else LINK_DOWNED
+            drops, by_logs = flapping[node]
+            feature = NETWORK if by_logs else LINK_DOWNED
             suspect = Suspect(node, -1, drops / c.flap_count, feature, 0, nodes, 0, True, True)
             found.setdefault(job_id, []).append(suspect)
         share = c.max_culprit_fraction

@@ -128,3 +128,28 @@ def test_an_old_recording_without_the_columns_behaves_as_before() -> None:
     for row in job.gpu:
         assert "ib_errors" not in row
     assert run(StragglerDetector(), [job], 900) == []
+
+
+def test_a_switch_retraining_seen_a_window_apart_and_one_later_drop_are_no_flapping() -> None:
+    # Each node's exporter is scraped at its own phase: the switch's retraining at 200 s
+    # shows on n1..n3 in one window and on n4 in the next; n4's own port drops once more later.
+    def retrained(t: float) -> float:
+        return t >= 200
+
+    def retrained_late_then_once(t: float) -> float:
+        return (t >= 215) + (t >= 500)
+
+    downed = dict.fromkeys(("n1", "n2", "n3"), retrained) | {"n4": retrained_late_then_once}
+    assert run(StragglerDetector(), [slow_from_the_start(ports(downed=downed))], 900) == []
+
+
+def test_a_node_that_keeps_flapping_after_a_switch_retraining_is_named() -> None:
+    def retrained(t: float) -> float:
+        return t >= 200
+
+    def flapping(t: float) -> float:
+        return (t >= 215) + (t >= 500) + (t >= 640)
+
+    downed = dict.fromkeys(("n1", "n2", "n3"), retrained) | {"n4": flapping}
+    (found,) = run(StragglerDetector(), [slow_from_the_start(ports(downed=downed))], 900)
+    assert found.culprits == ("n4",) and at(640) <= found.detected_at <= at(700)

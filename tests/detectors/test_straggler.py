@@ -503,3 +503,12 @@ def test_the_scores_scaled_features_are_the_detectors_flaps_and_rank_shares() ->
     from medic.detectors.straggler_score import SCALED_ALREADY
 
     assert frozenset({*FLAPS, RANK_SHARE}) == SCALED_ALREADY
+
+
+def test_link_drops_logged_on_every_node_at_once_are_their_switchs() -> None:
+    job = slow_from_the_start(constant(COMPUTE))
+    for node, skew in (("n1", 0.0), ("n2", 1.5), ("n3", -2.0), ("n4", 0.7)):
+        link_down(job, 200 + skew, node)  # a leaf switch reboots: every port on it goes down
+    link_down(job, 420, "n2")
+    job.logs.sort(key=lambda r: r["time"])
+    assert run(StragglerDetector(), [job], 900) == []
