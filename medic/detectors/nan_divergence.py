@@ -26,8 +26,9 @@ data diverge again, which no node explains. The detection never blames a node.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
-import statistics
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -77,6 +78,14 @@ class NanDivergenceConfig:
     """A job's state is dropped this long after it ended, or after its last row."""
 
 
+def _median(ordered: list[float]) -> float:
+    """The median of sorted values, as ``statistics.median`` computes it."""
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
 @dataclass
 class _Job:
     """One job's loss history in its current attempt, and what its attempts did."""
@@ -85,8 +94,12 @@ class _Job:
     losses: deque[float]
     """Latest finite reports' absolute losses (the non-finite ones make the streak)."""
     times: deque[int]
-    earlier_peak: float = -math.inf
-    """The largest finite loss reported before the reports ``losses`` holds."""
+    history: list[float] = field(default_factory=list)
+    """The reports before the window (all of ``losses`` but its last ``window``), sorted: a
+    median at each report without sorting them again."""
+    peak: float = -math.inf
+    """The largest loss that has been before the window in the attempt (the reports
+    ``losses`` dropped included)."""
     lowest_level: float = math.inf
     """The lowest median of the reports before the window so far in the attempt: a loss that
     climbs slowly (tenfold every few hundred steps, printed at each) never grows a hundredfold
@@ -116,22 +129,26 @@ class _Job:
         self.attempt += 1
         self.losses.clear()
         self.times.clear()
-        self.earlier_peak, self.lowest_level = -math.inf, math.inf
+        self.history.clear()
+        self.peak, self.lowest_level = -math.inf, math.inf
         self.streak, self.last_step, self.stopped = 0, None, False
         self.steps.clear()
         self.skips.clear()
 
     def add(self, loss: float, time: int, step: int | None) -> None:
         if math.isfinite(loss):
-            if len(self.losses) == self.losses.maxlen:
-                self.earlier_peak = max(self.earlier_peak, self.losses[0])
-            self.losses.append(abs(loss))
+            losses, history = self.losses, self.history
+            if len(losses) == losses.maxlen:
+                del history[bisect.bisect_left(history, losses[0])]
+            losses.append(abs(loss))
             self.times.append(time)
             self.streak = 0
-            if len(self.losses) >= 2 * self.window:  # the history's median, at each report:
-                # on a few dozen values Python's median costs a tenth of a numpy call
-                level = statistics.median(list(self.losses)[: -self.window])
-                self.lowest_level = min(self.lowest_level, level)
+            if len(losses) > self.window:
+                entered = losses[-self.window - 1]
+                bisect.insort(history, entered)
+                self.peak = max(self.peak, entered)
+            if len(losses) >= 2 * self.window:
+                self.lowest_level = min(self.lowest_level, _median(history))
         else:
             if self.streak == 0:
                 self.streak_since, self.streak_from = time, step
@@ -146,11 +163,11 @@ class _Job:
     def growth(self) -> tuple[float, float, float] | None:
         """(window median, the lowest history median of the attempt, peak before the window)
         once the history holds as many reports as the window."""
-        if len(self.losses) < 2 * self.window:
+        losses = self.losses
+        if len(losses) < 2 * self.window:
             return None
-        values = list(self.losses)
-        peak = max(self.earlier_peak, max(values[: -self.window]))
-        return statistics.median(values[-self.window :]), self.lowest_level, peak
+        recent = sorted(itertools.islice(losses, len(losses) - self.window, None))
+        return _median(recent), self.lowest_level, self.peak
 
 
 class NanDivergenceDetector:
