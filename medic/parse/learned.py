@@ -1091,8 +1091,12 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
         return -1.0
     if re.search(r"(?:^|_)(?:steps?|iters?|batch(?:es)?|updates?)/s(?:ec)?$", label):
         return -1.0
-    if re.search(r"per_?s|/s$|/sec$|ps$", label) or re.search(r"/s(?:ec)?$|per_s", unit):
-        return None
+    if (
+        re.search(r"per_?s|ps$", label)
+        or _RATE.search(label)
+        or re.search(r"/s(?:ec)?$|per_s", unit)
+    ):
+        return None  # a rate a second (``tokens/gpu/second``), not a duration
     if re.search(r"(?:^| )(?:steps?|iter[a-z]*|batch[a-z]*|updates?) per sec", phrase):
         return -1.0
     if re.search(r" per sec", phrase):

@@ -406,6 +406,9 @@ def test_a_node_a_cluster_manager_marked_dead_is_heard_at_a_warning_level() -> N
         " from it."
     )
     assert reading(line) == ("host", "node_failure")
+    # a node agent told it was declared dead (Ray's raylet, at its fatal level, before it exits)
+    line = "[2026-11-30 02:11:10,400 C 88 88] node_agent.cc:170: This node was marked as dead."
+    assert reading(line) == ("host", "node_failure")
 
 
 def test_a_container_its_orchestrator_evicted_is_a_crash_at_a_warning_level() -> None:

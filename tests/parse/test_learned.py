@@ -49,6 +49,10 @@ def test_a_line_naming_its_step_and_its_time_is_a_step_at_first_sight() -> None:
     assert steps(parser, "Step 12 | loss:1.94 tokens_per_second_per_gpu:986.1") == [
         ("learned", 12, None)
     ]
+    # a rate whose label spells its unit out is no duration (InternLM's "tgs (.../second)")
+    assert steps(learner(), "step=36,loss=5.45,tgs (tokens/gpu/second)=4233.7,lr=7e-06") == [
+        ("learned", 36, None)
+    ]
     # A step reporting its loss is one too (DLLogger's "Training Iteration: 651 step_loss :
     # 2.05", detectron2's plain "iter: 197900 total_loss: 0.035"), with no time of its own.
     assert steps(learner(), "step 12 loss 2.3") == [("learned", 12, None)]
