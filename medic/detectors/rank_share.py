@@ -16,7 +16,8 @@ Reads the ``rank_timing`` stream (``medic.parse.rank_timings``), one figure per 
   size / pipeline size), the pipeline size as the job's arguments print it at start-up. A job
   whose arguments were not seen (it started before medic, or its start-up lines were not
   shipped) has its ranks compared with the others of their node instead, the node as Slurm's
-  placement fills them (ranks node by node): a stage spans whole nodes in the usual layout,
+  placement fills them (ranks node by node; its reports wait, ``stale_s`` at most, until the
+  job's GPU samples or Slurm tell its nodes): a stage spans whole nodes in the usual layout,
   tensor parallelism within a node and each stage's data-parallel replicas across nodes, so a
   node's ranks are one stage's. A job on one node is not compared before its layout is known
   (a pipeline within one node splits it).
@@ -146,12 +147,24 @@ class RankShares:
             return
         window = round(self.config.window_s * US)
         closed = (pl.col("time") // window + 1) * window <= watermark
-        ready = self._pending.filter(closed)
+        if self._pending.filter(closed).is_empty():
+            return
+        placed = nodes()
+        # A job's first report often comes with its first step line, before its GPUs' samples
+        # or Slurm's row tell its nodes: kept until they do (``stale_s`` at most), as a
+        # Megatron rank's peers are the ranks of its node until the job's layout is known.
+        unplaced = (
+            (pl.col("source") == MEGATRON_TIMERS)
+            & ~pl.col("job_id").is_in(list(placed))
+            & ~pl.col("job_id").is_in(list(self.layout))
+        )
+        fresh = pl.col("time") >= watermark - round(self.config.stale_s * US)
+        ready = self._pending.filter(closed & ~unplaced)
+        self._pending = self._pending.filter(~closed | (unplaced & fresh))
         if ready.is_empty():
             return
-        self._pending = self._pending.filter(~closed)
         ready = ready.with_columns((pl.col("time") // window).alias("_report"))
-        self._push(self._compared(self._staged(ready, nodes())))
+        self._push(self._compared(self._staged(ready, placed)))
 
     def _staged(self, ready: pl.DataFrame, nodes: Mapping[str, int]) -> pl.DataFrame:
         """Each time its pipeline stage (``_stage``): Megatron's ranks by the job's layout, or

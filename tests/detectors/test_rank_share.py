@@ -204,3 +204,17 @@ def test_without_its_layout_a_last_stage_of_whole_nodes_is_not_a_straggler() -> 
 def test_a_one_node_job_is_not_compared_before_its_layout_is_known() -> None:
     # Sixteen ranks on one node: its pipeline stages split the node.
     assert run(StragglerDetector(), [staged_job(None, 5, nodes=("n1",))], 1000) == []
+
+
+def test_a_first_report_before_the_jobs_nodes_are_known_still_counts() -> None:
+    # A job running since before medic started, no layout seen, printing its timers every ten
+    # minutes, the first with its first step line: its GPUs are not watched yet (no pace), nor
+    # does Slurm list its nodes, so only the next windows tell which node a rank is on.
+    job = Job()
+    job.steps(600, 1900).telemetry(0, 1900, constant(COMPUTE), every=30)
+    for report, t in enumerate((600.0, 1200.0, 1800.0)):
+        compute = {r: 600.0 * jitter(r, report) * (1.3 if r == 5 else 1.0) for r in range(RANKS)}
+        megatron_timers(job, t, compute, 2000.0)
+    (found,) = run(StragglerDetector(), [job], 1900)
+    assert found.culprits == ("n2",) and found.ranks == (5,)
+    assert at(1800) <= found.detected_at <= at(1900)
