@@ -573,8 +573,24 @@ class NodeFailureDetector(WatchesLiveness):
             if known is not None:
                 first, newest = min(first, known[0]), max(newest, known[1])
             self.training[job_id] = (first, newest)
-        if self.phases or holds(progress.get_column("event"), tuple(PHASE_OF)):
+        if holds(progress.get_column("event"), tuple(PHASE_OF)):
             self._phases(progress)
+        elif self.phases:
+            self._phases_end(progress)
+
+    def _phases_end(self, progress: pl.DataFrame) -> None:
+        """Close each open phase at its job's line ending it or its next training step, in a
+        batch opening none (most of them: a step line of every job's every print): a comparison
+        of the columns per job in a phase, not a query."""
+        jobs = progress.get_column("job_id").to_numpy()
+        events = progress.get_column("event").to_numpy()
+        steps = events == "step"
+        ends = np.logical_or.reduce([events == event for event in PHASE_END])
+        times = times_us(progress)
+        for job_id, began in list(self.phases.items()):
+            theirs = jobs == job_id
+            if (theirs & (ends | (steps & (times > began)))).any():
+                del self.phases[job_id]
 
     def _phases(self, progress: pl.DataFrame) -> None:
         """Open a job's phase at the line announcing it, close it at the line ending it or at
