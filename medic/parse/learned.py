@@ -189,6 +189,10 @@ _COUNTER_LABEL = re.compile(
 )
 """A counter's name, or its short form (Marian's ``Up. 200``, ``it 300``); a short form takes
 no plural: ``ups`` is a rate of updates (fairseq's ``ups=2.1``)."""
+_SPACED_QUALIFIER = re.compile(r"(?i)\b(global|micro|inner|local)[ _-]+$")
+"""A word before a counter's label saying whose counter it is (``global iter``)."""
+_INNER = frozenset({"micro", "inner", "local"})
+"""Qualifiers of a loop inside the step (a micro-batch's, an inner PPO epoch's)."""
 UNLABELLED = len(_COUNTER_RANK) + 1
 """The rank of a number no counter's name labels."""
 _FRACTION = re.compile(
@@ -797,7 +801,7 @@ def _fields(template: str) -> Fields | None:
     width = len(parts) - 1
     labels = [_LABEL.search(part) for part in parts[:-1]]
     ranks = tuple(
-        _number_rank(before, label.group(1) if label else "", after)
+        _number_rank(before, label.group(1) if label else "", after, _qualifier(before, label))
         for before, label, after in zip(parts[:-1], labels, parts[1:], strict=True)
     )
     words = [_words(parts[index], parts[index + 1], labels[index]) for index in range(width)]
@@ -1012,7 +1016,16 @@ def _is_part(fields: Fields | None) -> bool:
     )
 
 
-def _number_rank(before: str, label: str, after: str) -> int:
+def _qualifier(before: str, label: re.Match[str] | None) -> str:
+    """The word qualifying a counter's label as a word of its own (``global iter``, ``inner
+    iter``), as ``global_step`` holds it; empty when none does."""
+    if label is None:
+        return ""
+    word = _SPACED_QUALIFIER.search(before[: label.start(1)])
+    return word.group(1).lower() if word else ""
+
+
+def _number_rank(before: str, label: str, after: str, qualifier: str = "") -> int:
     """How likely a number is the step, by its label (``_counter_rank``) or the counter's name
     written right after it (``1-100batch``); a percentage, a loss, an epoch, or digits within a
     name (``gpu-a03``, ``node12``: a host's, a device's), are never the step."""
@@ -1024,8 +1037,9 @@ def _number_rank(before: str, label: str, after: str) -> int:
     if _UNIT_BEFORE.search(before):
         return UNLABELLED
     if before[-1:].isalpha():
-        return NO_COUNTER if _counter_rank(label) == UNLABELLED else _counter_rank(label)
-    return _counter_rank(label)
+        rank = _counter_rank(label, qualifier)
+        return NO_COUNTER if rank == UNLABELLED else rank
+    return _counter_rank(label, qualifier)
 
 
 def _per_counter(
@@ -1053,17 +1067,18 @@ def _per_counter(
     )
 
 
-def _counter_rank(label: str) -> int:
+def _counter_rank(label: str, qualifier: str = "") -> int:
     """How likely a number with this label (its last name of a path: ``epoch=0/global_step=``)
     is the step: by ``_COUNTER_RANK``, unlabelled last; a global step before any other, a
-    micro step (a micro-batch's) as a batch."""
+    micro step (a micro-batch's) or an inner loop's as a batch. ``qualifier``: the word
+    before the label, for a label that holds none."""
     match = _COUNTER_LABEL.match(re.split(r"[/.]", label.rstrip("."))[-1])
     if match is None:
         return UNLABELLED
-    qualifier = (match.group(1) or "").lower()
+    qualifier = (match.group(1) or qualifier).lower()
     name = (match.group(2) or _SHORT_COUNTER[match.group(3).lower()]).lower()
     rank = _COUNTER_RANK[name]
-    if qualifier == "micro":
+    if qualifier in _INNER:
         return _COUNTER_RANK["batch"]
     return rank - 1 if qualifier == "global" else rank
 

@@ -648,6 +648,13 @@ def test_the_current_rate_comes_before_a_running_average_and_a_global_step_first
     assert throughputs(learner(), *lines) == [(i, 80.5 + i, "CurrSamplesPerSec") for i in (1, 2, 3)]
 
 
+def test_a_counter_qualified_by_a_word_of_its_own_ranks_as_its_snake_case_form() -> None:
+    # an RL trainer's inner loops before its global iteration, words apart ("inner iter")
+    line = "train | inner iter: {}/ 8 | ppo epoch: 2/ 4 | global iter: {}/ 900 | time: 1.5"
+    assert steps(learner(), line.format(3, 15)) == [("learned", 15, 1.5)]
+    assert steps(learner(), "micro step 160 | global step 40 | loss 2.1") == [("learned", 40, None)]
+
+
 def test_every_part_of_a_record_is_read_its_rate_of_steps_first() -> None:
     """A header, then one line per metric: the counter-like "time/batch" part and the
     samples' rate are no step time; the rate of batches is."""
