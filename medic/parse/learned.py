@@ -243,6 +243,9 @@ _COUNTED = re.compile(r"^[a-z]{3,}s$")
 """A unit naming what a number counts, a plural noun (``utt_duration=1069 frames``): no
 duration, whatever its label says, unless it is a unit of time."""
 _SECONDS = ("s", "sec", "secs", "second", "seconds")
+_TIME_UNITS = frozenset(
+    {*_SECONDS, "ms", "msec", "us", "min", "mins", "minute", "minutes", "h", "hr", "hour", "hours"}
+)
 _COARSER = ("h", "hour", "hours", "min", "mins", "minute", "minutes")
 """A label that is a coarser unit of time: the number continues a compound duration ("3 hours
 50 minutes 7 seconds": an estimate or a clock), never a step's time alone."""
@@ -913,6 +916,16 @@ _BRACKETED = re.compile(r"\s?[(\[]([A-Za-z/]+)[)\]](\W{0,3})$")
 ``Time [ms]``): the number's unit where no word follows the number."""
 
 
+_PAIRED = re.compile(r"\s?\(")
+"""A number followed by a second one in brackets, as a label with a second in brackets before
+them pairs them (BasicSR's ``time (data): 0.365 (0.002)``)."""
+
+
+def _names_a_value(bracketed: str) -> bool:
+    """Whether a word in brackets names a value (``data``) rather than a unit (``ms``, ``s/it``)."""
+    return "/" not in bracketed and bracketed.lower() not in _TIME_UNITS
+
+
 def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, str, str]:
     """A number's unit (the word after it, else one in brackets before it), label (the word
     before it) and phrase (the last words before it, a bracketed unit set apart from the label
@@ -920,6 +933,10 @@ def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, s
     unit = _UNIT_AFTER.match(after)
     since = _SINCE_START.match(after[unit.end() :]) if unit else None
     bracketed = _BRACKETED.search(before)
+    if bracketed is not None and _PAIRED.fullmatch(after) and _names_a_value(bracketed.group(1)):
+        # "time (data): 0.365 (0.002)": the bracket names the second number, not a unit
+        before, bracketed = before[: bracketed.start()] + bracketed.group(2), None
+        label = _LABEL.search(before)
     if bracketed is not None:
         before = f"{before[: bracketed.start()]} ({bracketed.group(1)}){bracketed.group(2)}"
     phrase = _PHRASE.search(before)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from medic.parse.progress import FORMATS, ProgressParser
 from medic.testing.builders import batch, log
 
@@ -653,6 +655,15 @@ def test_a_counter_qualified_by_a_word_of_its_own_ranks_as_its_snake_case_form()
     line = "train | inner iter: {}/ 8 | ppo epoch: 2/ 4 | global iter: {}/ 900 | time: 1.5"
     assert steps(learner(), line.format(3, 15)) == [("learned", 15, 1.5)]
     assert steps(learner(), "micro step 160 | global step 40 | loss 2.1") == [("learned", 40, None)]
+
+
+def test_a_label_pairing_two_numbers_gives_the_first_its_own_name() -> None:
+    # BasicSR's "time (data): <iteration> (<data loading>)": "data" names the second number
+    line = "[epoch: 3, iter: {}, lr:(1.0e-04,)] [eta: 2:01:07, time (data): 0.{}5 (0.002)]"
+    assert steps(learner(), line.format(400, 36)) == [("learned", 400, 0.365)]
+    # a unit in brackets before a number and its running average stays the number's unit
+    ((_, step, took),) = steps(learner(), "iter 7 | Time [ms]: 5.2 (4.9) | loss 2.1")
+    assert step == 7 and took == pytest.approx(0.0052)
 
 
 def test_every_part_of_a_record_is_read_its_rate_of_steps_first() -> None:
