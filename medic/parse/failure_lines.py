@@ -621,8 +621,8 @@ class FailureLines:
             flags=[(ends & ~failed).alias(END), self._loud.on(lines, blind).alias(_LOUD)],
             quiet=pl.col(END) | ~(quiet | soft),
             lowered=[
-                _words_apart(text).alias(_LOWER),
-                _as_written(text).alias(_PLAIN),
+                _words_apart(_stated(text)).alias(_LOWER),
+                _as_written(_stated(text)).alias(_PLAIN),
                 death.alias(_DEATH),
                 (mention & ~pl.col(END)).alias(MENTION),
             ],
@@ -645,6 +645,21 @@ class _Plan:
     quiet: pl.Expr
     lowered: list[pl.Expr]
     nothing: list[pl.Expr]
+
+
+HYPOTHESES = (
+    r"(?i)\b(?:th(?:is|at)|it) (?:can|could|may|might) (?:also )?happen (?:when|if)\b"
+    r"|\b(?:possible|potential|common|likely) (?:root )?(?:causes|reasons)\b"
+)
+"""Where a message goes on to list what might have caused it (Ray's "This can happen when (1)
+raylet crashes unexpectedly (OOM, ...) (2) ...", "There are some potential root causes. (1)
+..."): guesses, whose words say nothing of what failed. A single cause a message suggests ("This
+might be due to a deadlock") is its reading, and kept."""
+
+
+def _stated(text: pl.Expr) -> pl.Expr:
+    """``text`` up to the guesses at its cause (``HYPOTHESES``), if it makes any."""
+    return text.str.replace(f"(?:{HYPOTHESES}).*$", "")
 
 
 def _words_apart(text: pl.Expr) -> pl.Expr:

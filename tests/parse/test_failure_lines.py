@@ -411,6 +411,19 @@ def test_a_node_a_cluster_manager_marked_dead_is_heard_at_a_warning_level() -> N
     assert reading(line) == ("host", "node_failure")
 
 
+def test_the_causes_a_message_guesses_at_do_not_name_what_failed() -> None:
+    # a cluster manager's verdict, then its list of what may have led to it
+    line = (
+        "2026-11-30 02:11:09,096 ERROR gcs.cc:88 -- Node 8f20 at 10.1.0.3 has been marked dead"
+        " after missed heartbeats. This can happen when (1) its agent crashes (OOM, segfault)"
+        " (2) its heartbeats lag behind a busy network."
+    )
+    assert reading(line) == ("host", "node_failure")
+    # a single cause it suggests is its reading
+    stalled = "W tpu_client.cc:612] Execute is taking a long time. This might be due to a deadlock"
+    assert reading(stalled) is not None and reading(stalled)[1] == "hang"
+
+
 def test_a_container_its_orchestrator_evicted_is_a_crash_at_a_warning_level() -> None:
     assert reading(
         "4m11s  Warning  Evicted  pod/trainer-0  The node was low on resource: memory."
