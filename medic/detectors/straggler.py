@@ -240,7 +240,9 @@ class StragglerConfig:
     cause_clock_ratio: Fraction = 0.9
     """A cause of slowness counts only on a GPU clocked this far below its peers' median or
     lower (10% less work per second: a straggler, not the spread among healthy parts that hit
-    their power limit now and then). Higher: milder causes count, nearer the healthy spread."""
+    their power limit now and then), and a GPU whose clock stands out is blamed for a slowed
+    job only that far below them (over the windows judged). Higher: milder causes count,
+    nearer the healthy spread."""
     throttle_mask: Count = DEFAULT_THROTTLE_MASK
     """NVML clocks-event reason bits that count as throttling (SW power cap, HW slowdown, SW
     thermal, HW thermal, HW power brake by default). More bits: more causes of a low clock

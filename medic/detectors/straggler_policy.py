@@ -51,10 +51,15 @@ class Suspect:
     def explains(self, slowdown: float | None, config: StragglerConfig) -> bool:
         """Whether this suspect's own slowness can account for the job's ``slowdown``: always
         for link retries and flaps (their cost is not in the clock), else see
-        ``explained_share``."""
+        ``explained_share``; never for a clock within ``cause_clock_ratio`` of its peers' (the
+        spread among healthy parts at their power limit)."""
         if self.feature not in CLOCK_FEATURES or slowdown is None or self.clock_ratio is None:
             return True
-        needed = max(config.slowdown_ratio - 1.0, config.explained_share * (slowdown - 1.0))
+        needed = max(
+            config.slowdown_ratio - 1.0,
+            1.0 / config.cause_clock_ratio - 1.0,
+            config.explained_share * (slowdown - 1.0),
+        )
         return self.clock_ratio - 1.0 >= needed
 
 

@@ -512,3 +512,12 @@ def test_link_drops_logged_on_every_node_at_once_are_their_switchs() -> None:
     link_down(job, 420, "n2")
     job.logs.sort(key=lambda r: r["time"])
     assert run(StragglerDetector(), [job], 900) == []
+
+
+def test_a_gpu_dipping_at_its_power_limit_is_not_blamed_for_a_slower_job() -> None:
+    # One GPU's clock 8% below its peers' (the SW power-cap reason, as parts that reach their
+    # limit first show) while the job runs 1.12x slower for a reason of its own: within the
+    # healthy spread, its clock explains no slowdown. Twice as far below, it does.
+    assert run(StragglerDetector(), [job_slowing(1.12, one_gpu("n2", 3, AT_LIMIT))], 1000) == []
+    (found,) = run(StragglerDetector(), [job_slowing(1.2, one_gpu("n2", 3, CAPPED))], 1000)
+    assert found.culprits == ("n2",)
