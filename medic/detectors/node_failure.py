@@ -92,12 +92,14 @@ class NodeFailureConfig:
     long_silence_s: Positive = 180.0
     """A silence this long is a failure without corroboration (telemetry exporters restarting or
     failing scrapes can stay silent for a minute or two)."""
-    quiet_confirm_s: Positive = 60.0
+    quiet_confirm_s: Positive = 120.0
     """A silence corroborated only by what a pause of the job shows as well (the node's output
     going quiet, the job's other GPUs stalled) is a suspect until it lasts this long: a save or
     an evaluation nobody announced, the job's first, while the writer's exporter restarts looks
-    the same. Peers' complaints, fabric errors and Slurm confirm at once. Lower: a dead node
-    confirmed sooner where nothing else tells; a first long pause more often taken for one."""
+    the same, and a restart with a missed scrape or two keeps a node's telemetry away for up
+    to two minutes. Peers' complaints, fabric errors and Slurm confirm at once. Lower: a dead
+    node confirmed sooner where nothing else tells; a first long pause more often taken for
+    one."""
     slack_s: NonNegative = 5.0
     """Lines written (and power drawn) this soon after the silence began were already in flight."""
     stall_ratio: Annotated[float, Range(gt=0, lt=1)] = 0.6

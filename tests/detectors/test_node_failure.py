@@ -536,8 +536,8 @@ def test_a_dead_node_is_still_found_when_its_logs_arrived_late() -> None:
     logs += chatty(job, 0, 100, every=3.0)
     late = ReplayConfig(delays=(Delay("logs", 1.0, 30.0),))
     found = detect(300, logs, job.telemetry(0, 300, ["idle1"]), [job.start()], replay=late)
-    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
-    assert seconds(found[0].detected_at) <= 100 + 90  # its shipping lag, then 3 spacings
+    suspect, _ = suspected_then_confirmed(found, "n3")
+    assert seconds(suspect.detected_at) <= 100 + 90  # its shipping lag, then 3 spacings
 
 
 def test_every_node_of_a_job_silent_at_once_is_no_single_node_failure() -> None:
@@ -724,8 +724,8 @@ def test_peers_waiting_on_rank_0_at_work_while_a_nodes_scrape_fails_are_not_stal
     job.stopped = {("n3", None): 75}
     logs = chatty(job, 0, 100, every=10.0)
     found = detect(300, logs, scraped_every_30_s(job, 0, 300), [job.start()])
-    assert [(d.kind, d.culprits) for d in found] == [("node_failure", ("n3",))]
-    assert "stalled" in found[0].summary
+    _, confirmed = suspected_then_confirmed(found, "n3")
+    assert "stalled" in confirmed.summary
 
 
 def test_a_pause_the_job_took_before_while_a_nodes_exporter_restarts_is_not_a_failure() -> None:
