@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections import deque
 
-ONE_DROP_US = 30_000_000
+from medic.timeutil import US
+
+ONE_DROP_US = 30 * US
 """Lines of one drop (the kernel's, and the NCCL async event every rank on the node prints)
 come within seconds of each other: within this span they count once."""
 
@@ -65,6 +67,8 @@ class LinkDrops:
         is not the node's own."""
         found = {}
         for node in {*self.logged, *self.counted}:
+            if max(len(self.logged.get(node, ())), len(self.counted.get(node, ()))) < at_least:
+                continue  # too few drops at all (a switch's retraining: one on every node)
             logged = self._own(node, self.logged.get(node, ()), since)
             counted = self._own(node, self.counted.get(node, ()), since)
             if max(logged, counted) >= at_least:
