@@ -243,12 +243,13 @@ _COUNTED = re.compile(r"^[a-z]{3,}s$")
 """A unit naming what a number counts, a plural noun (``utt_duration=1069 frames``): no
 duration, whatever its label says, unless it is a unit of time."""
 _SECONDS = ("s", "sec", "secs", "second", "seconds")
-_TIME_UNITS = frozenset(
-    {*_SECONDS, "ms", "msec", "us", "min", "mins", "minute", "minutes", "h", "hr", "hour", "hours"}
-)
+_MILLISECONDS = ("ms", "millisecond", "milliseconds")
+_MICROSECONDS = ("us", "microsecond", "microseconds")
 _COARSER = ("h", "hour", "hours", "min", "mins", "minute", "minutes")
 """A label that is a coarser unit of time: the number continues a compound duration ("3 hours
 50 minutes 7 seconds": an estimate or a clock), never a step's time alone."""
+_TIME_UNITS = frozenset({*_SECONDS, *_MILLISECONDS, "msec", *_MICROSECONDS, *_COARSER, "hr"})
+"""Every unit of time a number's unit may be written as."""
 
 
 @dataclass(frozen=True)
@@ -1113,11 +1114,11 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
         return None
     if unit == "ups" or _STEP_RATE.match(unit):
         return -1.0
-    if unit.startswith(("ms/", "msec")) or unit in ("ms", "millisecond", "milliseconds"):
+    if unit.startswith(("ms/", "msec")) or unit in _MILLISECONDS:
         return 0.001
     if unit.startswith(("s/it", "s/step", "s/batch", "sec/")) or unit in _SECONDS:
         return 1.0
-    if unit.startswith("us/") or unit in ("us", "microsecond", "microseconds"):
+    if unit.startswith("us/") or unit in _MICROSECONDS:
         return 1e-6
     if re.search(r"steps?_per_s|batches_per_s|ups$|it_per_s|(?:^|/)bps$", label):
         return -1.0

@@ -662,8 +662,9 @@ def test_a_label_pairing_two_numbers_gives_the_first_its_own_name() -> None:
     line = "[epoch: 3, iter: {}, lr:(1.0e-04,)] [eta: 2:01:07, time (data): 0.{}5 (0.002)]"
     assert steps(learner(), line.format(400, 36)) == [("learned", 400, 0.365)]
     # a unit in brackets before a number and its running average stays the number's unit
-    ((_, step, took),) = steps(learner(), "iter 7 | Time [ms]: 5.2 (4.9) | loss 2.1")
-    assert step == 7 and took == pytest.approx(0.0052)
+    for unit in ("[ms]", "(milliseconds)"):
+        ((_, step, took),) = steps(learner(), f"iter 7 | Time {unit}: 5.2 (4.9) | loss 2.1")
+        assert step == 7 and took == pytest.approx(0.0052)
 
 
 def test_every_part_of_a_record_is_read_its_rate_of_steps_first() -> None:
