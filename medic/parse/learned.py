@@ -130,6 +130,10 @@ EMPTY_FIELD = (
 """A field without a value (``"eval_loss": null``): a record that lists every key it may hold
 (LLaMA-Factory's ``trainer_log.jsonl`` names the evaluation's loss on every training line) says
 nothing by a key it leaves empty, so ``LOOKALIKE_LINE`` does not read its name."""
+ERROR_METRIC = r"(?i)(?-u:\b)error(?::[0-9A-Za-z_/.]+)*\s*[:=]?\s*[0-9]*\.[0-9]+%?(?:[^.0-9]|$)"
+"""A metric named "error" (an error rate: speech toolkits' ``error:ctc 0.099``, a classifier's
+``error 0.12``) by its fractional value, where an error report gives a code (``error 2``) or
+words: that field is a metric's, and ``LOOKALIKE_LINE`` does not read its name."""
 PADDING = r"([\[(/])\s+"
 """Spaces padding a number after a bracket or a slash (``[  20/1465]``, ``[1000/1465]``):
 dropped, so that the line's template does not change with the number's width."""
@@ -172,6 +176,8 @@ SCALAR_REPR = (
     r"(?-u:\b)(?:(?:np|numpy)\.(?:float|u?int)[0-9]+|tensor)\(([-+]?[0-9][0-9.eE+-]*)[^()]*\)"
 )
 """A number in its scalar type's repr (numpy's, torch's): its value the first argument."""
+QUOTED_NUMBER = r"""(:\s*)["']([-+]?[0-9][0-9.eE+-]*)["']"""
+"""A record's value written as a string (fairseq's json log: ``"wps": "1195.4"``): its number."""
 MAGNITUDES = {"K": "e3", "M": "e6", "G": "e9"}
 """A number's magnitude suffix (``24.5K``), as the exponent it stands for."""
 NO_THROUGHPUT = (
@@ -656,8 +662,9 @@ class LearnedProgress:
 
 def _lookalike(message: pl.Expr) -> pl.Expr:
     """True on the lines holding a word of ``LOOKALIKE_LINE`` outside their empty fields and
-    before the end of a tqdm meter (``AFTER_METER``)."""
-    own = message.str.replace_all(EMPTY_FIELD, "").str.replace(AFTER_METER, "${1}")
+    error metrics (``ERROR_METRIC``), and before the end of a tqdm meter (``AFTER_METER``)."""
+    own = message.str.replace_all(EMPTY_FIELD, "").str.replace_all(ERROR_METRIC, "")
+    own = own.str.replace(AFTER_METER, "${1}")
     return own.str.contains(LOOKALIKE_LINE)
 
 
@@ -709,9 +716,11 @@ def _finite(value: pl.Expr) -> pl.Expr:
 def _plain_numbers(message: pl.Expr) -> pl.Expr:
     """``message`` with its numbers written plainly: a scalar's repr unwrapped
     (``np.float64(1.5)``, ``tensor(2.3, device='cuda:0')``: the wrapper's digits are no
-    number), a magnitude suffix as its exponent (``24.5K``, ``1.05M``: nanotron's
-    human_format, many a logger's), so that a line's template does not change with them."""
+    number), a record's value unquoted (``"ups": "1.62"``), a magnitude suffix as its
+    exponent (``24.5K``, ``1.05M``: nanotron's human_format, many a logger's), so that a line's
+    template does not change with them and its labels are read."""
     plain = message.str.replace_all(SCALAR_REPR, "${1}")
+    plain = plain.str.replace_all(QUOTED_NUMBER, "${1}${2}")
     for suffix, exponent in MAGNITUDES.items():
         plain = plain.str.replace_all(f"([0-9]){suffix}(?-u:\\b)", f"${{1}}{exponent}")
     return plain

@@ -201,6 +201,12 @@ def test_lines_saying_what_else_they_are_are_never_learned() -> None:
         ("learned", 37, 3.169)
     ]
     assert steps(learner(), "zork step 37, CUDA out of memory, 3.169 sec/step") == []
+    # an error rate is a metric, where an error report gives a code or words
+    assert steps(learner(), "zork step 37, error:ctc 0.0992, error 0.12, 3.169 sec/step") == [
+        ("learned", 37, 3.169)
+    ]
+    assert steps(learner(), "zork step 37, error 2, 3.169 sec/step") == []
+    assert steps(learner(), "zork step 37, error: no space left, 3.169 sec/step") == []
     # ... and a file or a call named after the activity is the activity's
     assert steps(learner(), "iter 7 checkpoint.save done, time: 0.3") == []
     assert steps(learner(), "iter 7 wrote checkpoint.pt in time: 0.3") == []
@@ -639,6 +645,16 @@ def test_scalar_reprs_and_magnitude_suffixes_are_plain_numbers() -> None:
     ]
     assert throughputs(learner(), *lines) == [(i, 1500.0, "tps") for i, _ in PACES]
     assert steps(learner(), *lines) == [("learned", i, t + 0.25) for i, t in PACES]
+
+
+def test_a_record_writing_its_numbers_as_strings_gives_them_as_numbers() -> None:
+    # fairseq's json log format: every value a string, "ups" the updates a second
+    line = '{{"loss": "8.2{0}", "wps": "119{0}.5", "ups": "{1}", "num_updates": "{0}0"}}'
+    lines = [line.format(i, 1 / (t + 0.25)) for i, t in PACES]
+    assert throughputs(learner(), *lines) == [(i * 10, 1190.5 + i, "wps") for i, _ in PACES]
+    read = steps(learner(), *lines)
+    assert [s for _, s, _ in read] == [i * 10 for i, _ in PACES]
+    assert [round(t, 6) for _, _, t in read] == [t + 0.25 for _, t in PACES]
 
 
 def test_the_current_rate_comes_before_a_running_average_and_a_global_step_first() -> None:
