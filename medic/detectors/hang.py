@@ -953,8 +953,6 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         if held and self._blocked_apart(watch):
             return 0  # a rank apart is blocked on I/O: neither a save nor a stall ending soon
         if job.phase is not None:
-            if min(held, watch.telemetry.stuck_us(now)) >= c.spin_hold_s * US:
-                return 0  # no evaluation or save leaves a GPU stuck while its peers wait
             return self._phase_allowance_us(job.phase.kind, job, watch, now, held)
         since = watch.telemetry.corroborated_since
         if not held or since is None:
@@ -1011,11 +1009,14 @@ class HangDetector(WatchesJobs, ReadsLiveness):
     def _phase_allowance_us(
         self, kind: str, job: JobProgress, watch: JobWatch, now: int, held: int
     ) -> int:
-        """The allowance of the job's open phase of ``kind`` (see ``_allowance_us``)."""
+        """The allowance of the job's open phase of ``kind`` (see ``_allowance_us``), before
+        its first step too (``_in_phase``)."""
         c = self.config
         everyone = min(held, watch.telemetry.all_waiting_us(now))
         if everyone >= c.spin_hold_s * US:
             return 0  # no one is writing or evaluating: not the phase any more
+        if min(held, watch.telemetry.stuck_us(now)) >= c.spin_hold_s * US:
+            return 0  # no evaluation or save leaves a GPU stuck while its peers wait
         cold, floor = round(c.phase_allowance_s * US), round(c.phase_floor_s * US)
         return job.phase_allowance_us(kind, cold, floor, c.phase_factor)
 

@@ -472,6 +472,22 @@ def test_a_save_announced_before_the_jobs_first_step_line_is_held_as_a_checkpoin
     assert found.detected_at >= at(201 + 600)
 
 
+def test_a_gpu_stuck_in_a_save_before_the_jobs_first_step_line_ends_its_allowance() -> None:
+    # A job resumed from a checkpoint saves before its first step line; at 230 s one GPU
+    # hangs, pegged at idle power while its peers wait: no save leaves a GPU stuck, so the
+    # save's cold allowance (600 s) ends once it has looked stuck for spin_hold_s, as it does
+    # after a step (a job that printed no step is looked at from its first silent windows).
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return SPIN | {"power_w": 75.0} if (node, gpu) == ("n1", 3) else SPIN
+
+    job = Job().start().telemetry(0, 200, constant(COMPUTE))
+    job.say(201, "saving checkpoint at iteration     200 to /ckpt in torch_dist format")
+    job.telemetry(200, 230, writer_saves).telemetry(230, 1000, stuck)
+    (found,) = run(HangDetector(), [job], 1000)
+    assert (found.kind, found.tier, found.culprits) == ("hang", "confirmed", ("n1",))
+    assert at(230 + 120) <= found.detected_at <= at(230 + 200) < at(201 + 600)
+
+
 def test_a_save_ended_before_the_jobs_first_step_line_restarts_the_spin_clock() -> None:
     # The job's line closing the save is a sign of life: the GPUs spinning in the barrier
     # before it were the save, not a hang of a job that has printed no step yet.
