@@ -818,6 +818,11 @@ def _fields(template: str) -> Fields | None:
         for before, label, after in zip(parts[:-1], labels, parts[1:], strict=True)
     )
     words = [_words(parts[index], parts[index + 1], labels[index]) for index in range(width)]
+    meters = {index for index in range(width) if _counter_meter(parts, index, labels[index])}
+    for index in meters:
+        unit, label, phrase = words[index]
+        words[index] = (unit, f"{label}_time", phrase)
+    ranks = tuple(NO_COUNTER if i in meters else rank for i, rank in enumerate(ranks))
     durations, rated, noted = _durations(parts, words)
     ranks = _per_counter(ranks, labels, words, durations)
     rates = [i for i, w in enumerate(words) if i not in durations and _is_throughput(*w)]
@@ -929,6 +934,16 @@ _BRACKETED = re.compile(r"\s?[(\[]([A-Za-z/]+)[)\]](\W{0,3})$")
 _PAIRED = re.compile(r"\s?\(")
 """A number followed by a second one in brackets, as a label with a second in brackets before
 them pairs them (BasicSR's ``time (data): 0.365 (0.002)``)."""
+
+
+def _counter_meter(parts: list[str], index: int, label: re.Match[str] | None) -> bool:
+    """Whether number ``index`` of a template is labelled with a counter's name and followed by
+    its running average in brackets alone (``Batch 0.720 (3.896)``: an average meter named
+    after what it times, as semseg-style loops print their ``batch_time``): a count has no
+    running average, so that number is the counter's time."""
+    if label is None or index + 2 >= len(parts) or not parts[index + 2].startswith(")"):
+        return False
+    return bool(_PAIRED.fullmatch(parts[index + 1])) and bool(_COUNTER_LABEL.match(label.group(1)))
 
 
 def _names_a_value(bracketed: str) -> bool:

@@ -683,6 +683,14 @@ def test_a_label_pairing_two_numbers_gives_the_first_its_own_name() -> None:
         assert step == 7 and took == pytest.approx(0.0052)
 
 
+def test_a_counters_name_over_a_number_and_its_running_average_is_its_time() -> None:
+    # semseg-style loops print their batch_time meter as "Batch <value> (<average>)"
+    line = "Epoch: [1/120][{}/3368] Data 0.001 (0.555) Batch 0.7{}0 (3.896) Loss 12.89"
+    assert steps(learner(), line.format(190, 2)) == [("learned", 190, 0.72)]
+    # a counter followed by its time in brackets stays the counter
+    assert steps(learner(), "Step 40 (1.5s) loss 2.1") == [("learned", 40, None)]
+
+
 def test_every_part_of_a_record_is_read_its_rate_of_steps_first() -> None:
     """A header, then one line per metric: the counter-like "time/batch" part and the
     samples' rate are no step time; the rate of batches is."""
