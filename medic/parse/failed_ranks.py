@@ -15,7 +15,8 @@ module reads the shapes, not the wordings:
   process rank N with PID P on node H exited on signal S", srun's ``srun: error: H: task(s)
   N[-M]: Exited with exit code C`` (or the signal's name), slurmstepd's ``task N exit code
   C``, DeepSpeed's launcher (``--local_rank=N`` in the command it reports, ``exits with return
-  code = C``), a runtime's "task N ... terminated".
+  code = C``), MPICH's "application called MPI_Abort(comm, C) - process N", a runtime's
+  "task N ... terminated".
 
 Every line (not only a launcher's) is read for three fields, each by a few general patterns:
 who (a global ``rank``, a ``task``, an MPI process name; a ``local_rank`` apart), where (``on
@@ -97,10 +98,13 @@ WHO = (
     rf"|\btasks?\s*[:=]?\s*{RANKS}"
     r"|\[\[\d+,\d+\],(\d+)\]"
     r"|\[[\w.-]+@\d+,(\d+)\]"
+    r"|\bMPI_Abort\([^()]*\)\s*-\s*process\s+(\d+)"
 )
 """A global rank (not a ``local_rank``; a list as Python prints one too: Paddle's launcher's
 ``rank=[3]``), srun's and runtimes' task numbers (ranges too), an Open MPI process name
-``[[job,vpid],rank]`` or PRRTE's ``[nspace@job,rank]``."""
+``[[job,vpid],rank]`` or PRRTE's ``[nspace@job,rank]``, the process an MPICH-family library
+(MPICH, Intel MPI, Cray MPICH, MVAPICH) names after an abort (``application called
+MPI_Abort(MPI_COMM_WORLD, 1) - process 3``: its rank in ``MPI_COMM_WORLD``)."""
 LOCAL = r"(?i)local_rank\s*[:=]\s*(\d+)"
 WHERE = (
     r"(?i)\bon (?:node|host)\s+([A-Za-z][\w.-]*[\w])"
@@ -112,10 +116,11 @@ CODE = (
     r"|(?:exited|terminated|returned|ended|died) with (?:exit )?(?:code|status))"
     r"\s*[:=]?\s*\(?(-?\d+)"
     r"|\bcode\s*[:=]?\s*(-\d+)\b"
+    r"|\bMPI_Abort\([^(),]*,\s*(-?\d+)\)"
 )
 """An exit code; a bare ``code`` only when negative, the signal that ended a child process as
 Python's subprocess reports it (Paddle's launcher: ``Container rank 0 status failed ...
-code -6``)."""
+code -6``); the error code a process gave ``MPI_Abort``, which MPI launchers exit with."""
 SIGNAL = r"(?i:\bsignal)\s*:?\s*(\d+)|\b(SIG[A-Z]{3,6})\b"
 WORDS = (
     r"(?i)\b(segmentation fault|bus error|aborted|killed|core dumped|out of memory|oom"
@@ -176,10 +181,10 @@ def failed_ranks(stripped: pl.DataFrame, sizes: Sequence[int] | None = None) -> 
         return _empty(parted)
     message = pl.col("message")
     fields = lines.with_columns(
-        _first(WHO, 4).alias("_who"),
+        _first(WHO, 5).alias("_who"),
         message.str.extract(LOCAL, 1).alias("_local"),
         _first(WHERE, 3).alias("_where"),
-        _first(CODE, 2).alias("_code"),
+        _first(CODE, 3).alias("_code"),
         _first(SIGNAL, 2).alias("_signal"),
         message.str.extract(WORDS, 1).str.to_lowercase().alias("_word"),
         message.str.contains(NORMAL).alias("_normal"),

@@ -66,6 +66,18 @@ def test_mpi_process_names_in_both_runtimes_forms() -> None:
     assert [(r["rank"], r["exit_code"], r["primary"]) for r in rows] == [(6, 1, 1), (12, 134, 1)]
 
 
+def test_an_mpich_abort_names_the_process_and_the_code_it_gave() -> None:
+    # MPICH and its family (Cray MPICH prefixes its own header) name the process that called
+    # MPI_Abort by its rank in MPI_COMM_WORLD, after the error code it gave
+    rows = parse(
+        "application called MPI_Abort(MPI_COMM_WORLD, 1) - process 3",
+        "MPICH ERROR [Rank 47] [job id 57.0] [nid04069] - Abort(2) (rank 47 in comm 432): "
+        "application called MPI_Abort(comm=0xC4000001, 2) - process 47",
+        "application called MPI_Abort(MPI_COMM_WORLD, 0) - process 5",
+    )
+    assert [(r["rank"], r["exit_code"]) for r in rows] == [(3, 1), (47, 2)]
+
+
 def test_single_lines_name_who_where_and_how() -> None:
     rows = parse(
         "mpirun noticed that process rank 33 with PID 98239 on node dgx-b200-014 exited on "

@@ -235,6 +235,12 @@ def test_a_generic_entrys_line_takes_a_reading_only_from_a_strong_term() -> None
     assert LAYER.strong_reading(lines).to_list() == ["gpu_fault", None, None, None]
 
 
+def test_a_hardware_exception_a_runtime_reports_is_read_by_what_it_names() -> None:
+    # ROCm's runtime reports a GPU that hung or faulted as a hardware exception
+    line = "HW Exception by GPU node-4 (Agent handle: 0x1ebc04e0) reason :GPU Hang"
+    assert reading(line) == ("device", "gpu_fault")
+
+
 def test_a_line_reporting_an_end_is_fatal_and_an_error_a_program_may_survive_is_not() -> None:
     lines = {
         "Segmentation fault (core dumped)": True,  # a death
@@ -243,6 +249,7 @@ def test_a_line_reporting_an_end_is_fatal_and_an_error_a_program_may_survive_is_
         "zork: GPU 0000:3b:00.0 is lost, reboot to recover it": True,  # its family's end
         "zorkd: ERROR: job 12 stopped after a failure of node rack7-04": True,  # a node's end
         "fabric agent: catastrophic event on hca 2": True,  # a fatal word
+        "application called MPI_Abort(MPI_COMM_WORLD, 1) - process 3": True,  # an abort
         "ERROR could not open checkpoint shard 3": False,  # may be handled
         "quux.io.PermanentWriteError: ENOSPC while flushing shard 12": False,
     }
