@@ -208,7 +208,8 @@ class HangConfig:
     seen sooner, noisier states, more work per silent job."""
     carry_s: NonNegative = 35.0
     """A GPU missing from a silent job's window keeps its latest values this long (telemetry
-    sampled every 15 or 30 s leaves most GPUs out of a 10 s window). Longer: sparse telemetry
+    sampled every 15 or 30 s leaves most GPUs out of a 10 s window; a node missing longer is
+    taken for stopped only once overdue by its own sample spacing). Longer: sparse telemetry
     judged on every GPU; a GPU that stopped reporting is noticed later."""
     baseline_every_s: Positive = 60.0
     """Period of a progressing job's healthy snapshots. Shorter: a fresher baseline, more work
@@ -826,7 +827,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             onset, silence, threshold = now - held, held, round(c.spin_hold_s * US)
         else:
             return None
-        if watch.telemetry.undecided(c):
+        if watch.telemetry.undecided(c) or self._missing_not_due(watch, now):
             return None
         blame = culprits(
             job,
@@ -1092,6 +1093,19 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             return True
         due = seen + self.liveness.cadence_of(node)
         return due + CLOCK_SLACK_US >= job.last_step_at - watch.step_us
+
+    def _missing_not_due(self, watch: JobWatch, now: int) -> bool:
+        """Whether a node missing from the silent windows is not due to report yet by its own
+        sample spacing (``Liveness.cadence_of``, a window and ``CLOCK_SLACK_US`` to spare): a
+        node scraped every minute is missing from half a minute of windows at every scrape,
+        not stopped. Worth the wait until it reports again or is overdue."""
+        missing = watch.telemetry.known() - watch.telemetry.heard()
+        spare = round(self.config.window_s * US) + CLOCK_SLACK_US
+        for node in missing:
+            seen = self.liveness.node_seen_at(node)
+            if seen is not None and now < seen + self.liveness.cadence_of(node) + spare:
+                return True
+        return False
 
     def _kernel_lines(self, job: JobProgress | None, now: int) -> dict[str, str]:
         """Nodes whose kernel logged a hardware error since shortly before the silence."""

@@ -186,6 +186,23 @@ def test_a_node_whose_telemetry_stops_within_the_jobs_longest_pause_is_not_yet_a
     assert silence_s(job, found[0].detected_at) > 2 * 150
 
 
+def test_a_node_scraped_every_minute_is_not_stopped_between_its_scrapes() -> None:
+    # dcgm-exporter scraped every minute, the nodes' scrapes spread over it: a node missing
+    # from the last half minute of windows is due later, not stopped.
+    job = Job().start().steps(10, 400)
+    job.telemetry(0, 400, constant(COMPUTE), every=60)
+    job.telemetry(400, 900, constant(SPIN), every=60)
+    offsets = {node: 15 * i for i, node in enumerate(job.nodes)}
+    for row in job.gpu:
+        row["time"] += offsets[row["node"]] * US
+    found = run(HangDetector(), [job], 900)
+    assert found and all(d.kind == "hang" and d.culprits == () for d in found)
+    # ... while one that stops reporting is blamed once it is overdue
+    job.gpu = [row for row in job.gpu if row["node"] != "n2" or row["time"] < at(400)]
+    found = run(HangDetector(), [job], 900)
+    assert [(d.kind, d.culprits) for d in found if d.confirmed] == [("node_failure", ("n2",))]
+
+
 @pytest.mark.parametrize(
     ("stopped", "why"),
     [
