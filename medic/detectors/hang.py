@@ -13,7 +13,8 @@ A hung job prints nothing until NCCL's watchdog fires 10 to 30 minutes later. Th
 learns, per job, how long the gaps between training steps usually are (river rolling quantile
 over clean gaps, scored before learned, flagged gaps never learned) and fires when the current
 silence is improbable for that job: longer than ``gap_factor`` times its p99 gap and than
-``min_silence_s``. The end of training or a cancel stops the watch.
+``min_silence_s``. The end of training or a cancel stops the watch; so does, where no
+scheduler feed says a job ended, telemetry that names jobs showing its GPUs released.
 
 Telemetry corroborates (``medic.detectors.hang_evidence``): while the job's GPUs are pegged
 but draw much less power than when the job progressed (spinning in an NCCL wait), or one rank's
@@ -501,6 +502,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             if watch.alarmed:
                 continue
             detection = self._check(job_id, job, watch, watermark)
+            if detection is not None and self._left_its_gpus(job_id, job, watch):
+                gone.append(job_id)  # it ended with no word of its end (no scheduler feed)
+                continue
             if detection is None or (watch.suspect is not None and not detection.confirmed):
                 continue
             if detection.confirmed:
@@ -1093,6 +1097,21 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             return True
         due = seen + self.liveness.cadence_of(node)
         return due + CLOCK_SLACK_US >= job.last_step_at - watch.step_us
+
+    def _left_its_gpus(self, job_id: str, job: JobProgress | None, watch: JobWatch) -> bool:
+        """Whether the job's GPUs, on every node they reported it from, report another job or
+        none since its last step, where the telemetry names jobs (``Liveness.names_jobs``):
+        the job has left them (it ended, or was moved), as the scheduler's terminal state
+        would say where no scheduler feed tells. A hung job's processes hold its GPUs to the
+        end, and a node that stopped reporting says nothing of it."""
+        if not self.liveness.names_jobs or job is None or job.last_step_at is None:
+            return False
+        nodes = watch.telemetry.known()
+        for node in nodes:
+            seen = self.liveness.node_seen_at(node)
+            if seen is None or seen <= job.last_step_at or job_id in self.liveness.jobs_on(node):
+                return False
+        return bool(nodes)
 
     def _missing_not_due(self, watch: JobWatch, now: int) -> bool:
         """Whether a node missing from the silent windows is not due to report yet by its own

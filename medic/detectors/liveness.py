@@ -291,6 +291,10 @@ class Liveness:
         elsewhere needs pruning only after one)."""
         self.unaddressable = 0
         """Telemetry rows left out for a GPU index outside 0-255."""
+        self.names_jobs = False
+        """Whether the telemetry has named a GPU's job (dcgm-exporter's HPC job mapping, an
+        agent reading the job from the processes' cgroup): then a GPU reporting none holds
+        none. Telemetry that never names one leaves jobs to the scheduler and the logs."""
         self.slots = GpuSlots()
         """Rows of the arrays below: a node's id; columns: its GPUs."""
         self._gpu_seen = np.full((0, 1), ABSENT, np.int64)
@@ -339,7 +343,9 @@ class Liveness:
         if new.any():
             self._gpu_added[nodes[new], gpus[new]] = self._next(int(new.sum()))
         self._gpu_seen[nodes, gpus] = times
-        self._gpu_job[nodes, gpus] = self._jobs.encode(latest.get_column("job_id"))
+        held = self._jobs.encode(latest.get_column("job_id"))
+        self._gpu_job[nodes, gpus] = held
+        self.names_jobs = self.names_jobs or bool((held != NO_JOB).any())
         new_nodes = self._node_seen[nodes] < 0
         if new_nodes.any():
             ids, first = np.unique(nodes[new_nodes], return_index=True)

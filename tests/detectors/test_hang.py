@@ -420,6 +420,27 @@ def test_a_hang_inside_a_checkpoint_still_fires_after_the_allowance() -> None:
     assert 600 <= silence_s(job, found.detected_at) <= 602
 
 
+def test_a_job_whose_gpus_report_no_job_or_another_one_has_ended() -> None:
+    # No scheduler feed tells the end: telemetry that names jobs does (dcgm-exporter's job
+    # mapping). A minute after its last step (its processes exiting), the job's GPUs idle
+    # for no job, or run the next job.
+    for after in (None, "101"):
+        job = healthy_until(400).telemetry(400, 1200, constant(IDLE))
+        job.scheduler.clear()
+        for row in job.gpu:
+            if row["time"] >= at(460):
+                row["job_id"] = after
+        assert run(HangDetector(), [job], 1200) == [], after
+    # ... while a hung job's processes hold its GPUs, and telemetry that names no job says
+    # nothing of where jobs run
+    hung = healthy_until(400).telemetry(400, 1200, constant(IDLE))
+    hung.scheduler.clear()
+    assert [d.kind for d in run(HangDetector(), [hung], 1200) if d.confirmed] == ["hang"]
+    for row in hung.gpu:
+        row["job_id"] = None
+    assert [d.kind for d in run(HangDetector(), [hung], 1200) if d.confirmed] == ["hang"]
+
+
 def test_jobs_that_finish_or_are_cancelled_are_not_hangs() -> None:
     done = healthy_until(300).say(301, "[after training is done] datetime: 2026-03-01 10:05:01")
     done.telemetry(301, 500, constant(IDLE)).end(500)
