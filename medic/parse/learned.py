@@ -943,7 +943,7 @@ def _counter_meter(parts: list[str], index: int, label: re.Match[str] | None) ->
     running average, so that number is the counter's time."""
     if label is None or index + 2 >= len(parts) or not parts[index + 2].startswith(")"):
         return False
-    return bool(_PAIRED.fullmatch(parts[index + 1])) and bool(_COUNTER_LABEL.match(label.group(1)))
+    return bool(_PAIRED.fullmatch(parts[index + 1])) and _counter_rank(label.group(1)) < UNLABELLED
 
 
 def _names_a_value(bracketed: str) -> bool:
