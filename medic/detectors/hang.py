@@ -208,10 +208,11 @@ class HangConfig:
     """Telemetry window of a silent job (its GPUs' means per window). Shorter: a state change
     seen sooner, noisier states, more work per silent job."""
     carry_s: NonNegative = 35.0
-    """A GPU missing from a silent job's window keeps its latest values this long (telemetry
-    sampled every 15 or 30 s leaves most GPUs out of a 10 s window; a node missing longer is
-    taken for stopped only once overdue by its own sample spacing). Longer: sparse telemetry
-    judged on every GPU; a GPU that stopped reporting is noticed later."""
+    """A GPU missing from a silent job's window keeps its latest values this long, or the
+    cluster's usual telemetry spacing and half a window where that is longer (telemetry sampled
+    every 15 or 30 s leaves most GPUs out of a 10 s window, every minute most windows; a node
+    missing longer is taken for stopped only once overdue by its own sample spacing). Longer:
+    sparse telemetry judged on every GPU; a GPU that stopped reporting is noticed later."""
     baseline_every_s: Positive = 60.0
     """Period of a progressing job's healthy snapshots. Shorter: a fresher baseline, more work
     per progressing job."""
@@ -363,6 +364,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         self._silent_jobs: set[str] = set()
         self.stuck: dict[str, int] = {}
         """Job -> time of the line that reported it stuck (reported once until it progresses)."""
+        self.carrying = c
+        """The config silent windows are judged with: ``carry_s`` raised to the cluster's
+        telemetry spacing (``_carrying``)."""
         self.warned: dict[str, Detection] = {}
         """Job -> the suspect its own lines reported, a wait shorter than a collective's timeout
         (``report_tier``), until it progresses or its reports confirm the hang."""
@@ -667,10 +671,22 @@ class HangDetector(WatchesJobs, ReadsLiveness):
                 watch.telemetry.snapshot(gpus, window.end, self.config)
 
     def _fold_silent(self, window: Window) -> None:
+        config = self._carrying()
         for job_id, rows in _by_job(window):
             watch = self.watch.get(job_id)
             if watch is not None:
-                watch.telemetry.observe_silence(rows, window.end, self.config)
+                watch.telemetry.observe_silence(rows, window.end, config)
+
+    def _carrying(self) -> HangConfig:
+        """The config silent windows are judged with: GPUs keep their latest values for
+        ``carry_s``, or the cluster's usual telemetry spacing and half a window where that is
+        longer (``Liveness.cluster_cadence_us``: a cluster scraped every minute leaves a GPU
+        out of most windows between two of its samples, without having stopped)."""
+        c = self.config
+        carry = max(c.carry_s, self.liveness.cluster_cadence_us() / US + c.window_s / 2)
+        if carry != self.carrying.carry_s:
+            self.carrying = dataclasses.replace(c, carry_s=carry)
+        return self.carrying
 
     # -- deciding -------------------------------------------------------------------------
 
@@ -831,7 +847,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             onset, silence, threshold = now - held, held, round(c.spin_hold_s * US)
         else:
             return None
-        if watch.telemetry.undecided(c) or self._missing_not_due(watch, now):
+        if watch.telemetry.undecided(self.carrying) or self._missing_not_due(watch, now):
             return None
         blame = culprits(
             job,

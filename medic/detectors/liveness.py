@@ -149,6 +149,12 @@ class _NodeRows(NamedTuple):
         return cls(grouped[starts], order, starts)
 
 
+def _median_of(medians: np.ndarray) -> float:
+    """The median of the nodes' spacings that are known (``NEVER_US`` while none is)."""
+    known = medians[~np.isnan(medians)]
+    return float(np.median(known)) if known.size else NEVER_US
+
+
 def _row_medians(rows: np.ndarray) -> np.ndarray:
     """Each row's median of its values that are not NaN (NaN for a row of NaNs only): what
     ``np.nanmedian(rows, axis=1)`` gives, from one sort (NaNs sort last) at a fraction of its
@@ -376,11 +382,16 @@ class Liveness:
         a replay or of a service just started) nothing says how often nodes report, and no
         node is overdue (``NEVER_US``)."""
         medians = _row_medians(self._node_spacing)
-        everywhere = ~np.isnan(medians)
-        cluster = float(np.median(medians[everywhere])) if everywhere.any() else NEVER_US
+        cluster = _median_of(medians)
         usual: np.ndarray = medians[node_ids]
         usual[np.isnan(usual)] = cluster
         return usual.astype(np.int64)
+
+    def cluster_cadence_us(self) -> int:
+        """The cluster's usual spacing between a node's telemetry samples: the median of its
+        nodes' own (0 while no node has one)."""
+        cluster = _median_of(_row_medians(self._node_spacing))
+        return 0 if cluster >= NEVER_US else round(cluster)
 
     def cadence_of(self, node: str) -> int:
         """The node's usual spacing between telemetry samples (0 for a node never seen, or

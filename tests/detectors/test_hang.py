@@ -203,6 +203,24 @@ def test_a_node_scraped_every_minute_is_not_stopped_between_its_scrapes() -> Non
     assert [(d.kind, d.culprits) for d in found if d.confirmed] == [("node_failure", ("n2",))]
 
 
+def test_gpus_scraped_every_minute_keep_their_values_until_their_next_scrape() -> None:
+    # carry_s (35 s) is raised to the cluster's spacing and half a window: the stuck GPU,
+    # sampled once a minute, is judged in every window, not one window in six
+    def stuck(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return SPIN | {"power_w": 75.0} if (node, gpu) == ("n1", 0) else SPIN
+
+    job = Job().start().steps(10, 400)
+    job.telemetry(0, 400, constant(COMPUTE), every=60).telemetry(400, 1200, stuck, every=60)
+    offsets = {node: 15 * i for i, node in enumerate(job.nodes)}
+    for row in job.gpu:
+        row["time"] += offsets[row["node"]] * US
+    detector = HangDetector()
+    (found,) = run(detector, [job], 1200)
+    assert detector.carrying.carry_s == 65.0
+    assert (found.kind, found.tier, found.culprits) == ("hang", "confirmed", ("n1",))
+    assert silence_s(job, found.detected_at) < 80
+
+
 @pytest.mark.parametrize(
     ("stopped", "why"),
     [
