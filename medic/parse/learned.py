@@ -47,7 +47,7 @@ counter value, how many lines it has shown) is kept per job.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -88,6 +88,9 @@ REPORTS_LOSS = r"(?i)loss|\bppl\b|perplexity"
 total beside a loss is a step that gives no time)."""
 AGREE = 0.01
 """How close a duration must come to a rate's inverse to say the same (``Fields.rated``)."""
+TOTAL_AGREE = 0.05
+"""How close a duration must come to the counter's number of steps times an average per step
+to be their total so far (``Fields.averaged``); the average is printed rounded."""
 RECORD_WINDOW = 64
 """Lines after a record's header in which its part is looked for."""
 JOINT = " ¦ "
@@ -287,6 +290,11 @@ class Fields:
     per_step: tuple[bool, ...] = ()
     """Per duration field: its words say it is a step's (``iter time``, ``ms/step``, ``per
     iteration``): never a clock."""
+    averaged: tuple[bool, ...] = ()
+    """Per duration field: its label says it is an average over the steps (``step_avg``). A
+    duration the counter's number of steps times it is their total so far, a clock (modded-
+    nanoGPT's ``train_time:541ms`` beside ``step_avg:60.06ms`` at step 9), told from the first
+    line, before a clock has risen."""
     rated: bool = False
     """The first duration field is a rate of steps, the others durations labels name: one of
     them is read in its place where it says the same (to ``AGREE``; a rate is printed with
@@ -644,7 +652,9 @@ class LearnedProgress:
             agreeing = [pl.when(((t / times[0]) - 1.0).abs() < AGREE).then(t) for t in times[1:]]
             step_time = pl.coalesce(*agreeing, times[0])
         else:
-            step_time = times[0] if len(times) == 1 else pl.max_horizontal(times)
+            step_time = (
+                times[0] if len(times) == 1 else pl.max_horizontal(_not_totals(times, fields))
+            )
         if fields.throughput is None:
             throughput = pl.lit(None, pl.Float64)
         else:
@@ -660,12 +670,23 @@ class LearnedProgress:
         )
 
 
+VALIDATION_LOSS = r"(?i)(?-u:\b)val_[0-9A-Za-z_]*loss"
+"""A validation's loss by its field's name (``val_loss``)..."""
+TRAINING_LOSS = r"(?i)(?:^|[^0-9A-Za-z_])(?:train[0-9A-Za-z]*[_ ])?loss(?-u:\b)"
+"""... and a loss of the training's own (``loss``, ``train_loss``, ``lm loss``): a line with
+the first and not the second reports a validation (modded-nanoGPT's ``step:125/1750
+val_loss:4.33 train_time:...``); with both, a training step that also gives the last
+validation's (Keras' last bar of an epoch)."""
+
+
 def _lookalike(message: pl.Expr) -> pl.Expr:
     """True on the lines holding a word of ``LOOKALIKE_LINE`` outside their empty fields and
-    error metrics (``ERROR_METRIC``), and before the end of a tqdm meter (``AFTER_METER``)."""
+    error metrics (``ERROR_METRIC``), and before the end of a tqdm meter (``AFTER_METER``), or
+    a validation's loss without the training's (``VALIDATION_LOSS``)."""
     own = message.str.replace_all(EMPTY_FIELD, "").str.replace_all(ERROR_METRIC, "")
     own = own.str.replace(AFTER_METER, "${1}")
-    return own.str.contains(LOOKALIKE_LINE)
+    validation = own.str.contains(VALIDATION_LOSS) & ~own.str.contains(TRAINING_LOSS)
+    return own.str.contains(LOOKALIKE_LINE) | validation
 
 
 def metrics_records(lines: pl.DataFrame) -> pl.DataFrame:
@@ -737,6 +758,22 @@ def _learned_counter(job: dict[tuple[str, str], Template], template: str) -> int
         ),
         None,
     )
+
+
+def _not_totals(times: Sequence[pl.Expr], fields: Fields) -> list[pl.Expr]:
+    """Each duration of a line, null where it is the total so far of an averaged one
+    (``Fields.averaged``): the counter's number of steps times it, to ``TOTAL_AGREE``."""
+    step = pl.col("_numbers").list.get(pl.col("_counter")).cast(pl.Float64)
+    averages = [t for t, averaged in zip(times, fields.averaged, strict=True) if averaged]
+    return [
+        pl.when(
+            ~pl.any_horizontal(
+                pl.lit(False),
+                *(((t / (step * a)) - 1.0).abs() < TOTAL_AGREE for a in averages if a is not t),
+            ).fill_null(False)
+        ).then(t)
+        for t in times
+    ]
 
 
 def _clocks(known: Template, fields: Fields) -> tuple[bool, ...]:
@@ -855,6 +892,7 @@ def _fields(template: str) -> Fields | None:
         counter,
         total,
         tuple(per_step),
+        tuple(bool(_AVERAGED.search(words[i][1] or words[i][2])) for i in durations),
         rated,
         noted,
         loss,
@@ -906,12 +944,15 @@ def _durations(
     """The fields whose largest is the step's time (``Fields.durations``), whether the first is
     a rate to be checked against the others (``Fields.rated``) and whether the one duration is
     a note (``Fields.noted``). A rate of steps or a duration per step by its unit says so
-    alone; of durations that labels name, one labelled plainly (``time: 0.49``, beside
+    alone; of durations that labels name (an average of them by its unit: ``step_avg:60.06ms``),
+    one labelled plainly (``time: 0.49``, beside
     ``last_time`` or ``data_time``: its variants), or else the largest (a step's time and its
     parts: forward, backward, optimizer ..., the whole the largest); a duration with a unit
     only is one when no label names another."""
     timings = [i for i, w in enumerate(words) if _scale(*w) is not None]
-    labelled = [i for i in timings if _scale("", *words[i][1:]) is not None]
+    labelled = [
+        i for i in timings if _scale("", *words[i][1:]) is not None or _AVERAGED.search(words[i][1])
+    ]
     strong = [i for i in timings if "/" in words[i][0] or (_scale(*words[i]) or 0.0) < 0]
     if strong:
         first = strong[0]

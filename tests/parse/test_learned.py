@@ -424,6 +424,17 @@ def test_a_duration_that_rises_on_every_line_is_a_clock_not_a_step_time() -> Non
     assert steps(learner(), *lines) == [("learned", 50 * s, None) for s in range(1, 6)]
 
 
+def test_a_duration_the_step_count_times_an_average_is_a_total_from_the_first_line() -> None:
+    # our wording, in modded-nanoGPT's shape: the time so far beside its average per step
+    assert steps(learner(), "step:40/5000 loss:4.1 train_time:2412ms step_avg:60.31ms") == [
+        ("learned", 40, 0.06031)
+    ]
+    # an average that is no share of the other (a part's, a window's) leaves the whole the step's
+    assert steps(learner(), "step:40/5000 loss:4.1 time:812ms fwd_avg:301.5ms") == [
+        ("learned", 40, 0.812)
+    ]
+
+
 def test_units_in_full_words_are_read_and_a_clock_named_so_is_never_the_step_time() -> None:
     # our wording: a clock since the start named in two words, the step's time and its rate in
     # full words, an estimate of what remains in compound units
@@ -470,6 +481,15 @@ def test_a_bars_blocks_change_but_its_template_does_not_and_other_loops_stay_out
             for i, b in enumerate(blocks)
         ]
         assert steps(ProgressParser(), *data) == steps(learner(), *data) == []
+
+
+def test_a_line_with_a_validation_loss_and_no_training_loss_is_no_step() -> None:
+    # our wording: a validation report every few steps, in the training line's own shape
+    validation = [f"step:{125 * s}/1750 val_loss:4.{s}3 train_time:{s}1790ms" for s in range(1, 5)]
+    assert steps(learner(), *validation) == []
+    # beside the training's own loss, the last validation's figures leave it a training step
+    both = [f"step {s} loss 3.{s}1 val_loss 4.{s}3 took 81{s}ms" for s in range(1, 5)]
+    assert [step for _, step, _ in steps(learner(), *both)] == [1, 2, 3, 4]
 
 
 def test_a_count_after_a_bar_drawn_after_its_percentage_is_the_bar_s_and_other_loops_stay_out() -> (
