@@ -75,16 +75,19 @@ word (``Killing job on failed node gpu-b17``, ``Nodes gpu-b17 not responding``),
 "on" when it has a host's form, a hyphen and a digit (``Node failure on hpc-gpu0413``): a line
 of the job's shared output names the node it is about, not the one that printed it."""
 _RANK_LIST = r"\[?(\d+(?:\s*,\s*\d+)*)\]?"
-_AT_FAULT = r"(?:missing|stuck|stalled|unresponsive|lagging|dead|hung)"
+_AT_FAULT = r"(?:missing|stuck|stalled|unresponsive|lagging|dead|hung|faulty)"
 NAMED_RANKS = (
     rf"(?i:\branks?\s+{_RANK_LIST}\s+(?:failed|did not|didn't|has not|have not|is not"
     r"|are not|timed out|died|exited|crashed|hung"
     rf"|(?:is|are|was|were)\s+(?:the\s+)?{_AT_FAULT})\b"
-    rf"|\b{_AT_FAULT}\s+ranks?\s*(?:(?:is|are|were)\b|[:=])?\s*{_RANK_LIST})"
+    rf"|\b{_AT_FAULT}\s+ranks?\s*(?:(?:is|are|were)\b|[:=])?\s*{_RANK_LIST}"
+    rf"|\b(?:errors?|failures?)\b[^.]{{0,60}}?\bfrom\s+ranks?\s+{_RANK_LIST})"
 )
 """The ranks a line names as failing: before a failure verb or an at-fault word (``Ranks 19,
-24 failed to pass ...``, ``ranks [5] are the lagging ranks``), or after an at-fault word
-(``Missing ranks: 3, 14``): the ranks at fault, not the rank that printed the line."""
+24 failed to pass ...``, ``ranks [5] are the lagging ranks``), after an at-fault word
+(``Missing ranks: 3, 14``), or as where errors came from (PyTorch's monitored barrier on a
+peer: ``received errors while waiting for send/recv from rank 0``): the ranks at fault, not
+the rank that printed the line."""
 
 
 LOGGED_RANK = (
@@ -159,7 +162,8 @@ def named_ranks(text: pl.Expr) -> pl.Expr:
     """The ranks each line of ``text`` names as failing (``NAMED_RANKS``: "3, 14"), else those
     missing from a list of ranks ready (``READY_RANKS``), else null."""
     return pl.coalesce(
-        text.str.extract(NAMED_RANKS, 1), text.str.extract(NAMED_RANKS, 2), _not_ready(text)
+        *(text.str.extract(NAMED_RANKS, group) for group in (1, 2, 3)),
+        _not_ready(text),
     )
 
 
@@ -292,6 +296,10 @@ class Lexicon:
     general: Family = Family(GENERAL, "crash", ())
     """The kind of a line that names no family (no terms: ``kind``, ``kind_when`` and
     ``kind_otherwise`` only)."""
+    despite: tuple[tuple[str, str], ...] = ()
+    """What leaves a quiet word no sign that the program goes on: a success said beside what
+    failed, a tally of nothing that succeeded. A line holding one is not silenced by its quiet
+    words and is no sign of life after an error."""
 
 
 def builtin_lexicon() -> Lexicon:
@@ -337,6 +345,7 @@ def parse_lexicon(data: dict[str, Any]) -> Lexicon:
         named("unsilenced", required=False),
         tuple(headers),
         _kinded(Family(GENERAL, general.get("kind", "crash"), ()), general),
+        named("despite", required=False),
     )
 
 
@@ -407,6 +416,7 @@ class FailureLines:
         failed = [p for n, p in markers if n == FAILED]
         self._failed = _Regex.of(failed) if failed else None
         self._soft_quiet = _any([p for _, p in self.lexicon.soft_quiet])
+        self._despite = _any([p for _, p in self.lexicon.despite]) if self.lexicon.despite else None
         self._loud = _Regex.of([p for _, p in self.lexicon.loud])
         self._families = self.lexicon.families
         kinded = (*self._families, self.lexicon.general)
@@ -463,7 +473,7 @@ class FailureLines:
         retry or a recovery (``RECOVERED``), or a line at a lower severity (``LOWER_SEVERITY``)
         that reports nothing failing (no marker, an error level such as NCCL's WARN included:
         NCCL passes an error's code up its calls in INFO lines); never one holding a ``loud``
-        word."""
+        word, nor one holding a ``despite`` pattern."""
         quiet = dict((*self.lexicon.quiet, *self.lexicon.soft_quiet))
         recovered = quiet.get(RECOVERED)
         lower = quiet.get(LOWER_SEVERITY)
@@ -472,6 +482,8 @@ class FailureLines:
             said = raw.str.contains(lower) & ~raw.str.contains(self._marker)
         if recovered:
             said = said | raw.str.contains(recovered)
+        if self._despite:
+            said = said & ~raw.str.contains(self._despite)
         return said & ~self._loud.on(raw, raw.str.to_lowercase())
 
     def read(self, frame: pl.DataFrame, raw: str, message: str) -> pl.DataFrame:
@@ -607,6 +619,9 @@ class FailureLines:
         failed = self._failed.on(lines, blind) if self._failed else pl.lit(False)
         quiet = lines.str.contains(self._quiet) if self._quiet else pl.lit(False)
         soft = lines.str.contains(self._soft_quiet) & ~pl.col(_LOUD)
+        if self._despite:
+            despite = lines.str.contains(self._despite)
+            quiet, soft = quiet & ~despite, soft & ~despite
         if self._level:
             soft = soft & ~lines.str.contains(self._level)
         death = lines.str.contains(self._death) if self._death else pl.lit(False)

@@ -101,6 +101,21 @@ def reading(line: str) -> tuple[str, str] | None:
             "device",
             "gpu_fault",
         ),
+        # another vendor's kernel GPU driver: a fault of the GPU's memory by its kind, a job
+        # the GPU never finished ("Timedout", one word), an engine the driver reset; the
+        # kernel's GPU subsystem by its tag
+        (
+            "zorkgpu 0000:c1:00.0: [hub0] page fault (vmid:3 pasid:32771)",
+            "general",
+            "crash",
+        ),
+        ("zorkgpu 0000:c1:00.0: [drm] GT0: Timedout job: seqno=7, guc_id=2", "device", "gpu_fault"),
+        (
+            "zorkgpu 0000:c1:00.0: [drm] GT0: Engine reset: class=ccs, guc_id=2",
+            "device",
+            "gpu_fault",
+        ),
+        ("amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!", "device", "gpu_fault"),
         # a state set to an error is an event, not a setting; JAX's and TensorFlow's
         # coordination service is their rendezvous
         (
@@ -132,6 +147,8 @@ def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
         "slurmstepd: error: *** STEP 12.0 ON n3 CANCELLED AT 2026-11-30T02:11:09 ***",
         "job preempted: checkpoint saved, exiting",
         "all ranks finished, 0 errors",
+        # the word in its other senses: a default, the tolerance of faults
+        "fault tolerance enabled: zork keeps a spare worker per node (default store)",
         "vision.py:12: UserWarning: Failed to load image Python extension",  # Python's warnings
     ],
 )
@@ -265,6 +282,37 @@ def test_deliberate_ends_are_read_as_ends_unless_something_failed() -> None:
     )
     assert rows.get_column(END).to_list() == [True, False, False]
     assert rows.get_column(FAMILY).to_list() == [None, "host", "general"]
+
+
+def test_a_success_beside_what_failed_or_a_tally_of_nothing_is_no_recovery() -> None:
+    # a success said beside errors from a peer does not silence the line
+    contrast = (
+        "E zork.cc:9] Rank 3 successfully reached the barrier, but received errors while "
+        "waiting for rank 0"
+    )
+    assert [row[RAW] for row in read(contrast)] == [contrast]
+    frame = pl.DataFrame(
+        {
+            "message": [
+                "0 successful operations.",
+                "0 derived errors ignored.",
+                "shard 4 written successfully",
+                "a transient error was ignored, going on",
+            ]
+        }
+    )
+    # an error's summary tallies nothing that succeeded: no sign of life after the error
+    assert frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list() == [
+        False,
+        False,
+        True,
+        True,
+    ]
+
+
+def test_a_preemption_that_did_not_succeed_is_no_deliberate_end() -> None:
+    rows = rows_of("zorkgpu: queues may be unrecoverable after an unsuccessful preemption")
+    assert rows.get_column(END).to_list() == [False]
 
 
 def test_the_fast_path_marks_few_of_a_training_log() -> None:

@@ -680,12 +680,17 @@ def test_a_line_naming_ranks_at_fault_names_them_as_the_root_not_the_printer() -
         "[rank0]: zork: to our knowledge, ranks [5, 7] are the lagging ranks of this step",
         "[rank2]: zork barrier: missing ranks: 3, 14",
         "[rank1]: zork: Rank 0 is the slowest rank this epoch",
+        # where a peer's errors came from (a monitored barrier's peer), and a faulty rank
+        "[rank6]: E zork: got errors waiting for the send from rank 2, giving up",
+        "[rank4]: zork: faulty rank: 9",
     )
     assert found.select("rank", "role", "implicates").rows() == [
         (5, "root", "none"),
         (7, "root", "none"),
         (3, "root", "none"),
         (14, "root", "none"),
+        (2, "root", "none"),
+        (9, "root", "none"),
     ]
 
 
