@@ -478,6 +478,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             self.crashed[job_id] = max(time, self.crashed.get(job_id, time))
 
     def advance(self, watermark: int) -> list[Detection]:
+        self.baseline.cover(self.liveness.cluster_cadence_us())
         for window in self.baseline.close(watermark):
             self._fold_baseline(window)
         for window in self.silent.close(watermark, empty=False):  # no rows: no job to fold
@@ -789,12 +790,13 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         shortest = min(c.min_silence_s, c.corroborated_silence_s) * US
         if job is not None and job.last_step_at is not None and _silence(job, now) < shortest:
             return None  # the usual second of a job at work: no silence to judge yet
-        held = held_us(watch.telemetry, now, c, self.feed_at)
+        spacing = self.liveness.cluster_cadence_us()
+        held = held_us(watch.telemetry, now, c, self.feed_at, spacing)
         began = job.last_step_at if job is not None and job.last_step_at is not None else now - held
         crashed = self.crashed.get(job_id)
         if crashed is not None and crashed > began - round(c.window_s * US):
             return None
-        gpus = verdict(watch.telemetry, now, c, self.feed_at)
+        gpus = verdict(watch.telemetry, now, c, self.feed_at, spacing)
         if job is not None and (job.last_step_at is not None or job.last_event_at is not None):
             # A line of the job (a phase's end, delivered late; before the first step too) is a
             # sign of life: what the GPUs showed before it was the job at work (the save that

@@ -507,23 +507,34 @@ def _same_gpus(gpus: pl.DataFrame, other: pl.DataFrame) -> bool:
 
 
 def verdict(
-    telemetry: JobTelemetry, now: int, config: HangConfig, feed_at: int | None = None
+    telemetry: JobTelemetry,
+    now: int,
+    config: HangConfig,
+    feed_at: int | None = None,
+    spacing_us: int = 0,
 ) -> str:
-    """The GPUs' state in the latest silent window, if it is recent: as of ``now``, or, when
-    the telemetry feed as a whole delivered nothing since ``feed_at`` (a collector down, the end
-    of a replay), as of then: a job's GPUs are not missing when every GPU is."""
+    """The GPUs' state in the latest silent window, if it is recent (two windows, or the
+    cluster's telemetry spacing ``spacing_us`` and a window where that is longer: a job on
+    nodes scraped every minute has no rows in most windows): as of ``now``, or, when the
+    telemetry feed as a whole delivered nothing since ``feed_at`` (a collector down, the end of
+    a replay), as of then: a job's GPUs are not missing when every GPU is."""
     seen = now if feed_at is None else min(now, feed_at)
-    if telemetry.latest is None or seen - telemetry.latest_end > 2 * config.window_s * US:
+    recent = max(2 * round(config.window_s * US), spacing_us + round(config.window_s * US))
+    if telemetry.latest is None or seen - telemetry.latest_end > recent:
         return NO_TELEMETRY
     return telemetry.state
 
 
 def held_us(
-    telemetry: JobTelemetry, now: int, config: HangConfig, feed_at: int | None = None
+    telemetry: JobTelemetry,
+    now: int,
+    config: HangConfig,
+    feed_at: int | None = None,
+    spacing_us: int = 0,
 ) -> int:
     """How long the GPUs have corroborated a hang without a break (0 when they do not now)."""
     since = telemetry.corroborated_since
-    if since is None or verdict(telemetry, now, config, feed_at) not in CORROBORATING:
+    if since is None or verdict(telemetry, now, config, feed_at, spacing_us) not in CORROBORATING:
         return 0
     return now - since
 

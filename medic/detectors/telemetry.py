@@ -92,6 +92,9 @@ class GpuWindows:
             raise ValueError("window_s must be positive and sample_s within (0, window_s]")
         self.window_us = round(window_s * 1_000_000)
         self.sample_us = self.window_us if sample_s is None else round(sample_s * 1_000_000)
+        self.sampled_us = self.sample_us
+        """The span sampled of each window as configured; ``sample_us`` covers the telemetry's
+        spacing (``cover``)."""
         self.means = list(means)
         self.counters = list(counters)
         self.throttle_mask = throttle_mask
@@ -149,6 +152,14 @@ class GpuWindows:
 
     def state_size(self) -> int:
         return int(self._last.height)
+
+    def cover(self, spacing_us: int) -> None:
+        """Sample at least ``spacing_us`` of each window (all of it at most), and all of it
+        while the spacing is unknown (0): a GPU sampled that seldom then shows in every
+        window's sample, whatever the phase of its samples (a node scraped every minute, in a
+        window's unsampled half, would never show)."""
+        wanted = self.window_us if spacing_us <= 0 else max(self.sampled_us, spacing_us)
+        self.sample_us = min(self.window_us, wanted)
 
     def add(
         self,

@@ -6,8 +6,9 @@ import polars as pl
 from river import stats
 
 from medic.detectors.hang import HangConfig
-from medic.detectors.hang_evidence import EVIDENCE_COLUMNS, JobTelemetry
+from medic.detectors.hang_evidence import EVIDENCE_COLUMNS, NO_TELEMETRY, JobTelemetry, verdict
 from medic.testing.builders import at
+from medic.timeutil import US
 
 
 def test_counter_rises_add_up_over_the_silence_whichever_gpus_each_window_holds() -> None:
@@ -62,3 +63,28 @@ def test_gpus_missing_from_a_window_keep_their_latest_values_for_carry_s() -> No
     assert latest() == [(0, 3.0, at(20)), (1, 5.0, at(30))]
     telemetry.observe_silence(window((1, 6.0), (2, 7.0)), at(40), config)
     assert latest() == [(1, 6.0, at(40)), (2, 7.0, at(40))]  # GPU 0: unseen past carry_s
+
+
+def _gpus(nodes: list[str], util: float, power: float) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "node": nodes,
+            "gpu": pl.Series([0] * len(nodes), dtype=pl.Int16),
+            "util": [util] * len(nodes),
+            "power_w": [power] * len(nodes),
+            **{c: [0] * len(nodes) for c in EVIDENCE_COLUMNS},
+        }
+    )
+
+
+def test_the_latest_window_stays_recent_for_the_clusters_telemetry_spacing() -> None:
+    telemetry = JobTelemetry(power=stats.RollingQuantile(q=0.5, window_size=10))
+    config = HangConfig()  # 10 s windows
+    telemetry.snapshot(_gpus(["a"], 100.0, 600.0), at(0), config)
+    telemetry.observe_silence(_gpus(["a"], 100.0, 200.0), at(10), config)
+    assert verdict(telemetry, at(25), config) == "spinning"
+    # two windows later, a node scraped every few seconds has gone quiet ...
+    assert verdict(telemetry, at(35), config) == NO_TELEMETRY
+    # ... one scraped once a minute is not due yet
+    assert verdict(telemetry, at(65), config, spacing_us=60 * US) == "spinning"
+    assert verdict(telemetry, at(85), config, spacing_us=60 * US) == NO_TELEMETRY

@@ -79,6 +79,29 @@ def test_sampling_keeps_only_the_start_of_each_window() -> None:
     assert means == [[4.5], [34.5]]
 
 
+def test_sampling_covers_the_telemetry_spacing_and_all_of_a_window_while_it_is_unknown() -> None:
+    # a node scraped once a minute, 40 s into each minute: outside a 30 s sample of a 60 s
+    # window, whatever the window
+    def scrape(windows: GpuWindows) -> list[list[float]]:
+        for t in range(40, 300, 60):
+            windows.add(frame(sample(t, util=float(t))))
+        return [w.gpus.get_column("util").to_list() for w in windows.close(at(300))]
+
+    assert scrape(GpuWindows(60, means=("util",), sample_s=30)) == []  # never sampled
+    unknown = GpuWindows(60, means=("util",), sample_s=30)
+    unknown.cover(0)
+    assert scrape(unknown) == [[40.0], [100.0], [160.0], [220.0], [280.0]]
+    minute = GpuWindows(60, means=("util",), sample_s=30)
+    minute.cover(60_000_000)
+    assert scrape(minute) == [[40.0], [100.0], [160.0], [220.0], [280.0]]
+    # a spacing shorter than the sample keeps the sample as configured
+    fast = GpuWindows(30, means=("util",), sample_s=10)
+    fast.cover(1_000_000)
+    for t in range(0, 60):
+        fast.add(frame(sample(t, util=float(t))))
+    assert [w.gpus.get_column("util").to_list() for w in fast.close(at(60))] == [[4.5], [34.5]]
+
+
 def test_rows_without_a_job_take_the_job_slurm_placed_on_their_node() -> None:
     tracker = JobTracker()
     tracker.observe(
