@@ -76,6 +76,7 @@ ENDS = (
     "returncode",
     "with code",
     "with status",
+    "status failed",
     "signal",
     "killed",
     "segmentation fault",
@@ -113,14 +114,16 @@ WHERE = (
 )
 CODE = (
     r"(?i)(?:exit\s*code|exitcode|exit status|return code|returncode"
-    r"|(?:exited|terminated|returned|ended|died) with (?:exit )?(?:code|status))"
+    r"|(?:exited|terminated|returned|ended|died|failed) with (?:exit )?(?:code|status))"
     r"\s*[:=]?\s*\(?(-?\d+)"
     r"|\bcode\s*[:=]?\s*(-\d+)\b"
     r"|\bMPI_Abort\([^(),]*,\s*(-?\d+)\)"
+    r"|\bstatus\s*[:=]?\s*failed\b[^;]*?\bcode\s*[:=]?\s*(\d+)\b"
 )
 """An exit code; a bare ``code`` only when negative, the signal that ended a child process as
 Python's subprocess reports it (Paddle's launcher: ``Container rank 0 status failed ...
-code -6``); the error code a process gave ``MPI_Abort``, which MPI launchers exit with."""
+code -6``), or after a status said to be failed (the same line with ``code 1``); the error
+code a process gave ``MPI_Abort``, which MPI launchers exit with."""
 SIGNAL = r"(?i:\bsignal)\s*:?\s*(\d+)|\b(SIG[A-Z]{3,6})\b"
 WORDS = (
     r"(?i)\b(segmentation fault|bus error|aborted|killed|core dumped|out of memory|oom"
@@ -184,7 +187,7 @@ def failed_ranks(stripped: pl.DataFrame, sizes: Sequence[int] | None = None) -> 
         _first(WHO, 5).alias("_who"),
         message.str.extract(LOCAL, 1).alias("_local"),
         _first(WHERE, 3).alias("_where"),
-        _first(CODE, 3).alias("_code"),
+        _first(CODE, 4).alias("_code"),
         _first(SIGNAL, 2).alias("_signal"),
         message.str.extract(WORDS, 1).str.to_lowercase().alias("_word"),
         message.str.contains(NORMAL).alias("_normal"),

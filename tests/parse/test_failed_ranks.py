@@ -121,12 +121,17 @@ def test_a_local_rank_alone_is_read_and_more_wordings_of_an_end() -> None:
         "exits with return code = 1",
         "worker rank 3 (pid 170) terminated with code 1",
         "srun: error: gpu-a04: task 4: Out Of Memory",
+        # a launcher's status of its container, then the code it ended with (Paddle's shape)
+        "Container rank 6 status failed cmd ['python3', '-u', 'train.py'] code 2 log log/w.6",
+        "rank 7 failed with code 3",
     )
     assert [(r["rank"], r["local_rank"], r["end"]) for r in rows] == [
         (None, 0, "SIGABRT"),
         (None, 4, "exit code 1"),
         (3, None, "exit code 1"),
         (4, None, "out of memory"),
+        (6, None, "exit code 2"),
+        (7, None, "exit code 3"),
     ]
 
 
