@@ -237,9 +237,10 @@ NO_COUNTER = 99
 """The rank of a number that is no counter however it rises (a percentage)."""
 _PHRASE = re.compile(r"([A-Za-z_/%@.\-]+(?: \(?[A-Za-z_/%@.\-]+\)?){0,3})\W{0,3}$")
 """The last words before a number (``elapsed time per iteration (ms)``)."""
-_UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]++)(?!\W{0,2}[:=])")
+_UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]++)(?!\W{0,2}[:=][^A-Za-z]*$)")
 """The unit after a number: the word right after it, unless that word is the next field's
-label ("time: 0.62 data_time: 0.03")."""
+label ("time: 0.62 data_time: 0.03": the next number follows its colon). Fields separated by
+colons keep their units ("100786.61 words/s : gNorm 0.34", Marian's)."""
 _SINCE_START = re.compile(r"(?i)\s+(elapsed|ago|so far|remaining|left)(?![\w/]|\s*[:=])")
 """Words after a duration's unit saying it is a clock since the start or an estimate
 (OpenNMT-py's ``18191 s elapsed``, ``40 s left``), not how long a step took (a word that is

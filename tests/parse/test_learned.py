@@ -358,6 +358,11 @@ def test_a_rising_counter_beside_a_throughput_alone_becomes_steps() -> None:
     assert throughputs(learner(), *per_second) == [
         (100 + i, 40.5 + i, "samples/sec") for i in range(5)
     ]
+    # fields parted by colons (Marian's shape): a unit before the next colon is still a unit
+    colons = [
+        f"Ep. 2 : Up. {500 * i} : Cost 3.{i} : {8800 + i}.5 words/s : gNorm 0.3" for i in range(5)
+    ]
+    assert throughputs(learner(), *colons) == [(500 * i, 8800.5 + i, "words/s") for i in range(5)]
     # the same numbers where nothing is a rate: steps, counted out of a total beside a loss,
     # that give no time
     assert steps(learner(), *[f"| round 3 {1000 * i} / 9000 loss=1.{i}" for i in range(5)]) == [
