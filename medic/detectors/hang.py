@@ -217,9 +217,10 @@ class HangConfig:
     """Period of a progressing job's healthy snapshots. Shorter: a fresher baseline, more work
     per progressing job."""
     baseline_sample_s: Positive = 30.0
-    """A progressing job's healthy snapshot: this much telemetry out of every baseline period
-    (at least the telemetry's sampling interval, 30 s at most in practice, or the GPUs sampled
-    outside it are never in a snapshot). More: more work per progressing job."""
+    """A progressing job's healthy snapshot: this much telemetry out of every baseline period,
+    raised to the cluster's telemetry spacing where that is longer (a node scraped every minute
+    would never be in a 30 s sample taken outside its scrapes), and all of the period until the
+    spacing is known. More: more work per progressing job."""
     busy_util: Percent = 50.0
     """A GPU at this utilisation or more is working (higher: more windows read as waiting or
     idle)."""
