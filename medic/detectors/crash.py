@@ -36,11 +36,12 @@ such errors lapse.
 Lines no catalogue entry describes (the second layer's ``unmatched:<family>`` signs), and those
 a ``generic`` entry names only the form of (a Python exception) where a family's strong term is
 in them, carry the kind their vocabulary reads as. A job whose death no fatal entry of the
-catalogue explains takes the reading of its earliest such line: a hang, a GPU fault or a node
-failure blaming the node that printed it (a line about a peer's address blames the host that
-announced that address in the job's start-up lines, else none), of tier ``suspect`` (no
-signature matched: the default rules act on none of it) and evidence saying so; a crash
-reading stays a crash.
+catalogue explains takes the reading of its earliest such line (or of a later line of the same
+report, within ``REPORT_US``, where the first reads as a crash and that one as a hang): a hang,
+a GPU fault or a node failure blaming the node that printed it (a line about a peer's address
+blames the host that announced that address in the job's start-up lines, else none), of tier
+``suspect`` (no signature matched: the default rules act on none of it) and evidence saying
+so; a crash reading stays a crash.
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ HARDWARE_KINDS = ("gpu_fault", "node_failure")
 EXPLAINING_KINDS = (*HARDWARE_KINDS, "hang")
 """Fatal evidence of these kinds explains a job's later errors."""
 READS = {"hang": "a hang", "gpu_fault": "a GPU fault", "node_failure": "a node failure"}
+REPORT_US = 1 * US
+"""The lines an error's report spans from its first: a crash reading of its first line gives
+way to one of its later lines that reads as a hang (a runtime's "api call failed", then "the
+internal task times out": the same error, explained); a timeout later than that follows from
+the failure. A hardware reading does not: a runtime's error lists the failed ops' messages
+under it, a driver's words among them, whatever failed."""
 """How a summary words the kind that unmatched text reads as."""
 RETENTION_US = 3600 * US
 """How long the state of a job the scheduler never reports ending is kept."""
@@ -388,25 +395,30 @@ class CrashDetector(WatchesLiveness):
         )
         for job_id in explained.get_column("job_id").unique().to_list():
             self.pending[job_id].explained = True
-        first = (
-            signs.filter(read)
-            .sort("time_us", maintain_order=True)
-            .group_by("job_id", maintain_order=True)
-            .first()
-            .select(
-                "job_id",
-                "time_us",
-                "reading",
-                pl.when(pl.col("peer").is_not_null())
-                .then(self.addresses.host_of(pl.col("peer")))
-                .otherwise(pl.coalesce("host", "node"))
-                .alias("_where"),
-            )
+        where = (
+            pl.when(pl.col("peer").is_not_null())
+            .then(self.addresses.host_of(pl.col("peer")))
+            .otherwise(pl.coalesce("host", "node"))
+            .alias("_where")
         )
-        for job_id, time, reading, where in first.iter_rows():
+        ordered = signs.filter(read).sort("time_us", maintain_order=True)
+        first = ordered.group_by("job_id", maintain_order=True).first()
+        for job_id, time, reading, place in first.select(
+            "job_id", "time_us", "reading", where
+        ).iter_rows():
             pending = self.pending[job_id]
             if pending.reading is None or time < pending.reading[0]:
-                pending.reading = (int(time), reading, where)
+                pending.reading = (int(time), reading, place)
+        explaining = ordered.filter(pl.col("reading") == "hang")
+        for job_id, time, reading, place in (
+            explaining.group_by("job_id", maintain_order=True)
+            .first()
+            .select("job_id", "time_us", "reading", where)
+            .iter_rows()
+        ):
+            earliest = self.pending[job_id].reading
+            if earliest is not None and earliest[1] == "crash" and time - earliest[0] <= REPORT_US:
+                self.pending[job_id].reading = (earliest[0], reading, place)
 
     def _stop(self, job_id: str, time: int) -> None:
         """A deliberate end began at ``time``: later signs of the job are its consequence. A

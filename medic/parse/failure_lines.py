@@ -101,10 +101,17 @@ process group's own rank, so only the default group's (``PG 0``, or no group nam
 releases wrote it) is a rank of the job; another group's rank numbers its members only."""
 
 
+HEADER_RANK_ID = r"\(PID:\s*\d+,[^)]*\bRankID:\s*(\d+)\)"
+"""The rank a runtime's error header names among the process's ids (torch_npu's ``[ERROR]
+2026-06-25-10:45:23 (PID:13075, Device:0, RankID:8) ERR00100 ...``): the rank that printed it."""
+
+
 def logged_rank(text: pl.Expr) -> pl.Expr:
-    """The rank each line of ``text`` says printed it in its logging header (``LOGGED_RANK``),
-    else null."""
-    return text.str.extract(LOGGED_RANK, 1).cast(pl.Int32, strict=False)
+    """The rank each line of ``text`` says printed it in its logging header (``LOGGED_RANK``)
+    or its error header (``HEADER_RANK_ID``), else null."""
+    return pl.coalesce(text.str.extract(LOGGED_RANK, 1), text.str.extract(HEADER_RANK_ID, 1)).cast(
+        pl.Int32, strict=False
+    )
 
 
 RANKS_HEADER = rf"(?i:(?:\b{_AT_FAULT}\b[^:]*\branks?\b|\branks?\b[^:]*\b{_AT_FAULT}\b)[^:]*:\s*$)"

@@ -253,3 +253,19 @@ def test_a_death_no_signature_describes_reading_as_a_crash_stays_a_confirmed_cra
     logs += JOB.rank_logs(30.5, "[rank{rank}]: zork worker killed by signal 9", [3])
     found = detect(120, logs, gpu, sched)
     assert [(d.kind, d.culprits, d.tier) for d in found] == [("crash", (), "confirmed")]
+
+
+@pytest.mark.parametrize(("after_s", "kind"), [(0.4, "hang"), (5.0, "crash")])
+def test_an_error_its_next_line_explains_as_a_timeout_reads_as_a_hang(
+    after_s: float, kind: str
+) -> None:
+    # our wording: a runtime's failed call, then (in the same report) the wait that ran out;
+    # a timeout seconds later follows from the failure instead
+    logs, gpu, sched = running()
+    logs += JOB.rank_logs(30, "[rank{rank}]: [ERROR] zork call to the device api failed", [3])
+    logs += JOB.rank_logs(
+        30 + after_s, "[rank{rank}]: [Error]: the execution of the internal task times out", [3]
+    )
+    logs += JOB.rank_logs(36, "[rank{rank}]: zork worker killed by signal 9", [3])
+    found = detect(120, logs, gpu, sched)
+    assert [d.kind for d in found] == [kind]

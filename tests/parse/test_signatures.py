@@ -694,6 +694,14 @@ def test_a_line_naming_ranks_at_fault_names_them_as_the_root_not_the_printer() -
     ]
 
 
+def test_a_runtime_error_header_names_the_rank_that_printed_it() -> None:
+    # torch_npu's error header: the process's ids, its rank among them (values ours)
+    found = rows_of(
+        "[ERROR] 2026-12-01-10:45:23 (PID:4117, Device:3, RankID:11) ERR00100 zork failed"
+    )
+    assert found.select("rank").to_series().to_list() == [11]
+
+
 def test_a_failure_line_naming_a_peers_address_is_about_that_peer() -> None:
     found = rows_of(
         "gpu-a1:811:900 [0] ERROR zorkfab: retries exhausted talking to peer 10.0.0.9<4001>",
