@@ -271,25 +271,26 @@ class JobTelemetry:
 
     def _all_spinning(self, gpus: pl.DataFrame, start: int, config: HangConfig) -> None:
         """Open or close the run of windows in which every GPU spins (``all_spinning_since``)
-        with the window that began at ``start``."""
+        with the window that began at ``start``. A run opens only on every node of the healthy
+        snapshot; a node missing from a window later (its exporter restarting, its samples
+        late) neither ends it nor says it goes on: the run holds while the GPUs there spin."""
         since = self.all_spinning_since
-        if self.state == "spinning" and self._everyone_spins(gpus, config):
-            if since is None:
-                self.all_spinning_since = start
-        elif since is not None:
+        spins = self.state == "spinning" and self._everyone_spins(gpus, config)
+        if spins and since is None and self.known() <= set(gpus.get_column("node").to_list()):
+            self.all_spinning_since = start
+        elif not spins and since is not None:
             self.all_spinning_ended, self.all_spinning_since = (since, start), None
 
     def _everyone_spins(self, gpus: pl.DataFrame, config: HangConfig) -> bool:
         """Whether every GPU of the window is pegged at a wait's power (a value not known is
-        not), and no node of the healthy snapshot is missing from it."""
+        not)."""
         baseline = self.power.get()
         if not baseline:
             return False
         util, power = gpus.get_column("util").to_numpy(), gpus.get_column("power_w").to_numpy()
-        spinning = (util >= config.spin_util) & (power < config.spin_power_ratio * baseline)
-        if not spinning.all():
-            return False
-        return self.known() <= set(gpus.get_column("node").to_list())
+        return bool(
+            ((util >= config.spin_util) & (power < config.spin_power_ratio * baseline)).all()
+        )
 
     def all_spinning_us(self, now: int) -> int:
         """How long every GPU has spun in the wait without a break (``all_spinning_since``);

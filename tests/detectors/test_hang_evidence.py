@@ -77,6 +77,26 @@ def _gpus(nodes: list[str], util: float, power: float) -> pl.DataFrame:
     )
 
 
+def test_a_run_of_every_gpu_spinning_holds_while_a_node_is_missing_for_a_while() -> None:
+    telemetry = JobTelemetry(power=stats.RollingQuantile(q=0.5, window_size=10))
+    config = HangConfig(carry_s=15.0)
+    telemetry.snapshot(_gpus(["a", "b"], 100.0, 600.0), at(0), config)  # healthy, at work
+    assert telemetry.known() == {"a", "b"}
+    telemetry.observe_silence(_gpus(["a"], 100.0, 200.0), at(10), config)
+    assert telemetry.all_spinning_since is None  # a run opens on every node only
+    telemetry.observe_silence(_gpus(["a", "b"], 100.0, 200.0), at(20), config)
+    opened = telemetry.all_spinning_since
+    assert opened is not None
+    # node b's exporter restarts: missing past carry_s, neither an end nor a sign it goes on
+    for end in (30, 40, 50):
+        telemetry.observe_silence(_gpus(["a"], 100.0, 200.0), at(end), config)
+    telemetry.observe_silence(_gpus(["a", "b"], 100.0, 200.0), at(60), config)
+    assert telemetry.all_spinning_since == opened
+    # a GPU back at work ends it
+    telemetry.observe_silence(_gpus(["a", "b"], 100.0, 600.0), at(70), config)
+    assert telemetry.all_spinning_since is None
+
+
 def test_the_latest_window_stays_recent_for_the_clusters_telemetry_spacing() -> None:
     telemetry = JobTelemetry(power=stats.RollingQuantile(q=0.5, window_size=10))
     config = HangConfig()  # 10 s windows
