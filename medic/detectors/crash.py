@@ -75,13 +75,13 @@ HARDWARE_KINDS = ("gpu_fault", "node_failure")
 EXPLAINING_KINDS = (*HARDWARE_KINDS, "hang")
 """Fatal evidence of these kinds explains a job's later errors."""
 READS = {"hang": "a hang", "gpu_fault": "a GPU fault", "node_failure": "a node failure"}
+"""How a summary words the kind that unmatched text reads as."""
 REPORT_US = 1 * US
 """The lines an error's report spans from its first: a crash reading of its first line gives
 way to one of its later lines that reads as a hang (a runtime's "api call failed", then "the
 internal task times out": the same error, explained); a timeout later than that follows from
 the failure. A hardware reading does not: a runtime's error lists the failed ops' messages
 under it, a driver's words among them, whatever failed."""
-"""How a summary words the kind that unmatched text reads as."""
 RETENTION_US = 3600 * US
 """How long the state of a job the scheduler never reports ending is kept."""
 

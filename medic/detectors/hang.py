@@ -368,6 +368,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         self.carrying = c
         """The config silent windows are judged with: ``carry_s`` raised to the cluster's
         telemetry spacing (``_carrying``)."""
+        self.spacing_us = 0
+        """The cluster's usual telemetry spacing as of the latest ``advance`` (0: not known
+        yet; ``Liveness.cluster_cadence_us``), read once a second, not once a job."""
         self.warned: dict[str, Detection] = {}
         """Job -> the suspect its own lines reported, a wait shorter than a collective's timeout
         (``report_tier``), until it progresses or its reports confirm the hang."""
@@ -479,7 +482,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             self.crashed[job_id] = max(time, self.crashed.get(job_id, time))
 
     def advance(self, watermark: int) -> list[Detection]:
-        self.baseline.cover(self.liveness.cluster_cadence_us())
+        self.spacing_us = self.liveness.cluster_cadence_us()
+        self.baseline.cover(self.spacing_us)
         for window in self.baseline.close(watermark):
             self._fold_baseline(window)
         for window in self.silent.close(watermark, empty=False):  # no rows: no job to fold
@@ -685,7 +689,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         longer (``Liveness.cluster_cadence_us``: a cluster scraped every minute leaves a GPU
         out of most windows between two of its samples, without having stopped)."""
         c = self.config
-        carry = max(c.carry_s, self.liveness.cluster_cadence_us() / US + c.window_s / 2)
+        carry = max(c.carry_s, self.spacing_us / US + c.window_s / 2)
         if carry != self.carrying.carry_s:
             self.carrying = dataclasses.replace(c, carry_s=carry)
         return self.carrying
@@ -791,7 +795,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         shortest = min(c.min_silence_s, c.corroborated_silence_s) * US
         if job is not None and job.last_step_at is not None and _silence(job, now) < shortest:
             return None  # the usual second of a job at work: no silence to judge yet
-        spacing = self.liveness.cluster_cadence_us()
+        spacing = self.spacing_us
         held = held_us(watch.telemetry, now, c, self.feed_at, spacing)
         began = job.last_step_at if job is not None and job.last_step_at is not None else now - held
         crashed = self.crashed.get(job_id)
