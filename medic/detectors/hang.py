@@ -125,6 +125,8 @@ CLOCK_SLACK_US = 5 * US
 """Two nodes' clocks, and a line's time against the moment it reports, may differ by this much
 (NTP keeps clocks within milliseconds, within seconds where it drifts; a launcher stamps a line
 as it passes it on)."""
+SPACING_EVERY_US = 10 * US
+"""How often the cluster's telemetry spacing is read again once known."""
 BLOCKED_IO = ("hung_task_blocked",)
 """Signatures of a node's kernel reporting a task in uninterruptible sleep past its hung-task
 timeout (120 s by default): a rank apart from the collective there is stuck, not saving."""
@@ -369,8 +371,10 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         """The config silent windows are judged with: ``carry_s`` raised to the cluster's
         telemetry spacing (``_carrying``)."""
         self.spacing_us = 0
-        """The cluster's usual telemetry spacing as of the latest ``advance`` (0: not known
-        yet; ``Liveness.cluster_cadence_us``), read once a second, not once a job."""
+        """The cluster's usual telemetry spacing (0: not known yet;
+        ``Liveness.cluster_cadence_us``), read every ``SPACING_EVERY_US`` of event time once
+        known: exporters keep their schedule, and the median over every node costs a sort."""
+        self.spacing_read_at = 0
         self.warned: dict[str, Detection] = {}
         """Job -> the suspect its own lines reported, a wait shorter than a collective's timeout
         (``report_tier``), until it progresses or its reports confirm the hang."""
@@ -482,8 +486,10 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             self.crashed[job_id] = max(time, self.crashed.get(job_id, time))
 
     def advance(self, watermark: int) -> list[Detection]:
-        self.spacing_us = self.liveness.cluster_cadence_us()
-        self.baseline.cover(self.spacing_us)
+        if not self.spacing_us or watermark - self.spacing_read_at >= SPACING_EVERY_US:
+            self.spacing_us = self.liveness.cluster_cadence_us()
+            self.spacing_read_at = watermark
+            self.baseline.cover(self.spacing_us)
         for window in self.baseline.close(watermark):
             self._fold_baseline(window)
         for window in self.silent.close(watermark, empty=False):  # no rows: no job to fold
