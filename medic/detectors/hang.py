@@ -369,7 +369,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         """Job -> time of the line that reported it stuck (reported once until it progresses)."""
         self.carrying = c
         """The config silent windows are judged with: ``carry_s`` raised to the cluster's
-        telemetry spacing (``_carrying``)."""
+        telemetry spacing (``_carrying``), set each time the spacing is read."""
         self.spacing_us = 0
         """The cluster's usual telemetry spacing (0: not known yet;
         ``Liveness.cluster_cadence_us``), read every ``SPACING_EVERY_US`` of event time once
@@ -490,6 +490,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             self.spacing_us = self.liveness.cluster_cadence_us()
             self.spacing_read_at = watermark
             self.baseline.cover(self.spacing_us)
+            self.carrying = self._carrying()
         for window in self.baseline.close(watermark):
             self._fold_baseline(window)
         for window in self.silent.close(watermark, empty=False):  # no rows: no job to fold
@@ -683,22 +684,19 @@ class HangDetector(WatchesJobs, ReadsLiveness):
                 watch.telemetry.snapshot(gpus, window.end, self.config)
 
     def _fold_silent(self, window: Window) -> None:
-        config = self._carrying()
         for job_id, rows in _by_job(window):
             watch = self.watch.get(job_id)
             if watch is not None:
-                watch.telemetry.observe_silence(rows, window.end, config)
+                watch.telemetry.observe_silence(rows, window.end, self.carrying)
 
     def _carrying(self) -> HangConfig:
         """The config silent windows are judged with: GPUs keep their latest values for
-        ``carry_s``, or the cluster's usual telemetry spacing and half a window where that is
-        longer (``Liveness.cluster_cadence_us``: a cluster scraped every minute leaves a GPU
-        out of most windows between two of its samples, without having stopped)."""
+        ``carry_s``, or the cluster's usual telemetry spacing (``spacing_us``) and half a window
+        where that is longer: a cluster scraped every minute leaves a GPU out of most windows
+        between two of its samples, without having stopped."""
         c = self.config
         carry = max(c.carry_s, self.spacing_us / US + c.window_s / 2)
-        if carry != self.carrying.carry_s:
-            self.carrying = dataclasses.replace(c, carry_s=carry)
-        return self.carrying
+        return c if carry == c.carry_s else dataclasses.replace(c, carry_s=carry)
 
     # -- deciding -------------------------------------------------------------------------
 

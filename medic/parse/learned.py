@@ -946,10 +946,10 @@ def _durations(
     a rate to be checked against the others (``Fields.rated``) and whether the one duration is
     a note (``Fields.noted``). A rate of steps or a duration per step by its unit says so
     alone; of durations that labels name (an average of them by its unit: ``step_avg:60.06ms``),
-    one labelled plainly (``time: 0.49``, beside
-    ``last_time`` or ``data_time``: its variants), or else the largest (a step's time and its
-    parts: forward, backward, optimizer ..., the whole the largest); a duration with a unit
-    only is one when no label names another."""
+    one labelled plainly (``time: 0.49``, beside ``last_time`` or ``data_time``: its
+    variants), or else the largest (a step's time and its parts: forward, backward, optimizer
+    ..., the whole the largest); a duration with a unit only is one when no label names
+    another."""
     timings = [i for i, w in enumerate(words) if _scale(*w) is not None]
     labelled = [
         i for i in timings if _scale("", *words[i][1:]) is not None or _AVERAGED.search(words[i][1])
