@@ -66,14 +66,19 @@ HOST_NAME = (
 """A host's name as clusters write them, lowercased: words of letters and digits joined by
 hyphens, one holding a digit (``gpu-b17``, ``dgx-h100-031``, ``ip-10-2-41-7``). Its words say
 nothing of what failed (a node named ``gpu-...`` is no GPU fault), so no family reads them."""
+IPV4 = r"(?:\d{1,3}\.){3}\d{1,3}\b"
 NAMED_HOST = (
-    r"(?i:\b(?:nodes?|hosts?|hostname)\b\s*[=:]?\s*([a-z][\w.-]*\d[\w-]*)"
+    r"(?i:\b(?:(?:nodes?|hosts?|hostname)(?:\s+(?:name|address|addr|ip))*\b\s*[=:]?"
+    rf"|ip(?:\s+address)?\s*[=:])\s*([a-z][\w.-]*\d[\w-]*|{IPV4})"
     r"|\bon\s+([a-z]\w*-[\w-]*\d[\w-]*|[a-z]\w*\d\w*-[\w-]*)\b)"
 )
 """A host a line names as its subject, as schedulers and daemons write it: after a node or host
-word (``Killing job on failed node gpu-b17``, ``Nodes gpu-b17 not responding``), or after
-"on" when it has a host's form, a hyphen and a digit (``Node failure on hpc-gpu0413``): a line
-of the job's shared output names the node it is about, not the one that printed it."""
+word (``Killing job on failed node gpu-b17``, ``Nodes gpu-b17 not responding``), by name or
+by address where the words say it is one (Ray's ``node name: 10.0.0.5``, ``Worker IP address:
+10.0.0.5``, an actor's ``ip: 10.0.0.5``), or after "on" when it has a host's form, a hyphen
+and a digit (``Node failure on hpc-gpu0413``): a line of the job's shared output names the
+node it is about, not the one that printed it. An address is no Slurm node's name: the
+service drops it as it drops any host outside the job's nodes; a diagnosis names it."""
 _RANK_LIST = r"\[?(\d+(?:\s*,\s*\d+)*)\]?"
 _AT_FAULT = r"(?:missing|stuck|stalled|unresponsive|lagging|dead|hung|faulty)"
 NAMED_RANKS = (

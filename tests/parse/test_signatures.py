@@ -640,6 +640,30 @@ def test_the_other_failure_lines_of_a_job_whose_root_cause_an_entry_names_are_no
     ]
 
 
+@pytest.mark.parametrize(
+    ("line", "host"),
+    [
+        # Ray's GCS on a node it stopped hearing from, by name or by address
+        (
+            "The node with node id: 9f3e and address: 10.20.3.4 and node name: 10.20.3.4 has "
+            "been marked dead because the detector has missed too many heartbeats from it.",
+            "10.20.3.4",
+        ),
+        (
+            "zork: error: a worker died unexpectedly. Worker IP address: 10.20.3.5 Worker exit "
+            "type: SYSTEM_ERROR",
+            "10.20.3.5",
+        ),
+        ("quux actor died unexpectedly; ip: 10.20.3.6, its node has died", "10.20.3.6"),
+        ("zorkd: error: node gpu-b17 failed its health check", "gpu-b17"),
+        # an address that is not said to be a host's: where a connection went, not who failed
+        ("quux: error: connect to 10.20.3.7:29500 failed", None),
+    ],
+)
+def test_an_unmatched_line_names_its_host_by_name_or_by_address(line: str, host: str) -> None:
+    assert rows_of(line).get_column("host").to_list() == [host]
+
+
 def test_lines_of_no_job_make_no_unmatched_sign() -> None:
     assert rows_of((None, UNKNOWN.format(rank=3))).is_empty()
 
