@@ -315,6 +315,19 @@ def test_a_preemption_that_did_not_succeed_is_no_deliberate_end() -> None:
     assert rows.get_column(END).to_list() == [False]
 
 
+def test_the_kernels_preemptible_build_is_no_deliberate_end() -> None:
+    oops = "[812.55] BUG: kernel NULL pointer dereference, address: 0000000000000010"
+    cancel = "slurmstepd: error: *** JOB 12 ON n3 CANCELLED AT 2026-11-30T02:11 DUE TO PREEMPTION"
+    rows = rows_of(
+        oops,
+        "[812.55] Oops: 0000 [#1] PREEMPT SMP NOPTI",
+        "[812.56] CPU: 3 PID: 991 Comm: zork Not tainted 6.8.0-31-generic #31 SMP PREEMPT_DYNAMIC",
+        cancel,
+    )
+    # the oops's own lines say how the kernel was built: no job's end silences the oops
+    assert rows.select(RAW, END).rows() == [(oops, False), (cancel, True)]
+
+
 def test_the_fast_path_marks_few_of_a_training_log() -> None:
     lines = [f"step {i} loss {2.0 - i / 1e4:.4f} lr 3e-4 tokens/s 1.2e5" for i in range(500)]
     lines.append("RuntimeError: worker died")
