@@ -94,6 +94,16 @@ def reading(line: str) -> tuple[str, str] | None:
         # a lower-case "error:" after the program's name or the time stamp is its error level;
         # a node whose scheduler script failed to ready it for a job, or to clean up, is lost
         ("zorkd[812]: error: epilog error on rack7-06 after job 57", "host", "node_failure"),
+        # a launcher's agent on another node gone; the kernel's own crash
+        ("zorkrun has lost communication with a remote daemon.", "host", "node_failure"),
+        ("kernel: BUG: unable to handle kernel paging request at ffff9a01", "host", "node_failure"),
+        # a kernel reading where it may not, as ROCm reports it: the program's, not the GPU's
+        (
+            "Memory access fault by GPU node-2 (Agent handle: 0x55aa) on address 0x7f00. Reason: "
+            "Page not present or supervisor privilege.",
+            "memory",
+            "crash",
+        ),
         ("[2026-11-30T02:11:09.511] error: prolog failed on node rack7-06", "host", "node_failure"),
         # a driver stating the recovery its device needs reports a fault, whatever its code
         (
