@@ -37,7 +37,8 @@ Lines no catalogue entry describes (the second layer's ``unmatched:<family>`` si
 a ``generic`` entry names only the form of (a Python exception) where a family's strong term is
 in them, carry the kind their vocabulary reads as. A job whose death no fatal entry of the
 catalogue explains takes the reading of its earliest such line (or of a later line of the same
-report, within ``REPORT_US``, where the first reads as a crash and that one as a hang): a hang,
+report, within ``REPORT_US``: one that names a family, where the first said only that the
+process ended; one that reads as a hang, where the first reads as a crash): a hang,
 a GPU fault or a node failure blaming the node that printed it (a line about a peer's address
 blames the host that announced that address in the job's start-up lines, else none), of tier
 ``suspect`` (no signature matched: the default rules act on none of it) and evidence saying
@@ -67,6 +68,7 @@ from medic.detectors.liveness import Liveness
 from medic.frames import holds
 from medic.ingest.base import Batch
 from medic.parse.catalogue import Catalogue, builtin_catalogue
+from medic.parse.failure_lines import GENERAL
 from medic.parse.signatures import UNMATCHED
 from medic.slurm import JOB_CRASH_STATES, JOB_NODE_FAILURE_STATES
 from medic.timeutil import US
@@ -77,11 +79,15 @@ EXPLAINING_KINDS = (*HARDWARE_KINDS, "hang")
 READS = {"hang": "a hang", "gpu_fault": "a GPU fault", "node_failure": "a node failure"}
 """How a summary words the kind that unmatched text reads as."""
 REPORT_US = 1 * US
-"""The lines an error's report spans from its first: a crash reading of its first line gives
-way to one of its later lines that reads as a hang (a runtime's "api call failed", then "the
-internal task times out": the same error, explained); a timeout later than that follows from
-the failure. A hardware reading does not: a runtime's error lists the failed ops' messages
-under it, a driver's words among them, whatever failed."""
+"""The lines an error's report spans from its first: a first line that names no family, only
+that the process ended ("exit code 137", "Aborted"), gives way to the first of its later lines
+that names one (what ended it); a crash reading gives way to one that reads as a hang (a
+runtime's "api call failed", then "the internal task times out": the same error, explained). A
+timeout later than that follows from the failure. A hardware reading does not take over a
+crash's: a runtime's error lists the failed ops' messages under it, a driver's words among
+them, whatever failed."""
+VAGUE = f"{UNMATCHED}{GENERAL}"
+"""The sign of an unmatched line that names no family (at severity fatal: it reports an end)."""
 RETENTION_US = 3600 * US
 """How long the state of a job the scheduler never reports ending is kept."""
 
@@ -108,6 +114,19 @@ class CrashConfig:
     A crash with an error of its own is reported as usual (the fabric error follows from it)."""
 
 
+Reading = tuple[int, str, str | None, bool]
+"""An unmatched sign's time, the kind it reads as, the node it names and whether its line named
+no family, only that the process ended (an exit code, an abort)."""
+
+
+def _ended_only(earliest: Reading) -> bool:
+    return earliest[3]
+
+
+def _read_as_crash(earliest: Reading) -> bool:
+    return earliest[1] == "crash"
+
+
 @dataclass
 class _Pending:
     incident: JobEvidence
@@ -115,8 +134,8 @@ class _Pending:
     nodes: set[str] = field(default_factory=set)
     explained: bool = False
     """A fatal root error of a catalogue entry is among the signs."""
-    reading: tuple[int, str, str | None] | None = None
-    """The earliest unmatched sign: its time, the kind it reads as and the node it names."""
+    reading: Reading | None = None
+    """The earliest unmatched sign (or the later line of its report that explains it)."""
     last: int = 0
     """The event time of the latest of the incident's signs."""
     spoken: bool = False
@@ -401,24 +420,33 @@ class CrashDetector(WatchesLiveness):
             .otherwise(pl.coalesce("host", "node"))
             .alias("_where")
         )
+        vague = ((pl.col("signature") == VAGUE) & (pl.col("severity") == "fatal")).alias("_vague")
         ordered = signs.filter(read).sort("time_us", maintain_order=True)
         first = ordered.group_by("job_id", maintain_order=True).first()
-        for job_id, time, reading, place in first.select(
-            "job_id", "time_us", "reading", where
+        for job_id, time, reading, place, only_ended in first.select(
+            "job_id", "time_us", "reading", where, vague
         ).iter_rows():
             pending = self.pending[job_id]
             if pending.reading is None or time < pending.reading[0]:
-                pending.reading = (int(time), reading, place)
-        explaining = ordered.filter(pl.col("reading") == "hang")
-        for job_id, time, reading, place in (
-            explaining.group_by("job_id", maintain_order=True)
-            .first()
-            .select("job_id", "time_us", "reading", where)
-            .iter_rows()
+                pending.reading = (int(time), reading, place, only_ended)
+        for explains, gives_way in (
+            (~vague, _ended_only),
+            (pl.col("reading") == "hang", _read_as_crash),
         ):
-            earliest = self.pending[job_id].reading
-            if earliest is not None and earliest[1] == "crash" and time - earliest[0] <= REPORT_US:
-                self.pending[job_id].reading = (earliest[0], reading, place)
+            for job_id, time, reading, place in (
+                ordered.filter(explains)
+                .group_by("job_id", maintain_order=True)
+                .first()
+                .select("job_id", "time_us", "reading", where)
+                .iter_rows()
+            ):
+                earliest = self.pending[job_id].reading
+                if (
+                    earliest is not None
+                    and gives_way(earliest)
+                    and 0 <= time - earliest[0] <= REPORT_US
+                ):
+                    self.pending[job_id].reading = (earliest[0], reading, place, False)
 
     def _stop(self, job_id: str, time: int) -> None:
         """A deliberate end began at ``time``: later signs of the job are its consequence. A
@@ -478,7 +506,7 @@ class CrashDetector(WatchesLiveness):
         kind, said = "crash", ""
         blamed: tuple[str, ...] = ()
         if reading is not None and reading[1] != "crash":
-            _, kind, where = reading
+            _, kind, where, _ = reading
             blamed = (where,) if where and kind in HARDWARE_KINDS else ()
             said = READS.get(kind, kind)
             evidence.update(reading=kind, no_signature=True)

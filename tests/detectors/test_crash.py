@@ -255,6 +255,31 @@ def test_a_death_no_signature_describes_reading_as_a_crash_stays_a_confirmed_cra
     assert [(d.kind, d.culprits, d.tier) for d in found] == [("crash", (), "confirmed")]
 
 
+@pytest.mark.parametrize(
+    ("first", "after_s", "kind"),
+    [
+        # an end that says only that it ended, then (in the same report) what ended it
+        ("zork: command terminated with exit code 137", 0.3, "node_failure"),
+        # what failed seconds later follows from the end
+        ("zork: command terminated with exit code 137", 5.0, "crash"),
+        # an error that names nothing is no end: the report's first line keeps its reading
+        ("[ERROR] zork: 2 root error(s) found", 0.3, "crash"),
+    ],
+)
+def test_an_end_naming_nothing_takes_the_reading_of_the_report_line_that_names_it(
+    first: str, after_s: float, kind: str
+) -> None:
+    # our wording: a launcher reports the exit code, then that its agent on a node was lost
+    logs, gpu, sched = running()
+    logs += JOB.rank_logs(30, "[rank{rank}]: " + first, [3])
+    logs += JOB.rank_logs(
+        30 + after_s, "[rank{rank}]: zorkrun has lost communication with a remote daemon", [3]
+    )
+    logs += JOB.rank_logs(36, "[rank{rank}]: zork worker killed by signal 9", [3])
+    found = detect(120, logs, gpu, sched)
+    assert [d.kind for d in found] == [kind]
+
+
 @pytest.mark.parametrize(("after_s", "kind"), [(0.4, "hang"), (5.0, "crash")])
 def test_an_error_its_next_line_explains_as_a_timeout_reads_as_a_hang(
     after_s: float, kind: str
