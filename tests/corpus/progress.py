@@ -171,6 +171,8 @@ def score(case: Case, rows: list[dict[str, Any]]) -> Verdict:
 
 
 def _same(read: float | None, truth: float | None) -> bool:
+    """Equal to a truth written with four significant digits or more: a collector writes the
+    reciprocal of a bar's rate rounded (0.813 for "1.23it/s")."""
     if read is None or truth is None:
         return read is None and truth is None
-    return math.isclose(read, truth, rel_tol=1e-6)
+    return math.isclose(read, truth, rel_tol=5e-4)
