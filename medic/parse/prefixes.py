@@ -43,7 +43,9 @@ ASCII_CLASSES = {r"\d": "[0-9]", r"\w": "[0-9A-Za-z_]", r"\s": r"[\t ]", r"\S": 
 """Unicode classes and their ASCII forms (a nested class works inside brackets too)."""
 _LEVEL = r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|NOTICE|TRACE)"
 _ISO_TIME = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: ?(?:Z|UTC|[+-]\d{2}:?\d{2}))?"
-_SYSLOG_TIME = r"[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}"
+_SYSLOG_TIME = r"[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?"
+"""The traditional syslog time, with journalctl's microseconds where asked for
+(``-o short-precise``: ``Mar 13 11:01:55.588061 host kernel: ...``)."""
 _SYSLOG_ISO_TIME = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:?\d{2})"
 """The ISO time a syslog daemon or journalctl writes (short-iso, short-iso-precise, RFC 5424):
 a T, at most microseconds, a zone. A logging module's time (a space or a comma, no zone) or a
@@ -82,7 +84,7 @@ PREFIXES: tuple[LinePrefix, ...] = (
     LinePrefix(
         "syslog",
         rf"(?P<time>{_SYSLOG_TIME}|{_SYSLOG_ISO_TIME}) (?P<host>[A-Za-z0-9][\w.-]*) {_PROGRAM}",
-        "RFC 3164 / journalctl -o short and short-iso (time host program[pid]: )",
+        "RFC 3164 / journalctl -o short, short-precise and short-iso (time host program[pid]: )",
     ),
     LinePrefix(
         "journal-host",

@@ -63,6 +63,11 @@ def stripped(*lines: str, config: PrefixConfig | None = None) -> list[dict]:
             {"host": "node042", "time": "Mar  1 10:00:00"},
         ),
         (
+            "Mar 13 11:01:55.588061 node042 kernel: NVRM: Xid (PCI:0000:3b:00): 79",
+            "NVRM: Xid (PCI:0000:3b:00): 79",
+            {"host": "node042", "time": "Mar 13 11:01:55.588061"},
+        ),
+        (
             "2026-03-01T10:00:00+0000 node042 slurmd[2211]: error: Node failure",
             "error: Node failure",
             {"host": "node042", "time": "2026-03-01T10:00:00+0000"},
