@@ -627,15 +627,18 @@ class FailureLines:
             | text.str.contains(NAMED_RANKS)
             | waited
         )
-        ends = self._end.on(lines, blind) if self._end else pl.lit(False)
-        failed = self._failed.on(lines, blind) if self._failed else pl.lit(False)
-        quiet = lines.str.contains(self._quiet) if self._quiet else pl.lit(False)
-        soft = lines.str.contains(self._soft_quiet) & ~pl.col(_LOUD)
+        # the words of an end, of a recovery or of a lower level, as the line states them: not
+        # in its guesses at what caused it (``HYPOTHESES``: "preempted node" among them)
+        said = _stated(lines)
+        ends = self._end.on(said, blind) if self._end else pl.lit(False)
+        failed = self._failed.on(said, blind) if self._failed else pl.lit(False)
+        quiet = said.str.contains(self._quiet) if self._quiet else pl.lit(False)
+        soft = said.str.contains(self._soft_quiet) & ~pl.col(_LOUD)
         if self._despite:
-            despite = lines.str.contains(self._despite)
+            despite = said.str.contains(self._despite)
             quiet, soft = quiet & ~despite, soft & ~despite
         if self._level:
-            soft = soft & ~lines.str.contains(self._level)
+            soft = soft & ~said.str.contains(self._level)
         death = lines.str.contains(self._death) if self._death else pl.lit(False)
         mention = (
             ~(text.str.contains(self._report) | lines.str.contains(self._report) | waited)
@@ -643,9 +646,9 @@ class FailureLines:
             else ~waited
         )
         return _Plan(
-            blind=lines.str.to_lowercase().alias(_BLIND),
+            blind=said.str.to_lowercase().alias(_BLIND),
             found=found | ends,
-            flags=[(ends & ~failed).alias(END), self._loud.on(lines, blind).alias(_LOUD)],
+            flags=[(ends & ~failed).alias(END), self._loud.on(said, blind).alias(_LOUD)],
             quiet=pl.col(END) | ~(quiet | soft),
             lowered=[
                 _words_apart(_stated(text)).alias(_LOWER),

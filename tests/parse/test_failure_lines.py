@@ -338,6 +338,17 @@ def test_the_kernels_preemptible_build_is_no_deliberate_end() -> None:
     assert rows.select(RAW, END).rows() == [(oops, False), (cancel, True)]
 
 
+def test_words_guessing_at_a_cause_neither_end_nor_silence_the_line() -> None:
+    # our wording: a cluster manager's report, then its guesses at why (a preempted node, a
+    # retry that may succeed)
+    lost = (
+        "WARNING zork.py:12 -- The node with node id: 7f3a has been marked dead. This can happen "
+        "when (1) its agent crashed (OOM, preempted node, etc.) (2) a retry was ignored."
+    )
+    rows = rows_of(lost)
+    assert rows.select(RAW, END, FAMILY).rows() == [(lost, False, "host")]
+
+
 def test_the_fast_path_marks_few_of_a_training_log() -> None:
     lines = [f"step {i} loss {2.0 - i / 1e4:.4f} lr 3e-4 tokens/s 1.2e5" for i in range(500)]
     lines.append("RuntimeError: worker died")
