@@ -100,7 +100,9 @@ class MatchedLines:
 
 class Steps:
     """Observer keeping each job's latest training progress (its ``progress`` rows, but the
-    scheduler's cancel: ``job_end`` is no sign of the job's life)."""
+    scheduler's cancel: ``job_end`` is no sign of the job's life, nor a bar drawn before its
+    first step, at 0 with no rate yet: "0/26001 [00:00<?, ?it/s]" says a loop began, not that
+    it did any work)."""
 
     streams = frozenset({"progress"})
 
@@ -108,8 +110,9 @@ class Steps:
         self.latest: dict[str, int] = {}
 
     def update(self, batch: Batch) -> None:
+        begun = (pl.col("step") == 0) & pl.col("step_time_s").is_null()
         latest = (
-            batch.frame.filter(pl.col("event") != "job_end")
+            batch.frame.filter((pl.col("event") != "job_end") & ~begun.fill_null(False))
             .group_by("job_id")
             .agg(pl.col("time").max().dt.epoch("us"))
         )

@@ -252,6 +252,12 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
     )
     [finding] = diagnose([LogText("slurm-50.out", stopped)], year=2026)
     assert (finding.kind, finding.ranks) == ("crash", (3,))
+    # a bar drawn at 0, before its first step (no rate yet), is no step the job went on to
+    begun = TRACEBACK + "  0%|          | 0/26001 [00:00<?, ?it/s]\n"
+    [finding] = diagnose([LogText("slurm-53.out", begun)], year=2026)
+    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
+    after = begun + "  0%|          | 1/26001 [00:02<14:26:40,  2.00s/it]\n"
+    assert diagnose([LogText("slurm-54.out", after)], year=2026) == []
 
 
 def test_text_no_entry_names_is_read_as_a_report_or_a_mention() -> None:
