@@ -308,14 +308,19 @@ def test_a_success_beside_what_failed_or_a_tally_of_nothing_is_no_recovery() -> 
                 "0 derived errors ignored.",
                 "shard 4 written successfully",
                 "a transient error was ignored, going on",
+                "zork INFO comm 0x55d0 rank 0 nranks 3 cudaDev 0 - Abort COMPLETE",
+                "zork INFO comm 0x55d0 rank 0 nranks 3 cudaDev 0 - Init COMPLETE",
             ]
         }
     )
-    # an error's summary tallies nothing that succeeded: no sign of life after the error
+    # an error's summary tallies nothing that succeeded, a communicator torn down is the
+    # error's end: no sign of life after the error
     assert frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list() == [
         False,
         False,
         True,
+        True,
+        False,
         True,
     ]
 
