@@ -135,9 +135,17 @@ PREFIXES: tuple[LinePrefix, ...] = (
         "kernel lines, 'nvidia-nvswitchN: SXid ...': a device, not pdsh's host)",
     ),
     LinePrefix(
+        "talosctl",
+        r"(?P<host>[A-Za-z0-9][\w.-]*): [a-z]+: *[a-z]+: "
+        r"\[(?P<time>\d{4}-\d{2}-\d{2}T[^\]\s]+)\]: ",
+        "siderolabs/talos docs, talosctl dmesg (<node>: <facility>: <level>: [<RFC 3339 time>]: , "
+        "the node by name or address)",
+    ),
+    LinePrefix(
         "pdsh",
-        r"(?P<host>[a-z][a-z0-9-]*\d[a-z0-9.-]*): ",
-        "chaos/pdsh src/pdsh/main.c and cea-hpc/clustershell (host: line)",
+        r"(?P<host>[a-z][a-z0-9-]*\d[a-z0-9.-]*|(?:\d{1,3}\.){3}\d{1,3}): ",
+        "chaos/pdsh src/pdsh/main.c and cea-hpc/clustershell (host: line; hosts named by name or "
+        "by address, pdsh -w 10.0.0.[1-4])",
     ),
     LinePrefix(
         "nemo",

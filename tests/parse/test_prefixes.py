@@ -90,6 +90,21 @@ def stripped(*lines: str, config: PrefixConfig | None = None) -> list[dict]:
             {"time": "2026-03-01 10:00:00,123"},
         ),
         (
+            "10.2.0.7: kern:     err: [2026-03-01T10:00:00.466440686Z]: NVRM: Xid (PCI:0000:3b:00)",
+            "NVRM: Xid (PCI:0000:3b:00)",
+            {"host": "10.2.0.7", "time": "2026-03-01T10:00:00.466440686Z"},
+        ),
+        (
+            "talos-g3: kern:    info: [2026-03-01T10:00:00.5Z]: mlx5_core 0000:0c:00.0: link down",
+            "mlx5_core 0000:0c:00.0: link down",
+            {"host": "talos-g3", "time": "2026-03-01T10:00:00.5Z"},
+        ),
+        (
+            "10.2.0.7: zork: error: widget failed",
+            "zork: error: widget failed",
+            {"host": "10.2.0.7"},
+        ),
+        (
             "node042 kernel: mlx5_core 0000:0c:00.0: port 1 link down",
             "mlx5_core 0000:0c:00.0: port 1 link down",
             {"host": "node042"},
