@@ -94,6 +94,12 @@ def reading(line: str) -> tuple[str, str] | None:
         # a lower-case "error:" after the program's name or the time stamp is its error level;
         # a node whose scheduler script failed to ready it for a job, or to clean up, is lost
         ("zorkd[812]: error: epilog error on rack7-06 after job 57", "host", "node_failure"),
+        # a component whose heartbeats stopped coming: waiting on it
+        (
+            "[12][3341] No heartbeat for components: ZorkWorker_p0 (337 seconds)",
+            "collectives",
+            "hang",
+        ),
         # a launcher's agent on another node gone; the kernel's own crash
         ("zorkrun has lost communication with a remote daemon.", "host", "node_failure"),
         ("kernel: BUG: unable to handle kernel paging request at ffff9a01", "host", "node_failure"),
@@ -352,6 +358,13 @@ def test_words_guessing_at_a_cause_neither_end_nor_silence_the_line() -> None:
     )
     rows = rows_of(lost)
     assert rows.select(RAW, END, FAMILY).rows() == [(lost, False, "host")]
+
+
+def test_a_heartbeat_said_to_come_is_no_failure() -> None:
+    assert rows_of(
+        "zork: heartbeat sent to the coordinator at step 100",
+        "[W zork.cc:157] Last heartbeat was sent 6901 ms ago. There might be pressure here.",
+    ).is_empty()
 
 
 def test_the_fast_path_marks_few_of_a_training_log() -> None:
