@@ -639,7 +639,7 @@ class FailureLines:
             quiet, soft = quiet & ~despite, soft & ~despite
         if self._level:
             soft = soft & ~said.str.contains(self._level)
-        death = lines.str.contains(self._death) if self._death else pl.lit(False)
+        death = said.str.contains(self._death) if self._death else pl.lit(False)
         mention = (
             ~(text.str.contains(self._report) | lines.str.contains(self._report) | waited)
             if self._report

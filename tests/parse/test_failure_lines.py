@@ -358,6 +358,9 @@ def test_words_guessing_at_a_cause_neither_end_nor_silence_the_line() -> None:
     )
     rows = rows_of(lost)
     assert rows.select(RAW, END, FAMILY).rows() == [(lost, False, "host")]
+    # nor is a death among the guesses an end the line reports
+    guessed = "zork: error: widget 7 failed. Possible causes: (1) it was killed by signal 9"
+    assert rows_of(guessed).get_column(FATAL).to_list() == [False]
 
 
 def test_a_heartbeat_said_to_come_is_no_failure() -> None:
