@@ -67,6 +67,7 @@ HOST_NAME = (
 hyphens, one holding a digit (``gpu-b17``, ``dgx-h100-031``, ``ip-10-2-41-7``). Its words say
 nothing of what failed (a node named ``gpu-...`` is no GPU fault), so no family reads them."""
 IPV4 = r"(?:\d{1,3}\.){3}\d{1,3}\b"
+"""An IPv4 address, as a line names a host or a peer by it."""
 NAMED_HOST = (
     r"(?i:\b(?:(?:nodes?|hosts?|hostname)(?:\s+(?:name|address|addr|ip))*\b\s*[=:]?"
     rf"|ip(?:\s+address)?\s*[=:])\s*([a-z][\w.-]*\d[\w-]*|{IPV4})"
@@ -198,7 +199,7 @@ def _not_ready(text: pl.Expr) -> pl.Expr:
 
 NAMED_PEER = (
     r"(?i:\b(?:peer|remote(?:\s+(?:peer|host|side|end))?)(?:\s+address)?\s*[=:]?\s*\[?"
-    r"((?:\d{1,3}\.){3}\d{1,3})\b)"
+    rf"({IPV4}))"
 )
 """The address of the other end a line names (``Got completion from peer 10.0.0.2<4001>``,
 ``Connection closed by peer [10.0.0.2]:29500``): the line is about that peer, whose host the
