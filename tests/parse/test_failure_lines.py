@@ -353,7 +353,7 @@ def test_words_guessing_at_a_cause_neither_end_nor_silence_the_line() -> None:
     # our wording: a cluster manager's report, then its guesses at why (a preempted node, a
     # retry that may succeed)
     lost = (
-        "WARNING zork.py:12 -- The node with node id: 7f3a has been marked dead. This can happen "
+        "ERROR zork.py:12 -- The node with node id: 7f3a has been marked dead. This can happen "
         "when (1) its agent crashed (OOM, preempted node, etc.) (2) a retry was ignored."
     )
     rows = rows_of(lost)
@@ -509,13 +509,14 @@ def test_a_library_or_symbol_a_program_probes_for_and_goes_on_without_is_no_fail
     assert reading(started + " object file: No such file or directory") is not None
 
 
-def test_a_node_a_cluster_manager_marked_dead_is_heard_at_a_warning_level() -> None:
-    line = (
-        "2026-11-30 02:11:09,096 WARNING worker.py:1462 -- The node with node id: 8f20 and ip:"
-        " 10.1.0.3 has been marked dead because the detector has missed too many heartbeats"
-        " from it."
+def test_a_node_a_cluster_manager_marked_dead_is_heard_at_its_error_level_only() -> None:
+    marked = (
+        " -- The node with node id: 8f20 and ip: 10.1.0.3 has been marked dead because the"
+        " detector has missed too many heartbeats from it."
     )
-    assert reading(line) == ("host", "node_failure")
+    # the driver's warning: the runtime retries elsewhere (an idle node scaled down reads so)
+    assert reading("2026-11-30 02:11:09,096 WARNING worker.py:1462" + marked) is None
+    assert reading("2026-11-30 02:11:09,096 ERROR gcs.cc:88" + marked) == ("host", "node_failure")
     # a node agent told it was declared dead (Ray's raylet, at its fatal level, before it exits)
     line = "[2026-11-30 02:11:10,400 C 88 88] node_agent.cc:170: This node was marked as dead."
     assert reading(line) == ("host", "node_failure")
