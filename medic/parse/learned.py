@@ -68,6 +68,9 @@ VALUE = f"{NUMBER}|{NON_FINITE}"
 """What a number's place holds: a number, or a value gone non-finite (``loss = nan``): a line
 keeps its template when one of its values does, and reads it as no number. Only the batches
 holding a non-finite word are read with it (its letters slow the scan of every line)."""
+NUMBER_SIGN = "\u2116"
+"""What a line's own ``#`` becomes before its numbers are masked as ``#`` (``Iter #3``, ``Epoch
+#80``): a sign the line writes is no number's place, and the label before it is the number's."""
 CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}\b"
 """Times of day, durations as h:mm:ss and dates: masked apart, never a counter."""
 CANDIDATE = (
@@ -411,6 +414,7 @@ class LearnedProgress:
             "job_id",
             "_who",
             _plain_numbers(_per_second(message))
+            .str.replace_all("#", NUMBER_SIGN, literal=True)
             .str.replace_all(CLOCK, "@")
             .str.replace_all(BAR, "~")
             .str.replace_all(PADDING, "${1}")
@@ -846,7 +850,7 @@ def _fields(template: str) -> Fields | None:
     None when it has neither a duration nor a labelled counter. A duration with no other
     number (no counter beside it) is a record's part; a labelled counter without a duration,
     a step line that gives no time (or a record's header)."""
-    parts = template.split("#")
+    parts = _PAIRED_NAMES.sub(r"\1\3# \2\3#", template).split("#")
     if len(parts) < 2:
         return None
     width = len(parts) - 1
@@ -966,6 +970,12 @@ def _durations(
     if not timings:
         return (), False, False
     return (timings[0],), False, bool(_NOTE.search(parts[timings[0]]))
+
+
+_PAIRED_NAMES = re.compile(r"(?<![\w/])([A-Za-z_]+)/([A-Za-z_]+)(\s*[:=]\s*\[?)#/#(?![\w/])")
+"""Two names joined by a slash before two numbers joined alike: each number is its name's
+(fast-reid's ``epoch/iter: 53/13799``, ``epoch/iter: [3/500]``), not a count out of a total
+labelled by both."""
 
 
 _BRACKETED = re.compile(r"\s?[(\[]([A-Za-z/]+)[)\]](\W{0,3})$")
@@ -1188,7 +1198,7 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
         return 1e-6
     if re.search(r"steps?_per_s|batches_per_s|ups$|it_per_s|(?:^|/)bps$", label):
         return -1.0
-    if re.search(r"(?:^|_)(?:steps?|iters?|batch(?:es)?|updates?)/s(?:ec)?$", label):
+    if re.search(r"(?:^|_)(?:it|steps?|iters?|batch(?:es)?|updates?)/s(?:ec)?$", label):
         return -1.0
     if (
         re.search(r"per_?s|ps$", label)

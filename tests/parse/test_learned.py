@@ -708,6 +708,25 @@ def test_a_label_pairing_two_numbers_gives_the_first_its_own_name() -> None:
         assert step == 7 and took == pytest.approx(0.0052)
 
 
+def test_names_joined_by_a_slash_name_the_numbers_joined_alike_one_each() -> None:
+    # an events writer's "epoch/iter: <epoch>/<iteration>": the iteration is the step
+    line = "[zork.events]:  eta: 0:09:{0}  epoch/iter: 4/{0}1  total_loss: 7.2  time: 0.3{0}"
+    assert steps(learner(), line.format(12)) == [("learned", 121, 0.312)]
+    bracketed = "epoch/iter: [3/{}0], lr: 1e-04, time: 0.{}s, losses: 0.41"
+    assert steps(learner(), bracketed.format(50, 4)) == [("learned", 500, 0.4)]
+
+
+def test_a_sign_the_line_writes_before_its_counter_is_no_number() -> None:
+    # "Iter #3": the line's own "#" is not where a number was masked
+    lines = [f"[0]<stdout>:Iter #{i}: 12{i}.5 img/sec per GPU" for i in (1, 2, 3)]
+    assert throughputs(learner(), *lines) == [(i, 120.5 + i, "img/sec") for i in (1, 2, 3)]
+
+
+def test_iterations_a_second_labelled_before_their_number_time_the_step() -> None:
+    line = "Iter {}: Train loss 1.1, It/sec {}, Tokens/sec 80.0, Trained Tokens 9979"
+    assert steps(learner(), line.format(100, 0.8)) == [("learned", 100, 1.25)]
+
+
 def test_a_counters_name_over_a_number_and_its_running_average_is_its_time() -> None:
     # semseg-style loops print their batch_time meter as "Batch <value> (<average>)"
     line = "Epoch: [1/120][{}/3368] Data 0.001 (0.555) Batch 0.7{}0 (3.896) Loss 12.89"
