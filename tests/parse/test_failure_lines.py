@@ -233,6 +233,19 @@ def test_nccl_warn_is_nccls_error_level_and_its_tag_names_no_family() -> None:
     assert frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list() == [False]
 
 
+def test_a_level_in_angle_brackets_is_a_level_and_an_error_number_no_sign_of_life() -> None:
+    # a fabric library's warning, as it probes every memory interface at start-up
+    probe = "zorkfabric:71:1700000000::core:core:zork_hmem_init():209<warn> Failed to init zork"
+    assert read(probe) == []
+    # its report of a failed completion is no failure of its own, nor a sign that the job goes
+    # on: the error number says what it is
+    failed = "zorkfabric:71:1700000000::efa:cq:zork_write_tx_error():243<warn> err: 20, zork"
+    chosen = "zorkfabric:71:1700000000::core:core:zork_getinfo():101<info> chose provider zork"
+    frame = pl.DataFrame({"message": [chosen, failed]})
+    assert frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list() == [True, False]
+    assert read(failed) == []
+
+
 def test_a_stall_report_is_heard_at_a_warning_level() -> None:
     # frameworks log a stall (a wait past a stated time) as a warning; a job that stops
     # after one is hung
