@@ -159,6 +159,35 @@ def listed_ranks(frame: pl.DataFrame, raw: str, text: str, keys: list[str]) -> p
     )
 
 
+REPORT_FIELD = re.compile(
+    r"^\s*([A-Za-z][A-Za-z0-9 _-]{1,40}?)\s*:\s*\S.*?\bon (?:node|host)\s+"
+    r"([A-Za-z0-9][\w.-]*[\w])\s*$"
+)
+"""A field of a report that names a host (``Remote daemon: [[10092,0],2] on node r712``): its
+key and the host."""
+FIELD_LINES = 12
+"""Lines after a failure line in which its report's fields are looked for."""
+
+
+def field_hosts(frame: pl.DataFrame, rows: pl.DataFrame, line: str, text: str) -> pl.Series:
+    """Per row of ``rows`` (failure lines of ``frame``, ``line`` their row in it, ``text`` the
+    lines without prefixes): the host a field of its report names, where the field's key is
+    what the line says failed (Open MPI's "ORTE has lost communication with a remote daemon.",
+    then "HNP daemon : ... on node r537" and "Remote daemon: ... on node r712": the remote
+    one's), in the ``FIELD_LINES`` lines of the same job and node after it; else null. Python
+    per row asked for (a line reading as a host's or a GPU's failure that names no host)."""
+    hosts: list[str | None] = [None] * rows.height
+    columns = frame.select("job_id", "node", text)
+    for i, (at, failed) in enumerate(rows.select(line, text).iter_rows()):
+        said, writer = failed.lower(), columns.row(at)[:2]
+        for job_id, node, after in columns.slice(at + 1, FIELD_LINES).iter_rows():
+            field = REPORT_FIELD.match(after) if (job_id, node) == writer else None
+            if field is not None and " ".join(field.group(1).lower().split()) in said:
+                hosts[i] = field.group(2)
+                break
+    return pl.Series("_field_host", hosts, dtype=pl.String)
+
+
 MAX_RANK = 1 << 17
 """The highest rank a ready list may name for its complement to be read: a larger number is
 no rank of a job (a garbled line), and listing the ranks below it would cost memory."""

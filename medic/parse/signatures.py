@@ -59,6 +59,7 @@ from medic.parse.failure_lines import (
     READING,
     FailureLines,
     bound_addresses,
+    field_hosts,
     listed_ranks,
     logged_rank,
     named_host,
@@ -123,6 +124,9 @@ _LINE = "_line"
 _PEER = "_peer"
 _LISTED = "_listed"
 _SAID = "_said"
+_FIELD_HOST = "_field_host"
+HOST_READINGS = ("gpu_fault", "node_failure")
+"""The readings whose culprit is a host."""
 
 
 class SignatureMatcher:
@@ -216,7 +220,7 @@ class SignatureMatcher:
             .then(pl.lit("root"))
             .otherwise(pl.lit("context")),
             action=pl.lit("none"),
-            host=pl.coalesce(named_host(pl.col("message")), pl.col("prefix_host")),
+            host=pl.coalesce(named_host(pl.col("message")), _FIELD_HOST, pl.col("prefix_host")),
             peer=pl.col(_PEER),
             message=pl.col(RAW),
             reading=pl.col(READING),
@@ -275,7 +279,7 @@ class SignatureMatcher:
         lines = logs.with_row_index(_LINE).with_columns(listed.alias(_LISTED))
         suspect = lines.filter(self._suspect | pl.col(_LISTED).is_not_null())
         matched = self._matched(suspect)
-        return self._unmatched(suspect, matched, self._announced(lines, matched))
+        return self._unmatched(suspect, matched, self._announced(lines, matched), lines)
 
     def _announced(self, logs: pl.DataFrame, matched: pl.DataFrame) -> pl.DataFrame:
         """A row per address the lines of ``logs`` bind to an interface (``BOUND_ADDRESS``)
@@ -301,7 +305,11 @@ class SignatureMatcher:
         )
 
     def _unmatched(
-        self, logs: pl.DataFrame, matched: pl.DataFrame, announced: pl.DataFrame
+        self,
+        logs: pl.DataFrame,
+        matched: pl.DataFrame,
+        announced: pl.DataFrame,
+        every: pl.DataFrame,
     ) -> pl.DataFrame:
         """The ``matched`` rows (with their ``_line``) and, in line order with them, the rows
         of the failure-like lines of ``logs`` that no entry matched and that read as
@@ -310,7 +318,9 @@ class SignatureMatcher:
         report's context (its traceback, stack frames, a launcher's summary), and reading them
         would cost without telling more. Lines of no job (a kernel's) make no crash sign. A
         line holding a deliberate end's words (a cancel, the time limit) is that end: a
-        ``benign`` row (``unmatched:end``), as the catalogue's own ends are."""
+        ``benign`` row (``unmatched:end``), as the catalogue's own ends are. A line reading
+        as a host's or a GPU's failure that names no host takes the one a field of its report
+        names (``field_hosts``, among ``every`` line)."""
         assert self.unmatched is not None
         keys = ["job_id", PART] if PART in matched.columns else ["job_id"]
         rooted = (
@@ -334,6 +344,7 @@ class SignatureMatcher:
             named = (
                 pl.coalesce(_LISTED, named_ranks(pl.col("message"))).alias("_ranks"),
                 pl.col("message").str.extract(NAMED_PEER, 1).alias(_PEER),
+                _field_host(every, read),
             )
             pieces.append(
                 _per_named_rank(read.with_columns(*named)).select(
@@ -570,6 +581,26 @@ def _listed_in_list(hits: pl.DataFrame) -> pl.DataFrame:
     if _LISTED not in hits.columns:
         return hits
     return hits.with_columns(pl.coalesce("_ranks", _LISTED).alias("_ranks"))
+
+
+def _field_host(every: pl.DataFrame, read: pl.DataFrame) -> pl.Series:
+    """Per row of ``read``: the host a field of its report names (``field_hosts``) where the
+    row reads as a host's or a GPU's failure and its line names none; else null."""
+    message = pl.col("message")
+    asked = (
+        read.with_row_index("_at")
+        .filter(
+            pl.col(READING).is_in(HOST_READINGS)
+            & named_host(message).is_null()
+            & pl.col("prefix_host").is_null()
+        )
+        .select("_at", _LINE, "message")
+    )
+    hosts = pl.Series(_FIELD_HOST, [None] * read.height, dtype=pl.String)
+    if asked.is_empty():
+        return hosts
+    found = field_hosts(every, asked, _LINE, "message")
+    return hosts.scatter(asked.get_column("_at"), found)
 
 
 def _per_named_rank(hits: pl.DataFrame) -> pl.DataFrame:

@@ -664,6 +664,20 @@ def test_an_unmatched_line_names_its_host_by_name_or_by_address(line: str, host:
     assert rows_of(line).get_column("host").to_list() == [host]
 
 
+def test_a_host_failure_naming_no_host_takes_the_one_its_reports_field_names() -> None:
+    # a launcher's report: its own daemon's node, then the one it lost (our wording)
+    lines = (
+        "zorkrun has lost communication with a remote daemon.",
+        "  Local daemon : [[7,0],0] on node z-head",
+        "  Remote daemon: [[7,0],3] on node z-worker-3",
+        "zorkrun will now terminate the job.",
+    )
+    rows = rows_of(*lines)
+    assert rows.filter(pl.col("message") == lines[0]).get_column("host").to_list() == ["z-worker-3"]
+    # a field whose key the failure does not name says nothing of it
+    assert rows_of(lines[0], lines[1]).get_column("host").to_list() == [None]
+
+
 def test_lines_of_no_job_make_no_unmatched_sign() -> None:
     assert rows_of((None, UNKNOWN.format(rank=3))).is_empty()
 
