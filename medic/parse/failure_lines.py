@@ -83,7 +83,7 @@ service drops it as it drops any host outside the job's nodes; a diagnosis names
 _RANK_LIST = r"\[?(\d+(?:\s*,\s*\d+)*)\]?"
 _AT_FAULT = r"(?:missing|stuck|stalled|unresponsive|lagging|dead|hung|faulty)"
 NAMED_RANKS = (
-    rf"(?i:\branks?\s+{_RANK_LIST}\s+(?:failed|did not|didn't|has not|have not|is not"
+    rf"(?i:\branks?\b\s*{_RANK_LIST}\s+(?:failed|did not|didn't|has not|have not|is not"
     r"|are not|timed out|died|exited|crashed|hung"
     rf"|(?:is|are|was|were)\s+(?:the\s+)?{_AT_FAULT})\b"
     rf"|\b{_AT_FAULT}\s+ranks?\s*(?:(?:is|are|were)\b|[:=])?\s*{_RANK_LIST}"

@@ -721,6 +721,8 @@ def test_a_line_naming_ranks_at_fault_names_them_as_the_root_not_the_printer() -
         # where a peer's errors came from (a monitored barrier's peer), and a faulty rank
         "[rank6]: E zork: got errors waiting for the send from rank 2, giving up",
         "[rank4]: zork: faulty rank: 9",
+        # its number in brackets right after the word (a serving engine's worker report)
+        "2026-12-01 10:42:00,218 - zork - ERROR - agent.py:489 - Rank[4] failed.",
     )
     assert found.select("rank", "role", "implicates").rows() == [
         (5, "root", "none"),
@@ -729,7 +731,11 @@ def test_a_line_naming_ranks_at_fault_names_them_as_the_root_not_the_printer() -
         (14, "root", "none"),
         (2, "root", "none"),
         (9, "root", "none"),
+        (4, "root", "none"),
     ]
+    # a rank glued to the word is a launcher's label of the printer, not one it names
+    glued = rows_of("zork: rank3 failed to reach the store")
+    assert glued.select("rank", "role").rows() == [(None, "context")]
 
 
 def test_a_runtime_error_header_names_the_rank_that_printed_it() -> None:
