@@ -159,7 +159,7 @@ def listed_ranks(frame: pl.DataFrame, raw: str, text: str, keys: list[str]) -> p
     )
 
 
-REPORT_FIELD = re.compile(
+REPORT_FIELD = (
     r"^\s*([A-Za-z][A-Za-z0-9 _-]{1,40}?)\s*:\s*\S.*?\bon (?:node|host)\s+"
     r"([A-Za-z0-9][\w.-]*[\w])\s*$"
 )
@@ -174,16 +174,34 @@ def field_hosts(frame: pl.DataFrame, rows: pl.DataFrame, line: str, text: str) -
     lines without prefixes): the host a field of its report names, where the field's key is
     what the line says failed (Open MPI's "ORTE has lost communication with a remote daemon.",
     then "HNP daemon : ... on node r537" and "Remote daemon: ... on node r712": the remote
-    one's), in the ``FIELD_LINES`` lines of the same job and node after it; else null. Python
-    per row asked for (a line reading as a host's or a GPU's failure that names no host)."""
+    one's), in the ``FIELD_LINES`` lines of the same job and node after it; else null. The
+    fields are read in one query; Python per row asked for and field near it."""
     hosts: list[str | None] = [None] * rows.height
-    columns = frame.select("job_id", "node", text)
-    for i, (at, failed) in enumerate(rows.select(line, text).iter_rows()):
-        said, writer = failed.lower(), columns.row(at)[:2]
-        for job_id, node, after in columns.slice(at + 1, FIELD_LINES).iter_rows():
-            field = REPORT_FIELD.match(after) if (job_id, node) == writer else None
-            if field is not None and " ".join(field.group(1).lower().split()) in said:
-                hosts[i] = field.group(2)
+    message = pl.col(text)
+    fields = (
+        frame.with_row_index("_at")
+        .filter(message.str.contains(" on node ", literal=True) | message.str.contains(" on host "))
+        .select(
+            "_at",
+            "job_id",
+            "node",
+            message.str.extract(REPORT_FIELD, 1).str.to_lowercase().alias("_key"),
+            message.str.extract(REPORT_FIELD, 2).alias("_host"),
+        )
+        .drop_nulls("_key")
+    )
+    if fields.is_empty():
+        return pl.Series("_field_host", hosts, dtype=pl.String)
+    at = fields.get_column("_at").to_numpy()
+    found = fields.rows()
+    writers = frame.select("job_id", "node")
+    for i, (row, failed) in enumerate(rows.select(line, text).iter_rows()):
+        said, writer = failed.lower(), writers.row(row)
+        first = int(np.searchsorted(at, row + 1, side="left"))
+        end = int(np.searchsorted(at, row + FIELD_LINES, side="right"))
+        for _, job_id, node, key, host in found[first:end]:
+            if (job_id, node) == writer and " ".join(key.split()) in said:
+                hosts[i] = host
                 break
     return pl.Series("_field_host", hosts, dtype=pl.String)
 
