@@ -52,9 +52,10 @@ END = "_end"
 DELIBERATE_END = "deliberate_end"
 DEATHS = ("death", "signal", "exit")
 """The markers that report a process's end, not an error it may survive."""
-MENTIONS = ("device_code",)
-"""Markers that only name a thing failures are reported about (an Xid), not a report: a line
-holding no other (``_mention``) may be a health check's or a document's."""
+MENTIONS = ("device_code", "errno")
+"""Markers that only name a thing failures are reported about (an Xid) or a value a report
+gives (an errno), not a report: a line holding no other (``_mention``) may be a health check's,
+a document's or a library's note on a fallback."""
 HEADER = "header"
 """The marker of a severity header without a word (``Lexicon.headers``): an error's level."""
 FAILED = "failure"

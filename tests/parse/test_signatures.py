@@ -678,6 +678,15 @@ def test_a_host_failure_naming_no_host_takes_the_one_its_reports_field_names() -
     assert rows_of(lines[0], lines[1]).get_column("host").to_list() == [None]
 
 
+def test_an_errno_alone_is_a_value_not_a_report() -> None:
+    # a library's note with its errno (a copy refused, done another way): a mention
+    noted = rows_of("[0f3c1a:00351] Read -1, expected 268960, errno = 1")
+    assert noted.get_column("severity").to_list() == ["warning"]
+    # beside a failure, or as an error's code, it is the report's
+    failed = rows_of("zork: connect to the store failed, errno = 111", "zork raised error: 2")
+    assert failed.get_column("severity").to_list() == ["error", "error"]
+
+
 def test_lines_of_no_job_make_no_unmatched_sign() -> None:
     assert rows_of((None, UNKNOWN.format(rank=3))).is_empty()
 
