@@ -181,7 +181,10 @@ def field_hosts(frame: pl.DataFrame, rows: pl.DataFrame, line: str, text: str) -
     message = pl.col(text)
     fields = (
         frame.with_row_index("_at")
-        .filter(message.str.contains(" on node ", literal=True) | message.str.contains(" on host "))
+        .filter(
+            message.str.contains(" on node ", literal=True)
+            | message.str.contains(" on host ", literal=True)
+        )
         .select(
             "_at",
             "job_id",

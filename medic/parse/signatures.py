@@ -125,7 +125,7 @@ _PEER = "_peer"
 _LISTED = "_listed"
 _SAID = "_said"
 _FIELD_HOST = "_field_host"
-HOST_READINGS = ("gpu_fault", "node_failure")
+_HOST_READINGS = ("gpu_fault", "node_failure")
 """The readings whose culprit is a host."""
 
 
@@ -590,7 +590,7 @@ def _field_host(every: pl.DataFrame, read: pl.DataFrame) -> pl.Series:
     asked = (
         read.with_row_index("_at")
         .filter(
-            pl.col(READING).is_in(HOST_READINGS)
+            pl.col(READING).is_in(_HOST_READINGS)
             & named_host(message).is_null()
             & pl.col("prefix_host").is_null()
         )
