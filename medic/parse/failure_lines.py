@@ -39,6 +39,7 @@ import numpy as np
 import polars as pl
 
 from medic.parse.first_match import escaped
+from medic.parse.prefixes import IPV4
 
 _WORDS = re.compile(r"(?:\w+ )*\w+\*?")
 """A family's term: words, one space between each, the last maybe ending in ``*``."""
@@ -67,8 +68,6 @@ HOST_NAME = (
 """A host's name as clusters write them, lowercased: words of letters and digits joined by
 hyphens, one holding a digit (``gpu-b17``, ``dgx-h100-031``, ``ip-10-2-41-7``). Its words say
 nothing of what failed (a node named ``gpu-...`` is no GPU fault), so no family reads them."""
-IPV4 = r"(?:\d{1,3}\.){3}\d{1,3}\b"
-"""An IPv4 address, as a line names a host or a peer by it."""
 NAMED_HOST = (
     r"(?i:\b(?:(?:nodes?|hosts?|hostname)(?:\s+(?:name|address|addr|ip))*\b\s*[=:]?"
     rf"|ip(?:\s+address)?\s*[=:])\s*([a-z][\w.-]*\d[\w-]*|{IPV4})"

@@ -30,6 +30,8 @@ import polars as pl
 PREFIX_FIELDS = ("rank", "local_rank", "host", "time")
 """What a prefix may say, as named groups; the stripper's output has one ``prefix_<field>``
 column for each (the ranks as Int32, the others as written)."""
+IPV4 = r"(?:\d{1,3}\.){3}\d{1,3}\b"
+"""An IPv4 address, as a line names a host or a peer by it (a launcher's prefix, a report)."""
 RAW = "raw_message"
 """The column holding each line as it came, prefixes and all."""
 CUT = "_prefix"
@@ -143,7 +145,7 @@ PREFIXES: tuple[LinePrefix, ...] = (
     ),
     LinePrefix(
         "pdsh",
-        r"(?P<host>[a-z][a-z0-9-]*\d[a-z0-9.-]*|(?:\d{1,3}\.){3}\d{1,3}): ",
+        rf"(?P<host>[a-z][a-z0-9-]*\d[a-z0-9.-]*|{IPV4}): ",
         "chaos/pdsh src/pdsh/main.c and cea-hpc/clustershell (host: line; hosts named by name or "
         "by address, pdsh -w 10.0.0.[1-4])",
     ),
