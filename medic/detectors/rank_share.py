@@ -115,7 +115,8 @@ class RankShares:
         """Per-rank times of reports not yet compared (their window has not closed)."""
         self._ranks = pl.DataFrame(schema=_RANKS)
         self.world: dict[str, int] = {}
-        """job -> ranks its reports covered (the highest rank named, plus one)."""
+        """job -> ranks its reports of every rank covered (the highest rank named, plus
+        one)."""
         self.layout: dict[str, dict[str, int]] = {}
         """job -> the layout figures its arguments printed (pipeline size, world size)."""
 
@@ -128,7 +129,10 @@ class RankShares:
         if frame.is_empty():
             return
         rows = frame.with_columns(pl.col("time").dt.epoch("us"))
-        for job_id, top in rows.group_by("job_id").agg(pl.col("rank").max()).iter_rows():
+        # only reports of every rank's figure tell how many ranks a job has: a verdict or a
+        # ratio names the slow ones alone
+        every = rows.filter(pl.col("kind").is_in(["time", "score"]))
+        for job_id, top in every.group_by("job_id").agg(pl.col("rank").max()).iter_rows():
             self.world[job_id] = max(self.world.get(job_id, 0), int(top) + 1)
         layout = rows.filter((pl.col("kind") == "layout") & (pl.col("value") >= 1))
         for job_id, metric, value in layout.select("job_id", "metric", "value").iter_rows():

@@ -3,7 +3,8 @@
 Evidence, score and policy apart: each kind of evidence is one function that yields suspects
 per job (``StragglerDetector.evidence``: GPUs and ports unlike their peers, flapping links,
 ranks' printed shares); ``medic.detectors.straggler_policy`` decides from the suspects and the
-job's pace whether it is a straggler (always ``confirmed``: slowness alone never fires), and
+job's pace whether it is a straggler (``confirmed``, but for ranks late in stalls alone:
+slowness alone never fires), and
 ``medic.detectors.straggler_score`` says how sure that is.
 
 Two signals must agree:
@@ -60,7 +61,10 @@ Where ranks print their own share of a step (NVRx's relative GPU scores and warn
 Megatron's per-rank timers, a site's own lines: ``medic.parse.rank_timings``), a rank whose
 share exceeds its peers' persistently is a straggler on its own, attributed to its node
 (``medic.detectors.rank_share``): the one sign of a slowdown on the host side (CPU contention,
-a slow data loader) that GPU telemetry does not show.
+a slow data loader) that GPU telemetry does not show. A rank a framework's stall reports named
+late in stalls the job got over (``medic.detectors.stall_reports``) is a straggler too, of tier
+``suspect`` unless the job also slowed against its own baseline: a rank late by the job's
+design (rank 0 evaluating while the others wait) reads the same.
 
 Scores (``score_of``) are in [0, 1]: the doubt ``2^(-strength)`` (strength: the robust z over
 ``z_threshold``, or the link drops over ``flap_count``), cut by 60% for each corroboration (the
@@ -77,7 +81,7 @@ from typing import Annotated, ClassVar
 import polars as pl
 
 from medic.config import Count, Fraction, NonNegative, Percent, Positive, PositiveCount, Range
-from medic.detectors.base import Detection
+from medic.detectors.base import CONFIRMED, SUSPECT, Detection
 from medic.detectors.link_drops import LinkDrops
 from medic.detectors.log_windows import LogWindows
 from medic.detectors.online import flag_count, peer_z_columns, push_flags
@@ -87,6 +91,7 @@ from medic.detectors.port_errors import FEATURE as IB_ERRORS
 from medic.detectors.port_errors import KEYS as PORT_KEYS
 from medic.detectors.progress_state import WatchedJobs, WatchesJobs
 from medic.detectors.rank_share import RankShares
+from medic.detectors.stall_reports import STALLED, StallReports
 from medic.detectors.straggler_policy import Suspect, firing
 from medic.detectors.straggler_score import score_of, strength_of
 from medic.detectors.telemetry import DEFAULT_THROTTLE_MASK, GpuWindows, Window
@@ -311,6 +316,7 @@ class StragglerDetector(WatchesJobs):
         )
         self.paces: dict[str, PaceModel] = {}
         self.rank_shares = RankShares(self.config)
+        self.stalls = StallReports()
         self.log_windows = LogWindows(self.config.window_s)
         self.alarmed: set[str] = set()
         self.suspects: dict[str, list[Suspect]] = {}
@@ -343,7 +349,7 @@ class StragglerDetector(WatchesJobs):
     def state_size(self) -> int:
         learned = self._gpus.height - self._gpus.get_column("seen").null_count()
         held = len(self.jobs) + len(self.paces) + learned + len(self.link_drops)
-        held += len(self.port_errors)
+        held += len(self.port_errors) + len(self.stalls)
         return held + self.telemetry.state_size() + self.rank_shares.state_size()
 
     def update(self, batch: Batch) -> list[Detection]:
@@ -351,17 +357,22 @@ class StragglerDetector(WatchesJobs):
             self._forget(self.jobs.observe_scheduler(batch))
         elif batch.stream == "progress":
             paces, odd = self.paces, self.odd_jobs
-            for step in self.jobs.observe_progress(batch.frame):
+            steps = self.jobs.observe_progress(batch.frame)
+            for step in steps:
                 job_id = step[0]
                 pace = paces.get(job_id)
                 if pace is None:
                     pace = paces[job_id] = PaceModel(self.config)
                 pace.observe(step, suspect=job_id in odd)
+            resumed = self.stalls.resumed(steps)
+            if resumed is not None:
+                self.rank_shares.observe(resumed)
         elif batch.stream == "gpu":
             self.log_windows.saw_gpu()
             self.telemetry.add(batch.frame, self.jobs.placement, self.paces.keys())
         elif batch.stream == "signatures":
             self._link_drops(batch.frame)
+            self.stalls.observe(batch.frame)
         elif batch.stream == "rank_timing":
             self.rank_shares.observe(batch.frame)
         return []
@@ -387,6 +398,7 @@ class StragglerDetector(WatchesJobs):
             found.extend(self._judge(log_window))
         self._forget(self.jobs.release(watermark))
         self._forget([job_id for job_id in self.paces if self.jobs.done(job_id)])
+        self.stalls.expire(watermark - round(self.config.stale_s * US))
         drops = self.link_drops  # a drop this old still tells whether a newer one was shared
         drops.forget(watermark - round(self.config.flap_window_s * US) - drops.shared_us)
         return found
@@ -527,6 +539,7 @@ class StragglerDetector(WatchesJobs):
                 f"{top.node} GPU {top.gpu} {FEATURE_NAMES[top.feature]} (robust z {top.z:.1f})"
             )
         strength = strength_of(top, self.config)
+        late_only = all(s.rank is not None and s.rank.source == STALLED for s in suspects)
         return Detection(
             job_id=job_id,
             kind="straggler",
@@ -536,6 +549,7 @@ class StragglerDetector(WatchesJobs):
             detector=self.name,
             summary=f"job {job_id} {pace_says}; {why}",
             evidence={"slowdown": ratio, "z": top.z, "feature": top.feature},
+            tier=SUSPECT if late_only and not pace.slowed else CONFIRMED,
         )
 
     def _compare_peers(self, window: Window) -> None:
@@ -678,6 +692,7 @@ class StragglerDetector(WatchesJobs):
         self.telemetry.forget(job_ids)
         self.port_errors.forget(job_ids)
         self.rank_shares.forget(job_ids)
+        self.stalls.forget(job_ids)
         self._gpus = self._gpus.filter(~pl.col("job_id").is_in(job_ids))
         self._watched = self._watched.filter(~pl.col("job_id").is_in(job_ids))
 

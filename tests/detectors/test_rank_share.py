@@ -218,3 +218,52 @@ def test_a_first_report_before_the_jobs_nodes_are_known_still_counts() -> None:
     (found,) = run(StragglerDetector(), [job], 1900)
     assert found.culprits == ("n2",) and found.ranks == (5,)
     assert at(1800) <= found.detected_at <= at(1900)
+
+
+STALL = (
+    "[2026-12-11 10:04:20.000000: W /tmp/pip-req-build-a1/horovod/common/stall_inspector.cc:107]"
+    " One or more tensors were submitted to be reduced, gathered or broadcasted by subset of"
+    " ranks and are waiting for remainder of ranks for more than 60 seconds."
+)
+
+
+def stalled_job(stalls: list[tuple[float, float | None]], late_rank: int = 5) -> Job:
+    """Steps every 2 s but for each stall (from, to): the stall inspector's warning and its
+    missing rank a minute into it, training going on at ``to`` (None: it never does)."""
+    job = Job().start().telemetry(0, 1000, constant(COMPUTE))
+    t = 10.0
+    for start, end in stalls:
+        job.steps(t, start)
+        job.say(start + 60, STALL, node=NODES[0])
+        job.say(start + 60, "Missing ranks:", node=NODES[0])
+        job.say(start + 60, f"{late_rank}: [allreduce.layer3.weight]", node=NODES[0])
+        if end is None:
+            return job
+        t = end
+    job.steps(t, 1000)
+    return job
+
+
+def test_a_rank_late_in_stalls_training_got_over_is_a_suspect_straggler() -> None:
+    # three stalls of 70 to 90 s, training going on after each: rank 5 was late, not dead
+    job = stalled_job([(200, 270), (400, 490), (600, 680)])
+    (found,) = run(StragglerDetector(), [job], 1000)
+    # no node: a stall report names the late ranks alone, not how many ranks the job has
+    assert (found.kind, found.ranks, found.culprits) == ("straggler", (5,), ())
+    assert found.tier == "suspect"  # a rank late by the job's design reads the same
+    assert "stall_report stall" in found.summary
+    assert found.detected_at >= at(680)
+
+
+def test_one_long_stall_or_a_stall_that_never_ends_is_no_straggler() -> None:
+    # one stall warned of three times counts once
+    job = Job().start().telemetry(0, 1000, constant(COMPUTE)).steps(10, 200)
+    for t in (260.0, 320.0, 380.0):
+        job.say(t, STALL, node=NODES[0])
+        job.say(t, "Missing ranks:", node=NODES[0])
+        job.say(t, "5: [allreduce.layer3.weight]", node=NODES[0])
+    job.steps(400, 1000)
+    assert run(StragglerDetector(), [job], 1000) == []
+    # stalls training never got over: the hang detector's
+    job = stalled_job([(200, 270), (400, 490), (600, None)])
+    assert run(StragglerDetector(), [job], 1000) == []
