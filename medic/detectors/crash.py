@@ -498,7 +498,9 @@ class CrashDetector(WatchesLiveness):
     def _detection(self, pending: _Pending, unconfirmed: bool = False) -> Detection:
         incident = pending.incident
         since = incident.onset - round(self.config.confirm_s * US)
-        incident.reported = self.failed.reported(incident.job_id, since)
+        info = self.book.jobs.jobs.get(incident.job_id)
+        one_node = info is not None and len(info.nodes) == 1
+        incident.reported = self.failed.reported(incident.job_id, since, one_node)
         evidence = incident.details()
         if unconfirmed:
             evidence["fate"] = "unknown"

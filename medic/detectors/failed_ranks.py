@@ -4,6 +4,8 @@ account, the first or root failure it names first."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 
 from medic.detectors.attribution import MAX_RANKS, Evidence
@@ -16,8 +18,8 @@ class FailedRanks:
     """Each job's reported failed ranks, in the order a crash names them."""
 
     def __init__(self) -> None:
-        self.jobs: dict[str, list[tuple[bool, Evidence]]] = {}
-        """Job -> (primary, report) per rank, the first report of a rank kept."""
+        self.jobs: dict[str, list[tuple[bool, Evidence, int | None]]] = {}
+        """Job -> (primary, report, local rank) per rank, the first report of a rank kept."""
         self.exited: dict[str, int] = {}
         """Job -> event time of its first report of a process that exited by itself with a
         failure code (1 to 127: no signal's 128 + n), which no cancel or time limit causes."""
@@ -48,17 +50,23 @@ class FailedRanks:
             what = end if rank is not None else f"local rank {local}, {end}"
             if len(known) >= MAX_RANKS or any(
                 (e.rank, e.what, e.node) == (rank, what, where) if rank is None else e.rank == rank
-                for _, e in known
+                for _, e, _ in known
             ):
                 continue
-            known.append((bool(primary), Evidence(int(time), what, node=where, rank=rank)))
+            report = Evidence(int(time), what, node=where, rank=rank)
+            known.append((bool(primary), report, local))
         while len(self.jobs) > MAX_JOBS:
             del self.jobs[next(iter(self.jobs))]
 
-    def reported(self, job_id: str, since: int) -> list[Evidence]:
+    def reported(self, job_id: str, since: int, one_node: bool = False) -> list[Evidence]:
         """The job's reports from ``since`` on: primary (first or root) failures first, then
-        in order of time."""
-        found = [(p, e) for p, e in self.jobs.get(job_id, ()) if e.time >= since]
+        in order of time. ``one_node``: the job runs on one node (Slurm's allocation), where
+        a local rank (torchrun's agent: ``failed (exitcode: -9) local_rank: 3``) is the rank."""
+        found = [
+            (p, replace(e, rank=local) if one_node and e.rank is None and local is not None else e)
+            for p, e, local in self.jobs.get(job_id, ())
+            if e.time >= since
+        ]
         return [e for _, e in sorted(found, key=lambda pe: (not pe[0], pe[1].time))]
 
     def exited_before(self, job_id: str, time: int) -> bool:
@@ -70,7 +78,7 @@ class FailedRanks:
         for job_id in [j for j, t in self.exited.items() if t < cutoff]:
             del self.exited[job_id]
         for job_id in list(self.jobs):
-            kept = [(p, e) for p, e in self.jobs[job_id] if e.time >= cutoff]
+            kept = [(p, e, local) for p, e, local in self.jobs[job_id] if e.time >= cutoff]
             if kept:
                 self.jobs[job_id] = kept
             else:

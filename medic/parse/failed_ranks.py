@@ -91,8 +91,10 @@ one Aho-Corasick scan over every line; only the lines near one (``BEFORE`` lines
 ``AFTER`` after: a record's fields around its exit code) are read further."""
 BEFORE = 8
 AFTER = 1
-FIELD_LINE = r"^\s*[A-Za-z][\w ()-]{0,30}:\s+\S"
-"""A ``key : value`` line: it continues the record of the line before it."""
+FIELD_LINE = r"^\s*[A-Za-z][\w -]{0,30}(?:\([\w -]{0,20}\)[\w -]{0,10})?:\s+\S"
+"""A ``key : value`` line: it continues the record of the line before it. A key's brackets
+are closed: a line whose first colon is inside them (torchrun's agent: ``failed (exitcode: -9)
+local_rank: 3 (pid: 812917)``) is a report of its own."""
 RANKS = r"(\d+(?:\s*-\s*\d+)?(?:,\s*\d+(?:-\d+)?)*)"
 WHO = (
     rf"(?i)(?:^|[^\w])(?:global[_ ])?rank\s*[:=]?\s*\[?{RANKS}"

@@ -35,3 +35,15 @@ def test_primary_reports_come_first_each_rank_once_and_old_ones_drop() -> None:
     assert failed.reported("8", since=0) == []
     failed.forget_before(at(11))
     assert [e.rank for e in failed.reported("7", since=0)] == [21]
+
+
+def test_a_local_rank_is_the_rank_only_on_a_one_node_job() -> None:
+    failed = FailedRanks()
+    report = rows((10, 0, None, "SIGKILL", 0)).with_columns(
+        pl.lit(None, pl.Int32).alias("rank"), pl.lit(3, pl.Int32).alias("local_rank")
+    )
+    failed.observe(report)
+    [one_node] = failed.reported("7", since=0, one_node=True)
+    [spread] = failed.reported("7", since=0)
+    assert (one_node.rank, spread.rank) == (3, None)
+    assert spread.what == "local rank 3, SIGKILL"

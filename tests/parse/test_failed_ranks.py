@@ -185,3 +185,15 @@ def test_batches_read_in_one_call_each_get_what_they_give_alone() -> None:
             assert one.data.schema == FAILED_RANKS
             assert one.frame.equals(each.frame)
     assert apart[1] is not None and apart[1].frame.get_column("rank").to_list() == [30]
+
+
+def test_a_line_whose_first_colon_is_in_brackets_is_a_report_of_its_own() -> None:
+    # torchrun's agent stops the other workers, then reports the one that died: its
+    # "failed (exitcode: -9)" is no field of the SIGTERM line's record
+    rows = parse(
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4410 closing"
+        " signal SIGTERM",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3"
+        " (pid: 4411) of binary: /opt/venv/bin/python",
+    )
+    assert [(r["rank"], r["local_rank"], r["end"]) for r in rows] == [(None, 3, "SIGKILL")]
