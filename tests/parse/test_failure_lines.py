@@ -228,6 +228,12 @@ def test_nccl_warn_is_nccls_error_level_and_its_tag_names_no_family() -> None:
         True,
         True,
     ]
+    # a count of failures that is zero, as a health check's JSON summary prints it, is none;
+    # a step's number before "failed" is no count
+    summary = ['  "passed": 6,', '  "failed": 0,', "  errors=0 warnings=2", "0 failed, 12 passed"]
+    assert [read(line) for line in summary] == [[], [], [], []]
+    launch = "srun: error: Task launch for 36.0 failed on node cn131: Job credential expired"
+    assert read(launch) != []
     # a stack frame's unknown line (":0") is no field answering "0": no sign of life
     frame = pl.DataFrame({"message": [" 1 0x00142cb zork_completion_with_err()  ???:0"]})
     assert frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list() == [False]
@@ -553,6 +559,9 @@ def test_a_container_its_orchestrator_evicted_is_a_crash_at_a_warning_level() ->
         "4m11s  Warning  Evicted  pod/trainer-0  The node was low on resource: memory."
     ) == ("memory", "crash")
     assert reading("The node was low on resource: memory.") == ("memory", "crash")
+    # kubectl describe's event row: its type's column, then the reason's
+    row = "  Warning  Evicted   109s  kubelet  Pod ephemeral local storage usage exceeds 5Gi."
+    assert reading(row) is not None
     assert reading("zork-0   0/1   OOMKilled   3   12m") == ("memory", "crash")
     # a cache evicting its entries is no container's end
     assert reading("INFO block cache evicted 312 entries (4.1 GiB)") is None
