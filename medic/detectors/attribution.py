@@ -132,11 +132,15 @@ class JobEvidence:
         return (root.node,)
 
     def ranks(self) -> tuple[int, ...]:
-        """Ranks of the root items (or of the root's node, for hardware), earliest first."""
+        """Ranks of the root items (or of the root's node, for hardware), earliest first; for
+        a root no entry matched (``context``: a failure line read by its words), the rank
+        that printed it, the first to report the failure."""
         reported = tuple(dict.fromkeys(e.rank for e in self.reported if e.rank is not None))
         if reported and (self.root is None or not self.root.hardware):
             return reported[:MAX_RANKS]
         root = self.root
+        if root is not None and root.role == "context" and not root.hardware:
+            return () if root.rank is None else (root.rank,)
         if root is None or not (root.hardware or root.role == "root"):
             return ()
         if root.hardware:

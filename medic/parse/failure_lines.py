@@ -112,12 +112,18 @@ HEADER_RANK_ID = r"\(PID:\s*\d+,[^)]*\bRankID:\s*(\d+)\)"
 2026-06-25-10:45:23 (PID:13075, Device:0, RankID:8) ERR00100 ...``): the rank that printed it."""
 
 
+MPI_ABORT_RANK = r"\bAbort\(-?\d+\)(?: on node \d+)? \(rank (\d+) in comm 0\)"
+"""The rank an MPICH-family library's abort names as its own, in ``MPI_COMM_WORLD`` (comm 0):
+``Abort(1) on node 3 (rank 3 in comm 0): Fatal error in PMPI_Recv`` (MPICH, Intel MPI),
+``Abort(539602063) (rank 519 in comm 0): Fatal error in PMPI_Iprobe`` (Cray MPICH)."""
+
+
 def logged_rank(text: pl.Expr) -> pl.Expr:
-    """The rank each line of ``text`` says printed it in its logging header (``LOGGED_RANK``)
-    or its error header (``HEADER_RANK_ID``), else null."""
-    return pl.coalesce(text.str.extract(LOGGED_RANK, 1), text.str.extract(HEADER_RANK_ID, 1)).cast(
-        pl.Int32, strict=False
-    )
+    """The rank each line of ``text`` says printed it in its logging header (``LOGGED_RANK``),
+    its error header (``HEADER_RANK_ID``) or its MPI abort (``MPI_ABORT_RANK``), else null."""
+    return pl.coalesce(
+        *(text.str.extract(p, 1) for p in (LOGGED_RANK, HEADER_RANK_ID, MPI_ABORT_RANK))
+    ).cast(pl.Int32, strict=False)
 
 
 RANKS_HEADER = rf"(?i:(?:\b{_AT_FAULT}\b[^:]*\branks?\b|\branks?\b[^:]*\b{_AT_FAULT}\b)[^:]*:\s*$)"
@@ -165,6 +171,12 @@ REPORT_FIELD = (
 )
 """A field of a report that names a host (``Remote daemon: [[10092,0],2] on node r712``): its
 key and the host."""
+HOST_FIELD = r"^\s*(?i:(host ?name|host|node ?name|node))\s*:\s*([A-Za-z0-9][\w.-]*[\w])\s*$"
+"""A field that is a host (older Open MPI: "ORTE has lost communication with its daemon located
+on node:", then "hostname:  r712"): it answers a failure line that names a node or a host."""
+HOST_WORD = re.compile(r"\b(?:node|host)\b")
+HOST_KEY = "\x00host"
+"""The key every ``HOST_FIELD`` is read under (no report field's key)."""
 FIELD_LINES = 12
 """Lines after a failure line in which its report's fields are looked for."""
 
@@ -183,13 +195,19 @@ def field_hosts(frame: pl.DataFrame, rows: pl.DataFrame, line: str, text: str) -
         .filter(
             message.str.contains(" on node ", literal=True)
             | message.str.contains(" on host ", literal=True)
+            | message.str.contains(HOST_FIELD)
         )
         .select(
             "_at",
             "job_id",
             "node",
-            message.str.extract(REPORT_FIELD, 1).str.to_lowercase().alias("_key"),
-            message.str.extract(REPORT_FIELD, 2).alias("_host"),
+            pl.coalesce(
+                message.str.extract(REPORT_FIELD, 1).str.to_lowercase(),
+                pl.when(message.str.contains(HOST_FIELD)).then(pl.lit(HOST_KEY)),
+            ).alias("_key"),
+            pl.coalesce(
+                message.str.extract(REPORT_FIELD, 2), message.str.extract(HOST_FIELD, 2)
+            ).alias("_host"),
         )
         .drop_nulls("_key")
     )
@@ -203,7 +221,8 @@ def field_hosts(frame: pl.DataFrame, rows: pl.DataFrame, line: str, text: str) -
         first = int(np.searchsorted(at, row + 1, side="left"))
         end = int(np.searchsorted(at, row + FIELD_LINES, side="right"))
         for _, job_id, node, key, host in found[first:end]:
-            if (job_id, node) == writer and " ".join(key.split()) in said:
+            answers = HOST_WORD.search(said) if key == HOST_KEY else " ".join(key.split()) in said
+            if (job_id, node) == writer and answers:
                 hosts[i] = host
                 break
     return pl.Series("_field_host", hosts, dtype=pl.String)

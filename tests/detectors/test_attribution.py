@@ -136,3 +136,16 @@ def test_a_line_that_opens_a_report_gives_way_to_the_line_that_names_the_failure
     assert incident.summary("Job 7 crashed") == (
         "Job 7 crashed: 'ValueError: bad shape' at rank 0; 1 more sign followed"
     )
+
+
+def test_a_failure_read_by_its_words_names_the_rank_that_printed_it_first() -> None:
+    # no entry matched: the lines are context; the first one's printer is the rank named
+    incident = JobEvidence("100")
+    incident.add(
+        [
+            Evidence(at(1), "Abort(88) (rank 21 in comm 0): Fatal error", rank=21, role="context"),
+            Evidence(at(1.2), "zork: other error", rank=4, role="context"),
+            Evidence(at(1.3), "MPIDI_OFI_handle_cq_error: OFI poll failed", role="context"),
+        ]
+    )
+    assert incident.ranks() == (21,)

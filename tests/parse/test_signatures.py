@@ -676,6 +676,14 @@ def test_a_host_failure_naming_no_host_takes_the_one_its_reports_field_names() -
     assert rows.filter(pl.col("message") == lines[0]).get_column("host").to_list() == ["z-worker-3"]
     # a field whose key the failure does not name says nothing of it
     assert rows_of(lines[0], lines[1]).get_column("host").to_list() == [None]
+    # a field that is a host answers a failure that names a node (older Open MPI's form)
+    lost = "zorkrun has lost communication with its daemon located on node:"
+    rows = rows_of(lost, "", "   hostname:  z-worker-7.cluster.internal", "zorkrun will stop.")
+    named = rows.filter(pl.col("message") == lost).get_column("host").to_list()
+    assert named == ["z-worker-7.cluster.internal"]
+    # ... not one that names neither
+    rows = rows_of("zork daemon: lost communication with its peer", "  host: z-worker-8")
+    assert rows.get_column("host").to_list() == [None]
 
 
 def test_an_errno_alone_is_a_value_not_a_report() -> None:
@@ -753,6 +761,13 @@ def test_a_runtime_error_header_names_the_rank_that_printed_it() -> None:
         "[ERROR] 2026-12-01-10:45:23 (PID:4117, Device:3, RankID:11) ERR00100 zork failed"
     )
     assert found.select("rank").to_series().to_list() == [11]
+    # an MPICH-family abort names its own rank in MPI_COMM_WORLD (comm 0), another comm's not
+    found = rows_of(
+        "Abort(1) on node 3 (rank 3 in comm 0): Fatal error in PMPI_Recv: zork",
+        "MPICH ERROR [Rank 21] - Abort(88) (rank 21 in comm 0): Fatal error in PMPI_Iprobe",
+        "Abort(5) (rank 2 in comm 480): Fatal error in PMPI_Bcast: zork",
+    )
+    assert found.select("rank").to_series().to_list() == [3, 21, None]
 
 
 def test_a_failure_line_naming_a_peers_address_is_about_that_peer() -> None:
