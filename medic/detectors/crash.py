@@ -499,7 +499,7 @@ class CrashDetector(WatchesLiveness):
         incident = pending.incident
         since = incident.onset - round(self.config.confirm_s * US)
         info = self.book.jobs.jobs.get(incident.job_id)
-        one_node = info is not None and len(info.nodes) == 1
+        one_node = info is not None and len(info.all_nodes) <= 1
         incident.reported = self.failed.reported(incident.job_id, since, one_node)
         evidence = incident.details()
         if unconfirmed:

@@ -60,8 +60,9 @@ class FailedRanks:
 
     def reported(self, job_id: str, since: int, one_node: bool = False) -> list[Evidence]:
         """The job's reports from ``since`` on: primary (first or root) failures first, then
-        in order of time. ``one_node``: the job runs on one node (Slurm's allocation), where
-        a local rank (torchrun's agent: ``failed (exitcode: -9) local_rank: 3``) is the rank."""
+        in order of time. ``one_node``: the job runs on one node (Slurm's allocation, else the
+        nodes its lines came from: a file ``medic diagnose`` reads is one node's), where a
+        local rank (torchrun's agent: ``failed (exitcode: -9) local_rank: 3``) is the rank."""
         found = [
             (p, replace(e, rank=local) if one_node and e.rank is None and local is not None else e)
             for p, e, local in self.jobs.get(job_id, ())
