@@ -229,11 +229,19 @@ def test_nccl_warn_is_nccls_error_level_and_its_tag_names_no_family() -> None:
         True,
     ]
     # a count of failures that is zero, as a health check's JSON summary prints it, is none;
-    # a step's number before "failed" is no count
-    summary = ['  "passed": 6,', '  "failed": 0,', "  errors=0 warnings=2", "0 failed, 12 passed"]
+    # a number before "failed" is what failed, no count
+    summary = ['  "passed": 6,', '  "failed": 0,', "  errors=0 warnings=2", "failures: 0"]
     assert [read(line) for line in summary] == [[], [], [], []]
     launch = "srun: error: Task launch for 36.0 failed on node cn131: Job credential expired"
-    assert read(launch) != []
+    replica = "E zork.cc:20] Execution of replica 0 failed: Resource exhausted: Out of memory"
+    assert all(read(line) != [] for line in (launch, replica, "zork: rank 0 failed"))
+    # a program's own error header in a line a wrapper relays at its INFO level is the line's
+    relayed = (
+        "I0922 09:49:00.854184 1400 run_zork.py:193] 2026-09-22 16:49:00.853879: E"
+        " zork/client.cc:2040] Execution of replica 0 failed: Resource exhausted: Out of memory"
+    )
+    assert reading(relayed) == ("memory", "crash")
+    assert read("I0922 09:49:00.854184 1400 run_zork.py:193] zork: replica 0 ready") == []
     # a stack frame's unknown line (":0") is no field answering "0": no sign of life
     frame = pl.DataFrame({"message": [" 1 0x00142cb zork_completion_with_err()  ???:0"]})
     assert frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list() == [False]
