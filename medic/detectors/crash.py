@@ -86,6 +86,10 @@ runtime's "api call failed", then "the internal task times out": the same error,
 timeout later than that follows from the failure. A hardware reading does not take over a
 crash's: a runtime's error lists the failed ops' messages under it, a driver's words among
 them, whatever failed."""
+KILLS = ("slurm_memory_limit_kill", "pbs_memory_limit_kill", "slurm_oom_kill", "srun_task_oom")
+"""Catalogue entries in which the scheduler says it kills the job's processes for their own
+demand (a memory limit): the cancel or deletion that follows is that kill's, no deliberate
+end."""
 VAGUE = f"{UNMATCHED}{GENERAL}"
 """The sign of an unmatched line that names no family (at severity fatal: it reports an end)."""
 RETENTION_US = 3600 * US
@@ -134,6 +138,8 @@ class _Pending:
     nodes: set[str] = field(default_factory=set)
     explained: bool = False
     """A fatal root error of a catalogue entry is among the signs."""
+    killed: int | None = None
+    """When the scheduler said it kills the job for its own demand (``KILLS``)."""
     reading: Reading | None = None
     """The earliest unmatched sign (or the later line of its report that explains it)."""
     last: int = 0
@@ -414,6 +420,10 @@ class CrashDetector(WatchesLiveness):
         )
         for job_id in explained.get_column("job_id").unique().to_list():
             self.pending[job_id].explained = True
+        kills = signs.filter(pl.col("signature").is_in(KILLS))
+        for job_id, time in kills.group_by("job_id").agg(pl.col("time_us").min()).iter_rows():
+            pending = self.pending[job_id]
+            pending.killed = time if pending.killed is None else min(pending.killed, time)
         where = (
             pl.when(pl.col("peer").is_not_null())
             .then(self.addresses.host_of(pl.col("peer")))
@@ -456,6 +466,8 @@ class CrashDetector(WatchesLiveness):
         pending = self.pending.get(job_id)
         if pending is None or self.failed.exited_before(job_id, time):
             return
+        if pending.killed is not None and pending.killed <= time:
+            return  # the scheduler's kill for the job's own demand: the end is the kill's
         if (
             pending.confirmed_at is None
             or pending.incident.onset >= time - self.config.end_grace_s * US
