@@ -126,13 +126,23 @@ def logged_rank(text: pl.Expr) -> pl.Expr:
     ).cast(pl.Int32, strict=False)
 
 
-RANKS_HEADER = rf"(?i:(?:\b{_AT_FAULT}\b[^:]*\branks?\b|\branks?\b[^:]*\b{_AT_FAULT}\b)[^:]*:\s*$)"
-"""A line ending in a colon that announces a list of ranks at fault on the lines after it
-(Horovod's stall inspector: ``Missing ranks:``; NCCL's desync report: ``the lagging/dead/
-mismatched ranks that caused the desync are:``)."""
-LISTED = r"^\s*[-*]?\s*\[?(\d+(?:\s*,\s*\d+)*)\]?[!*]?(?::|\s|$)"
+_LISTED_AT_FAULT = rf"(?:{_AT_FAULT}|timed[ -]out)"
+_MEMBERS = r"(?:ranks?|tasks?)"
+RANKS_HEADER = (
+    rf"(?i:(?:\b{_LISTED_AT_FAULT}\b[^:]*\b{_MEMBERS}\b|\b{_MEMBERS}\b[^:]*\b{_LISTED_AT_FAULT}\b)"
+    r"[^:]*:\s*$)"
+)
+"""A line ending in a colon that announces a list of ranks (or tasks: a process of a job is a
+task to Slurm, JAX and TensorFlow) at fault on the lines after it (Horovod's stall inspector:
+``Missing ranks:``; NCCL's desync report: ``the lagging/dead/mismatched ranks that caused the
+desync are:``; JAX's coordination service: ``Barrier timed out. ... Timed out task names:``)."""
+LISTED = (
+    r"^\s*(?:[-*]?\s*\[?(\d+(?:\s*,\s*\d+)*)\]?[!*]?(?::|\s|$)"
+    r"|/job:[\w-]+/replica:\d+/task:(\d+)\s*$)"
+)
 """A line of such a list: the ranks it starts with, maybe marked (``14: [allreduce.layer3]``,
-``7!: [...]``, ``[6, 9] finished collective #3306, but didn't join``)."""
+``7!: [...]``, ``[6, 9] finished collective #3306, but didn't join``), or a task's name as
+TensorFlow and JAX write it (``/job:jax_worker/replica:0/task:3``: task 3 is process 3)."""
 LISTED_LABEL = r"(?:^|[\s>\]]|[^\d\s]:)(\d+(?:\s*,\s*\d+)*)[!*]?:\s*$"
 """A list line's ranks where its prefixes end: its number and colon read as a launcher's rank
 label, maybe after the launcher's own prefix (``[1,0]<stderr>:6: [...]``); not a time stamp's
@@ -146,13 +156,17 @@ def listed_ranks(frame: pl.DataFrame, raw: str, text: str, keys: list[str]) -> p
     (``RANKS_HEADER``), the lines of one writer (``keys``) read in their order; else null.
     Only a batch holding such a header pays for more than two literal scans."""
     message = pl.col(text)
-    gate = message.str.ends_with(":") & message.str.contains("rank", literal=True)
+    gate = message.str.ends_with(":") & message.str.contains("rank|task")
     headers = frame.with_row_index("_at").filter(gate).filter(message.str.contains(RANKS_HEADER))
     if headers.is_empty():
         return pl.Series("_listed", [None] * frame.height, dtype=pl.String)
     header = pl.int_range(pl.len()).is_in(headers.get_column("_at").implode())
     prefixes = pl.col(raw).str.head(pl.col(raw).str.len_chars() - message.str.len_chars())
-    item = pl.coalesce(message.str.extract(LISTED, 1), prefixes.str.extract(LISTED_LABEL, 1))
+    item = pl.coalesce(
+        message.str.extract(LISTED, 1),
+        message.str.extract(LISTED, 2),
+        prefixes.str.extract(LISTED_LABEL, 1),
+    )
     run = item.is_null().cum_sum().over(keys).alias("_run")
     return (
         frame.select(*keys, item.alias("_item"), header.alias("_header"), run)

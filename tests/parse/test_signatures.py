@@ -825,6 +825,15 @@ def test_ranks_listed_under_a_header_naming_them_at_fault_are_the_root() -> None
     listed = found.filter(pl.col("role") == "root")
     assert listed.get_column("rank").to_list() == [14, 7, 6, 9]
     assert listed.get_column("reading").to_list() == [None] * 4
+    # tasks as JAX's coordination service names them, under a barrier's timeout
+    found = rows_of(
+        "zork.ZorkError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: Zork. Timed out task"
+        " names:",
+        "/job:zork_worker/replica:0/task:3",
+        "/job:zork_worker/replica:0/task:1",
+    )
+    # (the header itself is the timeout's report, of no rank)
+    assert found.filter(pl.col("role") == "root").get_column("rank").to_list() == [None, 3, 1]
 
 
 def test_a_stall_report_listing_the_ready_ranks_blames_the_others() -> None:
