@@ -240,10 +240,11 @@ NO_COUNTER = 99
 """The rank of a number that is no counter however it rises (a percentage)."""
 _PHRASE = re.compile(r"([A-Za-z_/%@.\-]+(?: \(?[A-Za-z_/%@.\-]+\)?){0,3})\W{0,3}$")
 """The last words before a number (``elapsed time per iteration (ms)``)."""
-_UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]++)(?!\W{0,2}[:=][^A-Za-z]*$)")
+_UNIT_AFTER = re.compile(r"^\s?([A-Za-z/_]++)(?![^\w)\]]{0,2}[:=][^A-Za-z]*$)")
 """The unit after a number: the word right after it, unless that word is the next field's
 label ("time: 0.62 data_time: 0.03": the next number follows its colon). Fields separated by
-colons keep their units ("100786.61 words/s : gNorm 0.34", Marian's)."""
+colons keep their units ("100786.61 words/s : gNorm 0.34", Marian's), and so does a number in
+brackets ("Time(1000 iters): 5.38s", HugeCTR's: the colon is the bracketed label's)."""
 _SINCE_START = re.compile(r"(?i)\s+(elapsed|ago|so far|remaining|left)(?![\w/]|\s*[:=])")
 """Words after a duration's unit saying it is a clock since the start or an estimate
 (OpenNMT-py's ``18191 s elapsed``, ``40 s left``), not how long a step took (a word that is
@@ -258,9 +259,15 @@ duration, whatever its label says, unless it is a unit of time."""
 _SECONDS = ("s", "sec", "secs", "second", "seconds")
 _MILLISECONDS = ("ms", "millisecond", "milliseconds")
 _MICROSECONDS = ("us", "microsecond", "microseconds")
-_COARSER = ("h", "hour", "hours", "min", "mins", "minute", "minutes")
+_INTERVAL = ("iters", "iterations", "steps", "batches", "updates")
+"""A duration's label that counts steps ("Time(1000 iters): 5.38s", "time for 10 steps:
+2.1s"): the time of an interval of many, no one step's."""
+_STEPS_AFTER = re.compile(rf"^\s?({'|'.join(_INTERVAL)})\b")
+"""... and the number before it is that count (its unit), though the word labels the time."""
+_COARSER = ("d", "day", "days", "h", "hour", "hours", "m", "min", "mins", "minute", "minutes")
 """A label that is a coarser unit of time: the number continues a compound duration ("3 hours
-50 minutes 7 seconds": an estimate or a clock), never a step's time alone."""
+50 minutes 7 seconds", HugeCTR's clock "[02d07h54m43s]": an estimate or a clock), never a step's
+time alone."""
 _TIME_UNITS = frozenset({*_SECONDS, *_MILLISECONDS, "msec", *_MICROSECONDS, *_COARSER, "hr"})
 """Every unit of time a number's unit may be written as."""
 
@@ -1007,7 +1014,7 @@ def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, s
     """A number's unit (the word after it, else one in brackets before it), label (the word
     before it) and phrase (the last words before it, a bracketed unit set apart from the label
     it follows), each empty where there is none."""
-    unit = _UNIT_AFTER.match(after)
+    unit = _UNIT_AFTER.match(after) or _STEPS_AFTER.match(after)
     since = _SINCE_START.match(after[unit.end() :]) if unit else None
     bracketed = _BRACKETED.search(before)
     if bracketed is not None and _PAIRED.fullmatch(after) and _names_a_value(bracketed.group(1)):
@@ -1183,6 +1190,8 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     no step duration (a rate of samples or tokens is none)."""
     unit, label, phrase = unit.lower(), label.lower(), phrase.lower()
     if _EXCLUDED.search(phrase or label) or _EXCLUDED.search(unit) or label in _COARSER:
+        return None
+    if label in _INTERVAL:
         return None
     if _SINCE_START.search(unit):  # a clock or an estimate
         return None

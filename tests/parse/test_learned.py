@@ -663,6 +663,19 @@ def test_a_duration_in_parentheses_with_a_unit_only_is_a_note_not_the_step_time(
     assert steps(learner(), *lines) == [("learned", i * 100, None) for i in (1, 2, 3)]
 
 
+def test_the_time_of_many_steps_is_an_intervals_not_a_steps() -> None:
+    # HugeCTR's shape: the steps a time covers in brackets after its label (our values); the
+    # count is no duration, and the time is the interval's
+    # behind its clock since the start, days to seconds, no step's time either
+    lines = [
+        f"[02d07h5{i}m4{t}s][ZORK][INFO]: Iter: {i}000 Time(1000 iters): 5.{t}81s Loss: 0.13{i}"
+        for i, t in PACES
+    ]
+    assert steps(learner(), *lines) == [("learned", i * 1000, None) for i, _ in PACES]
+    lines = [f"zork step {i}00, time for 100 steps: 2{t}.5 s, loss 2.{i}" for i, t in PACES]
+    assert steps(learner(), *lines) == [("learned", i * 100, None) for i, _ in PACES]
+
+
 def test_scalar_reprs_and_magnitude_suffixes_are_plain_numbers() -> None:
     lines = [
         f"step:{i} - timing_s/step:np.float64({t}.25) - tps: 1.5K - ms_per_iter_total: 2.{t}K"
