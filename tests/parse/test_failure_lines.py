@@ -242,6 +242,8 @@ def test_nccl_warn_is_nccls_error_level_and_its_tag_names_no_family() -> None:
     )
     assert reading(relayed) == ("memory", "crash")
     assert read("I0922 09:49:00.854184 1400 run_zork.py:193] zork: replica 0 ready") == []
+    # a segmentation fault as programs shorten it is a signal's end
+    assert reading("!!!!!!! Segfault encountered !!!!!!!") == ("memory", "crash")
     # a stack frame's unknown line (":0") is no field answering "0": no sign of life
     frame = pl.DataFrame({"message": [" 1 0x00142cb zork_completion_with_err()  ???:0"]})
     assert frame.select(LAYER.going_on(pl.col("message"))).to_series().to_list() == [False]
