@@ -46,6 +46,9 @@ def reading(line: str) -> tuple[str, str] | None:
     ("line", "family", "kind"),
     [
         ("quux.io.PermanentWriteError: ENOSPC while flushing shard 12", "storage", "crash"),
+        # a peer that went away ended; one that stopped answering is waited for
+        ("zork.StoreError: Connection reset by peer", "peer", "crash"),
+        ("zork.StoreError: Socket Timeout", "peer", "hang"),
         (
             "E1130 02:11:09.511 4411 agent.cc:88] ring allreduce timed out after 600s",
             "collectives",
