@@ -94,6 +94,9 @@ AGREE = 0.01
 TOTAL_AGREE = 0.05
 """How close a duration must come to the counter's number of steps times an average per step
 to be their total so far (``Fields.averaged``); the average is printed rounded."""
+LONGEST_STEP_S = 86_400.0
+"""The longest step time read: a rate of steps near zero (Caffe's first "Iteration 0
+(-1.58519e-33 iter/s, ...)", before any step was timed) says nothing of a step's time."""
 RECORD_WINDOW = 64
 """Lines after a record's header in which its part is looked for."""
 JOINT = " ¦ "
@@ -676,7 +679,9 @@ class LearnedProgress:
         return numbers.join(chosen, on=["job_id", "_who"], how="inner").select(
             "_line",
             pl.col("_numbers").list.get(pl.col("_counter")).cast(pl.Int64).alias("step"),
-            step_time.alias("step_time_s"),
+            pl.when(step_time.is_between(0.0, LONGEST_STEP_S, closed="right"))
+            .then(step_time)
+            .alias("step_time_s"),
             throughput.alias("throughput"),
             pl.lit(fields.unit, pl.String).alias("throughput_unit"),
         )

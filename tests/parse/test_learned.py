@@ -676,6 +676,24 @@ def test_the_time_of_many_steps_is_an_intervals_not_a_steps() -> None:
     assert steps(learner(), *lines) == [("learned", i * 100, None) for i, _ in PACES]
 
 
+def test_a_rate_of_steps_near_zero_gives_no_step_time() -> None:
+    # Caffe's first line, before any step was timed, then its usual ones (our values)
+    lines = [
+        "I1225 13:11:37.2 207 solver.cpp:218] Iteration 0 (-1.6e-33 iter/s, 45.8s/1 iters),"
+        " loss = 1.5",
+        *(
+            f"I1225 13:1{i}:37.2 207 solver.cpp:218] Iteration {i}0 (0.{t} iter/s, 5{t}.1s/20"
+            f" iters), loss = 1.{i}"
+            for i, t in PACES
+        ),
+    ]
+    read = steps(learner(), *lines)
+    assert read[0] == ("learned", 0, None)
+    assert [(s, round(t, 3)) for _, s, t in read[1:]] == [
+        (i * 10, round(10 / t, 3)) for i, t in PACES
+    ]
+
+
 def test_scalar_reprs_and_magnitude_suffixes_are_plain_numbers() -> None:
     lines = [
         f"step:{i} - timing_s/step:np.float64({t}.25) - tps: 1.5K - ms_per_iter_total: 2.{t}K"
