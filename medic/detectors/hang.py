@@ -1095,9 +1095,16 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         return None if node is None else (node, 0)
 
     def _threshold_us(self, watch: JobWatch, gpus: str, corroborated: bool) -> int:
-        """The silence that fires (``hang_score.threshold_us``)."""
+        """The silence that fires (``hang_score.threshold_us``). While the step gaps are not
+        known, a step time the job's line states counts as a gap seen: a job whose first line
+        says its steps (or its lines: Marian's "Time 1300.19s" over the updates between two)
+        take twenty minutes is not hung after ten."""
         reference = watch.gaps.reference if watch.gaps.ready else None
-        return threshold_us(self.config, reference, watch.gaps.longest, gpus, corroborated)
+        longest = watch.gaps.longest
+        if reference is None and watch.step_us is not None:
+            stated = watch.step_us / US
+            longest = stated if longest is None else max(longest, stated)
+        return threshold_us(self.config, reference, longest, gpus, corroborated)
 
     def _stopped_with(self, job: JobProgress | None, watch: JobWatch, node: str) -> bool:
         """Whether ``node``, missing from the job's silent windows, stopped reporting when the

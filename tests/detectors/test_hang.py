@@ -313,6 +313,15 @@ def test_a_cold_model_waits_for_the_cold_silence() -> None:
     assert 600 <= silence_s(job, found.detected_at) <= 602
 
 
+def test_a_cold_model_waits_for_the_step_time_a_line_states() -> None:
+    # one line saying its step took 1300 s: silence is measured against three of those
+    job = Job().start()
+    job.say(10, megatron_line(1, 1_300_000.0))
+    assert run(HangDetector(), [job], 3800) == []
+    (found,) = run(HangDetector(), [job], 4100)
+    assert 3900 <= silence_s(job, found.detected_at) <= 3902
+
+
 def test_gpus_still_working_without_printing_hold_the_alarm() -> None:
     job = healthy_until(400).telemetry(400, 2300, constant(COMPUTE))
     (found,) = run(HangDetector(), [job], 2300)
