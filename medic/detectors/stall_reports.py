@@ -11,9 +11,9 @@ stall however many reports the stall printed (Horovod repeats its warning every 
 straggler needs the same rank late in several stalls, training going on between them.
 
 A rank late now and then by the job's own design (rank 0 evaluating or saving while the others
-wait) is late from the job's first stall on: its stalls are in the job's pace, which does not
-slow, and the policy fires on these samples only while the job runs slower than its own
-baseline (``STALLED`` suspects are not ``early``).
+wait) reads the same in stall reports, so a straggler these samples alone name is of tier
+``suspect`` (logged and notified, not acted on by the default rules) unless the job also runs
+slower than its own baseline (``StragglerDetector._detection``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from medic.detectors.progress_state import Step
+from medic.frames import holds
 
 STALLED = "stall_report"
 """The ``source`` of the samples: a stall report's ranks, the stall over."""
@@ -41,7 +42,7 @@ class StallReports:
 
     def observe(self, hits: pl.DataFrame) -> None:
         """Fold a ``signatures`` batch in: the hang entries' root rows that name a rank."""
-        if "hang" not in hits.get_column("kind").to_list():
+        if not holds(hits.get_column("kind"), "hang"):
             return
         named = hits.filter(
             _HANG_ROOTS & pl.col("rank").is_not_null() & pl.col("job_id").is_not_null()

@@ -3,9 +3,9 @@
 Evidence, score and policy apart: each kind of evidence is one function that yields suspects
 per job (``StragglerDetector.evidence``: GPUs and ports unlike their peers, flapping links,
 ranks' printed shares); ``medic.detectors.straggler_policy`` decides from the suspects and the
-job's pace whether it is a straggler (``confirmed``, but for ranks late in stalls alone:
-slowness alone never fires), and
-``medic.detectors.straggler_score`` says how sure that is.
+job's pace whether it is a straggler (``confirmed``, or ``suspect`` where only stall reports
+name it, below; slowness alone never fires), and ``medic.detectors.straggler_score`` says how
+sure that is.
 
 Two signals must agree:
 

@@ -188,8 +188,8 @@ key and the host."""
 HOST_FIELD = r"^\s*(?i:(host ?name|host|node ?name|node))\s*:\s*([A-Za-z0-9][\w.-]*[\w])\s*$"
 """A field that is a host (older Open MPI: "ORTE has lost communication with its daemon located
 on node:", then "hostname:  r712"): it answers a failure line that names a node or a host."""
-HOST_WORD = re.compile(r"\b(?:node|host)\b")
-HOST_KEY = "\x00host"
+_HOST_WORD = re.compile(r"\b(?:node|host)\b")
+_HOST_KEY = "\x00host"
 """The key every ``HOST_FIELD`` is read under (no report field's key)."""
 FIELD_LINES = 12
 """Lines after a failure line in which its report's fields are looked for."""
@@ -217,7 +217,7 @@ def field_hosts(frame: pl.DataFrame, rows: pl.DataFrame, line: str, text: str) -
             "node",
             pl.coalesce(
                 message.str.extract(REPORT_FIELD, 1).str.to_lowercase(),
-                pl.when(message.str.contains(HOST_FIELD)).then(pl.lit(HOST_KEY)),
+                pl.when(message.str.contains(HOST_FIELD)).then(pl.lit(_HOST_KEY)),
             ).alias("_key"),
             pl.coalesce(
                 message.str.extract(REPORT_FIELD, 2), message.str.extract(HOST_FIELD, 2)
@@ -235,7 +235,7 @@ def field_hosts(frame: pl.DataFrame, rows: pl.DataFrame, line: str, text: str) -
         first = int(np.searchsorted(at, row + 1, side="left"))
         end = int(np.searchsorted(at, row + FIELD_LINES, side="right"))
         for _, job_id, node, key, host in found[first:end]:
-            answers = HOST_WORD.search(said) if key == HOST_KEY else " ".join(key.split()) in said
+            answers = _HOST_WORD.search(said) if key == _HOST_KEY else " ".join(key.split()) in said
             if (job_id, node) == writer and answers:
                 hosts[i] = host
                 break
