@@ -132,10 +132,24 @@ def alive(
 ) -> dict[str, int]:
     """Each job's last sign of life in the text: its latest step, its latest line of its own
     saying that it goes on (``FailureLines.going_on``) that is none of its errors (``signs``:
-    the matched lines, by time and text, at an error's severity), or the end of a report Python
-    says it ignored (``dismissed``, read without the lines' prefixes)."""
+    the matched lines, by time and text, at an error's severity) nor a line of a traceback
+    (``FRAME``), or the end of a report Python says it ignored (``dismissed``, read without the
+    lines' prefixes)."""
     own = lines.filter((pl.col("source") == "app") & pl.col("job_id").is_not_null())
-    said = own.filter(going_on).select("job_id", "time", "message")
+    bare = prefixes.strip(own.select("job_id", "time", "message"))
+    frame = pl.col("message").str.contains(FRAME)
+    reporting = bare.select(
+        (
+            pl.col("message").str.contains(TRACEBACK_HEADER)
+            | frame
+            | frame.shift(1).over("job_id").fill_null(False)
+        ).alias("_reporting")
+    ).to_series()
+    said = (
+        own.with_columns(reporting)
+        .filter(going_on & ~pl.col("_reporting"))
+        .select("job_id", "time", "message")
+    )
     if not signs.is_empty():
         errors = (
             signs.filter(pl.col("severity").is_in(("error", "fatal")))
@@ -143,7 +157,6 @@ def alive(
             .unique()
         )
         said = said.join(errors, on=["time", "message"], how="anti")
-    bare = prefixes.strip(own.select("job_id", "time", "message"))
     found = pl.concat([said.select("job_id", "time"), dismissed(bare)])
     latest = dict(steps)
     for job_id, time in found.group_by("job_id").agg(pl.col("time").max()).iter_rows():
@@ -155,6 +168,11 @@ DISMISSED = r"^Exception ignored\b"
 """Python's header of an exception it reports and ignores (in a finaliser, at exit)."""
 INSIDE_REPORT = r"^(?:\s|Traceback \(most recent call last\):)"
 """A traceback's own lines: its header and its indented frames."""
+TRACEBACK_HEADER = r"^\s*Traceback \(most recent call last\):"
+FRAME = r'^\s*File "[^"]*", line \d+'
+"""A traceback's frame, indented or not (a wrapper relaying each line at its own level, as
+AlphaFold's docker runner does at INFO, strips the indentation), and after it its code line:
+with the traceback's header, the error's report, no sign that the job goes on."""
 
 
 def dismissed(lines: pl.DataFrame) -> pl.DataFrame:

@@ -258,6 +258,22 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
     assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
     after = begun + "  0%|          | 1/26001 [00:02<14:26:40,  2.00s/it]\n"
     assert diagnose([LogText("slurm-54.out", after)], year=2026) == []
+    # a wrapper relaying the program's lines at its own INFO level (our values): the traceback
+    # after the error is its report, no sign of life
+    relayed = "".join(
+        f"I0922 16:49:0{i}.8 1400 run_zork.py:193] {line}\n"
+        for i, line in enumerate(
+            [
+                "2026-09-22 16:49:00.800000: E zork/client.cc:2040] Execution of replica 0"
+                " failed: Resource exhausted: Out of memory while allocating 48803099744 bytes.",
+                "Traceback (most recent call last):",
+                'File "/app/zork/run_zork.py", line 302, in <module>',
+                "app.run(main)",
+            ]
+        )
+    )
+    [finding] = diagnose([LogText("zork.log", relayed)], year=2026)
+    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
 
 
 def test_text_no_entry_names_is_read_as_a_report_or_a_mention() -> None:
