@@ -166,9 +166,10 @@ def alive(
 
 DISMISSED = r"^Exception ignored\b"
 """Python's header of an exception it reports and ignores (in a finaliser, at exit)."""
-INSIDE_REPORT = r"^(?:\s|Traceback \(most recent call last\):)"
+_TRACEBACK = r"Traceback \(most recent call last\):"
+INSIDE_REPORT = rf"^(?:\s|{_TRACEBACK})"
 """A traceback's own lines: its header and its indented frames."""
-TRACEBACK_HEADER = r"^\s*Traceback \(most recent call last\):"
+TRACEBACK_HEADER = rf"^\s*{_TRACEBACK}"
 FRAME = r'^\s*File "[^"]*", line \d+'
 """A traceback's frame, indented or not (a wrapper relaying each line at its own level, as
 AlphaFold's docker runner does at INFO, strips the indentation), and after it its code line:

@@ -204,12 +204,14 @@ def field_hosts(frame: pl.DataFrame, rows: pl.DataFrame, line: str, text: str) -
     fields are read in one query; Python per row asked for and field near it."""
     hosts: list[str | None] = [None] * rows.height
     message = pl.col(text)
+    host_field = message.str.extract(HOST_FIELD, 2)
     fields = (
         frame.with_row_index("_at")
+        .with_columns(host_field.alias("_host_field"))
         .filter(
             message.str.contains(" on node ", literal=True)
             | message.str.contains(" on host ", literal=True)
-            | message.str.contains(HOST_FIELD)
+            | pl.col("_host_field").is_not_null()
         )
         .select(
             "_at",
@@ -217,11 +219,9 @@ def field_hosts(frame: pl.DataFrame, rows: pl.DataFrame, line: str, text: str) -
             "node",
             pl.coalesce(
                 message.str.extract(REPORT_FIELD, 1).str.to_lowercase(),
-                pl.when(message.str.contains(HOST_FIELD)).then(pl.lit(_HOST_KEY)),
+                pl.when(pl.col("_host_field").is_not_null()).then(pl.lit(_HOST_KEY)),
             ).alias("_key"),
-            pl.coalesce(
-                message.str.extract(REPORT_FIELD, 2), message.str.extract(HOST_FIELD, 2)
-            ).alias("_host"),
+            pl.coalesce(message.str.extract(REPORT_FIELD, 2), "_host_field").alias("_host"),
         )
         .drop_nulls("_key")
     )
