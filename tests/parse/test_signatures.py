@@ -422,9 +422,6 @@ def test_driver_and_init_errors_blame_the_node_only_when_the_node_is_broken(
 @pytest.mark.parametrize(
     "line",
     [
-        # TensorFlow logs a failed cuInit and carries on, on the CPU
-        "2026-11-30 05:12:40.300118: E tensorflow/stream_executor/cuda/cuda_driver.cc:271] "
-        "failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected",
         "gpu-a11:4100:4100 [0] NCCL INFO cudaDriverVersion 12040",
         "deviceQuery, CUDA Driver = CUDART, CUDA Driver Version = 12.4, CUDA Runtime Version = "
         "12.4, NumDevs = 8",
@@ -433,6 +430,23 @@ def test_driver_and_init_errors_blame_the_node_only_when_the_node_is_broken(
 )
 def test_driver_version_lines_of_healthy_nodes_match_nothing(line: str) -> None:
     assert match(line) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2026-11-30 05:12:40.300118: E tensorflow/stream_executor/cuda/cuda_driver.cc:271] "
+        "failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected",
+        # XLA's form since 2024: a status that holds "CUDA error: " (cuda_error's fatal form)
+        "2026-11-30 05:12:40.300118: E external/local_xla/xla/stream_executor/cuda/"
+        "cuda_platform.cc:51] failed call to cuInit: INTERNAL: CUDA error: Failed call to "
+        "cuInit: UNKNOWN ERROR (303)",
+    ],
+)
+def test_a_runtime_probing_cuda_at_start_up_reports_an_error_not_an_end(line: str) -> None:
+    """TensorFlow and JAX log a failed cuInit and go on with another platform."""
+    row = one(line)
+    assert (row["signature"], row["kind"], row["severity"]) == ("cuda_init_probe", "crash", "error")
 
 
 def test_parser_output_has_the_stream_schema_and_prefers_the_rank_column() -> None:
