@@ -317,6 +317,10 @@ def test_a_line_reporting_an_end_is_fatal_and_an_error_a_program_may_survive_is_
         "application called MPI_Abort(MPI_COMM_WORLD, 1) - process 3": True,  # an abort
         "ERROR could not open checkpoint shard 3": False,  # may be handled
         "quux.io.PermanentWriteError: ENOSPC while flushing shard 12": False,
+        "FATAL: zork ring 2 lost its barrier": True,  # the level's word
+        "Fatal error in zork: ring state 7 unknown": True,
+        # a command-line tool's header: the tool ended (a job's start-up probe), not the job
+        "fatal: not a git repository (or any of the parent directories): .git": False,
     }
     rows = rows_of(*lines)
     assert dict(zip(rows.get_column(RAW), rows.get_column(FATAL), strict=True)) == lines
@@ -330,6 +334,16 @@ def test_deliberate_ends_are_read_as_ends_unless_something_failed() -> None:
     )
     assert rows.get_column(END).to_list() == [True, False, False]
     assert rows.get_column(FAMILY).to_list() == [None, "host", "general"]
+
+
+def test_a_user_is_a_deliberate_end_only_with_the_end_they_made() -> None:
+    rows = rows_of(
+        "zork: process 4411 terminated by user request",
+        "zorkd: job 12 killed by the user (SIGINT)",
+        # a scheduler's report names who submitted the job beside its exit code
+        "Job <run_7> was submitted from host <n-4> by user <ana>, exited with exit code 137.",
+    )
+    assert rows.get_column(END).to_list() == [True, True, False]
 
 
 def test_a_success_beside_what_failed_or_a_tally_of_nothing_is_no_recovery() -> None:
