@@ -132,9 +132,10 @@ def alive(
 ) -> dict[str, int]:
     """Each job's last sign of life in the text: its latest step, its latest line of its own
     saying that it goes on (``FailureLines.going_on``) that is none of its errors (``signs``:
-    the matched lines, by time and text, at an error's severity) nor a line of a traceback
-    (``FRAME``), or the end of a report Python says it ignored (``dismissed``, read without the
-    lines' prefixes)."""
+    the matched lines, by time and text, at an error's severity) nor a line of a report (a
+    traceback's, ``FRAME``; one explaining what may have caused an error, ``EXPLAINING``), or
+    the end of a report Python says it ignored (``dismissed``, read without the lines'
+    prefixes)."""
     own = lines.filter((pl.col("source") == "app") & pl.col("job_id").is_not_null())
     bare = prefixes.strip(own.select("job_id", "time", "message"))
     frame = pl.col("message").str.contains(FRAME)
@@ -143,6 +144,7 @@ def alive(
             pl.col("message").str.contains(TRACEBACK_HEADER)
             | frame
             | frame.shift(1).over("job_id").fill_null(False)
+            | pl.col("message").str.contains(EXPLAINING)
         ).alias("_reporting")
     ).to_series()
     said = (
@@ -174,6 +176,14 @@ FRAME = r'^\s*File "[^"]*", line \d+'
 """A traceback's frame, indented or not (a wrapper relaying each line at its own level, as
 AlphaFold's docker runner does at INFO, strips the indentation), and after it its code line:
 with the traceback's header, the error's report, no sign that the job goes on."""
+EXPLAINING = (
+    r"(?i)\b(?:may|might|could|can)\s+(?:also\s+)?(?:have\s+been|be)\s+(?:caused\s+by|due\s+to|"
+    r"because\s+of|the\s+result\s+of)\b|\b(?:possible|potential|likely|common)\s+(?:root\s+)?"
+    r"(?:causes?|reasons?)\b"
+)
+"""A line explaining what may have caused an error (MindSpore's warning after a failed task,
+"GetNext error may be caused by slow data processing ..."): the error's report, logged at a lower
+level, no sign that the job goes on."""
 
 
 def dismissed(lines: pl.DataFrame) -> pl.DataFrame:

@@ -274,6 +274,15 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
     )
     [finding] = diagnose([LogText("zork.log", relayed)], year=2026)
     assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
+    # a runtime's warning after the error, explaining what may have caused it: its report
+    explained = (
+        "[ERROR] ZORK(4411,python):2026-11-20-15:34:32.886 [zork_runtime.cc:761] task 2 failed,"
+        " retcode: 507011 (model execute failed)\n"
+        "[WARNING] ZORK(4411,python):2026-11-20-15:34:32.887 [zork_runtime.cc:777] the task's"
+        " error may be caused by slow data processing (over 20 s a batch)\n"
+    )
+    [finding] = diagnose([LogText("zork.log", explained)], year=2026)
+    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
 
 
 def test_text_no_entry_names_is_read_as_a_report_or_a_mention() -> None:
