@@ -133,9 +133,9 @@ def alive(
     """Each job's last sign of life in the text: its latest step, its latest line of its own
     saying that it goes on (``FailureLines.going_on``) that is none of its errors (``signs``:
     the matched lines, by time and text, at an error's severity) nor a line of a report (a
-    traceback's, ``FRAME``; one explaining what may have caused an error, ``EXPLAINING``), or
-    the end of a report Python says it ignored (``dismissed``, read without the lines'
-    prefixes)."""
+    traceback's, ``FRAME``; one explaining what may have caused an error, ``EXPLAINING``; the
+    header of one Python ignored), or the end of a report Python says it ignored
+    (``dismissed``, read without the lines' prefixes)."""
     own = lines.filter((pl.col("source") == "app") & pl.col("job_id").is_not_null())
     bare = prefixes.strip(own.select("job_id", "time", "message"))
     frame = pl.col("message").str.contains(FRAME)
@@ -145,6 +145,7 @@ def alive(
             | frame
             | frame.shift(1).over("job_id").fill_null(False)
             | pl.col("message").str.contains(EXPLAINING)
+            | pl.col("message").str.contains(DISMISSED)
         ).alias("_reporting")
     ).to_series()
     said = (
@@ -168,6 +169,8 @@ def alive(
 
 DISMISSED = r"^Exception ignored\b"
 """Python's header of an exception it reports and ignores (in a finaliser, at exit)."""
+EXCEPTION_LINE = r"^(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit)\b(?::|$)"
+"""A Python exception's line, the last of its report (``Exception: ...``, ``x.ZorkError: ...``)."""
 _TRACEBACK = r"Traceback \(most recent call last\):"
 INSIDE_REPORT = rf"^(?:\s|{_TRACEBACK})"
 """A traceback's own lines: its header and its indented frames."""
@@ -189,15 +192,20 @@ level, no sign that the job goes on."""
 def dismissed(lines: pl.DataFrame) -> pl.DataFrame:
     """The job and time of the last line of each report Python says it ignored (the first line
     after its header that is no traceback line: the exception), in each job's lines in order
-    (``message``: without its prefixes), a microsecond on: the job's life goes on after it."""
+    (``message``: without its prefixes), a microsecond on: the job's life goes on after it.
+    Not a report right after an exception's line (``EXCEPTION_LINE``): an uncaught one ended
+    the program, whose objects' finalisers then fail as the interpreter shuts down."""
     message = pl.col("message")
     blocks = lines.select(
         "job_id",
         "time",
         message.str.contains(DISMISSED).alias("_header"),
+        message.str.contains(EXCEPTION_LINE).alias("_exception"),
         (~message.str.contains(INSIDE_REPORT)).alias("_starts"),
     ).filter(pl.col("_starts"))
-    ended = blocks.filter(pl.col("_header").shift(1).over("job_id").fill_null(False))
+    before = pl.col("_exception").shift(1).over("job_id").fill_null(False)
+    living = blocks.with_columns((pl.col("_header") & ~before).alias("_living"))
+    ended = living.filter(pl.col("_living").shift(1).over("job_id").fill_null(False))
     return ended.select("job_id", pl.col("time") + 1)  # the job went on after the report
 
 

@@ -241,6 +241,14 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
     tagged = "".join(f"[rank2]: {line}\n" for line in ignored.splitlines())
     assert diagnose([LogText("slurm-51.out", tagged)], year=2026) == []
     assert diagnose([LogText("slurm-49.out", ignored + TRACEBACK)], year=2026) != []
+    # ... but not the finalisers failing as the interpreter shuts down after an uncaught one
+    finalised = TRACEBACK + "".join(
+        f"Exception ignored in: <built-in function delete_{name}>\n"
+        f"Exception: Error deleting array {name}Params: zork error (700)\n"
+        for name in ("Context", "Integrator")
+    )
+    [finding] = diagnose([LogText("slurm-55.out", finalised)], year=2026)
+    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
     # a step printed on the error's own line (a bar left without its newline) came before it
     glued = "  1%|▏    | 24/1752 [01:08<1:22:56,  2.88s/it]frobnicator: ERROR: widget failed\n"
     [finding] = diagnose([LogText("slurm-52.out", glued)], year=2026)

@@ -69,6 +69,12 @@ def reading(line: str) -> tuple[str, str] | None:
             "hang",
         ),
         ("worker 7 got signal 11 (SIGSEGV) in a heap walk", "memory", "crash"),
+        # Python's base class itself, as SWIG-wrapped C++ libraries raise it
+        (
+            "Exception: Error synchronizing on event for zork: code 700 at zork.cpp:736",
+            "general",
+            "crash",
+        ),
         ("kernel: BUG: soft lockup - CPU#12 stuck for 23s! [python:7712]", "host", "node_failure"),
         ("fatal: unknown option '--lr-sheduler' given to launcher", "config", "crash"),
         # retries exhausted is a failure report, whatever its level's word
@@ -746,3 +752,4 @@ def test_a_list_of_ranks_at_fault_runs_until_a_line_that_lists_none() -> None:
     )
     listed = listed_ranks(frame, RAW, "message", ["job_id", "node"])
     assert listed.to_list() == [None, "6", "11", None, None]
+
