@@ -27,6 +27,7 @@ from medic.parse.catalogue import Catalogue
 from medic.parse.placement import Placement
 from medic.parse.prefixes import PrefixStripper
 from medic.parse.signatures import catalogue_of, unmatched_only
+from medic.parse.threads import ParserThreads
 from medic.pipeline_config import PipelineConfig
 from medic.pipeline_config import pipeline_config as pipeline_config  # re-exported
 from medic.readahead import parse_ahead, stretches
@@ -117,6 +118,8 @@ class Pipeline:
         """What row-wise parsers already made of batches read ahead, by batch."""
         self._placed: set[Batch] = set()
         """Log batches read ahead that are placed already."""
+        self._threads = ParserThreads()
+        """Runs each parser on a thread of its own (polars keeps compiled regexes per thread)."""
 
     @classmethod
     def from_settings(
@@ -168,7 +171,8 @@ class Pipeline:
             for stream in {p.input_stream for p in ahead}:
                 readers = [p for p in ahead if p.input_stream == stream]
                 batches = [e for e in stretch if isinstance(e, Batch) and e.stream == stream]
-                self._parsed.update(parse_ahead(readers, batches, joined.get(stream)))
+                found = parse_ahead(readers, batches, joined.get(stream), self._threads.call)
+                self._parsed.update(found)
             for event in stretch:
                 emitted.extend(self.process(event))
         return emitted
@@ -254,7 +258,7 @@ class Pipeline:
             if source is batch and parser.output_stream in parsed:
                 derived = parsed[parser.output_stream]
             else:
-                derived = parser.parse(source)
+                derived = self._threads.call(parser, parser.parse, source)
             if derived is not None and derived.num_rows and derived.stream in NAMED_HOSTS:
                 derived = self._checked(derived)
             if derived is not None and derived.num_rows:

@@ -18,7 +18,7 @@ as it comes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,13 +51,18 @@ def stretches(events: Iterable[Event]) -> Iterator[list[Event]]:
 
 
 def parse_ahead(
-    parsers: Sequence[Any], batches: Sequence[Batch], joined: pl.DataFrame | None = None
+    parsers: Sequence[Any],
+    batches: Sequence[Batch],
+    joined: pl.DataFrame | None = None,
+    call: Callable[..., Any] = lambda parser, method, *args: method(*args),
 ) -> dict[Batch, dict[str, Batch | None]]:
     """What each of ``parsers`` (all reading the stream of ``batches``, each time-ordered) gives
     for each batch, by output stream: one call per parser, the batches concatenated once for all
     of them (each batch's times shifted past the batch before it, ``_shifts``; a parser with
     ``parse_apart`` reads them unshifted, each batch apart). ``joined``:
-    the non-empty batches' frames already concatenated (what a prefix stripper has seen)."""
+    the non-empty batches' frames already concatenated (what a prefix stripper has seen).
+    ``call(parser, method, *args)`` runs a parser's method (``ParserThreads.call``: on the
+    parser's own thread)."""
     run = [batch for batch in batches if batch.num_rows]
     found: dict[Batch, dict[str, Batch | None]] = {batch: {} for batch in run}
     if not run:
@@ -67,7 +72,7 @@ def parse_ahead(
         if not hasattr(parser, "parse_apart"):
             whole.append(parser)
             continue
-        apart = parser.parse_apart(run, joined)
+        apart = call(parser, parser.parse_apart, run, joined)
         for batch, rows in zip(run, apart, strict=True):
             found[batch][parser.output_stream] = rows
     if not whole:
@@ -76,9 +81,11 @@ def parse_ahead(
     shifts = _shifts(spans)
     combined = _combined(run, shifts, joined)
     for parser in whole:
-        parsed = None if combined is None else _split(parser.parse(combined), run, spans, shifts)
+        parsed = None
+        if combined is not None:
+            parsed = _split(call(parser, parser.parse, combined), run, spans, shifts)
         if parsed is None:
-            parsed = {batch: parser.parse(batch) for batch in run}
+            parsed = {batch: call(parser, parser.parse, batch) for batch in run}
         for batch, rows in parsed.items():
             found[batch][parser.output_stream] = rows
     return found
