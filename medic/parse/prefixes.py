@@ -167,6 +167,15 @@ PREFIXES: tuple[LinePrefix, ...] = (
         "%(lineno)s] %(asctime)s >> %(message)s)",
     ),
     LinePrefix(
+        "sglang",
+        r"\[(?P<time>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})"
+        r"(?: TP(?P<rank>\d+)(?: EP\d+)?\]| (?:[A-Z_]+\d+ )*[A-Z_]+\d+\]) ",
+        "sgl-project/sglang python/sglang/srt/managers/scheduler.py run_scheduler_process and "
+        "srt/utils configure_logger ([time DP<d> PP<p> TP<t> EP<e>] , each tag only where that "
+        "parallelism is used: the TP index is the process's rank when no DP or PP tag is before "
+        "it)",
+    ),
+    LinePrefix(
         "python-logging",
         rf" *\[?(?P<time>{_ISO_TIME})\]?:?"
         # the logging module's usual layouts after the time: " - name - LEVEL - ",

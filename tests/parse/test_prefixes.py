@@ -152,6 +152,17 @@ def stripped(*lines: str, config: PrefixConfig | None = None) -> list[dict]:
             "epoch 3",
             {"time": "2026-03-01T10:00:00.884Z", "rank": 12},
         ),
+        # SGLang's scheduler: the TP index is the process's rank with no DP or PP tag before it
+        (
+            "[2026-03-01 10:00:00 TP5] Scheduler hit an exception: Traceback",
+            "Scheduler hit an exception: Traceback",
+            {"time": "2026-03-01 10:00:00", "rank": 5},
+        ),
+        (
+            "[2026-03-01 10:00:00 DP1 TP5 EP5] Capture cuda graph begin.",
+            "Capture cuda graph begin.",
+            {"time": "2026-03-01 10:00:00"},
+        ),
     ],
 )
 def test_a_prefix_is_cut_and_what_it_says_kept(line: str, bare: str, said: dict) -> None:
