@@ -85,6 +85,10 @@ PART_WINDOW = 64
 """Lines after a record's step line in which its parts are looked for."""
 MAGNITUDES = {"K": "e3", "M": "e6", "G": "e9"}
 """A number's magnitude suffix, as the exponent it stands for."""
+ITEMS_PER_S = 1000.0
+"""A bar moving this fast or faster counts items, not a job's training steps: bytes of a
+download (torchvision's "9920512it [00:00, 14787158.04it/s]"), requests queued, lines
+tokenised. A training step of a job on GPUs takes milliseconds at least."""
 
 PROGRESS = pa.schema(
     [
@@ -302,8 +306,10 @@ class ProgressParser:
         rows = rows.with_columns(self._rank().alias(RANK))
         matched = rows.get_column(LINE)
         if self._bars:
-            lookalike = pl.col(PATTERN).is_in(self._bars) & pl.col(DESC).str.contains(LOOKALIKE)
-            rows = rows.filter(~lookalike.fill_null(False))
+            counting = pl.col("it_per_s").cast(pl.Float64, strict=False) >= ITEMS_PER_S
+            described = pl.col(DESC).str.contains(LOOKALIKE).fill_null(False)
+            lookalike = pl.col(PATTERN).is_in(self._bars) & (described | counting.fill_null(False))
+            rows = rows.filter(~lookalike)
         rows = self._without_other_loops(rows)
         if self._parts:
             rows, orphans = self._with_parts(rows)

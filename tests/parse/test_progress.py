@@ -559,6 +559,12 @@ def test_unrelated_lines_lines_without_job_and_lookalikes_are_skipped() -> None:
     assert ProgressParser().parse(batch("logs", [])) is None
 
 
+def test_a_bar_too_fast_for_training_steps_counts_items() -> None:
+    # a dataset download's bar counts bytes; a step bar of a fast loop is still a step
+    assert parse("9920512it [00:00, 14787158.04it/s]", "32768it [00:00, 770194.81it/s]") == []
+    assert one("100%|██████████| 500/500 [00:01<00:00, 412.33it/s]")["step"] == 500
+
+
 def test_rank_from_the_column_wins_over_the_prefix() -> None:
     assert one(MEGATRON_STEP, rank=63)["rank"] == 63
 
