@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from medic.parse.progress_formats import LOOKALIKE
+from medic.parse.progress_formats import ITEMS_PER_S, LOOKALIKE
 from medic.parse.tables import Tables
 
 MIN_LINES = 3
@@ -112,6 +112,8 @@ LOOKALIKE_LINE = (
     r"|safetensors|tar|gz|npz|h5|pkl|onnx)(?:[^0-9A-Za-z_]|$)))"
     r"|(?-u:\b)cuda(?:[^:0-9A-Za-z_]|:[^0-9]|:?$)"
     r"|\[[0-9:]+<[0-9:?]+,\s*[0-9.]+\s?[kKMGTP]?i?B/s[],]"
+    rf"|\[[0-9:]+(?:<[0-9:?]+)?,\s*[1-9][0-9]{{{len(str(ITEMS_PER_S)) - 1},}}(?:\.[0-9]+)?\s?"
+    r"[A-Za-z]*/s[],]"
 ).replace(r"\w", "[0-9A-Za-z_]")
 """Words of lines that are no training step, whatever their numbers do: other loops (``CV``:
 cross-validation, as speech toolkits name it), a dataset's operators (map, filter, reduce,
@@ -120,7 +122,8 @@ a reinforcement-learning loop's rollouts (generation, not an optimizer's steps),
 errors and timeouts (a watchdog's "ran for N milliseconds" is a hang, not a pace),
 checkpoints; "val" naming a loop ("Epoch(val)", "val loss"), not a field ("val: n/a" beside a
 training loss); a bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``, its postfix after a
-comma: a download, an upload, a copy). A word of an activity (loading, decoding, generating,
+comma: a download, an upload, a copy), or items at ``ITEMS_PER_S`` or more (bytes, examples or
+requests: no training loop's steps). A word of an activity (loading, decoding, generating,
 saving ...) that begins a metric's compound name is that metric's, not the line's: a training
 step reports its ``load_balancing_loss``, ``generator_loss`` or a head's metrics (OpenMMLab's
 ``decode.loss_ce``, ``decode.acc_seg``; ``checkpoint.py`` or ``.pt`` is a file, not a metric); a

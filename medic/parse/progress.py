@@ -51,6 +51,7 @@ from medic.parse.progress_formats import (
     EVENTS,
     FIELDS,
     FORMATS,
+    ITEMS_PER_S,
     LOOKALIKE,
     RANK_IN_TEXT,
     REDRAWN,
@@ -85,10 +86,6 @@ PART_WINDOW = 64
 """Lines after a record's step line in which its parts are looked for."""
 MAGNITUDES = {"K": "e3", "M": "e6", "G": "e9"}
 """A number's magnitude suffix, as the exponent it stands for."""
-ITEMS_PER_S = 1000.0
-"""A bar moving this fast or faster counts items, not a job's training steps: bytes of a
-download (torchvision's "9920512it [00:00, 14787158.04it/s]"), requests queued, lines
-tokenised. A training step of a job on GPUs takes milliseconds at least."""
 
 PROGRESS = pa.schema(
     [

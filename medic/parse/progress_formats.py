@@ -54,6 +54,10 @@ FIELDS = (
 clock (``mm:ss`` or ``h:mm:ss``), and ``bar_rate``, a tqdm rate with its unit (``2.5it/s`` or
 ``1.3s/it``, one group where a one-pass regex cannot choose the group by the unit that follows
 the number); step time is normalised to seconds."""
+ITEMS_PER_S = 1000
+"""A bar moving this fast or faster counts items, not a job's training steps: bytes of a
+download (torchvision's "9920512it [00:00, 14787158.04it/s]"), examples mapped, requests
+queued. A training step of a job on GPUs takes milliseconds at least."""
 DESC = "desc"
 """A progress bar's description (the text before its bar): a bar described as loading,
 evaluating, tokenising, downloading... (``LOOKALIKE``) is not training."""

@@ -215,6 +215,10 @@ def test_lines_saying_what_else_they_are_are_never_learned() -> None:
     assert steps(learner(), *moved) == []
     # ... its postfix after the rate
     assert steps(learner(), "  4%|▍   | 1.30G/29.9G [00:05<01:36, 318MB/s, file=zork-1]") == []
+    # ... or items faster than any training loop's steps (its unit "it": bytes, examples)
+    fast = [f"{i}718592it [00:0{i}, {i}871209.55it/s]" for i in range(1, 7)]
+    assert steps(learner(), *fast) == []
+    assert steps(learner(), *(f"zork: {i}0/60 [00:0{i}<00:10, 412.33it/s]" for i in range(1, 7)))
 
 
 def test_a_count_that_stays_while_the_number_after_its_slash_rises_is_an_epoch() -> None:
