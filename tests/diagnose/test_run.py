@@ -193,6 +193,12 @@ TRACEBACK = """\
 """
 
 
+def kind_and_tier(name: str, text: str) -> tuple[str, str]:
+    """The kind and the first detection's tier of the one finding ``text`` makes."""
+    [finding] = diagnose([LogText(name, text)], year=2026)
+    return finding.kind, finding.detections[0].tier
+
+
 def test_a_text_that_ends_at_an_error_is_an_unconfirmed_crash() -> None:
     [finding] = diagnose([LogText("slurm-41.out", TRACEBACK)], year=2026)
     [detection] = finding.detections
@@ -227,8 +233,7 @@ def test_an_error_the_job_went_on_from_is_no_crash() -> None:
 
 def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
     retried_then_failed = TRACEBACK + "[rank3]: WARNING: retrying the batch\n" + TRACEBACK
-    [finding] = diagnose([LogText("slurm-47.out", retried_then_failed)], year=2026)
-    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
+    assert kind_and_tier("slurm-47.out", retried_then_failed) == ("crash", "suspect")
     # Python reports an exception raised in a finaliser at exit and ignores it
     ignored = (
         "Exception ignored in: <function _Loader.__del__ at 0x7f1c2c0e2f80>\n"
@@ -247,12 +252,10 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
         f"Exception: Error deleting array {name}Params: zork error (700)\n"
         for name in ("Context", "Integrator")
     )
-    [finding] = diagnose([LogText("slurm-55.out", finalised)], year=2026)
-    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
+    assert kind_and_tier("slurm-55.out", finalised) == ("crash", "suspect")
     # a step printed on the error's own line (a bar left without its newline) came before it
     glued = "  1%|▏    | 24/1752 [01:08<1:22:56,  2.88s/it]frobnicator: ERROR: widget failed\n"
-    [finding] = diagnose([LogText("slurm-52.out", glued)], year=2026)
-    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
+    assert kind_and_tier("slurm-52.out", glued) == ("crash", "suspect")
     # the scheduler ending the step is no sign of the job's life
     stopped = (
         "srun: error: n1: task 3: Bus error\n"
@@ -262,8 +265,7 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
     assert (finding.kind, finding.ranks) == ("crash", (3,))
     # a bar drawn at 0, before its first step (no rate yet), is no step the job went on to
     begun = TRACEBACK + "  0%|          | 0/26001 [00:00<?, ?it/s]\n"
-    [finding] = diagnose([LogText("slurm-53.out", begun)], year=2026)
-    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
+    assert kind_and_tier("slurm-53.out", begun) == ("crash", "suspect")
     after = begun + "  0%|          | 1/26001 [00:02<14:26:40,  2.00s/it]\n"
     assert diagnose([LogText("slurm-54.out", after)], year=2026) == []
     # a wrapper relaying the program's lines at its own INFO level (our values): the traceback
@@ -280,8 +282,7 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
             ]
         )
     )
-    [finding] = diagnose([LogText("zork.log", relayed)], year=2026)
-    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
+    assert kind_and_tier("zork.log", relayed) == ("crash", "suspect")
     # a runtime's warning after the error, explaining what may have caused it: its report
     explained = (
         "[ERROR] ZORK(4411,python):2026-11-20-15:34:32.886 [zork_runtime.cc:761] task 2 failed,"
@@ -289,14 +290,12 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
         "[WARNING] ZORK(4411,python):2026-11-20-15:34:32.887 [zork_runtime.cc:777] the task's"
         " error may be caused by slow data processing (over 20 s a batch)\n"
     )
-    [finding] = diagnose([LogText("zork.log", explained)], year=2026)
-    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
+    assert kind_and_tier("zork.log", explained) == ("crash", "suspect")
 
 
 def test_text_no_entry_names_is_read_as_a_report_or_a_mention() -> None:
     unnamed = "frobnicator: ERROR: widget alignment failed\n"
-    [finding] = diagnose([LogText("slurm-44.out", unnamed)], year=2026)
-    assert (finding.kind, finding.detections[0].tier) == ("crash", "suspect")
+    assert kind_and_tier("slurm-44.out", unnamed) == ("crash", "suspect")
     ended = unnamed + "srun: error: n1: task 0: Exited with exit code 1\n"
     [finding] = diagnose([LogText("slurm-45.out", ended)], year=2026)
     assert finding.kind == "crash" and finding.detections[0].tier == "confirmed"

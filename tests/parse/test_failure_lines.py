@@ -327,6 +327,13 @@ def test_a_line_reporting_an_end_is_fatal_and_an_error_a_program_may_survive_is_
         "Fatal error in zork: ring state 7 unknown": True,
         # a command-line tool's header: the tool ended (a job's start-up probe), not the job
         "fatal: not a git repository (or any of the parent directories): .git": False,
+        # Open MPI's default error handler (our values): an error said to have occurred, an
+        # error constant without the word error, and the abort it announces
+        "[h5:1130] *** An error occurred in MPI_Zorkreduce": False,
+        "[h5:1130] *** MPI_ERR_ZORK: operation not supported": False,
+        "[h5:1130] *** MPI_ZORKS_ARE_FATAL (processes in this communicator will now abort,": True,
+        # an abort a condition would bring is no end
+        "zork: ERROR: the run will abort if its loss diverges again": False,
     }
     rows = rows_of(*lines)
     assert dict(zip(rows.get_column(RAW), rows.get_column(FATAL), strict=True)) == lines
@@ -752,20 +759,6 @@ def test_a_list_of_ranks_at_fault_runs_until_a_line_that_lists_none() -> None:
     )
     listed = listed_ranks(frame, RAW, "message", ["job_id", "node"])
     assert listed.to_list() == [None, "6", "11", None, None]
-
-
-def test_an_mpi_error_handler_s_report_reads_as_an_announced_end() -> None:
-    # Open MPI's default error handler (our values): an error said to have occurred, an error
-    # constant without the word error, and the abort it announces
-    lines = {
-        "[h5:1130] *** An error occurred in MPI_Zorkreduce": False,
-        "[h5:1130] *** MPI_ERR_ZORK: operation not supported": False,
-        "[h5:1130] *** MPI_ZORKS_ARE_FATAL (processes in this communicator will now abort,": True,
-        # an abort a condition would bring is no end
-        "zork: ERROR: the run will abort if its loss diverges again": False,
-    }
-    rows = rows_of(*lines)
-    assert dict(zip(rows.get_column(RAW), rows.get_column(FATAL), strict=True)) == lines
 
 
 def test_a_port_denied_its_active_state_is_no_healthy_port() -> None:
