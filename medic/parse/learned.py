@@ -1197,9 +1197,9 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     this phrase (its last words) before it (-1: a rate of steps per second), or None when it is
     no step duration (a rate of samples or tokens is none)."""
     unit, label, phrase = unit.lower(), label.lower(), phrase.lower()
-    if _EXCLUDED.search(phrase or label) or _EXCLUDED.search(unit) or label in _COARSER:
+    if _EXCLUDED.search(phrase or label) or _EXCLUDED.search(unit):
         return None
-    if label in _INTERVAL:
+    if label in _COARSER or label in _INTERVAL:  # a clock's part, an interval of many steps
         return None
     if _SINCE_START.search(unit):  # a clock or an estimate
         return None
