@@ -121,7 +121,7 @@ def _progress_row(name: str, counts: list[int], elapsed: float) -> list[str]:
         _share(step, steps),
         _share(timing, steps),
         _share(right, cases),
-        f"{1e6 * elapsed / lines:.0f}",
+        f"{1e6 * elapsed / lines:.0f}" if lines else "-",
     ]
 
 

@@ -108,7 +108,7 @@ LOOKALIKE_LINE = (
     r"rollouts?)"
     r"(?-u:\b)|(?-u:\b)val(?:[^:=\w]|$)"
     r"|(?-u:\b)(?:generat|download|load|tokeniz|preprocess|decod|checkpoint|sav)[0-9A-Za-z]*"
-    r"(?:[^._0-9A-Za-z]|_[^A-Za-z]|_?$|\.(?:[^A-Za-z]|$|(?:py|pth?|bin|ckpt|json|log|txt|ya?ml"
+    r"(?:[^._\-0-9A-Za-z]|[_-][^A-Za-z]|[_-]?$|\.(?:[^A-Za-z]|$|(?:py|pth?|bin|ckpt|json|log|txt|ya?ml"
     r"|safetensors|tar|gz|npz|h5|pkl|onnx)(?:[^0-9A-Za-z_]|$)))"
     r"|(?-u:\b)cuda(?:[^:0-9A-Za-z_]|:[^0-9]|:?$)"
     r"|\[[0-9:]+<[0-9:?]+,\s*[0-9.]+\s?[kKMGTP]?i?B/s[],]"
@@ -125,12 +125,12 @@ training loss); a bar counting bytes (tqdm's ``[00:30<00:36, 150MB/s]``, its pos
 comma: a download, an upload, a copy), or items at ``ITEMS_PER_S`` or more (bytes, examples or
 requests: no training loop's steps). A word of an activity (loading, decoding, generating,
 saving ...) that begins a metric's compound name is that metric's, not the line's: a training
-step reports its ``load_balancing_loss``, ``generator_loss`` or a head's metrics (OpenMMLab's
-``decode.loss_ce``, ``decode.acc_seg``; ``checkpoint.py`` or ``.pt`` is a file, not a metric); a
-loop's word names the loop wherever it stands (``eval_loss`` is an evaluation's). "cuda"
-naming a device (``mem_usage:cuda:3 6.7GB``) is no CUDA error. Word characters and boundaries
-are ASCII: Unicode ones send the regex engine down its slow path on every line holding
-non-ASCII text (a progress bar's blocks), ten times the cost."""
+step reports its ``load_balancing_loss`` (``load-balance-loss``), ``generator_loss`` or a head's
+metrics (OpenMMLab's ``decode.loss_ce``, ``decode.acc_seg``; ``checkpoint.py`` or ``.pt`` is a
+file, not a metric); a loop's word names the loop wherever it stands (``eval_loss`` is an
+evaluation's). "cuda" naming a device (``mem_usage:cuda:3 6.7GB``) is no CUDA error. Word
+characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
+every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
 AFTER_METER = r"(\[[0-9]{1,3}:[0-9]{2}(?::[0-9]{2})?(?:<[0-9:?]+)?,[^\]]*\]).+$"
 """A tqdm meter (``[01:14:23<1:13:02,  1.23it/s]``) and what follows it on its line: tqdm
 leaves its last update without a newline, so the next print lands after it (trlx's bar, then
@@ -1020,8 +1020,9 @@ def _names_a_value(bracketed: str) -> bool:
 
 def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, str, str]:
     """A number's unit (the word after it, else one in brackets before it), label (the word
-    before it) and phrase (the last words before it, a bracketed unit set apart from the label
-    it follows), each empty where there is none."""
+    before it, its words joined by underscores: ``tokens-per-second`` reads as
+    ``tokens_per_second``) and phrase (the last words before it, a bracketed unit set apart from
+    the label it follows), each empty where there is none."""
     unit = _UNIT_AFTER.match(after) or _STEPS_AFTER.match(after)
     since = _SINCE_START.match(after[unit.end() :]) if unit else None
     bracketed = _BRACKETED.search(before)
@@ -1038,7 +1039,7 @@ def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, s
         else bracketed.group(1)
         if bracketed
         else "",
-        label.group(1) if label else "",
+        label.group(1).replace("-", "_") if label else "",
         phrase.group(1) if phrase else "",
     )
 

@@ -736,6 +736,55 @@ def test_a_non_zero_status_is_an_error_code_without_an_error_word() -> None:
     assert read("zork: completion with status=0") == []
 
 
+def test_a_status_with_its_canonical_code_is_a_failure_report() -> None:
+    # Abseil's and gRPC's form, as TensorFlow, JAX and XLA raise and log errors (our wording)
+    assert reading("Exception in zork=TPU:6: RESOURCE_EXHAUSTED: From /job:zork/task:0:") == (
+        "general",
+        "crash",
+    )
+    assert reading("  (0) RESOURCE_EXHAUSTED: zork needs 10.5G of memory, 8.9G free") == (
+        "memory",
+        "crash",
+    )
+    assert reading("zork.RuntimeFault: DEADLINE_EXCEEDED: barrier of 8 workers") == (
+        "collectives",
+        "hang",
+    )
+    # at a lower level, an input's end, a cancel: no report
+    assert read("INFO:zork:backend 'tpu' skipped: NOT_FOUND: no platform named tpu") == []
+    assert read("W0102 03:04:05.678 1 zork.cc:404] zork stopped: OUT_OF_RANGE: End of input") == []
+    assert read("zork: stream closed: CANCELLED: by the client") == []
+
+
+def test_an_input_s_end_reported_as_a_status_is_no_failure() -> None:
+    # a sampler or an input pipeline ends its epoch with OUT_OF_RANGE, even at error level
+    assert (
+        read("E0717 17:30:22.467953 589 zork.cc:194] GetNodes failed: status:Out of range:") == []
+    )
+    assert read("zork.errors_impl.OutOfRangeError: End of sequence") == []
+    # an index out of range is a bug
+    assert reading("IndexError: list index out of range") == ("general", "crash")
+
+
+def test_a_child_s_end_its_supervisor_reports_with_a_code() -> None:
+    # our wording, in the forms launchers report a child process's end with
+    assert reading("[rank: 1] Child process with PID 23026 terminated with code 1.") == (
+        "general",
+        "crash",
+    )
+    assert reading("zork worker finished with exit code 137") is not None
+    assert read("zork worker finished with exit code 0") == []
+    assert read("[rank: 1] Child process with PID 23026 terminated with code -15.") == []
+
+
+def test_an_exception_s_name_may_hold_a_note_before_its_message() -> None:
+    # TensorFlow 1's session re-raises an op's error with a note on where its traceback is
+    assert reading("ZorkExhaustedError (see above for traceback): OOM when allocating zork") == (
+        "memory",
+        "crash",
+    )
+
+
 def test_a_traced_command_or_a_quoted_line_is_no_report() -> None:
     # bash's xtrace ("+ " per level) echoes a job script's commands; "> " quotes text
     assert read("+ grep -c 'zork error' run.log") == []

@@ -194,6 +194,7 @@ def test_lines_saying_what_else_they_are_are_never_learned() -> None:
     # an activity's word that begins a metric's name is the metric's: a training step reports
     # a decoder head's loss and accuracy, a router's load balancing loss, a generator's loss
     metrics = ("decode.loss_ce", "decode.acc_seg", "load_balancing_loss", "generator_loss")
+    metrics += ("load-balance-loss",)
     for metric in (*metrics, "saved_tokens"):
         assert steps(learner(), f"iter 7 {metric}: 0.5 time: 0.3") == [("learned", 7, 0.3)]
     # "cuda" naming a device is no CUDA error
@@ -307,6 +308,17 @@ def throughputs(parser: ProgressParser, *messages: str) -> list[tuple]:
     assert out is not None
     rows = out.frame.filter(out.frame["event"] == "step")
     return list(zip(rows["step"], rows["throughput"], rows["throughput_unit"], strict=True))
+
+
+def test_a_label_whose_words_are_joined_by_hyphens_reads_as_joined_by_underscores() -> None:
+    lines = [
+        f"step {s:08d}/00000015 | step-time 2{s}.5 sec | tokens-per-second 28,59{s}"
+        for s in (1, 2, 3)
+    ]
+    assert steps(learner(), *lines) == [("learned", s, float(f"2{s}.5")) for s in (1, 2, 3)]
+    assert throughputs(learner(), *lines) == [
+        (s, float(f"2859{s}"), "tokens_per_second") for s in (1, 2, 3)
+    ]
 
 
 def test_a_step_lines_throughput_is_read_the_one_per_device_first() -> None:

@@ -548,6 +548,28 @@ def test_a_line_with_several_bars_is_read_at_its_last_in_every_bar_format() -> N
     assert [(r["step"], r["step_time_s"]) for r in rows] == [(7, 3.0), (9, 4.0)]
 
 
+def test_a_bar_whose_unit_names_a_loops_steps_gives_their_time() -> None:
+    # tqdm's `unit` set to the loop's batches or steps (a custom Lightning bar): "4.0batch/s",
+    # "2.5s/step" are its steps' rate as "it/s" is
+    bar = "Epoch 0:  40%|████      | {0}/100 [00:10<00:15,  {1}, loss=1.2]"
+    rows = parse(bar.format(40, "4.00batch/s"), bar.format(41, "2.50s/step"))
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [
+        ("lightning", 40, 0.25),
+        ("lightning", 41, 2.5),
+    ]
+
+
+def test_a_lightning_bar_of_a_loader_of_unknown_length_is_a_step() -> None:
+    # the bar's format writes the unknown total as "?"; NeMo's timing callback fills the
+    # postfix only once a step was timed
+    bar = "Epoch 0: :   0%|          | {0}/? [23:53<00:00, v_num=, train_step_timing in s={1}]"
+    rows = parse(bar.format(614, ""), bar.format(615, "2.01"))
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [
+        ("lightning", 614, None),
+        ("nemo", 615, 2.01),
+    ]
+
+
 def test_a_shortcut_needs_a_pattern_that_reads_the_last_match() -> None:
     with pytest.raises(ValueError, match="needs a pattern led by"):
         ProgressFormat("x", "step", ("Epoch ",), r"Epoch (?P<step>\d+)", "src", once=("Epoch ",))
