@@ -41,8 +41,9 @@ peers have not, or draws markedly less power (capped); or whose PCIe replay or N
 counters rise ``z_threshold`` above its peers' (link retries cost bandwidth at any clock: DCGM's
 PCIe health watch counts a rising replay rate as a fault). A GPU caused-flagged as persistently
 (the same rule), first within the ``grace_windows`` of its GPUs being watched (before the
-job's baseline could be trusted), is a straggler without the pace vote; one that turns up later
-still needs the job to slow.
+job's baseline could be trusted), and as persistently over ``ALONE_SPANS`` times the windows
+judged (a thermal blip soon after a start or a requeue ends sooner), is a straggler without the
+pace vote; one that turns up later still needs the job to slow.
 
 A node whose network degrades is named from its logs or its port counters: ``flap_count``
 InfiniBand/RoCE link drops (the kernel's mlx5 ``Link down``, NCCL's ``port error`` async
@@ -151,6 +152,13 @@ LINK_DOWN = ("mlx5_link_down", "ib_port_error")
 the kernel's mlx5 line, and NCCL's async event on the host whose port it is."""
 CAUSE = "cause"
 NETWORK = "network"
+ALONE_SPANS = 2
+"""A GPU's cause of slowness that fires without the pace vote (``early``) must hold as
+persistently over this many times the windows judged (``peer_k`` of each ``peer_n``): a cause
+there from the job's first step holds for good, a thermal blip a minute or two long after a
+start or a requeue does not. More: later detections of stragglers present from the start."""
+MAX_BITS = 62
+"""The most windows a bit history keeps (an Int64's bits)."""
 LINK_DOWNED = "ib_link_downed_delta"
 FLAPS = frozenset({NETWORK, LINK_DOWNED})
 """Suspect features of a flapping link (strength: drops over ``flap_count``)."""
@@ -780,10 +788,13 @@ def _scoring(c: StragglerConfig) -> _Scoring:
             (clock_cause | by_link).alias("caused"),
         ],
     ]
-    kept = max(c.peer_n, c.min_samples)
+    kept = min(ALONE_SPANS * max(c.peer_n, c.min_samples), MAX_BITS)
     span = pl.col("judged_span")  # a column of its own: unoptimised queries repeat expressions
     recent = pl.lit(2, pl.Int64).pow(span).cast(pl.Int64) - 1
     needed = (span * c.peer_k / c.peer_n).ceil().cast(pl.Int64)
+    long_span = pl.min_horizontal(ALONE_SPANS * span, pl.lit(MAX_BITS, pl.Int64))
+    long_recent = pl.lit(2, pl.Int64).pow(long_span).cast(pl.Int64) - 1
+    long_needed = (long_span * c.peer_k / c.peer_n).ceil().cast(pl.Int64)
     seen = pl.col("seen").fill_null(0)
     short = pl.max_horizontal(pl.col("needed") - 1, pl.lit(1))
     tracked = [
@@ -814,6 +825,10 @@ def _scoring(c: StragglerConfig) -> _Scoring:
             (pl.col("ready") & pl.col("caused") & (pl.col("causes") >= pl.col("needed"))).alias(
                 "persistent_cause"
             ),
+            (
+                (long_span <= pl.col("counts").list.len())
+                & (flag_count(pl.col("cause_history") & long_recent) >= long_needed)
+            ).alias("settled_cause"),
             ((pl.col("flags") >= short) | (pl.col("causes") >= short)).alias("odd"),
         ],
     ]
@@ -842,7 +857,11 @@ def _scoring(c: StragglerConfig) -> _Scoring:
         .then(pl.col("cause_feature"))
         .otherwise(pl.col("feature"))
         .alias("feature"),
-        (pl.col("persistent_cause") & (pl.col("cause_seen") < c.grace_windows)).alias("early"),
+        (
+            pl.col("persistent_cause")
+            & pl.col("settled_cause")
+            & (pl.col("cause_seen") < c.grace_windows)
+        ).alias("early"),
     ]
     suspect_nodes = [
         pl.col("gpu", "z", "feature").sort_by("z").last(),

@@ -155,6 +155,18 @@ def test_a_gpu_power_capped_from_the_first_step_is_found() -> None:
     assert 0.5 < found.score < 1.0
 
 
+def test_a_gpu_throttled_for_a_minute_or_two_after_the_start_is_no_straggler_from_it() -> None:
+    # A thermal blip three windows long, two minutes into a job (or its requeue): within the
+    # GPU's first windows, held low by a slowdown reason, yet over before it could be the way
+    # the GPU always ran; the job never slows.
+    blip = {**HOT, "sm_clock_mhz": 1600.0}
+
+    def blipping(t: float, node: str, gpu: int) -> dict[str, Any]:
+        return COMPUTE | blip if (node, gpu) == ("n3", 1) and 120 <= t < 210 else COMPUTE
+
+    assert run(StragglerDetector(), [slow_from_the_start(blipping)], 900) == []
+
+
 def test_pcie_replays_from_the_first_step_are_found() -> None:
     # One GPU's PCIe link replays from the job's start: the slowness is in the job's baseline,
     # yet the retries themselves stand out from its peers.
