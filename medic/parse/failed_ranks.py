@@ -108,7 +108,10 @@ WHO = (
 ``[[job,vpid],rank]`` or PRRTE's ``[nspace@job,rank]``, the process an MPICH-family library
 (MPICH, Intel MPI, Cray MPICH, MVAPICH) names after an abort (``application called
 MPI_Abort(MPI_COMM_WORLD, 1) - process 3``: its rank in ``MPI_COMM_WORLD``)."""
-LOCAL = r"(?i)local_rank\s*[:=]\s*(\d+)"
+LOCAL = r"(?i)local_rank\s*[:=]\s*(\d+)|\bprocess\s+(\d+)\s+terminated\b"
+"""A local rank: torchrun's ``local_rank`` field, or the process index that
+``torch.multiprocessing.spawn`` reports ("process 3 terminated with exit code 1", "-- Process 5
+terminated with the following error:"), each process's index on its node."""
 WHERE = (
     r"(?i)\bon (?:node|host)\s+([A-Za-z][\w.-]*[\w])"
     r"|\bhost(?:name)?\s*[:=]\s*([A-Za-z][\w.-]*[\w])"
@@ -129,9 +132,12 @@ code a process gave ``MPI_Abort``, which MPI launchers exit with."""
 SIGNAL = r"(?i:\bsignal)\s*:?\s*(\d+)|\b(SIG[A-Z]{3,6})\b"
 WORDS = (
     r"(?i)\b(segmentation fault|bus error|aborted|killed|core dumped|out of memory|oom"
-    r"|terminated)\b"
+    r"|terminated with the following error|terminated)\b"
 )
-"""Ends named by a word (srun's ``task 3: Killed``, a runtime's ``task 2 terminated``)."""
+"""Ends named by a word (srun's ``task 3: Killed``, a runtime's ``task 2 terminated``), or by
+the error a process ended with (``torch.multiprocessing.spawn``: "Process 5 terminated with the
+following error"; ``terminated`` alone is a launcher stopping it, and a thread "terminated with
+exception", a process group's watchdog passing on a collective's error, is no process's end)."""
 NORMAL = r"(?i)\b(?:normally|successfully|gracefully|cleanly|finished|completed)\b"
 FIRST = r"(?i)root cause|first (?:observed )?failure|first process"
 STOPPED = ("15", "SIGTERM", "terminated")
@@ -187,7 +193,7 @@ def failed_ranks(stripped: pl.DataFrame, sizes: Sequence[int] | None = None) -> 
     message = pl.col("message")
     fields = lines.with_columns(
         _first(WHO, 5).alias("_who"),
-        message.str.extract(LOCAL, 1).alias("_local"),
+        _first(LOCAL, 2).alias("_local"),
         _first(WHERE, 3).alias("_where"),
         _first(CODE, 4).alias("_code"),
         _first(SIGNAL, 2).alias("_signal"),
@@ -256,8 +262,12 @@ def failed_ranks(stripped: pl.DataFrame, sizes: Sequence[int] | None = None) -> 
         if signal is None and code is not None and code < 0:
             signal = str(-code)
         name = SIGNALS.get(signal, signal) if signal is not None else None
+        # "terminated" says stopped unless a signal it names says otherwise ("process 3
+        # terminated with signal SIGSEGV")
         stopped = (
-            signal in STOPPED or name == "SIGTERM" or (row["_word"] or "") in STOPPED
+            signal in STOPPED
+            or name == "SIGTERM"
+            or ((row["_word"] or "") in STOPPED and name is None)
         ) and code in (None, 0, -15, 143)
         if stopped:
             continue

@@ -135,6 +135,24 @@ def test_a_local_rank_alone_is_read_and_more_wordings_of_an_end() -> None:
     ]
 
 
+def test_the_process_torch_multiprocessing_spawn_reports_is_a_local_rank() -> None:
+    # torch/multiprocessing/spawn.py: the index of the process that failed on this node
+    raised = (
+        "torch.multiprocessing.spawn.ProcessRaisedException:",
+        "",
+        "-- Process 5 terminated with the following error:",
+    )
+    ends = {
+        raised: (5, "terminated with the following error"),
+        ("process 2 terminated with exit code 1",): (2, "exit code 1"),
+        ("process 3 terminated with signal SIGSEGV",): (3, "SIGSEGV"),
+    }
+    for lines, (local, end) in ends.items():
+        assert [(r["rank"], r["local_rank"], r["end"]) for r in parse(*lines)] == [
+            (None, local, end)
+        ]
+
+
 def test_a_rank_list_as_python_prints_it_and_a_childs_negative_code() -> None:
     # PaddlePaddle's launchers (python/paddle/distributed/fleet/launch_utils.py: the aborted
     # trainers' ranks, a list; launch/job/container.py: a container's str, with its process's

@@ -76,6 +76,12 @@ def reading(line: str) -> tuple[str, str] | None:
             "crash",
         ),
         ("kernel: BUG: soft lockup - CPU#12 stuck for 23s! [python:7712]", "host", "node_failure"),
+        # a CPU named as where a tensor lives: the program's placement, not the node's CPU
+        (
+            "RuntimeError: Expected all zork tensors on the same device, found cuda:0 and cpu!",
+            "config",
+            "crash",
+        ),
         ("fatal: unknown option '--lr-sheduler' given to launcher", "config", "crash"),
         # retries exhausted is a failure report, whatever its level's word
         (

@@ -568,6 +568,9 @@ def test_a_lightning_bar_of_a_loader_of_unknown_length_is_a_step() -> None:
         ("lightning", 614, None),
         ("nemo", 615, 2.01),
     ]
+    # ... as any tqdm bar under such a format
+    rows = parse(" 45%|████▌     | 45/? [00:10<00:12,  4.00it/s]")
+    assert [(r["framework"], r["step"], r["step_time_s"]) for r in rows] == [("tqdm", 45, 0.25)]
 
 
 def test_a_shortcut_needs_a_pattern_that_reads_the_last_match() -> None:
