@@ -154,6 +154,20 @@ def reading(line: str) -> tuple[str, str] | None:
             "collectives",
             "hang",
         ),
+        # a status with its canonical code, as Abseil and gRPC write it (TensorFlow, JAX, XLA)
+        ("Exception in zork=TPU:6: RESOURCE_EXHAUSTED: From /job:zork/task:0:", "general", "crash"),
+        ("  (0) RESOURCE_EXHAUSTED: zork needs 10.5G of memory, 8.9G free", "memory", "crash"),
+        ("zork.RuntimeFault: DEADLINE_EXCEEDED: barrier of 8 workers", "collectives", "hang"),
+        # an exception's name with a note before its message (TensorFlow 1's re-raised error)
+        (
+            "ZorkExhaustedError (see above for traceback): OOM when allocating zork",
+            "memory",
+            "crash",
+        ),
+        # a child's end as its supervisor reports it
+        ("[rank: 1] Child process with PID 23026 terminated with code 1.", "general", "crash"),
+        # an index out of range is a bug, not an input's end
+        ("IndexError: list index out of range", "general", "crash"),
     ],
 )
 def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
@@ -742,21 +756,8 @@ def test_a_non_zero_status_is_an_error_code_without_an_error_word() -> None:
     assert read("zork: completion with status=0") == []
 
 
-def test_a_status_with_its_canonical_code_is_a_failure_report() -> None:
-    # Abseil's and gRPC's form, as TensorFlow, JAX and XLA raise and log errors (our wording)
-    assert reading("Exception in zork=TPU:6: RESOURCE_EXHAUSTED: From /job:zork/task:0:") == (
-        "general",
-        "crash",
-    )
-    assert reading("  (0) RESOURCE_EXHAUSTED: zork needs 10.5G of memory, 8.9G free") == (
-        "memory",
-        "crash",
-    )
-    assert reading("zork.RuntimeFault: DEADLINE_EXCEEDED: barrier of 8 workers") == (
-        "collectives",
-        "hang",
-    )
-    # at a lower level, an input's end, a cancel: no report
+def test_a_status_at_a_lower_level_an_input_s_end_or_a_cancel_is_no_report() -> None:
+    # statuses with their canonical codes (the table above) that report no failure
     assert read("INFO:zork:backend 'tpu' skipped: NOT_FOUND: no platform named tpu") == []
     assert read("W0102 03:04:05.678 1 zork.cc:404] zork stopped: OUT_OF_RANGE: End of input") == []
     assert read("zork: stream closed: CANCELLED: by the client") == []
@@ -768,27 +769,13 @@ def test_an_input_s_end_reported_as_a_status_is_no_failure() -> None:
         read("E0717 17:30:22.467953 589 zork.cc:194] GetNodes failed: status:Out of range:") == []
     )
     assert read("zork.errors_impl.OutOfRangeError: End of sequence") == []
-    # an index out of range is a bug
-    assert reading("IndexError: list index out of range") == ("general", "crash")
 
 
 def test_a_child_s_end_its_supervisor_reports_with_a_code() -> None:
-    # our wording, in the forms launchers report a child process's end with
-    assert reading("[rank: 1] Child process with PID 23026 terminated with code 1.") == (
-        "general",
-        "crash",
-    )
+    # our wording, in the forms launchers report a child process's end with (and the table)
     assert reading("zork worker finished with exit code 137") is not None
     assert read("zork worker finished with exit code 0") == []
     assert read("[rank: 1] Child process with PID 23026 terminated with code -15.") == []
-
-
-def test_an_exception_s_name_may_hold_a_note_before_its_message() -> None:
-    # TensorFlow 1's session re-raises an op's error with a note on where its traceback is
-    assert reading("ZorkExhaustedError (see above for traceback): OOM when allocating zork") == (
-        "memory",
-        "crash",
-    )
 
 
 def test_a_traced_command_or_a_quoted_line_is_no_report() -> None:
