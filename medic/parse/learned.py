@@ -146,6 +146,17 @@ ERROR_METRIC = r"(?i)(?-u:\b)error(?::[0-9A-Za-z_/.]+)*\s*[:=]?\s*[0-9]*\.[0-9]+
 """A metric named "error" (an error rate: speech toolkits' ``error:ctc 0.099``, a classifier's
 ``error 0.12``) by its fractional value, where an error report gives a code (``error 2``) or
 words: that field is a metric's, and ``LOOKALIKE_LINE`` does not read its name."""
+LOOP_METRIC = (
+    r"(?i)(?:^|[^0-9A-Za-z_])(?:val|valid[0-9A-Za-z_]*|test[0-9A-Za-z_]*|eval[0-9A-Za-z_]*)"
+    r"(?:-[0-9A-Za-z]+)*[/.][0-9A-Za-z_/.@-]*\s*[:=]\s*[-+]?[0-9.]"
+)
+"""A metric of another loop by its namespace (``val/test_score/gsm8k:0.171``,
+``val-core/gsm8k/reward/mean@1:0.4``, ``eval/accuracy=0.9``): beside a learning rate
+(``TRAINED_WITH``), the last evaluation's score that a training step's record carries (veRL's
+``step:5 - ... - actor/lr:0.000 - val/test_score/...``), and ``LOOKALIKE_LINE`` does not read
+its name."""
+TRAINED_WITH = r"(?i)(?:^|[^0-9A-Za-z])(?:lr|learning[_ ]rate)\s*[:=]\s*[-+]?[0-9.]"
+"""A learning rate's field: what an optimizer's step reports, an evaluation does not."""
 PADDING = r"([\[(/])\s+"
 """Spaces padding a number after a bracket or a slash (``[  20/1465]``, ``[1000/1465]``):
 dropped, so that the line's template does not change with the number's width."""
@@ -162,9 +173,10 @@ before its drawn bar (``~``) or its elapsed clock (tqdm's ``[00:10<...``; a cust
 own bar)."""
 SECONDS_PER_IT = r"([0-9]+(?:\.[0-9]+)?)s/it"
 """A bar's rate when slower than one iteration a second."""
-BAR_DESC = rf"^(.*?)[0-9]+%(?:\||\s*{BLOCKS})"
-"""A bar's description (tqdm's "desc: 45%|", or "desc: 45% ━━╸──"): a loop that says it is no
-training loop (``LOOKALIKE``: loading, mapping, compiling, packing, ...) is none."""
+BAR_DESC = rf"^(.*?)(?:[0-9]+%(?:\||\s*{BLOCKS})|[0-9]+it \[[0-9])"
+"""A bar's description (tqdm's "desc: 45%|", "desc: 45% ━━╸──", or, without a total, "desc: 31it
+[00:04, ..."): a loop that says it is no training loop (``LOOKALIKE``: loading, mapping,
+compiling, packing, ...) is none."""
 SUMMARY_LINE = (
     r"(?i)(?-u:\b)(?:val|dev|metrics?|summar[a-z]*|wrote|written|best|"
     r"report[a-z]*)(?-u:\b)"
@@ -401,6 +413,9 @@ class LearnedProgress:
     timed: set[tuple[str, str]] = field(default_factory=set)
     """The processes (job, process) whose step lines say how long a step took: their
     counter-only lines (a labelled counter and no time) are no steps of their own."""
+    last_step: dict[tuple[str, str], tuple[int, str, bool]] = field(default_factory=dict)
+    """Per process (job, process): the last step its step lines named, their template, and
+    whether they said how long it took."""
     tables: Tables = field(default_factory=Tables)
     """The tables' headers (``medic.parse.tables``): their rows are read by column."""
     candidates: pl.Expr = field(
@@ -462,6 +477,8 @@ class LearnedProgress:
         )
         steps = [self._steps(str(template), group) for (template,), group in groups]
         read = [s for s in steps if s is not None]
+        if read:
+            read = [self._once(pl.concat(read))]
         read += [frame for frame in (tabled, paces) if not frame.is_empty()]
         return pl.concat(read).sort("_line") if read else _EMPTY
 
@@ -490,7 +507,7 @@ class LearnedProgress:
         rest = found.filter(~is_header & ~is_part)
         headers, tails = found.filter(is_header), found.filter(is_part)
         if headers.is_empty() or tails.is_empty():
-            alone = headers.filter(~pl.col("_text").str.contains(SUMMARY_LINE))
+            alone = headers.filter(~_summary(pl.col("_text")))
             return pl.concat([rest, alone]).sort("_line"), self._paces(tails)
         tails = self._leading(headers, tails)
         owners = headers.select("_line", "job_id", "_who", pl.col("_line").alias("_owner"))
@@ -515,7 +532,7 @@ class LearnedProgress:
             .agg(pl.col("_text", "_template").str.join(JOINT).name.suffix("_part"))
         )
         alone = headers.join(owned, left_on="_line", right_on="_owner", how="anti").filter(
-            ~pl.col("_text").str.contains(SUMMARY_LINE)
+            ~_summary(pl.col("_text"))
         )
         records = headers.join(owned, left_on="_line", right_on="_owner", how="inner").select(
             "_line",
@@ -540,15 +557,10 @@ class LearnedProgress:
         )
         for job, who, template, first, header in firsts.iter_rows():
             self.leads.setdefault((job, who, template), first < header)
-        leads = pl.DataFrame(
+        leads = _per_process(
             [(*key, lead) for key, lead in self.leads.items()],
-            schema={
-                "job_id": pl.String,
-                "_who": pl.String,
-                "_template": pl.String,
-                "_leads": pl.Boolean,
-            },
-            orient="row",
+            _template=pl.String,
+            _leads=pl.Boolean,
         )
         return tails.join(
             leads, on=["job_id", "_who", "_template"], how="left", maintain_order="left"
@@ -593,6 +605,46 @@ class LearnedProgress:
                 self.totals[key] = max(value, self.totals.get(key, value))
         return kept
 
+    def _once(self, steps: pl.DataFrame) -> pl.DataFrame:
+        """``steps`` with a step that a process's next step line of another template names
+        again, one of the two saying how long it took at most (a record of several lines:
+        DeePMD-kit's "batch 14700: trn: rmse = ..." then "batch 14700: total wall time = 6.94
+        s"; a bar's last redraw of a count, then its line with the time), as one row: its first
+        line's, with the time and the throughput any of them gives. A template that names its
+        last step again, or two timed lines naming one, counted it afresh (a batch counted
+        within each epoch: Keras' last bar of each epoch). A process's first step of a batch is
+        compared with its last of the one before (``last_step``)."""
+        key = ["job_id", "_who"]
+        before = _per_process(
+            [(*process, *last) for process, last in self.last_step.items()],
+            _before=pl.Int64,
+            _before_template=pl.String,
+            _before_timed=pl.Boolean,
+        )
+        steps = steps.sort("_line").join(before, on=key, how="left", maintain_order="left")
+        timed = pl.col("step_time_s").is_not_null()
+        previous = pl.coalesce(pl.col("step").shift(1).over(key), "_before")
+        template = pl.coalesce(pl.col("_template").shift(1).over(key), "_before_template")
+        was_timed = pl.coalesce(timed.shift(1).over(key), "_before_timed")
+        again = (
+            (pl.col("step") == previous) & (pl.col("_template") != template) & ~(timed & was_timed)
+        )
+        once = (
+            steps.with_columns((~again.fill_null(False)).cum_sum().over(key).alias("_run"))
+            .filter(pl.col("_run") > 0)  # the step the batch before ended with, named again
+            .group_by(*key, "_run", maintain_order=True)
+            .agg(
+                pl.col("_line", "step").first(),
+                *(
+                    pl.col(c).drop_nulls().first()
+                    for c in ("step_time_s", "throughput", "throughput_unit")
+                ),
+            )
+        )
+        last = steps.group_by(key).agg(pl.col("step", "_template").last(), timed.last())
+        self.last_step.update(((j, w), (s, t, d)) for j, w, s, t, d in last.iter_rows())
+        return once.select(_EMPTY.columns).sort("_line")
+
     def state_size(self) -> int:
         """Templates held, over every job."""
         return sum(len(templates) for templates in self.jobs.values())
@@ -600,6 +652,7 @@ class LearnedProgress:
     def forget(self, job: str) -> None:
         """Drop what was learned of a job (it ended)."""
         self.jobs.pop(job, None)
+        self.last_step = {key: step for key, step in self.last_step.items() if key[0] != job}
         self.tables.forget(job)
         self.leads = {key: lead for key, lead in self.leads.items() if key[0] != job}
         self.totals = {key: most for key, most in self.totals.items() if key[0] != job}
@@ -681,6 +734,9 @@ class LearnedProgress:
             numbers = self._largest_loops(template, fields.total, numbers)
         return numbers.join(chosen, on=["job_id", "_who"], how="inner").select(
             "_line",
+            "job_id",
+            "_who",
+            pl.lit(template, pl.String).alias("_template"),
             pl.col("_numbers").list.get(pl.col("_counter")).cast(pl.Int64).alias("step"),
             pl.when(step_time.is_between(0.0, LONGEST_STEP_S, closed="right"))
             .then(step_time)
@@ -701,12 +757,32 @@ validation's (Keras' last bar of an epoch)."""
 
 def _lookalike(message: pl.Expr) -> pl.Expr:
     """True on the lines holding a word of ``LOOKALIKE_LINE`` outside their empty fields and
-    error metrics (``ERROR_METRIC``), and before the end of a tqdm meter (``AFTER_METER``), or
-    a validation's loss without the training's (``VALIDATION_LOSS``)."""
-    own = message.str.replace_all(EMPTY_FIELD, "").str.replace_all(ERROR_METRIC, "")
-    own = own.str.replace(AFTER_METER, "${1}")
+    error metrics (``ERROR_METRIC``), other loops' metrics beside a learning rate
+    (``LOOP_METRIC``), and before the end of a tqdm meter (``AFTER_METER``), or a validation's
+    loss without the training's (``VALIDATION_LOSS``)."""
+    fields = message.str.replace_all(EMPTY_FIELD, "").str.replace_all(ERROR_METRIC, "")
+    own = _without_loop_metrics(fields).str.replace(AFTER_METER, "${1}")
     validation = own.str.contains(VALIDATION_LOSS) & ~own.str.contains(TRAINING_LOSS)
     return own.str.contains(LOOKALIKE_LINE) | validation
+
+
+def _per_process(rows: list[tuple[object, ...]], **columns: type[pl.DataType]) -> pl.DataFrame:
+    """Rows of what was learned per process (job, process, then ``columns``) as a frame."""
+    schema: dict[str, type[pl.DataType]] = {"job_id": pl.String, "_who": pl.String, **columns}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _without_loop_metrics(text: pl.Expr) -> pl.Expr:
+    """``text`` without other loops' metrics (``LOOP_METRIC``) where it reports a learning
+    rate (``TRAINED_WITH``): a training step's record that carries the last evaluation's."""
+    trained = text.str.contains(TRAINED_WITH)
+    return pl.when(trained).then(text.str.replace_all(LOOP_METRIC, " ")).otherwise(text)
+
+
+def _summary(text: pl.Expr) -> pl.Expr:
+    """True on the lines that report on a step (``SUMMARY_LINE``), other loops' metrics beside
+    a learning rate aside."""
+    return _without_loop_metrics(text).str.contains(SUMMARY_LINE)
 
 
 def metrics_records(lines: pl.DataFrame) -> pl.DataFrame:

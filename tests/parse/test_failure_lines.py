@@ -69,6 +69,13 @@ def reading(line: str) -> tuple[str, str] | None:
             "hang",
         ),
         ("worker 7 got signal 11 (SIGSEGV) in a heap walk", "memory", "crash"),
+        # a warning of what an error might cause is no report of it (vLLM's worker wrapper)
+        (
+            "ERROR 11-02 09:41:07 zork.py:467] Error executing method push_shard. This might"
+            " cause deadlock in distributed execution.",
+            "general",
+            "crash",
+        ),
         # Python's base class itself, as SWIG-wrapped C++ libraries raise it
         (
             "Exception: Error synchronizing on event for zork: code 700 at zork.cpp:736",

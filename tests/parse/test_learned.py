@@ -502,6 +502,10 @@ def test_a_bars_blocks_change_but_its_template_does_not_and_other_loops_stay_out
             for i, b in enumerate(blocks)
         ]
         assert steps(ProgressParser(), *data) == steps(learner(), *data) == []
+    # a bar without a total says what it does before its count too (an RL trainer pushing its
+    # weights to the rollout engine), and a training loop's is a step
+    assert steps(learner(), "Syncing weights: 31it [00:04,  7.12it/s]") == []
+    assert steps(learner(), "Training: 31it [00:04,  7.12it/s]") == [("learned", 31, 1 / 7.12)]
 
 
 def test_a_line_with_a_validation_loss_and_no_training_loss_is_no_step() -> None:
@@ -511,6 +515,43 @@ def test_a_line_with_a_validation_loss_and_no_training_loss_is_no_step() -> None
     # beside the training's own loss, the last validation's figures leave it a training step
     both = [f"step {s} loss 3.{s}1 val_loss 4.{s}3 took 81{s}ms" for s in range(1, 5)]
     assert [step for _, step, _ in steps(learner(), *both)] == [1, 2, 3, 4]
+
+
+def test_a_step_record_carrying_another_loops_scores_beside_its_learning_rate_is_a_step() -> None:
+    # our wording, as a trainer's record joins its metrics' namespaced keys: a step's record
+    # that carries the last evaluation's score ("val/...") still reports its learning rate
+    record = "step:{} - actor/pg_loss:0.01{} - actor/lr:0.000 - val/test_score/quux:0.17{}"
+    assert steps(learner(), record.format(5, 1, 2)) == [("learned", 5, None)]
+    # without a learning rate it is the evaluation's own record, no step
+    assert steps(learner(), "step:0 - val/test_score/quux:0.171 - val/pass_rate:0.4") == []
+    assert steps(learner(), "Round 5 eval/accuracy=0.91 eval/loss=2.31") == []
+
+
+def test_a_step_two_lines_of_a_record_name_is_one_step_a_counter_counted_afresh_two() -> None:
+    # our wording, in DeePMD-kit's shape: a step's metrics line, then its timing line naming
+    # the same batch; one step each, also when the record is cut between two batches
+    parser = learner()
+    records = [
+        line
+        for batch_ in range(147, 151)
+        for line in (
+            f"QUUX INFO batch {batch_}00: trn: loss = 8.{batch_}e+00, lr = 9.64e-04",
+            f"QUUX INFO batch {batch_}00: total wall time = 6.{batch_} s",
+        )
+    ]
+    assert [step for _, step, _ in steps(parser, *records[:-1])] == [14700, 14800, 14900, 15000]
+    assert steps(parser, records[-1]) == []
+    # one template naming its last step again has counted afresh: a batch counted within each
+    # epoch, an epoch with a single report (MXNet's Speedometer)
+    epochs = [f"zork Era[{e}] Batch [100]  Speed: 24{e}0.5 samples/sec" for e in range(3)]
+    assert [step for _, step, _ in steps(learner(), *epochs)] == [100, 100, 100]
+    # ... and so have two lines that each say how long the step took (Keras' last bar of two
+    # epochs, the first with the validation's figures)
+    ends = [
+        "1875/1875 [==============================] - 14s 23ms/step - loss: 0.31 - val_loss: 0.13",
+        "1875/1875 [==============================] - 2s 824us/step - loss: 0.22",
+    ]
+    assert steps(learner(), *ends) == [("learned", 1875, 0.023), ("learned", 1875, 0.000824)]
 
 
 def test_a_count_after_a_bar_drawn_after_its_percentage_is_the_bar_s_and_other_loops_stay_out() -> (
