@@ -76,6 +76,20 @@ def test_job_node_rank_and_source_of_each_line() -> None:
     ]
 
 
+def test_a_slurmd_line_s_job_is_its_step_s_as_the_step_daemon_writes_it() -> None:
+    # slurmstepd leads its lines in slurmd.log with the step it runs ([job.step], after the
+    # time); a step's id and its "*** STEP" report name the job too; a time is no step
+    text = (
+        "[2026-11-30T04:00:01.100] launch task StepId=5151.0 request from UID:1 GID:1\n"
+        "[2026-11-30T04:00:02.200] [5152.extern] done with job\n"
+        "[2026-11-30T04:00:03.300] [5153.0] error: *** STEP 5153.0 ON gpu-b2 CANCELLED AT x\n"
+        "[2026-11-30T04:00:04.400] error: *** STEP 5154.0 STEPD TERMINATED ON gpu-b2 AT x\n"
+        "[2026-11-30T04:00:05.500] [2026-11-30] debug: nothing of a job\n"
+    )
+    frame = lines_frame([LogText("slurmd.log", text)]).sort("line")
+    assert frame.get_column("job_id").to_list() == ["5151", "5152", "5153", "5154", None]
+
+
 def test_folders_are_read_recursively_and_missing_paths_are_one_line_errors(
     tmp_path: Path,
 ) -> None:
