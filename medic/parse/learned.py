@@ -830,13 +830,19 @@ def _finite(value: pl.Expr) -> pl.Expr:
     return pl.when(value.is_finite()).then(value)
 
 
+NAMED_WITH_DIGITS = r"([A-Za-z])[0-9]+([A-Za-z])"
+"""Digits between a name's letters (``S2S``, ``mp3s``): part of the name, never a number."""
+
+
 def _plain_numbers(message: pl.Expr) -> pl.Expr:
     """``message`` with its numbers written plainly: a scalar's repr unwrapped
     (``np.float64(1.5)``, ``tensor(2.3, device='cuda:0')``: the wrapper's digits are no
-    number), a record's value unquoted (``"ups": "1.62"``), a magnitude suffix as its
+    number), a name's digits between its letters dropped (``S2S Loss``, ``x2y``: no number, and
+    no "2 s" duration), a record's value unquoted (``"ups": "1.62"``), a magnitude suffix as its
     exponent (``24.5K``, ``1.05M``: nanotron's human_format, many a logger's), so that a line's
     template does not change with them and its labels are read."""
     plain = message.str.replace_all(SCALAR_REPR, "${1}")
+    plain = plain.str.replace_all(NAMED_WITH_DIGITS, "${1}${2}")
     plain = plain.str.replace_all(QUOTED_NUMBER, "${1}${2}")
     for suffix, exponent in MAGNITUDES.items():
         plain = plain.str.replace_all(f"([0-9]){suffix}(?-u:\\b)", f"${{1}}{exponent}")
@@ -895,7 +901,8 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
     three lines of four (a counter restarting with each epoch allowed; one labelled step or
     iteration, in half of them: short epochs restart it often); of several, the one labelled
     likeliest a step. A count taken at first sight, not labelled a step or an iteration, that
-    stays while the number after its slash rises gives way to that number."""
+    stays while the number after its slash rises gives way to that number; one not labelled a
+    step that stays while another labelled counter rises, to that counter."""
     if not known.rises:
         known.rises = [0] * len(names)
     for i, name in enumerate(names):
@@ -911,6 +918,14 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
         known.counter = fields.sure
     if pairs < MIN_LINES - 1:
         return
+    rising = [
+        i
+        for i, name in enumerate(names)
+        if i not in fields.durations
+        and fields.ranks[i] < NO_COUNTER
+        and seen[f"whole_{name}"]
+        and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] < UNLABELLED else RISE) * pairs
+    ]
     counter = known.counter
     if counter is not None:
         after = counter + 1
@@ -921,15 +936,13 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
             and known.rises[after] >= RISE * pairs
         ):
             known.counter = after  # a count that stays while its "total" rises: two counters
+            return
+        inner = [i for i in rising if i != counter and fields.ranks[i] < UNLABELLED]
+        if fields.ranks[counter] > 0 and not known.rises[counter] and inner:
+            # a counter not labelled a step that stays while another labelled one rises counts
+            # an outer loop (old MXNet's "Iter[0] Batch [10]": the epoch, then the batch)
+            known.counter = min(inner, key=lambda i: (fields.ranks[i], i))
         return
-    rising = [
-        i
-        for i, name in enumerate(names)
-        if i not in fields.durations
-        and fields.ranks[i] < NO_COUNTER
-        and seen[f"whole_{name}"]
-        and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] < UNLABELLED else RISE) * pairs
-    ]
     described = [i for i in rising if fields.bar is not None and i < fields.bar]
     if described or rising:
         known.counter = min(described or rising, key=lambda i: (fields.ranks[i], i))

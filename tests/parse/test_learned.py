@@ -222,6 +222,21 @@ def test_lines_saying_what_else_they_are_are_never_learned() -> None:
     assert steps(learner(), *(f"zork: {i}0/60 [00:0{i}<00:10, 412.33it/s]" for i in range(1, 7)))
 
 
+def test_a_labelled_counter_that_stays_while_another_rises_counts_an_outer_loop() -> None:
+    # old MXNet's Speedometer called the epoch an iteration: "Iter[0] Batch [10] Speed: ..."
+    lines = [f"INFO:zork:Iter[0] Batch [{b}]\tSpeed: 20{b % 7}.5 samples/sec" for b in (10, 20, 30)]
+    assert [step for _, step, _ in steps(learner(), *lines)] == [10, 20, 30]
+    # a counter labelled a step stays the step, however another rises
+    lines = [f"zork step 7 batch {b} loss 2.{b % 7}1 took 3{b % 5}ms" for b in (10, 20, 30)]
+    assert [step for _, step, _ in steps(learner(), *lines)] == [7, 7, 7]
+
+
+def test_digits_between_a_names_letters_are_no_number() -> None:
+    # StyleTTS2 names a loss "S2S": its "2S" is no duration of two seconds
+    line = "Era [1/75], Step [110/464], Loss: 0.31109, S2S Loss: 0.45653, Mono Loss: 0.04269"
+    assert steps(learner(), line) == [("learned", 110, None)]
+
+
 def test_a_count_that_stays_while_the_number_after_its_slash_rises_is_an_epoch() -> None:
     # speech toolkits' "Batch <epoch>/<batch>" (our wording): a count out of a total at first
     # sight, two counters once the lines show the first stay and the second rise
