@@ -69,6 +69,12 @@ def reading(line: str) -> tuple[str, str] | None:
             "hang",
         ),
         ("worker 7 got signal 11 (SIGSEGV) in a heap walk", "memory", "crash"),
+        # a sentence led by the word Error says what it happened in
+        (
+            "Error while creating shared memory segment /dev/shm/zork-pZaf (size 7340384)",
+            "memory",
+            "crash",
+        ),
         # a warning of what an error might cause is no report of it (vLLM's worker wrapper)
         (
             "ERROR 11-02 09:41:07 zork.py:467] Error executing method push_shard. This might"
