@@ -774,7 +774,7 @@ deadlock in distributed execution."): guesses, whose words say nothing of what f
 cause a message suggests ("This might be due to a deadlock") is its reading, and kept."""
 
 
-HYPOTHESIS_WORDS = ["happen", "causes", "reasons", "cause", "lead to", "result in"]
+HYPOTHESIS_WORDS = ["happen", "cause", "reasons", "lead to", "result in"]
 """A word every guess of ``HYPOTHESES`` holds: a literal search finds the few lines that may
 make one (the regex is case-blind throughout, which no literal search leads)."""
 
