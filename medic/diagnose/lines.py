@@ -39,17 +39,17 @@ SYSTEM_NAMES = re.compile(r"dmesg|kern|syslog|messages|journal", re.IGNORECASE)
 SLURM_NAMES = re.compile(r"slurmd|slurmctld", re.IGNORECASE)
 KERNEL_LINE = r"kernel: |^\[ *\d+\.\d+\] |^\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\] |NVRM: |mlx5_core "
 JOB_IN_NAME = re.compile(r"(?:slurm|job)[-_]?(\d+)|[-_.](\d+)\.(?:out|err|log|txt)$|^(\d+)\.")
+SLURM_IDS = r"\*\*\* (?:JOB|STEP) (\d+)|StepId=(\d+)|JobId=(\d+)"
+"""A job as Slurm's own words name it: its ``*** JOB 4242 ...`` or ``*** STEP 4242.0 ...``
+report, a step's ``StepId=4242.0``, ``JobId=4242``."""
 SLURM_LOG_JOB = (
-    r"(?:JobId=|StepId=|\bjob |\*\*\* (?:JOB|STEP) )(\d+)"
-    r"|^(?:\[[^\]]*\] )?\[(\d+)\.(?:\d+|batch|extern|interactive)\]"
+    rf"{SLURM_IDS}|\bjob (\d+)|^(?:\[[^\]]*\] )?\[(\d+)\.(?:\d+|batch|extern|interactive)\]"
 )
-"""The job a slurmd/slurmctld line names: ``JobId=4242``, ``job 4242`` in older releases'
-wording ("requeue job 4242 due to failure of node ..."), a step's ``StepId=4242.0`` or its
-``*** STEP 4242.0 ...`` report, or, from the step daemon, the ``[4242.0]`` its log lines lead
-with (``[4242.batch]``, ``[4242.extern]``) after their time."""
-JOB_IN_TEXT = (
-    r"\*\*\* (?:JOB|STEP) (\d+)|StepId=(\d+)|SLURM_JOB_ID=(\d+)|srun: job (\d+) |JobId=(\d+)"
-)
+"""The job a slurmd/slurmctld line names: as Slurm's words do (``SLURM_IDS``), ``job 4242`` in
+older releases' wording ("requeue job 4242 due to failure of node ..."), or, from the step
+daemon, the ``[4242.0]`` its log lines lead with (``[4242.batch]``, ``[4242.extern]``) after
+their time."""
+JOB_IN_TEXT = rf"{SLURM_IDS}|SLURM_JOB_ID=(\d+)|srun: job (\d+) "
 FILE_WORDS = {"dmesg", "kern", "kernel", "syslog", "messages", "journal", "journalctl", "log"}
 FILE_WORDS |= {"txt", "slurmd", "slurmctld", "out", "err"}
 GENERIC_FOLDERS = {"", ".", "logs", "log", "tmp", "var"}
@@ -200,7 +200,12 @@ def lines_frame(
         lines.with_columns(
             pl.when(app)
             .then(pl.col("file_job"))
-            .otherwise(pl.coalesce(message.str.extract(SLURM_LOG_JOB, g) for g in (1, 2)))
+            .otherwise(
+                pl.coalesce(
+                    message.str.extract(SLURM_LOG_JOB, g)
+                    for g in range(1, re.compile(SLURM_LOG_JOB).groups + 1)
+                )
+            )
             .alias("job_id"),
             pl.coalesce(pl.col("_host"), file_node).alias("node"),
             pl.when(app).then(pl.col("_rank")).alias("rank"),
