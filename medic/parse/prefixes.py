@@ -40,6 +40,11 @@ PIECE = "_piece"
 """One prefix of a line's stacked prefixes."""
 MAX_ROUNDS = 6
 """Stacked prefixes cut off at most (a shipper's, a launcher's, a logger's and a level)."""
+SYSLOG_ESCAPES = {"#011": "\t", "#015": "\r", "#033": "\x1b"}
+"""Control characters as rsyslog writes them by default ("#" and the octal code:
+``$EscapeControlCharactersOnReceive``), as a line shipped through it arrives (mmcv's
+``Epoch [1][450/1833]#011lr: ...``): the tab, carriage return and escape a program wrote, which
+its format reads."""
 
 ASCII_CLASSES = {r"\d": "[0-9]", r"\w": "[0-9A-Za-z_]", r"\s": r"[\t ]", r"\S": r"[^\t ]"}
 """Unicode classes and their ASCII forms (a nested class works inside brackets too)."""
@@ -253,7 +258,7 @@ class PrefixStripper:
         """``frame`` (with a ``message`` column) with each message's prefixes cut off."""
         if self._last is not None and self._last[0] is frame:
             return self._last[1]
-        message = frame.get_column("message")
+        message = unescaped(frame.get_column("message"))
         stripped = frame.with_columns(message.alias(RAW), *self._prefixes(message))
         self._last = (frame, stripped)
         return stripped
@@ -353,6 +358,16 @@ def _scattered(nulls: pl.Series, at: pl.Series, values: pl.Series) -> pl.Series:
     if values.null_count() == len(values):
         return nulls
     return nulls.clone().scatter(at, values)
+
+
+def unescaped(message: pl.Series) -> pl.Series:
+    """``message`` with rsyslog's escapes of control characters (``SYSLOG_ESCAPES``) written
+    back as the characters."""
+    if not message.str.contains("#0", literal=True).any():
+        return message
+    for escape, character in SYSLOG_ESCAPES.items():
+        message = message.str.replace_all(escape, character, literal=True)
+    return message
 
 
 def _typed(columns: list[pl.Series]) -> list[pl.Series]:

@@ -197,6 +197,8 @@ def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
         "[W1130 02:00:03.118 230 client.py:86] socket failed to connect, retrying",
         "W1130 02:00:03.118 230 store.cc:12] connection refused by store",
         "connection refused, will retry in 5 s",  # a retry
+        "zorklib: Network error (ReadTimeout), entering retry loop.",
+        "Backing off zork_upload(...) for 0.8s (zork.ConnectionError: connection refused)",
         "zorkd: error: connection refused, retrying in 5 s",
         "Retired pages pending        : No",  # a field answering no
         "    Drain and Reset Recommended   : No",
@@ -235,6 +237,8 @@ def test_a_fatal_word_is_heard_under_a_lower_severity() -> None:
         # a "kernel" is a GPU's as often as the OS's: the word alone names no host failure
         ("!!!! zork kernel execution error. (m: 768, n: 64, error: 13)", "general"),
         ("zorkd: Kernel panic - not syncing: Fatal exception", "host"),
+        # the host's memory by its parts: its DRAM's ECC is no GPU's
+        ("zork: [Hardware Error]: MC2 Error (node 1): DRAM ECC error detected on the NB.", "host"),
     ],
 )
 def test_what_a_line_is_about_is_read_from_its_words_and_its_identifiers(
@@ -367,6 +371,8 @@ def test_a_line_reporting_an_end_is_fatal_and_an_error_a_program_may_survive_is_
         "[h5:1130] *** MPI_ZORKS_ARE_FATAL (processes in this communicator will now abort,": True,
         # an abort a condition would bring is no end
         "zork: ERROR: the run will abort if its loss diverges again": False,
+        # a program saying it exits where it reports an error
+        "CRITICAL trainer.py: 88: gradient norm is inf, exiting...": True,
     }
     rows = rows_of(*lines)
     assert dict(zip(rows.get_column(RAW), rows.get_column(FATAL), strict=True)) == lines
@@ -380,6 +386,25 @@ def test_deliberate_ends_are_read_as_ends_unless_something_failed() -> None:
     )
     assert rows.get_column(END).to_list() == [True, False, False]
     assert rows.get_column(FAMILY).to_list() == [None, "host", "general"]
+
+
+def test_an_interrupt_from_the_keyboard_is_a_deliberate_end() -> None:
+    # Python's exception for SIGINT ends its traceback (bare, or with a message, behind a
+    # launcher's rank tag), or a framework says it caught one; the source line raising it is no
+    # end, nor a note that a handler is installed
+    rows = rows_of(
+        "KeyboardInterrupt",
+        "[rank3]: KeyboardInterrupt: interrupted by the operator",
+        "Detected KeyboardInterrupt, attempting graceful shutdown ...",
+        "    raise KeyboardInterrupt(zork)",
+        "zork: error: KeyboardInterrupt handler installed for worker 3",
+    )
+    ended = dict(zip(rows.get_column(RAW), rows.get_column(END), strict=True))
+    assert ended == {
+        "KeyboardInterrupt": True,
+        "[rank3]: KeyboardInterrupt: interrupted by the operator": True,
+        "Detected KeyboardInterrupt, attempting graceful shutdown ...": True,
+    }
 
 
 def test_a_user_is_a_deliberate_end_only_with_the_end_they_made() -> None:
@@ -715,11 +740,20 @@ def test_an_error_at_a_source_location_is_reported() -> None:
         "Ошибка сегментирования",
         "Violación de segmento ('core' generado)",
         "セグメンテーション違反です (コアダンプ)",
+        # a bar redrawn in place never ends its line: the shell writes after its last number
+        "120/500 [=====>........................] - ETA: 61s - loss: 0.4417Killed",
+        "zork epoch 3 | 812/1000 | 2.31 s/it | loss 0.982Segmentation fault (core dumped)",
     ],
 )
-def test_a_shell_s_report_of_a_signal_s_end_reads_in_its_locale(line: str) -> None:
+def test_a_shell_s_report_of_a_signal_s_end_reads_in_its_locale_and_after_a_bar(
+    line: str,
+) -> None:
     (row,) = rows_of(line).to_dicts()
     assert (row[READING], row[FATAL]) == ("crash", True)
+
+
+def test_a_word_ending_in_killed_is_no_shell_s_report() -> None:
+    assert read("zork: 3 workers NotKilled") == []
 
 
 @pytest.mark.parametrize(

@@ -222,6 +222,15 @@ def test_a_message_without_a_prefix_is_left_alone(line: str) -> None:
     assert all(row[f"prefix_{f}"] is None for f in ("rank", "local_rank", "host", "time"))
 
 
+def test_control_characters_rsyslog_escaped_are_written_back() -> None:
+    # rsyslog writes a tab as "#011" and an escape as "#033": the program wrote them, its
+    # format reads them; a "#" before other digits is text
+    (row,) = stripped("Epoch [1][450/1833]#011lr: 3.592e-02, eta: 0:17:02, time: 0.651")
+    assert row["message"] == "Epoch [1][450/1833]\tlr: 3.592e-02, eta: 0:17:02, time: 0.651"
+    (row,) = stripped("#033[32mzork ready#033[0m on GPU #0123")
+    assert row["message"] == "\x1b[32mzork ready\x1b[0m on GPU #0123"
+
+
 def test_a_site_prefix_is_tried_before_the_built_in_ones_and_can_replace_them() -> None:
     own = PrefixConfig(patterns=(r"<(?P<host>[a-z0-9-]+)> ",))
     assert stripped("<n7> 3: x", config=own)[0] | {RAW: None} == {
