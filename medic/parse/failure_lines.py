@@ -329,6 +329,14 @@ PCI_ID = r"(?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-9a-f])?\b"
 it follows (``GPU0000:C3:00.0`` is a GPU)."""
 CAMEL_CASE = r"[a-z0-9][A-Z]|[A-Z][A-Z][a-z]"
 """Where ``_words_apart`` splits a word: a line holding none reads the same split or not."""
+SOURCE_DIRECTORIES = (
+    r"(?:[\w.~-]*/)+([\w.-]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hh|hpp|py|pyx|rs|go|java|scala)\b)"
+)
+"""The directories of a source file a line names where its code sits (glog's ``external/xla/
+xla/service/gpu/autotuning/gemm_fusion_autotuner.cc:1099]``, a PhysX build's ``/buildAgent/.../
+gpunarrowphase/src/PxgNarrowphaseCore.cpp (9908)``): where the code lives in its tree (a
+compiler's "gpu" directory), not what failed. The file's own name stays: it names the code
+that reports (``socket.cpp``'s lines are a socket's)."""
 WEB_ADDRESS = r"\b(?:https?|ftp)://\S+"
 """A web address (a library's "see https://docs.nvidia.com/..." hint): where to read more,
 not what failed; its words name the vendor of every CUDA error."""
@@ -637,7 +645,7 @@ class FailureLines:
         (``ConnectionError``, ``DistBackendError`` say little of what broke)."""
         if text.is_empty():
             return pl.Series(READING, [], dtype=pl.String)
-        line = pl.col("text")
+        line = _located(pl.col("text"))
         words = text.to_frame("text").select(_words_apart(line), _as_written(line).alias("plain"))
         lower = words.get_column("text")
         chosen, named, strong = self._families_of(lower, words.get_column("plain"))
@@ -735,8 +743,8 @@ class FailureLines:
             flags=[(ends & ~failed).alias(END), self._loud.on(said, blind).alias(_LOUD)],
             quiet=pl.col(END) | ~(quiet | soft),
             lowered=[
-                _words_apart(_stated(text)).alias(_LOWER),
-                _as_written(_stated(text)).alias(_PLAIN),
+                _words_apart(_located(_stated(text))).alias(_LOWER),
+                _as_written(_located(_stated(text))).alias(_PLAIN),
                 death.alias(_DEATH),
                 (mention & ~pl.col(END)).alias(MENTION),
             ],
@@ -783,6 +791,12 @@ def _stated(text: pl.Expr) -> pl.Expr:
     """``text`` up to the guesses at its cause (``HYPOTHESES``), if it makes any."""
     guessing = text.str.contains_any(HYPOTHESIS_WORDS, ascii_case_insensitive=True)
     return pl.when(guessing).then(text.str.replace(f"(?:{HYPOTHESES}).*$", "")).otherwise(text)
+
+
+def _located(text: pl.Expr) -> pl.Expr:
+    """``text`` with the directories of the source files it names left out
+    (``SOURCE_DIRECTORIES``)."""
+    return text.str.replace_all(SOURCE_DIRECTORIES, "${1}")
 
 
 def _words_apart(text: pl.Expr) -> pl.Expr:

@@ -216,6 +216,10 @@ def test_lines_that_only_look_like_failures_stay_silent(line: str) -> None:
     assert read(line) == []
 
 
+def test_a_retry_loop_that_gave_up_is_no_retry() -> None:
+    assert reading("zorklib: ERROR upload failed, retry loop exhausted after 5 tries") is not None
+
+
 def test_a_fatal_word_is_heard_under_a_lower_severity() -> None:
     # some libraries print their errors at a WARN level: the fatal word still counts
     assert reading("host1:4:4 [2] ZZZ WARN net plugin: fatal event on port 1: link down") == (
@@ -727,6 +731,33 @@ def test_a_device_that_cannot_start_is_heard_at_any_level() -> None:
 def test_an_error_at_a_source_location_is_reported() -> None:
     assert reading("zork error at kernel.cu:256 code=802(zorkErrorSystemNotReady)") is not None
     assert read("loss went from 2.1 to 1.9 at train.py:256") == []
+
+
+def test_the_directories_of_a_source_file_name_no_family() -> None:
+    # where the code lives in its tree ("gpu/" of a compiler's) is not what failed
+    line = "F0423 20:35:34.618 77 external/zork/service/gpu/tuning/tuner.cc:1099] build status 3"
+    assert reading(line) == ("general", "crash")
+    assert reading("F0423 20:35:34.618 77 tuning/tuner.cc:1099] GPU build status 3") == (
+        "device",
+        "gpu_fault",
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a failure in the present tense, a library's internal error, a level in brackets
+        "src/zork/Solver.cpp (859) : zork solveBlock fail to launch kernel!!",
+        "zork/Loader.cpp (148) : internal error : libzork.so!",
+        "2026-11-30 02:11:09 [11,526ms] [Error] [zork.plugin] solver stopped, code 700",
+    ],
+)
+def test_failures_in_other_words_and_levels(line: str) -> None:
+    assert reading(line) is not None
+
+
+def test_a_lower_level_in_brackets_is_quiet_in_any_case() -> None:
+    assert read("[Warning] [zork.plugin] Failed to create a context manager. Falling back.") == []
 
 
 @pytest.mark.parametrize(
