@@ -76,7 +76,7 @@ CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-
 CANDIDATE = (
     r"[0-9] ?(?:ms|s|sec|secs|seconds|us)(?-u:\b)"
     r"|(?i:time|dt[:=]|took|duration|timing|cost|latency|ms/|s/it|it/s|steps?/s|_per_s|persec"
-    r"|throughput|(?-u:\b)[btwsi]ps(?-u:\b)|/s(?:ec(?:ond)?)?(?:/|(?-u:\b)))"
+    r"|throughput|(?-u:\b)[btwsif]ps(?-u:\b)|/s(?:ec(?:ond)?)?(?:/|(?-u:\b)))"
 )
 """A line worth learning from holds a duration or a rate (a unit a second, ``samples/s``, or its
 abbreviation, ``wps``: what ``_RATE`` reads; its words, ``per second``, cost this scan of every
@@ -1135,11 +1135,11 @@ def _words(before: str, after: str, label: re.Match[str] | None) -> tuple[str, s
 
 _RATE = re.compile(
     r"(?i)/s(?:ec(?:ond)?)?(?:/|$)|_per_s(?:ec(?:ond)?)?(?:_|$)|per sec|[a-z]persec(?:ond)?$"
-    r"|^(?:tps|wps|sps|ips)$|flops$"
+    r"|^(?:tps|wps|sps|ips|fps)$|flops$"
 )
 """A throughput: so many samples, tokens, images or FLOPs a second (``samples/sec``,
-``tokens_per_sec``, ``TFLOP/s/GPU``; tokens, words, samples or images: ``tps``, ``wps``,
-``sps``, ``ips``)."""
+``tokens_per_sec``, ``TFLOP/s/GPU``; tokens, words, samples, images or frames: ``tps``,
+``wps``, ``sps``, ``ips``, ``fps``, as RL trainers count environment frames)."""
 _RATE_LABEL = re.compile(r"(?i)(?:^|[/_])throughput$")
 """A label naming a throughput (``perf/throughput``); as a unit, the word is the next field's."""
 _RATE_PHRASE = re.compile(r"(?i)(?:^|[\s(])([a-z]+ per sec(?:ond)?)$")

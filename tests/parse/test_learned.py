@@ -325,6 +325,14 @@ def throughputs(parser: ProgressParser, *messages: str) -> list[tuple]:
     return list(zip(rows["step"], rows["throughput"], rows["throughput_unit"], strict=True))
 
 
+def test_frames_a_second_is_a_throughput() -> None:
+    # an RL trainer counts environment frames a second ("fps"), as others count tokens ("tps")
+    lines = [f"zork update: {u}\tfps: {u}1.25\t" for u in (10, 20, 30, 40)]
+    assert throughputs(ProgressParser(), *lines) == [
+        (u, float(f"{u}1.25"), "fps") for u in (10, 20, 30, 40)
+    ]
+
+
 def test_a_label_whose_words_are_joined_by_hyphens_reads_as_joined_by_underscores() -> None:
     lines = [
         f"step {s:08d}/00000015 | step-time 2{s}.5 sec | tokens-per-second 28,59{s}"
