@@ -33,7 +33,8 @@ column for each (the ranks as Int32, the others as written)."""
 IPV4 = r"(?:\d{1,3}\.){3}\d{1,3}\b"
 """An IPv4 address, as a line names a host or a peer by it (a launcher's prefix, a report)."""
 RAW = "raw_message"
-"""The column holding each line as it came, prefixes and all."""
+"""The column holding each line as it came, prefixes and all (control characters a shipper
+escaped written back: ``SYSLOG_ESCAPES``)."""
 CUT = "_prefix"
 """A line's stacked prefixes, as cut off it."""
 PIECE = "_piece"
@@ -45,6 +46,7 @@ SYSLOG_ESCAPES = {"#011": "\t", "#015": "\r", "#033": "\x1b"}
 ``$EscapeControlCharactersOnReceive``), as a line shipped through it arrives (mmcv's
 ``Epoch [1][450/1833]#011lr: ...``): the tab, carriage return and escape a program wrote, which
 its format reads."""
+_ESCAPED = "|".join(SYSLOG_ESCAPES)
 
 ASCII_CLASSES = {r"\d": "[0-9]", r"\w": "[0-9A-Za-z_]", r"\s": r"[\t ]", r"\S": r"[^\t ]"}
 """Unicode classes and their ASCII forms (a nested class works inside brackets too)."""
@@ -258,7 +260,7 @@ class PrefixStripper:
         """``frame`` (with a ``message`` column) with each message's prefixes cut off."""
         if self._last is not None and self._last[0] is frame:
             return self._last[1]
-        message = unescaped(frame.get_column("message"))
+        message = _unescaped(frame.get_column("message"))
         stripped = frame.with_columns(message.alias(RAW), *self._prefixes(message))
         self._last = (frame, stripped)
         return stripped
@@ -360,14 +362,16 @@ def _scattered(nulls: pl.Series, at: pl.Series, values: pl.Series) -> pl.Series:
     return nulls.clone().scatter(at, values)
 
 
-def unescaped(message: pl.Series) -> pl.Series:
+def _unescaped(message: pl.Series) -> pl.Series:
     """``message`` with rsyslog's escapes of control characters (``SYSLOG_ESCAPES``) written
-    back as the characters."""
-    if not message.str.contains("#0", literal=True).any():
+    back as the characters, on the few lines holding one."""
+    at = message.str.contains(_ESCAPED).fill_null(False).arg_true()
+    if at.is_empty():
         return message
+    text = message.gather(at)
     for escape, character in SYSLOG_ESCAPES.items():
-        message = message.str.replace_all(escape, character, literal=True)
-    return message
+        text = text.str.replace_all(escape, character, literal=True)
+    return message.clone().scatter(at, text)
 
 
 def _typed(columns: list[pl.Series]) -> list[pl.Series]:
