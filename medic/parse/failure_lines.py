@@ -722,6 +722,7 @@ class FailureLines:
         # the words of an end, of a recovery or of a lower level, as the line states them: not
         # in its guesses at what caused it (``HYPOTHESES``: "preempted node" among them)
         said = _stated(lines)
+        read_text = _located(_stated(text))  # the text whose words the families read
         ends = self._end.on(said, blind) if self._end else pl.lit(False)
         failed = self._failed.on(said, blind) if self._failed else pl.lit(False)
         quiet = said.str.contains(self._quiet) if self._quiet else pl.lit(False)
@@ -743,8 +744,8 @@ class FailureLines:
             flags=[(ends & ~failed).alias(END), self._loud.on(said, blind).alias(_LOUD)],
             quiet=pl.col(END) | ~(quiet | soft),
             lowered=[
-                _words_apart(_located(_stated(text))).alias(_LOWER),
-                _as_written(_located(_stated(text))).alias(_PLAIN),
+                _words_apart(read_text).alias(_LOWER),
+                _as_written(read_text).alias(_PLAIN),
                 death.alias(_DEATH),
                 (mention & ~pl.col(END)).alias(MENTION),
             ],

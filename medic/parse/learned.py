@@ -918,14 +918,6 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
         known.counter = fields.sure
     if pairs < MIN_LINES - 1:
         return
-    rising = [
-        i
-        for i, name in enumerate(names)
-        if i not in fields.durations
-        and fields.ranks[i] < NO_COUNTER
-        and seen[f"whole_{name}"]
-        and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] < UNLABELLED else RISE) * pairs
-    ]
     counter = known.counter
     if counter is not None:
         after = counter + 1
@@ -937,8 +929,19 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
         ):
             known.counter = after  # a count that stays while its "total" rises: two counters
             return
+        if fields.ranks[counter] == 0 or known.rises[counter]:
+            return  # a step, or a counter that rises: kept (the usual case, decided cheaply)
+    rising = [
+        i
+        for i, name in enumerate(names)
+        if i not in fields.durations
+        and fields.ranks[i] < NO_COUNTER
+        and seen[f"whole_{name}"]
+        and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] < UNLABELLED else RISE) * pairs
+    ]
+    if counter is not None:
         inner = [i for i in rising if i != counter and fields.ranks[i] < UNLABELLED]
-        if fields.ranks[counter] > 0 and not known.rises[counter] and inner:
+        if inner:
             # a counter not labelled a step that stays while another labelled one rises counts
             # an outer loop (old MXNet's "Iter[0] Batch [10]": the epoch, then the batch)
             known.counter = min(inner, key=lambda i: (fields.ranks[i], i))
