@@ -49,6 +49,9 @@ SLURM_LOG_JOB = (
 older releases' wording ("requeue job 4242 due to failure of node ..."), or, from the step
 daemon, the ``[4242.0]`` its log lines lead with (``[4242.batch]``, ``[4242.extern]``) after
 their time."""
+SYSTEM_LOG_JOB = rf"{SLURM_IDS}|\bjob (\d+)"
+"""The job a kernel or system log line names: as ``SLURM_LOG_JOB`` without the step daemon's
+``[4242.0]``, which a kernel line's time since boot looks like (``[588912.611023]``)."""
 JOB_IN_TEXT = rf"{SLURM_IDS}|SLURM_JOB_ID=(\d+)|srun: job (\d+) "
 FILE_WORDS = {"dmesg", "kern", "kernel", "syslog", "messages", "journal", "journalctl", "log"}
 FILE_WORDS |= {"txt", "slurmd", "slurmctld", "out", "err"}
@@ -200,12 +203,9 @@ def lines_frame(
         lines.with_columns(
             pl.when(app)
             .then(pl.col("file_job"))
-            .otherwise(
-                pl.coalesce(
-                    message.str.extract(SLURM_LOG_JOB, g)
-                    for g in range(1, re.compile(SLURM_LOG_JOB).groups + 1)
-                )
-            )
+            .when(pl.col("kind") == "slurm")
+            .then(_job_named(message, SLURM_LOG_JOB))
+            .otherwise(_job_named(message, SYSTEM_LOG_JOB))
             .alias("job_id"),
             pl.coalesce(pl.col("_host"), file_node).alias("node"),
             pl.when(app).then(pl.col("_rank")).alias("rank"),
@@ -218,4 +218,11 @@ def lines_frame(
         )
         .drop("_rank", "_host", "_unnamed")
         .sort("time", "order", "line", maintain_order=True)
+    )
+
+
+def _job_named(message: pl.Expr, pattern: str) -> pl.Expr:
+    """The job id the first group of ``pattern`` that matches captures."""
+    return pl.coalesce(
+        message.str.extract(pattern, g) for g in range(1, re.compile(pattern).groups + 1)
     )

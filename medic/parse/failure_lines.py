@@ -775,15 +775,18 @@ HYPOTHESES = (
     r"|\b(?:possible|potential|common|likely) (?:root )?(?:causes|reasons)\b"
     r"|\b(?:th(?:is|at)|it|which) (?:can|could|may|might) (?:also |potentially |"
     r"possibly |eventually )?(?:cause|lead to|result in)\b"
+    r"|[;,.!]\s*[^;,.!?]{1,60}\?\s*$"
 )
 """Where a message goes on to list what might have caused it (Ray's "This can happen when (1)
 raylet crashes unexpectedly (OOM, ...) (2) ...", "There are some potential root causes. (1)
-..."), or to warn what it might cause (vLLM's "Error executing method X. This might cause
-deadlock in distributed execution."): guesses, whose words say nothing of what failed. A single
-cause a message suggests ("This might be due to a deadlock") is its reading, and kept."""
+..."), to warn what it might cause (vLLM's "Error executing method X. This might cause
+deadlock in distributed execution."), or ends asking its reader about a cause (Charliecloud's
+"nvidia-container-cli failed; does this host have GPUs?"): guesses, whose words say nothing of
+what failed. A single cause a message suggests ("This might be due to a deadlock") is its
+reading, and kept."""
 
 
-HYPOTHESIS_WORDS = ["happen", "cause", "reasons", "lead to", "result in"]
+HYPOTHESIS_WORDS = ["happen", "cause", "reasons", "lead to", "result in", "?"]
 """A word every guess of ``HYPOTHESES`` holds: a literal search finds the few lines that may
 make one (the regex is case-blind throughout, which no literal search leads)."""
 

@@ -1285,6 +1285,11 @@ def _counter_rank(label: str, qualifier: str = "") -> int:
     return rank - 1 if qualifier == "global" else rank
 
 
+_TIME_COST = r"(?:batch|reader|data|step|iter|time)[_ ]?cost\b"
+"""A cost that is a time: a batch's, its reading's (PaddlePaddle's ``batch_cost: 1.0371``,
+``reader cost``). A cost alone is a loss (the ``avg_cost`` of PaddlePaddle's fluid examples)."""
+
+
 def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     """Seconds per unit of a number with this unit after it, this label (its last word) and
     this phrase (its last words) before it (-1: a rate of steps per second), or None when it is
@@ -1322,7 +1327,8 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
         return None
     if re.search(r"(^|[^a-z])ms|_ms\b|ms/", label):
         return 0.001
-    timed = re.search(r"time(?![a-z])|dt$|took|duration|timing|cost|latency|_s/|_s$|sec", label)
+    timed = re.search(r"time(?![a-z])|dt$|took|duration|timing|latency|_s/|_s$|sec", label)
+    timed = timed or re.search(_TIME_COST, f"{phrase} {label}")
     if not timed and not re.search(r"(?:^|[^a-z])(?:time|timing|latency)\b|\(t\)$", phrase):
         return None  # "(t)": a label's time (OpenCLIP's "Batch (t): 0.559")
     if re.search(r"\(ms\)|\bin ms\b", phrase):

@@ -90,6 +90,16 @@ def test_a_slurmd_line_s_job_is_its_step_s_as_the_step_daemon_writes_it() -> Non
     assert frame.get_column("job_id").to_list() == ["5151", "5152", "5153", "5154", None]
 
 
+def test_a_kernel_line_s_time_since_boot_names_no_job() -> None:
+    # dmesg's "[seconds.micros]" has the step daemon's "[job.step]" form; Slurm's words in a
+    # system log still name the job
+    text = (
+        "[588912.611023] NVRM: zork\n[588913.100000] zork: *** JOB 5155 ON gpu-b2 CANCELLED AT x\n"
+    )
+    frame = lines_frame([LogText("dmesg.log", text)]).sort("line")
+    assert frame.get_column("job_id").to_list() == [None, "5155"]
+
+
 def test_folders_are_read_recursively_and_missing_paths_are_one_line_errors(
     tmp_path: Path,
 ) -> None:

@@ -885,3 +885,41 @@ def test_a_port_denied_its_active_state_is_no_healthy_port() -> None:
     healthy = "zork-hc: INFO: port mlx5_ib7:1 is ACTIVE (LinkUp 400 Gb/sec)"
     down = "n-273 | ERROR: zork-hc: check failed: No IB port mlx5_ib7:1 is ACTIVE (LinkUp)"
     assert [row[RAW] for row in read(healthy, down)] == [down]
+
+
+def test_python_s_memory_error_is_the_job_s_allocation_not_the_host_s_memory() -> None:
+    # our wording; the class name, split by case, holds a host's "memory error"
+    assert reading("MemoryError") == ("memory", "crash")
+    assert reading("zork.ShardError: MemoryError while packing shard 3") == ("memory", "crash")
+    # a machine's memory error is still the host's
+    assert reading("zorkd: ERROR: uncorrected memory error on DIMM B2") == ("host", "node_failure")
+
+
+def test_a_container_s_start_up_is_the_job_s_set_up_not_its_gpu() -> None:
+    # our wording, in the forms container runtimes and the GPU toolkit's CLI report a start
+    assert reading(
+        'FATAL:   container creation failed: exec: "/opt/zork/bin/nvidia-container-cli": '
+        "no such file or directory"
+    ) == ("config", "crash")
+    assert reading("zork-run: nvidia-container-cli failed; no GPU here?") == ("config", "crash")
+
+
+def test_a_machine_restarted_unasked_is_a_node_failure() -> None:
+    # our wording, as a scheduler's node reason and a BMC's event say it
+    assert reading("Reason=Node unexpectedly rebooted [root@2026-11-30T02:11:09]") == (
+        "host",
+        "node_failure",
+    )
+    assert reading("zork-bmc: n-273 unexpected power loss") == ("host", "node_failure")
+    # a restart someone asked for is none
+    assert read("Reason=reboot requested by operator [root@2026-11-30T02:11:09]") == []
+
+
+def test_a_driver_s_own_failed_assertion_is_no_fault() -> None:
+    # our wording, in the form NVIDIA's driver logs its NV_ASSERT checks
+    assert read("[ 4242.123456] NVRM: nvAssertFailedNoLog: Assertion failed: zork @ z.c:12") == []
+    assert (
+        read("NVRM: nvAssertOkFailedNoLog: Assertion failed: Call timed out [NV_ERR_TIMEOUT]") == []
+    )
+    # a program's failed assertion is its end
+    assert reading("zork: zork.c:12: main: Assertion `n > 0' failed.") is not None

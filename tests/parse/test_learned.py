@@ -434,6 +434,17 @@ def test_the_next_fields_label_is_no_unit_of_a_duration() -> None:
     assert steps(learner(), *lines) == [("learned", i, t) for i, t in enumerate(times)]
 
 
+def test_a_cost_is_a_time_only_as_a_batch_s_or_its_reading_s() -> None:
+    # our wording; PaddlePaddle names a batch's time batch_cost and its loss avg_cost
+    costs = [0.52, 0.5, 0.53, 0.51]
+    timed = [
+        f"step:{i}, loss: 2.{i}, batch_cost: {c}, reader cost: 0.1" for i, c in enumerate(costs)
+    ]
+    assert steps(learner(), *timed) == [("learned", i, c) for i, c in enumerate(costs)]
+    losses = [f"pass_id:0, batch_id:{i}, avg_cost:{c}" for i, c in enumerate(costs)]
+    assert [t for _, _, t in steps(learner(), *losses)] == []
+
+
 def test_a_unit_in_brackets_between_a_label_and_its_number_is_the_numbers() -> None:
     # our wording; the forms: a unit set in brackets after its label, with or without a space
     took = (1.25, 1.05, 1.35, 1.15)  # not rising on every line: no clock

@@ -590,6 +590,14 @@ def test_a_bar_too_fast_for_training_steps_counts_items() -> None:
     assert one("100%|██████████| 500/500 [00:01<00:00, 412.33it/s]")["step"] == 500
 
 
+def test_a_bar_described_by_the_word_epoch_alone_counts_epochs() -> None:
+    # the outer loop of trange(epochs, desc="Epoch") around the step bar; "Epoch 3:" is the
+    # step bar of epoch 3
+    assert parse("Epoch:  33%|███▎      | 1/3 [10:12<20:24, 612.00s/it]") == []
+    assert parse("epochs:   0%|          | 0/10 [00:12<?, ?it/s]") == []
+    assert one("Epoch 3:  58%|█████▊    | 318/545 [03:51<02:43,  1.38it/s]")["step"] == 318
+
+
 def test_rank_from_the_column_wins_over_the_prefix() -> None:
     assert one(MEGATRON_STEP, rank=63)["rank"] == 63
 

@@ -889,3 +889,13 @@ def test_the_rank_pytorchs_logging_header_names_printed_the_line() -> None:
 def test_a_list_under_another_writers_header_names_no_rank() -> None:
     lines = [("100", "Missing ranks:"), ("200", "14: [zork.layer3.weight]")]
     assert rows_of(*lines).is_empty()
+
+
+def test_the_oom_killer_s_summary_is_a_kill_of_the_job_s_process() -> None:
+    # mm/oom_kill.c's dump_oom_summary line, printed before its "Killed process" line (our
+    # values); an excerpt may end with it
+    row = one(
+        "[4242.377396] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=zork,"
+        "mems_allowed=0-1,task=python,pid=4242,uid=1000"
+    )
+    assert (row["signature"], row["kind"]) == ("sigkill", "crash")
