@@ -134,6 +134,10 @@ STORAGE_AWAY = ("nfs_server_not_responding",)
 """Signatures of a node's NFS client waiting on its server (the RPC's retries ran out; a hard
 mount retries for as long as the server is away): a rank apart there waits on storage, not
 saving, but a server failing over or back from a blip answers again and the job goes on."""
+STACK_DUMPS = ("pyspy_thread_dump", "gdb_thread_dump")
+"""Signatures of a process's threads dumped by a tool: taken of a live process, where its
+threads wait; after the job's own fatal end (gdb opening its core file: "Program terminated
+with signal") they are its last state, no wait."""
 
 
 @dataclass(frozen=True)
@@ -709,6 +713,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         the job's reports of the stall do not span its bound yet (``report_tier``): a suspect."""
         if not holds(signs.get_column("kind"), "hang"):
             return []  # a job's rows are kept only beside a hang line of its own
+        signs = _without_posthumous_dumps(signs)
         said = pl.col("_hang")
         named = pl.col("signature").str.starts_with(UNMATCHED) & (pl.col("role") == "root")
         # a node's kernel on blocked I/O (context) reports no job
@@ -1244,3 +1249,16 @@ def _by_job(window: Window) -> list[tuple[str, pl.DataFrame]]:
         return sorted(((str(key[0]), rows) for key, rows in groups.items()), key=lambda kv: kv[0])
     starts = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), len(ids)]
     return [(str(ids[a]), gpus.slice(a, b - a)) for a, b in itertools.pairwise(starts)]
+
+
+def _without_posthumous_dumps(signs: pl.DataFrame) -> pl.DataFrame:
+    """``signs`` without the stack dumps of a job (``STACK_DUMPS``) at or after a fatal end of
+    its own among them."""
+    if not holds(signs.get_column("signature"), STACK_DUMPS):
+        return signs
+    died = (
+        (pl.col("kind") == "crash") & (pl.col("role") == "root") & (pl.col("severity") == "fatal")
+    )
+    death = pl.col("time").filter(died).min().over("job_id")
+    after = pl.col("signature").is_in(STACK_DUMPS) & (pl.col("time") >= death)
+    return signs.filter(~after.fill_null(False))

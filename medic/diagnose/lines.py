@@ -16,6 +16,11 @@ What each file is comes from its name, then its lines:
   ``srun --label``'s ``N:``, ...). The host a line names is read as the pipeline's placement
   reads it (``medic.parse.placement``), which then checks it against the jobs' nodes.
 
+Text pasted from a terminal holds its shell's prompts (``[root@gpu-b17 ~]# nvidia-smi``,
+``user@gpu-b17:~$ dmesg``): the output of a command that reports on the machine it runs on
+(``LOCAL_COMMANDS``) is about the prompt's host, until the next prompt; a file shown with
+``cat`` or ``tail`` is about wherever it was written.
+
 Prefixes are read by the pipeline's own prefix stripper (``medic.parse.prefixes``, with the
 site's ``[parsers.prefixes]``); the lines go to the pipeline as they were written. A node
 nobody names is the empty string: evidence on it blames no node.
@@ -53,6 +58,22 @@ SYSTEM_LOG_JOB = rf"{SLURM_IDS}|\bjob (\d+)"
 """The job a kernel or system log line names: as ``SLURM_LOG_JOB`` without the step daemon's
 ``[4242.0]``, which a kernel line's time since boot looks like (``[588912.611023]``)."""
 JOB_IN_TEXT = rf"{SLURM_IDS}|SLURM_JOB_ID=(\d+)|srun: job (\d+) "
+SHELL_PROMPT = (
+    r"^(?:\([\w.-]+\) )?\[?[A-Za-z_][\w.-]*@([A-Za-z0-9][\w.-]*)(?:[: ][^\]#$]*)?\]?[#$] +"
+    r"(?:sudo +)?(?:\S*/)?([\w.-]+)"
+)
+"""A shell's prompt as bash's defaults write it (``[user@host dir]$ `` on Red Hat's,
+``user@host:dir$ `` on Debian's, a conda environment's ``(env) `` before it), then the command
+run: the host and the command's name."""
+LOCAL_COMMANDS = {
+    "nvidia-smi", "nvidia-debugdump", "nvidia-bug-report.sh", "dcgmi", "dmesg", "journalctl",
+    "ibstat", "ibstatus", "ibv_devinfo", "ibv_devices", "mlxlink", "lspci", "rocm-smi",
+    "amd-smi", "xpu-smi", "npu-smi", "edac-util", "ras-mc-ctl", "mcelog", "ipmitool", "sensors",
+    "free", "uptime", "df", "lsblk", "nvcc", "deviceQuery",
+}  # fmt: skip
+"""Commands that report on the machine they run on: their output is the prompt's host's."""
+CONTAINER_ID = r"^[0-9a-f]{12}$"
+"""The host name a container gets from its id: no node of a cluster."""
 FILE_WORDS = {"dmesg", "kern", "kernel", "syslog", "messages", "journal", "journalctl", "log"}
 FILE_WORDS |= {"txt", "slurmd", "slurmctld", "out", "err"}
 GENERIC_FOLDERS = {"", ".", "logs", "log", "tmp", "var"}
@@ -191,6 +212,7 @@ def lines_frame(
     lines = lines.with_columns(
         said.get_column("prefix_rank").alias("_rank"),
         line_host(said).alias("_host"),
+        _prompt_host(pl.col("message")).forward_fill().over("order").alias("_prompt"),
     )
     message = pl.col("message")
     app = pl.col("kind") == "app"
@@ -207,7 +229,9 @@ def lines_frame(
             .then(_job_named(message, SLURM_LOG_JOB))
             .otherwise(_job_named(message, SYSTEM_LOG_JOB))
             .alias("job_id"),
-            pl.coalesce(pl.col("_host"), file_node).alias("node"),
+            pl.coalesce(pl.col("_host"), pl.col("_prompt").replace("", None), file_node).alias(
+                "node"
+            ),
             pl.when(app).then(pl.col("_rank")).alias("rank"),
             pl.when(app)
             .then(pl.lit("app"))
@@ -216,7 +240,7 @@ def lines_frame(
             .otherwise(pl.lit("system"))
             .alias("source"),
         )
-        .drop("_rank", "_host", "_unnamed")
+        .drop("_rank", "_host", "_prompt", "_unnamed")
         .sort("time", "order", "line", maintain_order=True)
     )
 
@@ -226,3 +250,16 @@ def _job_named(message: pl.Expr, pattern: str) -> pl.Expr:
     return pl.coalesce(
         message.str.extract(pattern, g) for g in range(1, re.compile(pattern).groups + 1)
     )
+
+
+def _prompt_host(message: pl.Expr) -> pl.Expr:
+    """On a shell prompt's line, the host its command reports on ("" where it reports on no
+    host, or where the host is a container's id or has no host's form); null on other lines."""
+    host = message.str.extract(SHELL_PROMPT, 1)
+    command = message.str.extract(SHELL_PROMPT, 2)
+    local = (
+        command.is_in(sorted(LOCAL_COMMANDS))
+        & host.str.contains(r"\d")
+        & ~host.str.contains(CONTAINER_ID)
+    )
+    return pl.when(host.is_null()).then(None).when(local).then(host).otherwise(pl.lit(""))

@@ -128,3 +128,22 @@ def test_a_log_without_any_year_is_dated_from_its_file_not_the_year_2000(tmp_pat
     (pasted,) = lines_frame([text]).get_column("time")
     assert pasted <= time.time_ns() // 1000 + 86_400 * 10**6
     assert iso(pasted) > "2025"
+
+
+def test_a_command_that_reports_on_its_machine_is_about_the_prompt_s_host() -> None:
+    # bash's default prompts (Red Hat's, Debian's behind a conda environment); a file shown with
+    # cat is about wherever it was written; a container's id is no node
+    text = (
+        "[root@gpu-b17 ~]# nvidia-smi\n"
+        "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error\n"
+        "(base) zork@gpu-c07:~/run$ sudo dmesg -T | tail\n"
+        "[Mon Nov 30 02:11:09 2026] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+        "[zork@login01 ~]$ cat slurm-5155.out\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "root@3f2a9c1d7b6e:/workspace# nvidia-smi\n"
+        "No devices were found\n"
+    )
+    frame = lines_frame([LogText("terminal.txt", text)]).sort("line")
+    assert frame.get_column("node").to_list() == [
+        "gpu-b17", "gpu-b17", "gpu-c07", "gpu-c07", "", "", "", "",
+    ]  # fmt: skip

@@ -923,3 +923,17 @@ def test_a_driver_s_own_failed_assertion_is_no_fault() -> None:
     )
     # a program's failed assertion is its end
     assert reading("zork: zork.c:12: main: Assertion `n > 0' failed.") is not None
+
+
+def test_an_exception_s_repr_and_a_sentence_led_by_error_are_failures() -> None:
+    # our wording; a caught exception printed as its repr, Hydra's forms of a sentence
+    assert reading("ZorkException('You asked for 6 devices\\n but have 3')") is not None
+    assert reading("Error executing job with overrides: ['experiment=zork']") is not None
+    assert reading("Error in call to target 'zork.Trainer':") is not None
+    # a metric named error is none
+    assert read("Error rate on the zork set: 0.02") == []
+
+
+def test_a_misconfiguration_is_the_job_s_set_up() -> None:
+    line = "MisconfigurationException('You requested gpu: [0, 1, 2, 3]\\n your machine has: [0]')"
+    assert reading(line) == ("config", "crash")

@@ -598,6 +598,18 @@ def test_a_bar_described_by_the_word_epoch_alone_counts_epochs() -> None:
     assert one("Epoch 3:  58%|█████▊    | 318/545 [03:51<02:43,  1.38it/s]")["step"] == 318
 
 
+def test_a_bar_of_the_same_epoch_with_a_smaller_total_counts_another_loop() -> None:
+    # our values: a trainer that names its evaluation bar after the epoch, as Lightning names
+    # its training bar; each epoch's own bars are steps
+    lines = [
+        "Epoch 0: 100%|██████████| 273/273 [00:30<00:00,  9.00it/s, loss=0.674]",
+        "Epoch 0: 100%|██████████| 117/117 [00:12<00:00,  9.43it/s, acc=0.511, loss=0.692]",
+        "Epoch 1:  50%|█████     | 136/273 [00:12<00:12, 11.04it/s, loss=0.683]",
+        "Epoch 1: 100%|██████████| 117/117 [00:11<00:00, 10.06it/s, acc=0.674, loss=0.614]",
+    ]
+    assert [row["step"] for row in parse(*lines)] == [273, 136]
+
+
 def test_rank_from_the_column_wins_over_the_prefix() -> None:
     assert one(MEGATRON_STEP, rank=63)["rank"] == 63
 

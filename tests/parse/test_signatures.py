@@ -899,3 +899,35 @@ def test_the_oom_killer_s_summary_is_a_kill_of_the_job_s_process() -> None:
         "mems_allowed=0-1,task=python,pid=4242,uid=1000"
     )
     assert (row["signature"], row["kind"]) == ("sigkill", "crash")
+
+
+def test_a_live_process_s_stack_dump_is_a_hang() -> None:
+    # our values, in the forms Python's faulthandler, py-spy and gdb print them
+    for line, signature in [
+        ("Timeout (0:30:00)!", "faulthandler_timeout"),
+        ('Thread 0x7F3A2C1B5740 (idle): "MainThread"', "pyspy_thread_dump"),
+        ('Thread 48213 (active+gil): "MainThread"', "pyspy_thread_dump"),
+        ("Thread 12 (Thread 0x7f2c4a7fe640 (LWP 48213)):", "gdb_thread_dump"),
+        (
+            '* 1    Thread 0x7f2c4b8a1740 (LWP 48201) "python" 0x00007f2c4bd1a9dd in poll ()',
+            "gdb_thread_dump",
+        ),
+    ]:
+        row = one(line)
+        assert (row["signature"], row["kind"]) == (signature, "hang"), line
+    # a timeout's own words and a thread's mention are none
+    assert match("zork: Timeout (0:30:00) set for the store", "Thread 3 (idle) joined") == []
+
+
+def test_an_allocation_report_is_the_cuda_oom_it_ends() -> None:
+    # our values; the report's forms before and after PyTorch 2.1, on a line of their own
+    for line in [
+        "Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.2 GiB already allocated)",
+        "Tried to allocate 3.12 GiB. GPU 6 has a total capacity of 79 GiB of which 1 GiB is free",
+    ]:
+        assert one(line)["signature"] == "cuda_oom"
+
+
+def test_no_rocm_device_is_a_step_given_no_gpu_as_no_cuda_device_is() -> None:
+    row = one("  what():  HIP error: no ROCm-capable device is detected")
+    assert (row["signature"], row["kind"]) == ("cuda_no_device", "crash")
