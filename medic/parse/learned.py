@@ -268,9 +268,10 @@ _SINCE_START = re.compile(r"(?i)\s+(elapsed|ago|so far|remaining|left)(?![\w/]|\
 (OpenNMT-py's ``18191 s elapsed``, ``40 s left``), not how long a step took (a word that is
 the next field's label, ``rate:2.2it/s remaining:1:15:44``, is not): kept in the unit
 (``s elapsed``), which ``_scale`` then reads as no step time."""
-_EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|reader")
+_EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|reader|epoch")
 """Words naming a duration that is not the step's (a loader's, an estimate, a clock since the
-start), in its label or anywhere in its name (``Wall Clock``)."""
+start, an epoch's: ``Epoch time: 5668.2``, ``12.3 s/epoch``), in its label or anywhere in its
+name (``Wall Clock``)."""
 _COUNTED = re.compile(r"^[a-z]{3,}s$")
 """A unit naming what a number counts, a plural noun (``utt_duration=1069 frames``): no
 duration, whatever its label says, unless it is a unit of time."""
@@ -350,6 +351,10 @@ class Fields:
     totals: frozenset[int] = frozenset()
     """The fields after a count's slash (``n/N``): its total, or, where the count stays as it
     rises, a second counter (WeNet's ``Batch 4/203700``: the epoch, then the batch)."""
+    averaged_after: bool = False
+    """The template's last number is the running average of the one before it, in parentheses
+    (``| > step_time: 0.8086  (0.8312)``, as Coqui's trainer prints each metric): a line of one
+    such pair is a record's part as a line of one number is."""
 
     @property
     def duration(self) -> int | None:
@@ -1015,6 +1020,7 @@ def _fields(template: str) -> Fields | None:
         if counter is None
         else next((i for i in range(counter + 1, width) if _RUN_COUNTER.match(words[i][1])), None),
         totals=frozenset(totals),
+        averaged_after=bool(_RUNNING_AVERAGE.search(template)),
     )
 
 
@@ -1209,11 +1215,16 @@ def _pace(fields: Fields) -> bool:
     return bool(fields.scales) and fields.scales[0] < 0
 
 
+_RUNNING_AVERAGE = re.compile(r"#\s*\(#\)\s*$")
+"""A template ending in a number and, in parentheses, its running average."""
+
+
 def _is_part(fields: Fields | None) -> bool:
-    """A template of one number, a duration or a throughput: the later line of a record."""
+    """A template of one number (or one and its running average), a duration or a throughput:
+    the later line of a record."""
     return (
         fields is not None
-        and fields.width == 1
+        and (fields.width == 1 or (fields.width == 2 and fields.averaged_after))
         and (fields.duration is not None or fields.throughput is not None)
     )
 
@@ -1285,6 +1296,8 @@ def _counter_rank(label: str, qualifier: str = "") -> int:
     return rank - 1 if qualifier == "global" else rank
 
 
+_PER_STEP_LABEL = re.compile(r"([mu]?)s(?:ec)?/(?:b|batch|it|iter|step)")
+"""A label that is the unit of a step's time (HiFi-GAN's ``s/b : 1.131``, seconds a batch)."""
 _TIME_COST = r"(?:batch|reader|data|step|iter|time)[_ ]?cost\b"
 """A cost that is a time: a batch's, its reading's (PaddlePaddle's ``batch_cost: 1.0371``,
 ``reader cost``). A cost alone is a loss (the ``avg_cost`` of PaddlePaddle's fluid examples)."""
@@ -1325,6 +1338,9 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
         return -1.0
     if re.search(r" per sec", phrase):
         return None
+    per_step = _PER_STEP_LABEL.fullmatch(label)
+    if per_step:
+        return {"": 1.0, "m": 0.001, "u": 1e-6}[per_step.group(1)]
     if re.search(r"(^|[^a-z])ms|_ms\b|ms/", label):
         return 0.001
     timed = re.search(r"time(?![a-z])|dt$|took|duration|timing|latency|_s/|_s$|sec", label)

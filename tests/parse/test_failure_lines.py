@@ -937,3 +937,24 @@ def test_an_exception_s_repr_and_a_sentence_led_by_error_are_failures() -> None:
 def test_a_misconfiguration_is_the_job_s_set_up() -> None:
     line = "MisconfigurationException('You requested gpu: [0, 1, 2, 3]\\n your machine has: [0]')"
     assert reading(line) == ("config", "crash")
+
+
+def test_a_program_going_on_without_a_feature_is_no_failure() -> None:
+    # our wording, in the forms Ray's processes and libraries say what they go on without
+    assert (
+        read("zorkd: E main.cc:975: Failed to reach the zork agent. Metrics will not be exported.")
+        == []
+    )
+    assert read("ERROR: zork plugin failed to load, falling back to sockets") == []
+    # a loud word still ends it
+    assert reading("FATAL: zork agent failed, falling back to nothing") is not None
+
+
+def test_tensorflow_s_status_in_words_is_a_failure() -> None:
+    # the forms of TensorFlow before 2.6, with our values
+    assert reading("Resource exhausted: OOM when allocating tensor with shape[64,1024]") == (
+        "memory",
+        "crash",
+    )
+    assert reading("  (1) Internal: zork kernel launch failed") is not None
+    assert read("Unknown: 3 zork files") == []

@@ -951,3 +951,36 @@ def test_the_work_a_steps_time_is_per_names_the_counter() -> None:
     assert steps(learner(), *lines) == [("learned", 2, 644.3), ("learned", 3, 644.3)]
     # without a time per tick, a tick is a number like any other: learned only as it rises
     assert steps(learner(), "tick 2  kimg 12.2  lod 0.00  time 23m 19s  gpumem 5.1") == []
+
+
+def test_an_epoch_s_time_is_no_step_s() -> None:
+    # our wording: steps without a time, and an epoch's time after them
+    lines = [f"INFO:root:Epoch 0, Step {s}, loss: 0.{s}1, disc_loss: 0.003" for s in (20, 40, 60)]
+    lines += ["INFO:root:Epoch time: 5668.2"]
+    assert steps(learner(), *lines) == [("learned", s, None) for s in (20, 40, 60)]
+
+
+def test_a_label_that_is_a_step_s_unit_gives_its_time() -> None:
+    # HiFi-GAN's form: seconds a batch, the label "s/b"
+    times = (1.131, 1.216, 1.128)
+    lines = [
+        f"Steps : {210005 + 5 * i}, Gen Loss Total : 25.6{i}, s/b : {t}"
+        for i, t in enumerate(times)
+    ]
+    assert steps(learner(), *lines) == [("learned", 210005 + 5 * i, t) for i, t in enumerate(times)]
+
+
+def test_a_record_s_part_may_show_its_running_average() -> None:
+    # our values, in the form Coqui's trainer prints a step: a header, then each metric beside
+    # its running average; the step's time is the step_time line's, not the loader's
+    lines = []
+    for step, took in ((0, 0.81), (200, 0.17), (400, 0.12)):
+        lines += [
+            f"   --> TIME: 2026-11-30 14:22:56 -- STEP: {step}/3984 -- GLOBAL_STEP: {step}",
+            f"     | > loss: 0.1{step}  (0.12)",
+            f"     | > step_time: {took}  (0.31)",
+            "     | > loader_time: 0.0095  (0.0154)",
+        ]
+    assert steps(learner(), *lines) == [
+        ("learned", s, t) for s, t in ((0, 0.81), (200, 0.17), (400, 0.12))
+    ]

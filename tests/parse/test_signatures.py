@@ -931,3 +931,12 @@ def test_an_allocation_report_is_the_cuda_oom_it_ends() -> None:
 def test_no_rocm_device_is_a_step_given_no_gpu_as_no_cuda_device_is() -> None:
     row = one("  what():  HIP error: no ROCm-capable device is detected")
     assert (row["signature"], row["kind"]) == ("cuda_no_device", "crash")
+
+
+def test_an_oom_the_trainer_caught_and_skipped_is_benign() -> None:
+    # fairseq's forms, our values
+    row = one(
+        "| WARNING: ran out of memory with exception: CUDA out of memory. Tried to allocate 1 GiB"
+    )
+    assert (row["signature"], row["kind"]) == ("cuda_oom_recovered", "none")
+    assert one("attempting to recover from OOM in forward/backward pass")["kind"] == "none"
