@@ -337,6 +337,9 @@ xla/service/gpu/autotuning/gemm_fusion_autotuner.cc:1099]``, a PhysX build's ``/
 gpunarrowphase/src/PxgNarrowphaseCore.cpp (9908)``): where the code lives in its tree (a
 compiler's "gpu" directory), not what failed. The file's own name stays: it names the code
 that reports (``socket.cpp``'s lines are a socket's)."""
+LOGGER_NAME = r"\[(?:[a-z_][a-z0-9_]*\.)+[A-Za-z_]\w*\]"
+"""A dotted logger's name in brackets (Python logging's ``%(name)s``: ``[neuronxcc.driver.
+CommandDriver]``, a compiler's command driver): which module logs, not what failed."""
 WEB_ADDRESS = r"\b(?:https?|ftp)://\S+"
 """A web address (a library's "see https://docs.nvidia.com/..." hint): where to read more,
 not what failed; its words name the vendor of every CUDA error."""
@@ -799,8 +802,8 @@ def _stated(text: pl.Expr) -> pl.Expr:
 
 def _located(text: pl.Expr) -> pl.Expr:
     """``text`` with the directories of the source files it names left out
-    (``SOURCE_DIRECTORIES``)."""
-    return text.str.replace_all(SOURCE_DIRECTORIES, "${1}")
+    (``SOURCE_DIRECTORIES``), and a logger's dotted name (``LOGGER_NAME``)."""
+    return text.str.replace_all(SOURCE_DIRECTORIES, "${1}").str.replace_all(LOGGER_NAME, "[]")
 
 
 def _words_apart(text: pl.Expr) -> pl.Expr:

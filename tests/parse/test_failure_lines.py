@@ -958,3 +958,23 @@ def test_tensorflow_s_status_in_words_is_a_failure() -> None:
     )
     assert reading("  (1) Internal: zork kernel launch failed") is not None
     assert read("Unknown: 3 zork files") == []
+
+
+def test_a_compiler_s_error_and_a_binary_for_other_devices_are_the_job_s_build() -> None:
+    # our wording; a logger's dotted name says which module logs (a compiler's driver), not
+    # what failed
+    assert reading("ERROR 4242 [zorkcc.driver.CommandDriver]: An Internal Compiler Error") == (
+        "config",
+        "crash",
+    )
+    assert reading(
+        "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!"
+    ) == (
+        "config",
+        "crash",
+    )
+    # a driver said so outside a logger's name is still the node's
+    assert reading("zorkd: ERROR: cannot communicate with the NVIDIA driver") == (
+        "driver",
+        "node_failure",
+    )
