@@ -978,3 +978,21 @@ def test_a_compiler_s_error_and_a_binary_for_other_devices_are_the_job_s_build()
         "driver",
         "node_failure",
     )
+
+
+def test_a_supervisor_s_report_of_a_child_s_failed_exit_is_a_failure_at_any_level() -> None:
+    # our wording, in the forms a trial master and a training operator report a child's end
+    assert (
+        reading("<info>    [2026-11-30, 11:26:48] pod failed with exit code: 1  id=zork")
+        is not None
+    )
+    assert reading("DEBUG\tevents\tPod: zork.job-worker-0 exited with code 1") is not None
+    # a stop's code and a clean exit are none
+    assert read("INFO: container exited with code 0") == []
+    assert read("[rank: 1] Child process with PID 4242 terminated with code -15.") == []
+
+
+def test_an_exception_wrapping_another_s_class_is_an_exception() -> None:
+    # Ray's form, our values
+    line = "ray.exceptions.RayTaskError(ZorkError): ray::_Inner.train() (pid=249, ip=10.0.0.78)"
+    assert reading(line) is not None
