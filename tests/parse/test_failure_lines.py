@@ -394,20 +394,22 @@ def test_deliberate_ends_are_read_as_ends_unless_something_failed() -> None:
 
 def test_an_interrupt_from_the_keyboard_is_a_deliberate_end() -> None:
     # Python's exception for SIGINT ends its traceback (bare, or with a message, behind a
-    # launcher's rank tag), or a framework says it caught one; the source line raising it is no
-    # end, nor a note that a handler is installed
+    # launcher's rank tag), or a framework says it caught one, or Julia's; the source line
+    # raising it is no end, nor a note that a handler is installed
     rows = rows_of(
         "KeyboardInterrupt",
         "[rank3]: KeyboardInterrupt: interrupted by the operator",
         "Detected KeyboardInterrupt, attempting graceful shutdown ...",
         "    raise KeyboardInterrupt(zork)",
         "zork: error: KeyboardInterrupt handler installed for worker 3",
+        "ERROR: InterruptException:",
     )
     ended = dict(zip(rows.get_column(RAW), rows.get_column(END), strict=True))
     assert ended == {
         "KeyboardInterrupt": True,
         "[rank3]: KeyboardInterrupt: interrupted by the operator": True,
         "Detected KeyboardInterrupt, attempting graceful shutdown ...": True,
+        "ERROR: InterruptException:": True,
     }
 
 
