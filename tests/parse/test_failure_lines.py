@@ -210,6 +210,17 @@ def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
         # the word in its other senses: a default, the tolerance of faults
         "fault tolerance enabled: zork keeps a spare worker per node (default store)",
         "vision.py:12: UserWarning: Failed to load image Python extension",  # Python's warnings
+        # a program's own warning in title case, as ssh and other tools write it
+        "Warning: zork forwarding setup failed: key data not generated",
+        # a structured logger's level field, as JSON (slog, zap, logrus) or logfmt writes it
+        '{"time":"2026-11-30T02:00:03Z","level":"INFO","msg":"zork reset failed"}',
+        '{"ts":1764468003.1,"lvl":"warn","msg":"zork device error"}',
+        'time=2026-11-30T02:00:03Z level=info msg="zork reset failed"',
+        # glog's warning letter before a Windows path of its source file
+        "2026-11-30 02:00:03.118: W c:\\zork\\core\\alloc.cc:217] allocation failed: 2.1G",
+        # an error its program calls no failure, and one announced as being handled
+        "zork: allocation failed. The caller indicates that this is not a failure.",
+        "EDAC zork MC0: HANDLING MCE MEMORY ERROR",
     ],
 )
 def test_lines_that_only_look_like_failures_stay_silent(line: str) -> None:
@@ -403,6 +414,9 @@ def test_an_interrupt_from_the_keyboard_is_a_deliberate_end() -> None:
         "    raise KeyboardInterrupt(zork)",
         "zork: error: KeyboardInterrupt handler installed for worker 3",
         "ERROR: InterruptException:",
+        "W1130 02:00:03.118 73 api.py:739] Received 2 death signal, shutting down workers",
+        "W1130 02:00:03.119 73 api.py:1012] Sending process 3792 closing signal SIGINT",
+        "W1130 02:00:03.119 73 api.py:1012] Sending process 3793 closing signal SIGTERM",
     )
     ended = dict(zip(rows.get_column(RAW), rows.get_column(END), strict=True))
     assert ended == {
@@ -410,6 +424,8 @@ def test_an_interrupt_from_the_keyboard_is_a_deliberate_end() -> None:
         "[rank3]: KeyboardInterrupt: interrupted by the operator": True,
         "Detected KeyboardInterrupt, attempting graceful shutdown ...": True,
         "ERROR: InterruptException:": True,
+        "W1130 02:00:03.118 73 api.py:739] Received 2 death signal, shutting down workers": True,
+        "W1130 02:00:03.119 73 api.py:1012] Sending process 3792 closing signal SIGINT": True,
     }
 
 
@@ -998,3 +1014,20 @@ def test_an_exception_wrapping_another_s_class_is_an_exception() -> None:
     # Ray's form, our values
     line = "ray.exceptions.RayTaskError(ZorkError): ray::_Inner.train() (pid=249, ip=10.0.0.78)"
     assert reading(line) is not None
+
+
+def test_an_error_level_in_a_structured_loggers_field_is_a_severity() -> None:
+    assert reading('{"level":"error","msg":"zork device lost","module":"zorkd"}') is not None
+    assert reading('time=2026-11-30T02:00:03Z level=error msg="zork device lost"') is not None
+
+
+def test_errors_counted_as_uncorrected_are_the_hosts() -> None:
+    line = "EDAC MC0: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#2_DIMM#0 (channel:2)"
+    assert reading(line) == ("host", "node_failure")
+
+
+def test_nccls_trace_of_a_returned_error_is_heard_at_its_info_level() -> None:
+    # NCCLCHECK logs each caller's file:line and the result, at INFO, only for an error
+    assert reading("n1:35819:35819 [0] NCCL INFO init.cc:101 -> 3") is not None
+    assert read("n1:35819:35819 [0] NCCL INFO init.cc:101 -> 0") == []
+    assert read("n1:35819:35819 [0] NCCL INFO Channel 00/02 : 0 1 -> 3") == []
