@@ -101,15 +101,22 @@ RECORD_WINDOW = 64
 """Lines after a record's header in which its part is looked for."""
 JOINT = " ¦ "
 """Between a record's header and its part, joined into one line."""
+_WORD_ENDS = (
+    r"[_-][^A-Za-z]|[_-]?$|\.(?:[^A-Za-z]|$|(?:py|pth?|bin|ckpt|json|log|txt|ya?ml"
+    r"|safetensors|tar|gz|npz|h5|pkl|onnx)(?:[^0-9A-Za-z_]|$))"
+)
+"""Where an activity's word ends in ``LOOKALIKE_LINE`` other than at a separator: a compound's
+joint before no letter, or a file's extension."""
 LOOKALIKE_LINE = (
     r"(?i)(?-u:\b)(?:eval\w*|valid\w*|test\w*|cv|infer\w*|predict\w*|error|exception|"
     r"timeout|timed|watchdog|fail\w*|abort\w*|warn\w*|traceback|what|nccl|signal|kill\w*|"
     r"terminat\w*|retry\w*|shards?|map|filter|reduce|shuffle|sort|repartition|sampling|"
     r"rollouts?)"
     r"(?-u:\b)|(?-u:\b)val(?:[^:=\w]|$)"
-    r"|(?-u:\b)(?:generat|download|load|tokeniz|preprocess|decod|checkpoint|sav)[0-9A-Za-z]*"
-    r"(?:[^._\-0-9A-Za-z]|[_-][^A-Za-z]|[_-]?$|\.(?:[^A-Za-z]|$|(?:py|pth?|bin|ckpt|json|log|txt|ya?ml"
-    r"|safetensors|tar|gz|npz|h5|pkl|onnx)(?:[^0-9A-Za-z_]|$)))"
+    r"|(?-u:\b)(?:(?:generat|download|tokeniz|preprocess|decod|checkpoint|sav)[0-9A-Za-z]*"
+    rf"|load[0-9A-Za-z]+)(?:[^._\-0-9A-Za-z]|{_WORD_ENDS})"
+    r"|(?-u:\b)load(?:[^._\-0-9A-Za-z \t:=]|[ \t:=]+(?:[^0-9 \t:=]|[0-9]+(?:[^.0-9]|$)"
+    rf"|[0-9]+\.(?:[^0-9]|$))|[ \t:=]*$|{_WORD_ENDS})"
     r"|(?-u:\b)cuda(?:[^:0-9A-Za-z_]|:[^0-9]|:?$)"
     r"|\[[0-9:]+<[0-9:?]+,\s*[0-9.]+\s?[kKMGTP]?i?B/s[],]"
     rf"|\[[0-9:]+(?:<[0-9:?]+)?,\s*[1-9][0-9]{{{len(str(ITEMS_PER_S)) - 1},}}(?:\.[0-9]+)?\s?"
@@ -127,7 +134,9 @@ requests: no training loop's steps). A word of an activity (loading, decoding, g
 saving ...) that begins a metric's compound name is that metric's, not the line's: a training
 step reports its ``load_balancing_loss`` (``load-balance-loss``), ``generator_loss`` or a head's
 metrics (OpenMMLab's ``decode.loss_ce``, ``decode.acc_seg``; ``checkpoint.py`` or ``.pt`` is a
-file, not a metric); a loop's word names the loop wherever it stands (``eval_loss`` is an
+file, not a metric); the word load alone before a decimal number is a time's label, not the
+line's activity (DGL's examples: ``| Load 1.7095| train 0.0131 |``, the time a step waited
+for its batch); a loop's word names the loop wherever it stands (``eval_loss`` is an
 evaluation's). "cuda" naming a device (``mem_usage:cuda:3 6.7GB``) is no CUDA error. Word
 characters and boundaries are ASCII: Unicode ones send the regex engine down its slow path on
 every line holding non-ASCII text (a progress bar's blocks), ten times the cost."""
@@ -209,7 +218,9 @@ NO_THROUGHPUT = (
     pl.lit(None, pl.String).alias("throughput_unit"),
 )
 """The throughput columns of step rows that give none (tables, paces, metrics dicts)."""
-_LABEL = re.compile(r"([A-Za-z_/%@.\-]+)\W{0,3}$")
+_LABEL = re.compile(r"([A-Za-z_/%@.\-]+)(?:\W{1,3}(?:at|is|no|nr|number))?\W{0,3}$")
+"""The word naming the number after it, across a word joining them (``step at 58600``, ``Step
+no. 12``, ``time is 0.41``)."""
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
 _SHORT_COUNTER = {"it": "iter", "itr": "iter", "up": "update", "upd": "update"}

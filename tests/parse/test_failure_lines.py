@@ -403,6 +403,17 @@ def test_deliberate_ends_are_read_as_ends_unless_something_failed() -> None:
     assert rows.get_column(FAMILY).to_list() == [None, "host", "general"]
 
 
+def test_a_time_limit_in_other_schedulers_words_is_a_deliberate_end() -> None:
+    # Torque's, PBS Pro's and Flux's words for a job out of its time (our values)
+    rows = rows_of(
+        "Job exceeded its walltime limit. Job was aborted",
+        "=>> PBS: job killed: walltime 7215 exceeded limit 7200",
+        "0.981s: job.exception type=timeout severity=0 resource allocation expired",
+        "zorkd: error: wall clock of the node failed",
+    )
+    assert rows.get_column(END).to_list() == [True, True, True, False]
+
+
 def test_an_interrupt_from_the_keyboard_is_a_deliberate_end() -> None:
     # Python's exception for SIGINT ends its traceback (bare, or with a message, behind a
     # launcher's rank tag), or a framework says it caught one, or Julia's; the source line

@@ -984,3 +984,23 @@ def test_a_record_s_part_may_show_its_running_average() -> None:
     assert steps(learner(), *lines) == [
         ("learned", s, t) for s, t in ((0, 0.81), (200, 0.17), (400, 0.12))
     ]
+
+
+def test_a_word_joining_a_counter_to_its_label_leaves_it_labelled() -> None:
+    # our values: a research loop's "step at N" (and "Step no. N") names its step as plainly
+    lines = [f"Total loss at epoch 5, step at {58400 + 200 * i}, loss=3{i}.05" for i in range(3)]
+    assert [s for _, s, _ in steps(learner(), *lines)] == [58400, 58600, 58800]
+    assert steps(learner(), "Step no. 12 | loss 2.31 | lr 1e-4") == [("learned", 12, None)]
+
+
+def test_the_word_load_alone_before_a_decimal_is_a_times_label_not_a_loading_line() -> None:
+    # our values, in the form DGL's sampling examples print a step: "Load" is the time the step
+    # waited for its batch; a line about loading things stays out
+    lines = [
+        f"Epoch 00000 | Step {20 * i:05d} | Loss 1.{i}51 | Speed (samples/sec) 57{i}3.4|57{i}3.4"
+        f" | Load 1.7{i}95| train 0.01{i}1 | GPU 2180.8 MB"
+        for i in range(1, 5)
+    ]
+    assert [s for _, s, _ in steps(learner(), *lines)] == [20, 40, 60, 80]
+    loading = [f"load {3 + i} shards | step {10 * i} | 0.{i}5s" for i in range(1, 5)]
+    assert steps(learner(), *loading) == []
