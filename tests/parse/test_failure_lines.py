@@ -218,6 +218,8 @@ def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
         'time=2026-11-30T02:00:03Z level=info msg="zork reset failed"',
         # glog's warning letter before a Windows path of its source file
         "2026-11-30 02:00:03.118: W c:\\zork\\core\\alloc.cc:217] allocation failed: 2.1G",
+        # a kernel feature named after a panic, at start-up
+        "amdgpu 0000:12:00.0: [drm] Registered 4 planes with drm panic",
         # an error its program calls no failure, and one announced as being handled
         "zork: allocation failed. The caller indicates that this is not a failure.",
         "EDAC zork MC0: HANDLING MCE MEMORY ERROR",
@@ -388,6 +390,10 @@ def test_a_line_reporting_an_end_is_fatal_and_an_error_a_program_may_survive_is_
         "zork: ERROR: the run will abort if its loss diverges again": False,
         # a program saying it exits where it reports an error
         "CRITICAL trainer.py: 88: gradient norm is inf, exiting...": True,
+        # a panic as programs report one (Go's, Rust's, the kernel's)
+        "panic: runtime error: invalid memory address or nil pointer dereference": True,
+        "thread 'main' panicked at src/zork.rs:41:9:": True,
+        "zorkd: Kernel panic - not syncing: Fatal exception": True,
     }
     rows = rows_of(*lines)
     assert dict(zip(rows.get_column(RAW), rows.get_column(FATAL), strict=True)) == lines
@@ -1042,3 +1048,11 @@ def test_nccls_trace_of_a_returned_error_is_heard_at_its_info_level() -> None:
     assert reading("n1:35819:35819 [0] NCCL INFO init.cc:101 -> 3") is not None
     assert read("n1:35819:35819 [0] NCCL INFO init.cc:101 -> 0") == []
     assert read("n1:35819:35819 [0] NCCL INFO Channel 00/02 : 0 1 -> 3") == []
+
+
+def test_a_shells_report_of_a_killed_command_is_heard_whatever_the_commands_options() -> None:
+    # bash running a batch script reports the signal, then the command line it ended
+    line = "/var/spool/slurmd/job41/slurm_script: line 31:  6521 Killed  python -W ignore train.py"
+    assert reading(line) is not None
+    # a quiet word of the command's own stays quiet where no shell reports an end
+    assert read("zork: error: python -W ignore train.py") == []
