@@ -283,6 +283,8 @@ _EXCLUDED = re.compile(r"(?i)data|eta|remaining|total|wall|elapsed_total|load|re
 """Words naming a duration that is not the step's (a loader's, an estimate, a clock since the
 start, an epoch's: ``Epoch time: 5668.2``, ``12.3 s/epoch``), in its label or anywhere in its
 name (``Wall Clock``)."""
+_LOSS_NAME = re.compile(r"loss|ppl|perplexity")
+"""A loss's name, whatever it ends with: ``loss_s`` (a style loss) is no duration in seconds."""
 _COUNTED = re.compile(r"^[a-z]{3,}s$")
 """A unit naming what a number counts, a plural noun (``utt_duration=1069 frames``): no
 duration, whatever its label says, unless it is a unit of time."""
@@ -1319,7 +1321,7 @@ def _scale(unit: str, label: str, phrase: str = "") -> float | None:
     this phrase (its last words) before it (-1: a rate of steps per second), or None when it is
     no step duration (a rate of samples or tokens is none)."""
     unit, label, phrase = unit.lower(), label.lower(), phrase.lower()
-    if _EXCLUDED.search(phrase or label) or _EXCLUDED.search(unit):
+    if _EXCLUDED.search(phrase or label) or _EXCLUDED.search(unit) or _LOSS_NAME.search(label):
         return None
     if label in _COARSER or label in _INTERVAL:  # a clock's part, an interval of many steps
         return None

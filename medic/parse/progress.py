@@ -235,7 +235,9 @@ class ProgressParser:
         self.learned = LearnedProgress()
         """What the learning reader knows of each job's own step lines."""
         self._formatted: set[str] = set()
-        """Jobs whose steps a format reads: the learning reader leaves their lines alone."""
+        """Jobs whose steps a format reads: the learning reader leaves their lines alone. A bar
+        without a description marks none: any loop may draw one (an evaluation's, between the
+        training lines of a loop no format knows)."""
         self._loops: dict[str, dict[tuple[object, ...], int]] = {}
         """Per job, per bar (format, process, description): the largest total it showed, the
         training loop's (``TOTAL``)."""
@@ -259,9 +261,6 @@ class ProgressParser:
         lines = self.prefixes.strip(frame).select(READ).with_row_index(LINE)
         has_job = pl.col("job_id").is_not_null()
         known, read = self._known(lines.filter(has_job & self._prefilter))
-        if known is not None:
-            steps = known.filter(pl.col("event") == "step").get_column("job_id").unique()
-            self._formatted.update(steps.to_list())
         dicts = lines.filter(has_job & pl.col("message").str.contains("{", literal=True))
         dicts = dicts.filter(~pl.col(LINE).is_in(read.implode()))
         learned = self._learned(self._unformatted(lines, read), dicts)
@@ -318,7 +317,11 @@ class ProgressParser:
         bar = pl.col(PATTERN).is_in(self._bars)
         events = self._evaluations.events(rows, self._pick("event"), bar)
         read_rows = rows.with_columns(self._measures).select(LINE, *self._output)
-        return read_rows.with_columns(events.alias("event")), matched
+        read_rows = read_rows.with_columns(events.alias("event"))
+        framing = rows.select(~bar | pl.col(DESC).str.strip_chars().fill_null("").ne(""))
+        framed = read_rows.filter(pl.col("event").eq("step") & framing.to_series())
+        self._formatted.update(framed.get_column("job_id").unique().to_list())
+        return read_rows, matched
 
     def _without_other_loops(self, rows: pl.DataFrame) -> pl.DataFrame:
         """``rows`` without the bars of a job's other loops: under one description, from one

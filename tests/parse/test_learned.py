@@ -1004,3 +1004,9 @@ def test_the_word_load_alone_before_a_decimal_is_a_times_label_not_a_loading_lin
     assert [s for _, s, _ in steps(learner(), *lines)] == [20, 40, 60, 80]
     loading = [f"load {3 + i} shards | step {10 * i} | 0.{i}5s" for i in range(1, 5)]
     assert steps(learner(), *loading) == []
+
+
+def test_a_loss_named_with_a_seconds_suffix_is_no_duration() -> None:
+    # a style-transfer loop's losses: content (loss_c) and style (loss_s), the step's time apart
+    lines = [f"it {s} | loss_c=0.6{s} | loss_s=3.1{s} | iter_time=0.27{s}" for s in (1, 2, 3)]
+    assert steps(learner(), *lines) == [("learned", s, float(f"0.27{s}")) for s in (1, 2, 3)]

@@ -65,6 +65,16 @@ def test_megatron_iteration_line() -> None:
     assert row["throughput_unit"] == "TFLOP/s/GPU"
 
 
+def test_an_mmcv_line_naming_its_epoch_out_of_the_runs_epochs() -> None:
+    # Det3D's copy of mmcv's text logger (det3d/torchie/trainer/hooks/logger/text.py): the epoch
+    # out of the run's epochs, the step's time split into its stages, no loss on the line.
+    row = one(
+        "Epoch [3/20][50/1856]\tlr: 0.00104, eta: 17:42:10, time: 1.712, data_time: 0.044,"
+        " transfer_time: 0.021, forward_time: 0.803, loss_parse_time: 0.001 memory: 5120, "
+    )
+    assert (row["framework"], row["step"], row["step_time_s"]) == ("mmcv", 50, 1.712)
+
+
 def test_megatron_checkpoint_and_evaluation_phases() -> None:
     # megatron/training/checkpointing.py save_checkpoint() / load_checkpoint();
     # megatron/training/training.py evaluate() and evaluate_and_print_results().
@@ -257,6 +267,36 @@ def test_an_evaluation_bar_beside_the_training_bar_makes_no_step() -> None:
     assert evaluation == []
     again = parse(" 10%|█         | 301/3000 [05:12<45:10,  1.10s/it]", parser=parser)
     assert [r["step"] for r in again] == [301]
+
+
+def test_a_bar_without_description_leaves_the_jobs_own_lines_to_the_learning_reader() -> None:
+    # A loop no format knows logs its updates; tqdm's bare bar (an evaluation's, say, over
+    # five batches) comes between them. The bar is no framework's: the job's lines are still
+    # learned, in the same batch and in later ones.
+    parser = ProgressParser()
+    rows = parse(
+        "epoch 1 | update 40 | train_loss 2.318 | 0.512 s per update",
+        "epoch 1 | update 80 | train_loss 2.207 | 0.509 s per update",
+        " 40%|████      | 2/5 [00:00<00:01,  2.19it/s]",
+        "epoch 1 | update 120 | train_loss 2.114 | 0.515 s per update",
+        parser=parser,
+    )
+    assert [(r["framework"], r["step"]) for r in rows] == [
+        ("learned", 40),
+        ("learned", 80),
+        ("tqdm", 2),
+        ("learned", 120),
+    ]
+    later = parse("epoch 1 | update 160 | train_loss 2.051 | 0.511 s per update", parser=parser)
+    assert [(r["step"], r["step_time_s"]) for r in later] == [(160, 0.511)]
+
+
+def test_a_described_bar_is_its_frameworks_and_keeps_the_learning_reader_off() -> None:
+    rows = parse(
+        "Epoch 0:  12%|█▏        | 120/1000 [01:00<07:20,  2.00it/s, loss=2.31]",
+        "epoch 0 | update 120 | train_loss 2.114 | 0.515 s per update",
+    )
+    assert [r["step"] for r in rows] == [120]
 
 
 def test_a_smaller_loop_before_the_training_loop_in_one_batch() -> None:
