@@ -117,13 +117,21 @@ MPI_ABORT_RANK = r"\bAbort\(-?\d+\)(?: on node \d+)? \(rank (\d+) in comm 0\)"
 ``Abort(1) on node 3 (rank 3 in comm 0): Fatal error in PMPI_Recv`` (MPICH, Intel MPI),
 ``Abort(539602063) (rank 519 in comm 0): Fatal error in PMPI_Iprobe`` (Cray MPICH)."""
 
+OMPI_ABORT_RANK = (
+    r"\bMPI_ABORT was invoked on rank (\d+) in communicator"
+    r" (?:MPI_COMM_WORLD|MPI COMMUNICATOR \d+ DUP FROM 0)\b"
+)
+"""The rank Open MPI's abort report names, in ``MPI_COMM_WORLD`` or a duplicate of it (the same
+ranks): ``MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD`` (its help text, the
+error code on the next line); a rank of another communicator numbers its members only."""
+
 
 def logged_rank(text: pl.Expr) -> pl.Expr:
     """The rank each line of ``text`` says printed it in its logging header (``LOGGED_RANK``),
-    its error header (``HEADER_RANK_ID``) or its MPI abort (``MPI_ABORT_RANK``), else null."""
-    return pl.coalesce(
-        *(text.str.extract(p, 1) for p in (LOGGED_RANK, HEADER_RANK_ID, MPI_ABORT_RANK))
-    ).cast(pl.Int32, strict=False)
+    its error header (``HEADER_RANK_ID``) or its MPI abort (``MPI_ABORT_RANK``,
+    ``OMPI_ABORT_RANK``), else null."""
+    said = (LOGGED_RANK, HEADER_RANK_ID, MPI_ABORT_RANK, OMPI_ABORT_RANK)
+    return pl.coalesce(*(text.str.extract(p, 1) for p in said)).cast(pl.Int32, strict=False)
 
 
 _LISTED_AT_FAULT = rf"(?:{_AT_FAULT}|timed[ -]out)"

@@ -193,6 +193,8 @@ def test_failure_lines_no_catalogue_knows_get_a_family_and_kind(
     "line",
     [
         "step 1200 | loss 2.31 | error rate 0.12",  # a metric, not a failure
+        "reconstruction error: 0.0131",  # a metric's value after its name
+        "validation error: nan",
         "INFO all-reduce failed over to the ring algorithm",  # a lower severity
         "[W1130 02:00:03.118 230 client.py:86] socket failed to connect, retrying",
         "W1130 02:00:03.118 230 store.cc:12] connection refused by store",
@@ -256,6 +258,9 @@ def test_a_fatal_word_is_heard_under_a_lower_severity() -> None:
         ("zorkd: Kernel panic - not syncing: Fatal exception", "host"),
         # the host's memory by its parts: its DRAM's ECC is no GPU's
         ("zork: [Hardware Error]: MC2 Error (node 1): DRAM ECC error detected on the NB.", "host"),
+        # a command's options say what it was asked to do, not what failed
+        ("./run.sh: line 9:  4411 Killed  zork-train --cpu --nccl-port=2 -x data.bin", "general"),
+        ("zork: error: unrecognized arguments: --gpu-count 4", "config"),
     ],
 )
 def test_what_a_line_is_about_is_read_from_its_words_and_its_identifiers(
@@ -386,6 +391,8 @@ def test_a_line_reporting_an_end_is_fatal_and_an_error_a_program_may_survive_is_
         "[h5:1130] *** An error occurred in MPI_Zorkreduce": False,
         "[h5:1130] *** MPI_ERR_ZORK: operation not supported": False,
         "[h5:1130] *** MPI_ZORKS_ARE_FATAL (processes in this communicator will now abort,": True,
+        # Open MPI's report of a rank's MPI_Abort (its help text, the code on the next line)
+        "MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD": True,
         # an abort a condition would bring is no end
         "zork: ERROR: the run will abort if its loss diverges again": False,
         # a program saying it exits where it reports an error
@@ -785,6 +792,8 @@ def test_the_directories_of_a_source_file_name_no_family() -> None:
         "src/zork/Solver.cpp (859) : zork solveBlock fail to launch kernel!!",
         "zork/Loader.cpp (148) : internal error : libzork.so!",
         "2026-11-30 02:11:09 [11,526ms] [Error] [zork.plugin] solver stopped, code 700",
+        # a library's error string: the one word naming what erred, then the words of it
+        "ZORK error: unhandled system error (run with ZORK_DEBUG=INFO for details)",
     ],
 )
 def test_failures_in_other_words_and_levels(line: str) -> None:
@@ -889,6 +898,10 @@ def test_a_child_s_end_its_supervisor_reports_with_a_code() -> None:
     assert reading("zork worker finished with exit code 137") is not None
     assert read("zork worker finished with exit code 0") == []
     assert read("[rank: 1] Child process with PID 23026 terminated with code -15.") == []
+    # a status rather than a code, said to be non-zero (a cloud platform's replica report)
+    assert reading("The zork replica 2 exited with a non-zero status of 3.") is not None
+    assert reading("zork: worker 1 exited with status 9") is not None
+    assert read("The zork replica 2 exited with a non-zero status of 143.") == []
 
 
 def test_a_traced_command_or_a_quoted_line_is_no_report() -> None:

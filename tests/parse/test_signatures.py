@@ -782,6 +782,13 @@ def test_a_runtime_error_header_names_the_rank_that_printed_it() -> None:
         "Abort(5) (rank 2 in comm 480): Fatal error in PMPI_Bcast: zork",
     )
     assert found.select("rank").to_series().to_list() == [3, 21, None]
+    # Open MPI's: in MPI_COMM_WORLD or a duplicate of it, not in a communicator split from it
+    found = rows_of(
+        "MPI_ABORT was invoked on rank 6 in communicator MPI_COMM_WORLD",
+        "MPI_ABORT was invoked on rank 2 in communicator MPI COMMUNICATOR 4 DUP FROM 0",
+        "MPI_ABORT was invoked on rank 1 in communicator MPI COMMUNICATOR 7 SPLIT FROM 0",
+    )
+    assert found.select("rank").to_series().to_list() == [6, 2, None]
 
 
 def test_a_failure_line_naming_a_peers_address_is_about_that_peer() -> None:
