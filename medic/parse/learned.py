@@ -234,6 +234,9 @@ _SPACED_QUALIFIER = re.compile(r"(?i)\b(global|micro|inner|local)[ _-]+$")
 """A word before a counter's label saying whose counter it is (``global iter``)."""
 _INNER = frozenset({"micro", "inner", "local"})
 """Qualifiers of a loop inside the step (a micro-batch's, an inner PPO epoch's)."""
+_BOUNDS = frozenset({"max", "min", "num", "n"})
+"""Qualifiers of a setting that bounds or sizes a loop (``max_iters: 1000000``, ``num_steps``):
+its value counts nothing done."""
 UNLABELLED = len(_COUNTER_RANK) + 1
 """The rank of a number no counter's name labels."""
 _FRACTION = re.compile(
@@ -1302,6 +1305,8 @@ def _counter_rank(label: str, qualifier: str = "") -> int:
     if match is None:
         return UNLABELLED
     qualifier = (match.group(1) or qualifier).lower()
+    if qualifier in _BOUNDS:
+        return UNLABELLED
     name = (match.group(2) or _SHORT_COUNTER[match.group(3).lower()]).lower()
     rank = _COUNTER_RANK[name]
     if qualifier in _INNER:

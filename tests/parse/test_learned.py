@@ -1010,3 +1010,15 @@ def test_a_loss_named_with_a_seconds_suffix_is_no_duration() -> None:
     # a style-transfer loop's losses: content (loss_c) and style (loss_s), the step's time apart
     lines = [f"it {s} | loss_c=0.6{s} | loss_s=3.1{s} | iter_time=0.27{s}" for s in (1, 2, 3)]
     assert steps(learner(), *lines) == [("learned", s, float(f"0.27{s}")) for s in (1, 2, 3)]
+
+
+def test_a_setting_that_bounds_a_loop_counts_nothing_done() -> None:
+    # a config printout: the loop's bound and its size are no counter of the steps run
+    for line in (
+        "weight_decay: 0.1, learning_rate: 0.0003, max_steps: 50000, ",
+        "learning_rate: 0.0003, num_iters: 50000, ",
+    ):
+        assert steps(ProgressParser(), line) == []
+    # beside a counter of the steps run, the bound is passed over
+    lines = [f"it {s}00 | max_iters 5000 | loss 2.{s} | 0.3{s} s/it" for s in (1, 2, 3)]
+    assert steps(learner(), *lines) == [("learned", s * 100, float(f"0.3{s}")) for s in (1, 2, 3)]
