@@ -226,10 +226,12 @@ _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 _SHORT_COUNTER = {"it": "iter", "itr": "iter", "up": "update", "upd": "update"}
 """The counter each short form names."""
 _COUNTER_LABEL = re.compile(
-    rf"(?i)^(?:([a-z]+)_)?(?:({COUNTER_NAMES})s?|({'|'.join(_SHORT_COUNTER)}))$"
+    rf"(?i)^(?:([a-z]+)_)?(?:({COUNTER_NAMES})s?|({'|'.join(_SHORT_COUNTER)}))"
+    r"(?:_(?:i|idx|index|num|no|nr|n|count|cnt))?$"
 )
 """A counter's name, or its short form (Marian's ``Up. 200``, ``it 300``); a short form takes
-no plural: ``ups`` is a rate of updates (fairseq's ``ups=2.1``)."""
+no plural: ``ups`` is a rate of updates (fairseq's ``ups=2.1``). A variable's suffix saying it
+holds the counter's number may follow (paxml's ``step_i: 100``, ``batch_idx``, ``iter_num``)."""
 _SPACED_QUALIFIER = re.compile(r"(?i)\b(global|micro|inner|local)[ _-]+$")
 """A word before a counter's label saying whose counter it is (``global iter``)."""
 _INNER = frozenset({"micro", "inner", "local"})

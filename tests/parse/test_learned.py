@@ -1022,3 +1022,11 @@ def test_a_setting_that_bounds_a_loop_counts_nothing_done() -> None:
     # beside a counter of the steps run, the bound is passed over
     lines = [f"it {s}00 | max_iters 5000 | loss 2.{s} | 0.3{s} s/it" for s in (1, 2, 3)]
     assert steps(learner(), *lines) == [("learned", s * 100, float(f"0.3{s}")) for s in (1, 2, 3)]
+
+
+def test_a_counter_named_as_a_variable_holding_its_number_is_that_counter() -> None:
+    # a status line naming its counter as the code's variable (paxml's "step_i"), a loss beside
+    lines = [f"[ZORK STATUS] step_i: {s}00, training loss: 5.{s}" for s in (1, 2, 3)]
+    assert steps(learner(), *lines) == [("learned", s * 100, None) for s in (1, 2, 3)]
+    timed = [f"zork | iter_num {s}0 | loss 2.{s} | 0.3{s} s/it" for s in (1, 2, 3)]
+    assert steps(learner(), *timed) == [("learned", s * 10, float(f"0.3{s}")) for s in (1, 2, 3)]
