@@ -299,6 +299,16 @@ def test_a_described_bar_is_its_frameworks_and_keeps_the_learning_reader_off() -
     assert [r["step"] for r in rows] == [120]
 
 
+def test_a_boosting_round_is_a_step_and_a_bracketed_count_alone_is_not() -> None:
+    # XGBoost's and LightGBM's evaluation logs (their callbacks): a round, then its metrics
+    rows = parse(
+        "[40]\ttrain-auc:0.91802\tvalid-auc:0.87113",
+        "[40]\ttraining's auc: 0.918021\tvalid_1's auc: 0.871126",
+        "[3]\tzork loaded shard 3 of 8",
+    )
+    assert [(r["framework"], r["step"]) for r in rows] == [("xgboost", 40), ("lightgbm", 40)]
+
+
 def test_a_smaller_loop_before_the_training_loop_in_one_batch() -> None:
     # The largest total is training, whichever comes first; a bar before the larger loop's
     # first line cannot be told apart yet. Keras evaluate() after fit() (Progbar, test steps).
