@@ -39,6 +39,7 @@ import numpy as np
 import polars as pl
 
 from medic.parse.first_match import escaped
+from medic.parse.fragments import FragmentError, expanded, fragments_of
 from medic.parse.prefixes import IPV4
 
 _WORDS = re.compile(r"(?:\w+ )*\w+\*?")
@@ -424,8 +425,39 @@ def builtin_lexicon() -> Lexicon:
 
 
 def parse_lexicon(data: dict[str, Any]) -> Lexicon:
-    """A lexicon from its TOML tables; LexiconError (one line) when one is missing or empty."""
+    """A lexicon from its TOML tables, its ``{{name}}`` fragments expanded; LexiconError (one
+    line) when a table is missing or empty, or a pattern names a fragment the file lacks."""
+    try:
+        return _lexicon(_expanded(data, fragments_of(data)))
+    except FragmentError as exc:
+        raise LexiconError(f"failure lexicon: {exc}") from None
 
+
+_REGEX_KEYS = frozenset({"pattern", "patterns", "headers", "fatal", "kind_when"})
+"""The keys of the lexicon's tables and rows that hold regexes (alone or in a list)."""
+
+
+def _expanded(data: Any, fragments: dict[str, str], where: str = "", key: str = "") -> Any:
+    """``data`` with the fragments named in its regexes (``_REGEX_KEYS``) written out;
+    ``where``: the table and row it is in, for the error."""
+    if isinstance(data, dict):
+        where = f"{where} {data['name']!r}" if isinstance(data.get("name"), str) else where
+        return {
+            k: _expanded(v, fragments, where or f"[{k}]", k)
+            for k, v in data.items()
+            if k != "fragments"
+        }
+    if isinstance(data, list):
+        return [_expanded(v, fragments, where, key) for v in data]
+    if isinstance(data, str) and key in _REGEX_KEYS:
+        try:
+            return expanded(data, fragments)
+        except FragmentError as exc:
+            raise FragmentError(f"{where}: '{key}' {exc}") from None
+    return data
+
+
+def _lexicon(data: dict[str, Any]) -> Lexicon:
     def named(key: str, rows: list[Any] | None = None, required: bool = True) -> Named:
         rows = data.get(key, []) if rows is None else rows
         if (required and not rows) or any(

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from medic.parse.first_match import Shortcut
+from medic.parse.fragments import FragmentError, expanded, fragments_of
 
 EVENTS = (
     "step",
@@ -133,7 +134,6 @@ class FormatError(ValueError):
 
 
 BUILTIN_FILE = "progress_formats.toml"
-_FRAGMENT = re.compile(r"\{\{([a-z_]+)\}\}")
 _GROUP = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
 _KEYS = {f.name for f in fields(ProgressFormat)}
 _REQUIRED = ("framework", "event", "anchors", "pattern", "source")
@@ -153,9 +153,10 @@ def parse_formats(text: str, name: str = BUILTIN_FILE) -> tuple[tuple[ProgressFo
     lookalike = data.get("lookalike")
     if not isinstance(lookalike, str):
         raise FormatError(f"{name}: 'lookalike' must be a regex string")
-    fragments = data.get("fragments", {})
-    if not isinstance(fragments, dict) or not all(isinstance(v, str) for v in fragments.values()):
-        raise FormatError(f"{name}: [fragments] must map names to regex strings")
+    try:
+        fragments = fragments_of(data)
+    except FragmentError as exc:
+        raise FormatError(f"{name}: {exc}") from None
     entries = data.get("format", [])
     if not isinstance(entries, list) or not entries:
         raise FormatError(f"{name}: no [[format]] entries")
@@ -185,7 +186,10 @@ def _format(
             raise FormatError(f"{where}: '{key}' must be a string")
     for key in ("pattern", "strict"):
         if key in values:
-            values[key] = _expanded(values[key], fragments, f"{where}: '{key}'")
+            try:
+                values[key] = expanded(values[key], fragments)
+            except FragmentError as exc:
+                raise FormatError(f"{where}: '{key}' {exc}") from None
     if values["event"] not in EVENTS:
         raise FormatError(f"{where}: event must be one of {', '.join(EVENTS)}")
     groups = set(_GROUP.findall(values["pattern"])) | set(_GROUP.findall(values.get("strict", "")))
@@ -196,15 +200,6 @@ def _format(
         return ProgressFormat(**values)
     except ValueError as exc:
         raise FormatError(f"{where}: {exc}") from None
-
-
-def _expanded(pattern: str, fragments: Mapping[str, str], where: str) -> str:
-    def fragment(match: re.Match[str]) -> str:
-        if match.group(1) not in fragments:
-            raise FormatError(f"{where} names no fragment '{match.group(1)}'")
-        return fragments[match.group(1)]
-
-    return _FRAGMENT.sub(fragment, pattern)
 
 
 FORMATS, LOOKALIKE = parse_formats(

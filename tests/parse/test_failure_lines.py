@@ -16,6 +16,7 @@ from medic.parse.failure_lines import (
     READING,
     FailureLines,
     LexiconError,
+    builtin_lexicon,
     listed_ranks,
     parse_lexicon,
 )
@@ -574,6 +575,38 @@ def test_malformed_lexicons_fail_with_one_line() -> None:
         parse_lexicon({**valid, "general": {"kind": "hang", "kind_when": ["wait"]}})
     with pytest.raises(LexiconError, match=r"\[general\] holds kind"):
         parse_lexicon({**valid, "general": {"kind": "hang", "terms": ["zork"]}})
+
+
+def test_a_lexicon_s_fragments_are_written_out_in_each_of_its_regexes() -> None:
+    lexicon = parse_lexicon(
+        {
+            "fragments": {"code": "(?:code|status)"},
+            "fast": {"literals": ["x"], "headers": ["E{{code}}"]},
+            "marker": [{"name": "exit", "pattern": r"exited with {{code}} [1-9]"}],
+            "loud": [{"name": "a", "pattern": "b"}],
+            "despite": [{"name": "child", "pattern": r"pod failed with {{code}}"}],
+            "reporter": {"patterns": ["R{{code}}"]},
+            "family": [{"name": "f", "kind": "crash", "terms": ["zork"], "fatal": ["{{code}}"]}],
+        }
+    )
+    assert lexicon.markers == (("exit", r"exited with (?:code|status) [1-9]"),)
+    assert lexicon.despite == (("child", r"pod failed with (?:code|status)"),)
+    assert lexicon.headers == ("E(?:code|status)",)
+    assert lexicon.reporters == ("R(?:code|status)",)
+    assert lexicon.families[0].fatal == ("(?:code|status)",)
+    assert "{{" not in repr(builtin_lexicon())
+
+
+def test_a_lexicon_naming_a_fragment_it_lacks_fails_with_one_line_naming_the_row() -> None:
+    valid = {
+        "fast": {"literals": ["x"]},
+        "marker": [{"name": "a", "pattern": "b"}],
+        "loud": [{"name": "a", "pattern": "b"}],
+    }
+    with pytest.raises(LexiconError, match=r"\[quiet\] 'q': 'pattern' names no fragment 'cod'"):
+        parse_lexicon({**valid, "quiet": [{"name": "q", "pattern": "exit {{cod}}"}]})
+    with pytest.raises(LexiconError, match=r"\[fragments\] must map names to regex strings"):
+        parse_lexicon({**valid, "fragments": {"code": 1}})
 
 
 def test_a_family_term_is_found_in_the_line_s_words_whatever_lies_between_them() -> None:
