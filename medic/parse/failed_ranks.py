@@ -257,7 +257,7 @@ def failed_ranks(stripped: pl.DataFrame, sizes: Sequence[int] | None = None) -> 
         return _empty(parted)
     out = []
     for row in grouped.iter_rows(named=True):
-        code = _int(row["_code"])
+        code = _number(row["_code"])
         signal = row["_signal"]
         if signal is None and code is not None and code < 0:
             signal = str(-code)
@@ -281,9 +281,9 @@ def failed_ranks(stripped: pl.DataFrame, sizes: Sequence[int] | None = None) -> 
                     "job_id": row["job_id"],
                     "node": row["node"] or "",
                     "rank": rank,
-                    "local_rank": _int(row["_local"]),
+                    "local_rank": _int32(_number(row["_local"])),
                     "host": row["_where"],
-                    "exit_code": code,
+                    "exit_code": _int32(code),
                     "signal": name,
                     "end": end,
                     "primary": int(bool(row["primary"])),
@@ -325,11 +325,17 @@ def _first(pattern: str, groups: int) -> pl.Expr:
     return pl.coalesce(*(message.str.extract(pattern, g) for g in range(1, groups + 1)))
 
 
-def _int(text: str | None) -> int | None:
+def _number(text: str | None) -> int | None:
     try:
         return None if text is None else int(text)
     except ValueError:
         return None
+
+
+def _int32(number: int | None) -> int | None:
+    """``number`` where an int32 column holds it, else None: a Windows status as an exit code
+    (3221225477, an access violation) is said in ``end`` only."""
+    return number if number is not None and -(2**31) <= number < 2**31 else None
 
 
 def _expanded(ranks: str) -> list[int | None]:

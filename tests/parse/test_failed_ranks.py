@@ -153,6 +153,16 @@ def test_the_process_torch_multiprocessing_spawn_reports_is_a_local_rank() -> No
         ]
 
 
+def test_a_windows_status_as_an_exit_code_is_said_in_the_end_only() -> None:
+    # Windows ends a process with an NTSTATUS as its exit code (0xC0000094, an integer
+    # division by zero: 3221225620), beyond what the int32 columns hold
+    line = "process 0 terminated with exit code 3221225620"
+    [row] = parse(line)
+    assert (row["local_rank"], row["exit_code"], row["end"]) == (0, None, "exit code 3221225620")
+    [row] = parse("local_rank: 4294967296 (pid: 7) exitcode: 1")
+    assert (row["local_rank"], row["exit_code"]) == (None, 1)
+
+
 def test_a_rank_list_as_python_prints_it_and_a_childs_negative_code() -> None:
     # PaddlePaddle's launchers (python/paddle/distributed/fleet/launch_utils.py: the aborted
     # trainers' ranks, a list; launch/job/container.py: a container's str, with its process's
