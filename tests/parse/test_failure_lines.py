@@ -50,6 +50,8 @@ def reading(line: str) -> tuple[str, str] | None:
         # a peer that went away ended; one that stopped answering is waited for
         ("zork.StoreError: Connection reset by peer", "peer", "crash"),
         ("zork.StoreError: Socket Timeout", "peer", "hang"),
+        # a crashed process's memory image that could not be written is about the dump
+        ("GPU core dump failed", "memory", "crash"),
         (
             "E1130 02:11:09.511 4411 agent.cc:88] ring allreduce timed out after 600s",
             "collectives",
@@ -638,6 +640,23 @@ def test_a_collective_is_a_hang_when_ranks_wait_and_a_crash_when_it_returned_an_
     )
 
 
+def test_a_timeout_named_as_what_happened_is_a_wait_that_ran_out_and_a_setting_is_not() -> None:
+    # the report wrapped after its colon, and the timed-out operation's object after it
+    assert reading("Zork caught collective operation timeout:") == ("collectives", "hang")
+    assert reading("ring allreduce timeout: ZorkWork(SeqNum=16, OpType=ALLREDUCE)") == (
+        "collectives",
+        "hang",
+    )
+    settings = (
+        "timeout: 1800",
+        "  timeout: None",
+        "ring timeout: timedelta(seconds=1800)",
+        "Setting the ring timeout",
+    )
+    for line in settings:
+        assert rows_of(line).is_empty(), line
+
+
 def test_a_list_of_the_ranks_ready_while_the_others_are_waited_for_is_a_stall_report() -> None:
     # no severity word, no timeout: the ranks the line lists came, the others hold them up
     rows = rows_of("Stalled ops: zork_broadcast_weights_0 [ready ranks: 5, 6, 3, 1, 4, 0]")
@@ -689,6 +708,15 @@ def test_an_error_codes_constant_is_a_report_and_its_words_say_what_failed() -> 
     assert reading(hint) is not None and reading(hint)[1] == "crash"
     # a name that merely holds the word is none (an environment variable, a setting)
     assert reading("INFO set NCCL_DEBUG_SUBSYS=INIT and CUDA_LAUNCH_BLOCKING=1") is None
+
+
+def test_nccl_s_older_warnings_without_its_name_are_its_error_reports_too() -> None:
+    # NCCL 2.3 and older (include/debug.h): "WARN" alone after the device and the file
+    failed = "h1:71:71 [0] include/zork.h:311 WARN Socket creation failed : zork not supported"
+    assert reading(failed) is not None
+    assert reading("h1:71:71 [0] misc/ibvwrap.cu:61 WARN Failed to open libibverbs.so[.1]") is None
+    # a logger's WARN after a file and line, without NCCL's device, is a warning
+    assert reading("zork.py:311 WARN Socket creation failed, retrying") is None
 
 
 def test_a_library_or_symbol_a_program_probes_for_and_goes_on_without_is_no_failure() -> None:

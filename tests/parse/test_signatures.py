@@ -50,6 +50,28 @@ def test_every_catalogue_example_is_named_by_its_own_entry(entry: dict[str, Any]
     assert one(entry["example"])["signature"] == entry["id"]
 
 
+@pytest.mark.parametrize(
+    ("line", "signature"),
+    [
+        # c10d logs the store's connect timeout at its error level before it raises it: the
+        # line holds no exception's "Error: "
+        (
+            "[E socket.cpp:860] [c10d] The client socket has timed out after 900s while trying"
+            " to connect to (gpu-a01, 29500).",
+            "rendezvous_timeout",
+        ),
+        # Slurm's older wording names slurmstepd's own host between its words
+        (
+            "slurmstepd: error: *** JOB 971827 CANCELLED AT 2026-11-30T06:00:00 DUE TO NODE"
+            " gpu-c07 FAILURE ***",
+            "slurm_cancelled_node_failure",
+        ),
+    ],
+)
+def test_every_wording_an_entry_reads_holds_one_of_its_literals(line: str, signature: str) -> None:
+    assert one(line)["signature"] == signature
+
+
 def test_every_xid_row_cites_nvidia_actions_and_fatal_codes_are_the_known_ones() -> None:
     xids = CATALOGUE.xids
     assert xids["code"].is_unique().all()
