@@ -218,9 +218,11 @@ NO_THROUGHPUT = (
     pl.lit(None, pl.String).alias("throughput_unit"),
 )
 """The throughput columns of step rows that give none (tables, paces, metrics dicts)."""
-_LABEL = re.compile(r"([A-Za-z_/%@.\-]+)(?:\W{1,3}(?:at|is|no|nr|number))?\W{0,3}$")
+_LABEL = re.compile(
+    r"([A-Za-z_/%@.\-]*[A-Za-z][A-Za-z_/%@.\-]*)(?:\W{1,3}(?:at|is|no|nr|number))?\W{0,3}$"
+)
 """The word naming the number after it, across a word joining them (``step at 58600``, ``Step
-no. 12``, ``time is 0.41``)."""
+no. 12``, ``time is 0.41``); a word holds a letter (a dash before ``[1100/8782]`` names none)."""
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
 _SHORT_COUNTER = {"it": "iter", "itr": "iter", "up": "update", "upd": "update"}
@@ -984,18 +986,23 @@ def _fields(template: str) -> Fields | None:
     if len(parts) < 2:
         return None
     width = len(parts) - 1
-    labels = [_LABEL.search(part) for part in parts[:-1]]
+    # a record's lines are joined (``JOINT``): a number's words are those of its own line
+    befores = [part.rsplit(JOINT, 1)[-1] for part in parts[:-1]]
+    afters = [part.split(JOINT, 1)[0] for part in parts[1:]]
+    labels = [_LABEL.search(before) for before in befores]
     ranks = tuple(
         _number_rank(before, label.group(1) if label else "", after, _qualifier(before, label))
-        for before, label, after in zip(parts[:-1], labels, parts[1:], strict=True)
+        for before, label, after in zip(befores, labels, afters, strict=True)
     )
-    words = [_words(parts[index], parts[index + 1], labels[index]) for index in range(width)]
+    words = [_words(befores[index], afters[index], labels[index]) for index in range(width)]
     meters = {index for index in range(width) if _counter_meter(parts, index, labels[index])}
     for index in meters:
         unit, label, phrase = words[index]
         words[index] = (unit, f"{label}_time", phrase)
     ranks = tuple(NO_COUNTER if i in meters else rank for i, rank in enumerate(ranks))
-    durations, rated, noted = _durations(parts, words)
+    durations, rated, noted = _durations(befores, words)
+    # a step's time is never its counter, whatever its label names (``time/step=241ms``)
+    ranks = tuple(NO_COUNTER if i in durations else rank for i, rank in enumerate(ranks))
     ranks = _per_counter(ranks, labels, words, durations)
     rates = [i for i, w in enumerate(words) if i not in durations and _is_throughput(*w)]
     ranks = tuple(NO_COUNTER if i in rates else rank for i, rank in enumerate(ranks))

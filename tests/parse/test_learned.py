@@ -879,6 +879,35 @@ def test_every_part_of_a_record_is_read_its_rate_of_steps_first() -> None:
     ]
 
 
+def test_a_record_s_part_is_read_by_the_words_of_its_own_line() -> None:
+    """Chainer's ProgressBar (ESPnet1): the header's counters, then a rate with no label of its
+    own; the header's last word ("epochs") is no label of the rate on the next line."""
+    lines = [
+        line
+        for step, rate in ((39600, 2.5), (39700, 2.0), (39800, 4.0))
+        for line in (
+            f"     total [#####.....] {step / 1600:.2f}%",
+            f"     {step} iter, 50 epoch / 200 epochs",
+            f"    {rate} iters/sec. Estimated time to finish: 12:18:57.546793.",
+        )
+    ]
+    assert steps(learner(), *lines) == [
+        ("learned", 39600, 0.4),
+        ("learned", 39700, 0.5),
+        ("learned", 39800, 0.25),
+    ]
+
+
+def test_a_step_s_time_is_never_its_counter_whatever_its_label_names() -> None:
+    # "time/step" names what the time is per, not the counter; the count out of its total
+    # after a dash is the step, a loss beside it says so at first sight
+    lines = [
+        f"2026-08-14 15:25:53,342 - [{step}/8782] \tloss: 0.1{i}, time/step={240 + i}ms"
+        for i, step in enumerate((1100, 1200))
+    ]
+    assert [s[1:] for s in steps(learner(), *lines)] == [(1100, 0.24), (1200, 0.241)]
+
+
 def test_a_counter_named_after_its_number_is_the_step_and_a_hosts_digits_never_are() -> None:
     lines = [
         f"[node-a0{host}] 1epoch:train:{step - 99}-{step}batch: loss=2.{host}, run_time=0.{t}"
