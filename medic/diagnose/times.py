@@ -62,7 +62,8 @@ DAY_US = 86_400 * US
 
 
 def _stamp(pattern: str, year: int | None) -> pl.Expr:
-    """Microseconds since the epoch from one format's captures (null where it does not match)."""
+    """Microseconds since the epoch from one format's captures (null where it does not match,
+    and where its numbers make no date: "F1234 12:00:00" in a line's text is no glog stamp)."""
     groups = pl.col("message").str.extract_groups(pattern)
     field = groups.struct.field
     names = set(_group_names(pattern))
@@ -73,24 +74,17 @@ def _stamp(pattern: str, year: int | None) -> pl.Expr:
     )
     year_expr = field("year").cast(pl.Int32, strict=False) if "year" in names else pl.lit(year)
     fraction = (
-        field("fraction").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int32, strict=False)
+        field("fraction").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64, strict=False)
         if "fraction" in names
-        else pl.lit(0)
+        else pl.lit(0, pl.Int64)
     )
-    return (
-        pl.datetime(
-            year_expr,
-            month,
-            field("day").cast(pl.Int32, strict=False),
-            field("hour").cast(pl.Int32, strict=False),
-            field("minute").cast(pl.Int32, strict=False),
-            field("second").cast(pl.Int32, strict=False),
-            fraction.fill_null(0),
-            time_unit="us",
-        )
-        .dt.epoch("us")
-        .cast(pl.Int64)
-    )
+    parts = [year_expr, month, *(field(f).cast(pl.Int32, strict=False) for f in _CLOCK)]
+    text = pl.format("{}-{}-{} {}:{}:{}", *parts)  # null when a part is
+    stamp = text.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False)
+    return stamp.dt.epoch("us").cast(pl.Int64) + fraction.fill_null(0)
+
+
+_CLOCK = ("day", "hour", "minute", "second")
 
 
 def _group_names(pattern: str) -> list[str]:

@@ -44,6 +44,27 @@ def test_each_format_gives_its_time() -> None:
     assert got[-1].startswith("2026-06-02")
 
 
+def test_numbers_that_make_no_date_are_no_stamp_and_no_error() -> None:
+    # a glog-like letter and numbers in a line's text (month 12, day 34), a date that never
+    # was (February 30th), a second past 59: the line takes its predecessor's time
+    got = times(
+        {
+            "a": [
+                "2026-11-30 04:13:00 - INFO - start",
+                "build F1234 12:00:00 firmware string",
+                "2026-02-30 10:00:00 - INFO - typed by hand",
+                "W1130 04:13:61.5 zork.cc:1] a minute and a second",
+            ]
+        }
+    )
+    assert got == [
+        "2026-11-30T04:13:00Z",
+        "2026-11-30T04:13:00.000001Z",
+        "2026-11-30T04:13:00.000002Z",
+        "2026-11-30T04:13:00.000003Z",
+    ]
+
+
 def test_unstamped_lines_follow_their_stamped_predecessor_in_order() -> None:
     got = times({"a": ["[2026-11-30T04:00:00] error", "  traceback line", "  another"]})
     assert got == [
