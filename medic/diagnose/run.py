@@ -145,6 +145,7 @@ def alive(
             | frame
             | frame.shift(1).over("job_id").fill_null(False)
             | pl.col("message").str.contains(EXPLAINING)
+            | pl.col("message").str.contains(ADVISING)
             | pl.col("message").str.contains(DISMISSED)
         ).alias("_reporting")
     ).to_series()
@@ -187,6 +188,13 @@ EXPLAINING = (
 """A line explaining what may have caused an error (MindSpore's warning after a failed task,
 "GetNext error may be caused by slow data processing ..."): the error's report, logged at a lower
 level, no sign that the job goes on."""
+ADVISING = (
+    r"(?i)\byou\s+(?:can|may|might|could|should|need\s+to|want\s+to)\b|^\W*(?:please|consider)\b"
+    r"|^\W*to\s+\w+\b[^,;]{0,120},\s*(?:set|use|pass|add|run|call|increase|decrease|enable)\b"
+)
+"""A line telling the reader what to do about an error (Ray Train's "To start a new run that
+will retry on training failures, set ... FailureConfig(max_failures)", "you can restart the
+run"): the error's report, no retry under way and no sign that the job goes on."""
 
 
 def dismissed(lines: pl.DataFrame) -> pl.DataFrame:

@@ -291,6 +291,14 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
         " error may be caused by slow data processing (over 20 s a batch)\n"
     )
     assert kind_and_tier("zork.log", explained) == ("crash", "suspect")
+    # a runtime's advice after the error, on how a new run would retry: no retry under way
+    advised = (
+        "zork.TrainingFailedError: The zork run failed. Please inspect the previous errors.\n"
+        "To continue this run, you can use: trainer = Zork.restore('/ckpt/run-3').\n"
+        "To start a new run that will retry on training failures, set"
+        " failure_config=FailureConfig(max_failures) with max_failures > 0.\n"
+    )
+    assert kind_and_tier("zork.log", advised) == ("crash", "suspect")
 
 
 def test_text_no_entry_names_is_read_as_a_report_or_a_mention() -> None:
