@@ -888,6 +888,26 @@ def test_a_shell_s_report_of_a_signal_s_end_reads_in_its_locale_and_after_a_bar(
     assert (row[READING], row[FATAL]) == ("crash", True)
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # glog and absl abort the process once a FATAL line is written: the line is an end
+        "F0428 15:45:58.664613 20024 zork.cpp:347] Check failed: Zork::root() ",
+        "2020-08-05 09:28:40.563723: F zork/core/gpu_util.cc:292] GPU->CPU Memcpy failed",
+        "*** Check failure stack trace: ***",
+    ],
+)
+def test_a_line_at_glog_s_fatal_level_is_the_process_s_end(line: str) -> None:
+    (row,) = rows_of(line).to_dicts()
+    assert row[FATAL]
+
+
+def test_glog_s_error_level_is_no_end_of_its_own() -> None:
+    line = "E0428 15:45:58.664613 20024 zork.cpp:347] Check failed: Zork::root()"
+    (row,) = rows_of(line).to_dicts()
+    assert not row[FATAL]
+
+
 def test_a_word_ending_in_killed_is_no_shell_s_report() -> None:
     assert read("zork: 3 workers NotKilled") == []
 
