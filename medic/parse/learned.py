@@ -223,6 +223,12 @@ _LABEL = re.compile(
 )
 """The word naming the number after it, across a word joining them (``step at 58600``, ``Step
 no. 12``, ``time is 0.41``); a word holds a letter (a dash before ``[1100/8782]`` names none)."""
+_SOURCE_LINE = re.compile(
+    r"(?i)[\w-]\.(?:cc|cpp|cxx|c|h|hpp|cu|cuh|py|pyx|rs|go|java|scala|jl|lua)\W{0,2}$"
+)
+"""A source file's name right before a number: the line the message was logged from (glog's
+``common_runtime/gpu/gpu_device.cc:1120]``, Python's ``logger.py:50``), never a measure of the
+step, whatever words its path holds."""
 _COUNTER_RANK = {"step": 0, "iter": 1, "iteration": 1, "update": 2, "batch": 3}
 """Which labelled counter is the step when a line has several (``iter 100 step 25``)."""
 _SHORT_COUNTER = {"it": "iter", "itr": "iter", "up": "update", "upd": "update"}
@@ -995,6 +1001,10 @@ def _fields(template: str) -> Fields | None:
         for before, label, after in zip(befores, labels, afters, strict=True)
     )
     words = [_words(befores[index], afters[index], labels[index]) for index in range(width)]
+    located = {index for index, before in enumerate(befores) if _SOURCE_LINE.search(before)}
+    words = [("", "", "") if index in located else w for index, w in enumerate(words)]
+    ranks = tuple(NO_COUNTER if i in located else rank for i, rank in enumerate(ranks))
+    ranks = _range_ends(ranks, afters)
     meters = {index for index in range(width) if _counter_meter(parts, index, labels[index])}
     for index in meters:
         unit, label, phrase = words[index]
@@ -1047,6 +1057,25 @@ def _fields(template: str) -> Fields | None:
         totals=frozenset(totals),
         averaged_after=bool(_RUNNING_AVERAGE.search(template)),
     )
+
+
+def _range_ends(ranks: tuple[int, ...], afters: list[str]) -> tuple[int, ...]:
+    """``ranks`` with a labelled counter given as the range a report covers moved to the
+    range's end: MXNet's ``Batch [200-300]``, CNTK's ``Minibatch[ 1- 500]``, the batches done
+    being the second number."""
+    moved = list(ranks)
+    for index in range(len(ranks) - 1):
+        if (
+            _RANGE.fullmatch(afters[index])
+            and moved[index] < UNLABELLED
+            and moved[index + 1] >= UNLABELLED
+        ):
+            moved[index], moved[index + 1] = NO_COUNTER, moved[index]
+    return tuple(moved)
+
+
+_RANGE = re.compile(r"\s?-\s?")
+"""What lies between a range's two numbers (``200-300``, ``1- 500``)."""
 
 
 def _counted(

@@ -908,6 +908,26 @@ def test_a_step_s_time_is_never_its_counter_whatever_its_label_names() -> None:
     assert [s[1:] for s in steps(learner(), *lines)] == [(1100, 0.24), (1200, 0.241)]
 
 
+def test_the_line_a_message_was_logged_from_is_no_measure_whatever_its_path_says() -> None:
+    # TensorFlow's device lines at start-up, one per GPU: "common_runtime" in the logging
+    # file's path names no time, and the line number after it is no duration
+    lines = [
+        f"2026-02-07 11:26:42.29779{gpu}: I zork/core/common_runtime/gpu/gpu_device.cc:1120]"
+        f" Creating device (/device:GPU:{gpu}) -> (device: {gpu}, name: Zork 1080,"
+        f" pci bus id: 0000:0{gpu + 2}:00.0, compute capability: 6.1)"
+        for gpu in range(4)
+    ]
+    assert steps(learner(), *lines) == []
+
+
+def test_a_counter_given_as_the_range_a_report_covers_is_the_range_s_end() -> None:
+    lines = [
+        f"zork: Epoch[2] Batch [{done - 100}-{done}]\tSpeed: 81{i}.5 samples/sec\tacc=0.8{i}"
+        for i, done in enumerate((300, 400, 500))
+    ]
+    assert [s[1] for s in steps(learner(), *lines)] == [300, 400, 500]
+
+
 def test_a_counter_named_after_its_number_is_the_step_and_a_hosts_digits_never_are() -> None:
     lines = [
         f"[node-a0{host}] 1epoch:train:{step - 99}-{step}batch: loss=2.{host}, run_time=0.{t}"
