@@ -1068,7 +1068,7 @@ def _range_ends(ranks: tuple[int, ...], afters: list[str]) -> tuple[int, ...]:
         if (
             _RANGE.fullmatch(afters[index])
             and moved[index] < UNLABELLED
-            and moved[index + 1] >= UNLABELLED
+            and moved[index + 1] == UNLABELLED
         ):
             moved[index], moved[index + 1] = NO_COUNTER, moved[index]
     return tuple(moved)
