@@ -652,6 +652,7 @@ def test_a_timeout_named_as_what_happened_is_a_wait_that_ran_out_and_a_setting_i
         "  timeout: None",
         "ring timeout: timedelta(seconds=1800)",
         "Setting the ring timeout",
+        "  timeout:",
     )
     for line in settings:
         assert rows_of(line).is_empty(), line
