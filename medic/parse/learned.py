@@ -47,7 +47,7 @@ counter value, how many lines it has shown) is kept per job.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -1003,19 +1003,19 @@ def _fields(template: str) -> Fields | None:
     words = [_words(befores[index], afters[index], labels[index]) for index in range(width)]
     located = {index for index, before in enumerate(befores) if _SOURCE_LINE.search(before)}
     words = [("", "", "") if index in located else w for index, w in enumerate(words)]
-    ranks = tuple(NO_COUNTER if i in located else rank for i, rank in enumerate(ranks))
+    ranks = _uncounted(ranks, located)
     ranks = _range_ends(ranks, afters)
     meters = {index for index in range(width) if _counter_meter(parts, index, labels[index])}
     for index in meters:
         unit, label, phrase = words[index]
         words[index] = (unit, f"{label}_time", phrase)
-    ranks = tuple(NO_COUNTER if i in meters else rank for i, rank in enumerate(ranks))
+    ranks = _uncounted(ranks, meters)
     durations, rated, noted = _durations(befores, words)
     # a step's time is never its counter, whatever its label names (``time/step=241ms``)
-    ranks = tuple(NO_COUNTER if i in durations else rank for i, rank in enumerate(ranks))
+    ranks = _uncounted(ranks, durations)
     ranks = _per_counter(ranks, labels, words, durations)
     rates = [i for i, w in enumerate(words) if i not in durations and _is_throughput(*w)]
-    ranks = tuple(NO_COUNTER if i in rates else rank for i, rank in enumerate(ranks))
+    ranks = _uncounted(ranks, rates)
     throughput = min(rates, key=lambda i: _rate_rank(words[i]), default=None)
     rate = None if throughput is None else _rate_name(*words[throughput])
     bar = BAR_COUNTER.search(template)
@@ -1057,6 +1057,11 @@ def _fields(template: str) -> Fields | None:
         totals=frozenset(totals),
         averaged_after=bool(_RUNNING_AVERAGE.search(template)),
     )
+
+
+def _uncounted(ranks: tuple[int, ...], fields: Collection[int]) -> tuple[int, ...]:
+    """``ranks`` with the numbers of ``fields`` (something other than a count) no counter."""
+    return tuple(NO_COUNTER if i in fields else rank for i, rank in enumerate(ranks))
 
 
 def _range_ends(ranks: tuple[int, ...], afters: list[str]) -> tuple[int, ...]:
@@ -1111,7 +1116,7 @@ def _fraction(
 
 
 def _durations(
-    parts: list[str], words: list[tuple[str, str, str]]
+    befores: list[str], words: list[tuple[str, str, str]]
 ) -> tuple[tuple[int, ...], bool, bool]:
     """The fields whose largest is the step's time (``Fields.durations``), whether the first is
     a rate to be checked against the others (``Fields.rated``) and whether the one duration is
@@ -1136,7 +1141,7 @@ def _durations(
         return tuple(plain[:1] or labelled), False, False
     if not timings:
         return (), False, False
-    return (timings[0],), False, bool(_NOTE.search(parts[timings[0]]))
+    return (timings[0],), False, bool(_NOTE.search(befores[timings[0]]))
 
 
 _PAIRED_NAMES = re.compile(r"(?<![\w/])([A-Za-z_]+)/([A-Za-z_]+)(\s*[:=]\s*\[?)#/#(?![\w/])")
