@@ -108,10 +108,12 @@ WHO = (
 ``[[job,vpid],rank]`` or PRRTE's ``[nspace@job,rank]``, the process an MPICH-family library
 (MPICH, Intel MPI, Cray MPICH, MVAPICH) names after an abort (``application called
 MPI_Abort(MPI_COMM_WORLD, 1) - process 3``: its rank in ``MPI_COMM_WORLD``)."""
-LOCAL = r"(?i)local_rank\s*[:=]\s*(\d+)|\bprocess\s+(\d+)\s+terminated\b"
-"""A local rank: torchrun's ``local_rank`` field, or the process index that
-``torch.multiprocessing.spawn`` reports ("process 3 terminated with exit code 1", "-- Process 5
-terminated with the following error:"), each process's index on its node."""
+LOCAL = r"(?i)local_rank\s*[:=]?\s*(\d+)|\bprocess\s+(\d+)\s+terminated\b"
+"""A local rank: torchrun's ``local_rank`` field (its agent's ``local_rank: 0``; its warning
+about a child that wrote no error file, ``Child process P (local_rank 0) FAILED (exitcode
+1)``), or the process index that ``torch.multiprocessing.spawn`` reports ("process 3
+terminated with exit code 1", "-- Process 5 terminated with the following error:"), each
+process's index on its node."""
 WHERE = (
     r"(?i)\bon (?:node|host)\s+([A-Za-z][\w.-]*[\w])"
     r"|\bhost(?:name)?\s*[:=]\s*([A-Za-z][\w.-]*[\w])"

@@ -107,8 +107,16 @@ PREFIXES: tuple[LinePrefix, ...] = (
     ),
     LinePrefix(
         "openmpi",
-        r"\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>: ?",
-        "https://docs.open-mpi.org/en/main/man-openmpi/man1/mpirun.1.html (--tag-output)",
+        r"\[(?:\d+,)?(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>: ?",
+        "https://docs.open-mpi.org/en/main/man-openmpi/man1/mpirun.1.html (--tag-output: "
+        "[job,rank]<stream>:); horovod/horovod horovod/runner/common/util/safe_shell_exec.py "
+        "prefix_connection (horovodrun's own launcher: [rank]<stream>:)",
+    ),
+    LinePrefix(
+        "determined",
+        r"\[rank=(?P<rank>\d+)\] ",
+        "determined-ai/determined harness/determined/launch/wrap_rank.py ([rank=N] before each "
+        "line of a worker)",
     ),
     LinePrefix(
         "srun-label",

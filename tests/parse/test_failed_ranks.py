@@ -124,6 +124,8 @@ def test_a_local_rank_alone_is_read_and_more_wordings_of_an_end() -> None:
         # a launcher's status of its container, then the code it ended with (Paddle's shape)
         "Container rank 6 status failed cmd ['python3', '-u', 'train.py'] code 2 log log/w.6",
         "rank 7 failed with code 3",
+        # torch.distributed.elastic's warning about a child that wrote no error file
+        "Child process 4711 (local_rank 2) FAILED (exitcode 1)",
     )
     assert [(r["rank"], r["local_rank"], r["end"]) for r in rows] == [
         (None, 0, "SIGABRT"),
@@ -132,6 +134,7 @@ def test_a_local_rank_alone_is_read_and_more_wordings_of_an_end() -> None:
         (4, None, "out of memory"),
         (6, None, "exit code 2"),
         (7, None, "exit code 3"),
+        (None, 2, "exit code 1"),
     ]
 
 

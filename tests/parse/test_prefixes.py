@@ -40,6 +40,9 @@ def stripped(*lines: str, config: PrefixConfig | None = None) -> list[dict]:
         ),
         # OpenMPI --tag-output
         ("[1,6]<stdout>:epoch 3", "epoch 3", {"rank": 6}),
+        # horovodrun's own launcher tags a worker's lines with its rank alone
+        ("[2]<stderr>:RuntimeError: boom", "RuntimeError: boom", {"rank": 2}),
+        ("[rank=5] epoch 3", "epoch 3", {"rank": 5}),
         # Ray: a task's or an actor's lines as the driver prints them
         ("(pid=45113) step 4", "step 4", {}),
         ("(RayTrainWorker pid=48211, ip=10.0.3.17) step 4", "step 4", {}),
