@@ -211,8 +211,9 @@ SCALAR_REPR = (
 """A number in its scalar type's repr (numpy's, torch's): its value the first argument."""
 QUOTED_NUMBER = r"""(:\s*)["']([-+]?[0-9][0-9.eE+-]*)["']"""
 """A record's value written as a string (fairseq's json log: ``"wps": "1195.4"``): its number."""
-MAGNITUDES = {"K": "e3", "M": "e6", "G": "e9"}
-"""A number's magnitude suffix (``24.5K``), as the exponent it stands for."""
+MAGNITUDES = {"k": "e3", "K": "e3", "M": "e6", "G": "e9"}
+"""A number's magnitude suffix (``24.5K``, SI's kilo ``113.4k tok/s``), as the exponent it
+stands for (a lowercase ``m`` is SI's milli, or minutes: no magnitude read)."""
 NO_THROUGHPUT = (
     pl.lit(None, pl.Float64).alias("throughput"),
     pl.lit(None, pl.String).alias("throughput_unit"),
@@ -870,8 +871,8 @@ def _plain_numbers(message: pl.Expr) -> pl.Expr:
     (``np.float64(1.5)``, ``tensor(2.3, device='cuda:0')``: the wrapper's digits are no
     number), a name's digits between its letters dropped (``S2S Loss``, ``x2y``: no number, and
     no "2 s" duration), a record's value unquoted (``"ups": "1.62"``), a magnitude suffix as its
-    exponent (``24.5K``, ``1.05M``: nanotron's human_format, many a logger's), so that a line's
-    template does not change with them and its labels are read."""
+    exponent (``24.5K``, ``1.05M``: nanotron's human_format, many a logger's; ``31.2k``), so
+    that a line's template does not change with them and its labels are read."""
     plain = message.str.replace_all(SCALAR_REPR, "${1}")
     plain = plain.str.replace_all(NAMED_WITH_DIGITS, "${1}${2}")
     plain = plain.str.replace_all(QUOTED_NUMBER, "${1}${2}")

@@ -43,7 +43,7 @@ import pyarrow as pa
 from medic.ingest.base import Batch
 from medic.parse.announced_eval import AnnouncedEvaluations
 from medic.parse.first_match import PATTERN, ROW, FirstMatch
-from medic.parse.learned import LearnedProgress, metrics_records
+from medic.parse.learned import MAGNITUDES, LearnedProgress, metrics_records
 from medic.parse.prefixes import PrefixStripper
 from medic.parse.progress_formats import (
     ANSI_ESCAPE,
@@ -84,8 +84,6 @@ RANK = "_rank"
 """A read line's rank (``_rank()``), computed once for the loops' keys and the output."""
 PART_WINDOW = 64
 """Lines after a record's step line in which its parts are looked for."""
-MAGNITUDES = {"K": "e3", "M": "e6", "G": "e9"}
-"""A number's magnitude suffix, as the exponent it stands for."""
 
 PROGRESS = pa.schema(
     [
@@ -533,7 +531,7 @@ def _plain_numbers(values: pl.DataFrame) -> pl.DataFrame:
     """The fields as plain numbers: thousands separators dropped ("tps: 12,345") and a
     magnitude suffix written as an exponent ("1.23K": nanotron's human_format). Few values
     hold either: only those are rewritten."""
-    odd = values.select(pl.col(FIELDS).str.contains("[,KMG]"))
+    odd = values.select(pl.col(FIELDS).str.contains("[,kKMG]"))
     held = [(name, odd.get_column(name).arg_true()) for name in FIELDS]
     plain = [_plain(values.get_column(name), at) for name, at in held if len(at)]
     return values.with_columns(plain) if plain else values

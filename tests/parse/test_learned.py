@@ -792,6 +792,9 @@ def test_scalar_reprs_and_magnitude_suffixes_are_plain_numbers() -> None:
     ]
     assert throughputs(learner(), *lines) == [(i, 1500.0, "tps") for i, _ in PACES]
     assert steps(learner(), *lines) == [("learned", i, t + 0.25) for i, t in PACES]
+    # SI's kilo is lowercase: "113.4k tok/s" is 113,400 tokens a second
+    lines = [f"step {i} | loss 1.4 | grad 0.07 | 11{t}.4k tok/s" for i, t in PACES]
+    assert throughputs(learner(), *lines) == [(i, 110400.0 + t * 1000, "tok/s") for i, t in PACES]
 
 
 def test_a_record_writing_its_numbers_as_strings_gives_them_as_numbers() -> None:
