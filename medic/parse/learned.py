@@ -88,7 +88,10 @@ HEADER = rf"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:{COUNTER_NAMES})s?\W{{0,2}}[0-9]"
 line giving the time: a multi-line record), its label coloured or not ..."""
 REPORTS_LOSS = r"(?i)loss|\bppl\b|perplexity"
 """... or a loss, or its exponential, the perplexity language models report (a count out of a
-total beside a loss is a step that gives no time)."""
+total beside a loss is a step that gives no time) ..."""
+INDEXED = r"^\s*\[[0-9]+\]\s"
+"""... or an index in brackets opening the line (a boosting round's: ``[10]\ttraining's auc:
+0.87``)."""
 AGREE = 0.01
 """How close a duration must come to a rate's inverse to say the same (``Fields.rated``)."""
 TOTAL_AGREE = 0.05
@@ -164,8 +167,20 @@ LOOP_METRIC = (
 (``TRAINED_WITH``), the last evaluation's score that a training step's record carries (veRL's
 ``step:5 - ... - actor/lr:0.000 - val/test_score/...``), and ``LOOKALIKE_LINE`` does not read
 its name."""
-TRAINED_WITH = r"(?i)(?:^|[^0-9A-Za-z])(?:lr|learning[_ ]rate)\s*[:=]\s*[-+]?[0-9.]"
-"""A learning rate's field: what an optimizer's step reports, an evaluation does not."""
+TRAINED_WITH = (
+    r"(?i)(?:^|[^0-9A-Za-z])(?:lr|learning[_ ]rate)\s*[:=]\s*[-+]?[0-9.]"
+    r"|(?:^|[^0-9A-Za-z])train(?:ing)?(?:[-_./]|'s )[0-9A-Za-z_@.-]+\s*[:=]\s*[-+]?[0-9.]"
+)
+"""A learning rate's field, or a metric of the training set by its set's name (gradient
+boosting's ``train-logloss:0.66``, ``training's auc: 0.87``): what an optimizer's step or a
+boosting round reports, an evaluation does not."""
+SET_METRIC = (
+    r"(?i)(?:^|[^0-9A-Za-z_])(?:valid(?:ation)?|val|test|eval)(?:_?[0-9]+)?(?:-|'s )"
+    r"[0-9A-Za-z_@.-]+\s*[:=]\s*[-+]?[0-9.]"
+)
+"""A metric of another data set named by the set, then a dash or a possessive (``valid-logloss:
+0.66``, ``valid_1's auc: 0.85``): XGBoost's and LightGBM's evaluation of each watched set
+after every boosting round, printed on the round's line beside the training set's."""
 PADDING = r"([\[(/])\s+"
 """Spaces padding a number after a bracket or a slash (``[  20/1465]``, ``[1000/1465]``):
 dropped, so that the line's template does not change with the number's width."""
@@ -378,6 +393,10 @@ class Fields:
     totals: frozenset[int] = frozenset()
     """The fields after a count's slash (``n/N``): its total, or, where the count stays as it
     rises, a second counter (WeNet's ``Batch 4/203700``: the epoch, then the batch)."""
+    index: bool = False
+    """The template opens with its line's index (``_LEADING_INDEX``) before metrics' values: a
+    counter only where it rose on every line (a rank's tag in front of each rank's line cycles
+    instead)."""
     averaged_after: bool = False
     """The template's last number is the running average of the one before it, in parentheses
     (``| > step_time: 0.8086  (0.8312)``, as Coqui's trainer prints each metric): a line of one
@@ -452,11 +471,11 @@ class LearnedProgress:
     """The tables' headers (``medic.parse.tables``): their rows are read by column."""
     candidates: pl.Expr = field(
         default_factory=lambda: pl.col("message").str.contains(
-            f"{CANDIDATE}|{HEADER}|{REPORTS_LOSS}|{Tables.candidates}"
+            f"{CANDIDATE}|{HEADER}|{REPORTS_LOSS}|{INDEXED}|{Tables.candidates}"
         )
     )
-    """The lines worth learning from: those holding a duration or a rate, headers, losses, and
-    the lines of tables."""
+    """The lines worth learning from: those holding a duration or a rate, headers, losses,
+    indexed lines, and the lines of tables."""
 
     def read(self, lines: pl.DataFrame) -> pl.DataFrame:
         """``lines`` (``_line``, ``job_id``, ``_who``: the process that printed it, ``message``;
@@ -805,10 +824,12 @@ def _per_process(rows: list[tuple[object, ...]], **columns: type[pl.DataType]) -
 
 
 def _without_loop_metrics(text: pl.Expr) -> pl.Expr:
-    """``text`` without other loops' metrics (``LOOP_METRIC``) where it reports a learning
-    rate (``TRAINED_WITH``): a training step's record that carries the last evaluation's."""
+    """``text`` without other loops' metrics (``LOOP_METRIC``, ``SET_METRIC``) where it reports
+    a learning rate or the training set's metric (``TRAINED_WITH``): a training step's record
+    that carries the last evaluation's."""
     trained = text.str.contains(TRAINED_WITH)
-    return pl.when(trained).then(text.str.replace_all(LOOP_METRIC, " ")).otherwise(text)
+    others = text.str.replace_all(LOOP_METRIC, " ").str.replace_all(SET_METRIC, " ")
+    return pl.when(trained).then(others).otherwise(text)
 
 
 def _summary(text: pl.Expr) -> pl.Expr:
@@ -969,7 +990,7 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
         if i not in fields.durations
         and fields.ranks[i] < NO_COUNTER
         and seen[f"whole_{name}"]
-        and known.rises[i] >= (LABELLED_RISE if fields.ranks[i] < UNLABELLED else RISE) * pairs
+        and known.rises[i] >= _rise(fields, i) * pairs
     ]
     if counter is not None:
         inner = [i for i in rising if i != counter and fields.ranks[i] < UNLABELLED]
@@ -981,6 +1002,14 @@ def _observe(known: Template, seen: dict[str, object], names: list[str], fields:
     described = [i for i in rising if fields.bar is not None and i < fields.bar]
     if described or rising:
         known.counter = min(described or rising, key=lambda i: (fields.ranks[i], i))
+
+
+def _rise(fields: Fields, i: int) -> float:
+    """The share of line pairs in which number ``i`` must grow to be the counter: every one
+    for a line's index, half for a labelled counter, ``RISE`` for an unlabelled one."""
+    if fields.index and i == 0:
+        return 1.0
+    return LABELLED_RISE if fields.ranks[i] < UNLABELLED else RISE
 
 
 def _fields(template: str) -> Fields | None:
@@ -1024,12 +1053,16 @@ def _fields(template: str) -> Fields | None:
     total = None if bar is None or "/#" not in bar.group(0) else counter + 1  # type: ignore[operator]
     loss = any(_LOSS.search(label) or _LOSS.search(phrase) for _, label, phrase in words)
     fraction, totals = _fraction(template, ranks, words)
+    index = bool(_LEADING_INDEX.match(template)) and any(
+        _NAMED_VALUE.search(before) for before in befores[1:]
+    )
     if (
         not durations
         and min(ranks) >= UNLABELLED
         and counter is None
         and throughput is None
         and not (loss and fraction is not None)
+        and not index
     ):
         return None
     per_step = (
@@ -1056,6 +1089,7 @@ def _fields(template: str) -> Fields | None:
         if counter is None
         else next((i for i in range(counter + 1, width) if _RUN_COUNTER.match(words[i][1])), None),
         totals=frozenset(totals),
+        index=index,
         averaged_after=bool(_RUNNING_AVERAGE.search(template)),
     )
 
@@ -1224,6 +1258,11 @@ _AVERAGED = re.compile(r"(?i)avg|average|mean|running|smooth")
 _LOSS = re.compile(r"(?i)(?:loss|\bppl|perplexity)(?: is)?$")
 """A loss's label or phrase (``loss``, ``total_loss``, ``lm loss``, ``loss is``; a language
 model's perplexity, ``ppl``, ``lm loss PPL``)."""
+_LEADING_INDEX = re.compile(r"^\[#\] ")
+"""A template that opens with a bracketed number and nothing else (``[#] train-logloss:#``):
+the line's index, unlabelled (XGBoost's and LightGBM's boosting round)."""
+_NAMED_VALUE = re.compile(r"[A-Za-z][\w'.@-]*\s*[:=]\s*$")
+"""A name and a colon or an equals sign right before a number: a metric's value."""
 _PLAIN = re.compile(r"(?i)(?:time|dt|took|duration|timing|latency)$")
 """A duration's plain label: the step's time, not one of its variants or parts."""
 _NOTE = re.compile(r"\(\s*$")

@@ -1082,3 +1082,26 @@ def test_a_counter_named_as_a_variable_holding_its_number_is_that_counter() -> N
     assert steps(learner(), *lines) == [("learned", s * 100, None) for s in (1, 2, 3)]
     timed = [f"zork | iter_num {s}0 | loss 2.{s} | 0.3{s} s/it" for s in (1, 2, 3)]
     assert steps(learner(), *timed) == [("learned", s * 10, float(f"0.3{s}")) for s in (1, 2, 3)]
+
+
+def test_a_boosting_round_indexed_in_brackets_is_a_step_beside_every_sets_metrics() -> None:
+    # XGBoost's EvaluationMonitor and LightGBM's log_evaluation: "[round]" and then each watched
+    # set's metric, the training set's and a validation set's on one line
+    xgb = [f"[{i}]\ttrain-rmse:{9 - i}.125\tvalid-rmse:{9 - i}.5" for i in range(5)]
+    assert steps(learner(), *xgb) == [("learned", i, None) for i in range(5)]
+    gbm = [
+        f"[{i}0]\ttraining's binary_logloss: 0.{9 - i}\tvalid_0's binary_logloss: 0.9"
+        for i in (1, 2, 3)
+    ]
+    assert steps(learner(), *gbm) == [("learned", i * 10, None) for i in (1, 2, 3)]
+    # a validation set's metrics alone are an evaluation's
+    assert steps(learner(), *(f"[{i}]\tvalid-rmse:{9 - i}.5" for i in range(5))) == []
+
+
+def test_an_index_that_does_not_rise_on_every_line_is_a_tag_not_a_counter() -> None:
+    # four ranks tagging their lines "[rank]" cycle through their tags
+    tagged = [f"[{r}] loss: 0.{e}{r}" for e in range(1, 4) for r in range(4)]
+    assert steps(learner(), *tagged) == []
+    # a list of devices numbered in brackets holds no metric's value
+    listed = [f"[{g}] NVIDIA A100-SXM4-80GB | 3{g}'C, 0 % | 4 / 81920 MB |" for g in range(8)]
+    assert steps(learner(), *listed) == []
