@@ -531,7 +531,7 @@ def _plain_numbers(values: pl.DataFrame) -> pl.DataFrame:
     """The fields as plain numbers: thousands separators dropped ("tps: 12,345") and a
     magnitude suffix written as an exponent ("1.23K": nanotron's human_format). Few values
     hold either: only those are rewritten."""
-    odd = values.select(pl.col(FIELDS).str.contains("[,kKMG]"))
+    odd = values.select(pl.col(FIELDS).str.contains(f"[,{''.join(MAGNITUDES)}]"))
     held = [(name, odd.get_column(name).arg_true()) for name in FIELDS]
     plain = [_plain(values.get_column(name), at) for name, at in held if len(at)]
     return values.with_columns(plain) if plain else values
