@@ -74,9 +74,10 @@ The score is ``1 - 2^(-silence / threshold)``, discounted by the GPUs' corrobora
 too, rising towards 1 as the silence goes on. ``evidence`` carries what it was made of.
 
 Some hangs say so themselves: an NCCL watchdog timeout, a heartbeat monitor, Horovod's stall
-inspector or a fault-tolerance rank monitor prints that a collective or a rank has been stuck
-for so long (the ``hang`` signatures). Such a line is a hang at once, its onset as far back as
-the line says (the collective "ran for" its milliseconds), whatever the step model thinks.
+inspector, NCCL's RAS declaring a process dead or a fault-tolerance rank monitor prints that a
+collective or a rank has been stuck for so long (the ``hang`` signatures). Such a line is a hang
+at once, its onset as far back as the line says (the collective "ran for" its milliseconds),
+whatever the step model thinks.
 
 Telemetry costs little while jobs progress: a snapshot of every job is taken from
 ``baseline_sample_s`` of telemetry every ``baseline_every_s``; full windows are kept only for
@@ -130,6 +131,8 @@ SPACING_EVERY_US = 10 * US
 BLOCKED_IO = ("hung_task_blocked",)
 """Signatures of a node's kernel reporting a task in uninterruptible sleep past its hung-task
 timeout (120 s by default): a rank apart from the collective there is stuck, not saving."""
+DECLARED_DEAD = ("nccl_ras_peer_dead", "nccl_ras_dead_report")
+"""Signatures of NCCL's RAS declaring a process of the job dead (unreachable for a minute)."""
 STORAGE_AWAY = ("nfs_server_not_responding",)
 """Signatures of a node's NFS client waiting on its server (the RPC's retries ran out; a hard
 mount retries for as long as the server is away): a rank apart there waits on storage, not
@@ -321,6 +324,9 @@ class JobWatch:
     time per iteration) or as its gap over the steps it advanced tells; None before one."""
     suspect: Detection | None = None
     """The suspect reported for the current silence, until it is confirmed or the job goes on."""
+    dead: dict[str, str | None] = field(default_factory=dict)
+    """The processes NCCL's RAS declared dead since the job's latest step (host and pid, its
+    address, or the report's line) -> the host each ran on, where the line says."""
     alarmed: bool = False
     """A confirmed hang was reported for the current silence."""
     suspicious: bool = False
@@ -422,6 +428,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         elif batch.stream == "signatures":
             self._kernel_errors(batch.frame)
             self._blocked_io(batch.frame)
+            self._declared_dead(batch.frame)
             self._crashes(batch.frame)
             return self._reported_stuck(batch.frame)
         elif batch.stream == "gpu_latest":
@@ -472,6 +479,21 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             latest = lines.group_by("node").agg(pl.col("time").dt.epoch("us").max())
             for node, time in latest.iter_rows():
                 marks[node] = max(time, marks.get(node, time))
+
+    def _declared_dead(self, hits: pl.DataFrame) -> None:
+        """Keep the processes NCCL's RAS declared dead in each watched job's silence."""
+        if not holds(hits.get_column("signature"), DECLARED_DEAD):
+            return
+        lines = hits.filter(
+            pl.col("signature").is_in(DECLARED_DEAD) & pl.col("job_id").is_not_null()
+        )
+        process = pl.coalesce(pl.concat_str("host", pl.lit(":"), "pid"), "peer", "message").alias(
+            "process"
+        )
+        for job_id, key, host in lines.select("job_id", process, "host").iter_rows():
+            watch = self.watch.get(job_id)
+            if watch is not None:
+                watch.dead.setdefault(key, host)
 
     def _crashes(self, hits: pl.DataFrame) -> None:
         """Keep each job's newest crash line of its own (not a peer's complaint)."""
@@ -574,6 +596,7 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             if telemetry.corroborated_since is not None or telemetry.ended is not None:
                 self._learn_spell(watch, time, fresh, self._writer(job_id, watch))  # else: no spell
             watch.alarmed, watch.suspect = False, None
+            watch.dead.clear()
             stuck.pop(job_id, None)
             self.warned.pop(job_id, None)
             if gap_us is None:
@@ -708,7 +731,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
         """A hang per job whose lines say it is stuck; the onset is the earliest moment a line
         says it has been stuck since (line time minus the time it reports). Its ranks are those
         its lines name as the root: a hang entry's, and the ranks a line no entry matched
-        names at fault beside it (the stall report's "[missing ranks: 0]" under its warning).
+        names at fault beside it (the stall report's "[missing ranks: 0]" under its warning);
+        the hosts of the processes its lines name (NCCL's RAS: "Process P on node H") are said.
         Confirmed, unless the wait the lines report is shorter than a collective's timeout and
         the job's reports of the stall do not span its bound yet (``report_tier``): a suspect."""
         if not holds(signs.get_column("kind"), "hang"):
@@ -748,6 +772,10 @@ class HangDetector(WatchesJobs, ReadsLiveness):
                 .filter(pl.col("role") == "root")
                 .drop_nulls()
                 .unique(maintain_order=True),
+                pl.col("host")  # where a line names a process (NCCL RAS): its host
+                .filter(said & (pl.col("role") == "root") & pl.col("pid").is_not_null())
+                .drop_nulls()
+                .unique(maintain_order=True),
             )
         )
         found = []
@@ -772,6 +800,8 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             stuck_s = ((row["time_us"] if suspect is None else latest) - onset) / US
             ranks, lines = row["rank"], row["lines"]
             lagging = f"; lagging rank(s) {', '.join(map(str, ranks))}" if ranks else ""
+            hosts = row["host"]
+            on = f"; process(es) reported stuck or dead on {', '.join(hosts)}" if hosts else ""
             detection = Detection(
                 job_id=job_id,
                 kind="hang",
@@ -781,10 +811,11 @@ class HangDetector(WatchesJobs, ReadsLiveness):
                 detector=self.name,
                 summary=f"job {job_id} reports being stuck for {stuck_s:.0f}s "
                 f"({row['signature']}, {lines} line{'s' if lines != 1 else ''}): "
-                f"{excerpt(row['message'])}{lagging}; no node at fault"
+                f"{excerpt(row['message'])}{lagging}{on}; no node at fault"
                 + ("" if tier == CONFIRMED else "; suspect: a warning the job may recover from"),
                 onset=onset,
-                evidence={"signatures": [row["signature"]], "stuck_s": stuck_s},
+                evidence={"signatures": [row["signature"]], "stuck_s": stuck_s}
+                | ({"hosts": list(hosts)} if hosts else {}),
                 tier=tier,
             )
             if tier != CONFIRMED:
@@ -890,6 +921,9 @@ class HangDetector(WatchesJobs, ReadsLiveness):
             min(held, watch.telemetry.all_spinning_us(now)),
             watch.longest_all_waiting_us,
             gpus == NO_TELEMETRY and watch.telemetry.healthy is not None,
+            dead=tuple(watch.dead.values()),
+            job_gpus=0 if watch.telemetry.healthy is None else watch.telemetry.healthy.height,
+            waiting=corroborated,
         )
         tier = tier_of(c, facts)
         return Detection(

@@ -27,6 +27,11 @@ own cadence, so the first such spell is judged by the floor and the next ones by
 longest; a deadlock spins for good, and is confirmed a few minutes in, however long the job's
 other pauses (which stretch the silence's bound, not this one).
 
+NCCL's RAS declaring some of the job's processes dead (unreachable for a minute) while the
+job's GPUs wait is positive evidence: a process lost in the middle of training, the others
+blocked on it. A process that exits normally is declared dead too, to a peer still at work, so
+the declaration counts only while the GPUs wait and for no more than half the job's GPUs.
+
 The lines in which a job reports being stuck (NCCL's watchdog, a heartbeat monitor) confirm a
 hang by themselves (``HangDetector._reported_stuck``) when the wait they report is a
 collective's timeout (``confirm_floor_s`` or longer: the process is being taken down). A shorter
@@ -79,6 +84,13 @@ class Silence:
     blind: bool = False
     """The job's GPUs, seen before, are not seen in the silence (a scrape gap, an exporter
     restarting): a save or an evaluation that they would have shown cannot be told apart."""
+    dead: tuple[str | None, ...] = ()
+    """A process NCCL's RAS declared dead in the silence, each as the host it ran on (None
+    where the line does not say)."""
+    job_gpus: int = 0
+    """The GPUs the job's healthy snapshot holds (0: none yet)."""
+    waiting: bool = False
+    """The GPUs corroborate the silence (spinning in the wait, one stuck or stopped)."""
 
 
 PositiveEvidence = Callable[["HangConfig", Silence], str | None]
@@ -120,6 +132,24 @@ def apart_past_stalls(config: HangConfig, silence: Silence) -> str | None:
     return f"a rank apart from its waiting peers for {silence.apart_us / US:.0f}s"
 
 
+DECLARED_DEAD = "NCCL's RAS declared"
+"""How the evidence of ``declared_dead_while_waiting`` begins (the summary says it)."""
+
+
+def declared_dead_while_waiting(config: HangConfig, silence: Silence) -> str | None:
+    """NCCL's RAS declared some of the job's processes dead (unreachable for a minute) while
+    its GPUs wait: a process lost in the middle of training, its peers blocked on it. Alone it
+    is no evidence: a process that exited normally is declared dead to a peer still at work
+    (rank 0 writing the last checkpoint); then the others' GPUs are not in a wait, and most of
+    the job's processes are declared dead, so more than half of its GPUs' count gives none."""
+    dead = len(silence.dead)
+    if not dead or not silence.waiting or 2 * dead > silence.job_gpus:
+        return None
+    hosts = sorted({h for h in silence.dead if h is not None})
+    on = f" on {', '.join(hosts)}" if hosts else ""
+    return f"{DECLARED_DEAD} {dead} process(es) dead{on} while the others wait"
+
+
 ALL_WAITING = "every GPU waiting"
 """How the evidence of ``all_waiting_past_spells`` begins (the summary says it)."""
 
@@ -148,6 +178,7 @@ POSITIVE_EVIDENCE: tuple[PositiveEvidence, ...] = (
     blocked_on_io,
     apart_past_stalls,
     all_waiting_past_spells,
+    declared_dead_while_waiting,
 )
 
 
@@ -175,10 +206,11 @@ class Tier:
     @property
     def why(self) -> str:
         """What the summary says of the tier (nothing when evidence confirms it: the culprit,
-        or the stuck ranks, say it; but every GPU waiting, which names no one, is said)."""
+        or the stuck ranks, say it; but every GPU waiting and a process declared dead, which
+        the culprits do not name, are said)."""
         if self.evidence:
-            waiting = [e for e in self.evidence if e.startswith(ALL_WAITING)]
-            return f"; confirmed: {waiting[0]}" if len(waiting) == len(self.evidence) else ""
+            said = [e for e in self.evidence if e.startswith((ALL_WAITING, DECLARED_DEAD))]
+            return f"; confirmed: {'; '.join(said)}" if len(said) == len(self.evidence) else ""
         seconds = f"{self.bound_us / US:.0f}s"
         if self.tier == CONFIRMED:
             return f"; confirmed: silent past {seconds}"

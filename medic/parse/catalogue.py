@@ -46,7 +46,9 @@ GROUPS = (
 )
 """Named groups a pattern may capture; each becomes a column of the ``signatures`` stream
 (``waited_ms`` and ``waited_s`` together become ``waited_us``: how long the line says something
-had been stuck, so its onset lies that far back; ``ranks``, a list such as "3, 5" that a line
+had been stuck, so its onset lies that far back; an entry's ``implied_wait_s`` stands for
+them on lines that imply a wait without printing it, NCCL's RAS declaring a peer dead once it
+has not answered for a minute; ``ranks``, a list such as "3, 5" that a line
 names, becomes one row per rank, in ``rank``; ``sxid`` an NVSwitch SXid code, ``word`` the
 severity word the driver printed on the line, ``unit`` and ``status`` the unit and error
 status of an NVLink5 Xid (144-150), ``recovery`` the recovery action an Xid 154 states: these
@@ -63,6 +65,7 @@ _SIGNATURE_KEYS = {
     "action": str,
     "xid_table": bool,
     "generic": bool,
+    "implied_wait_s": int,
     "source": str,
     "example": str,
 }
@@ -102,7 +105,7 @@ _TABLES: dict[str, dict[str, type] | None] = {
     "nvlink5": _NVLINK5_KEYS,
     "recovery": _RECOVERY_KEYS,
 }
-_OPTIONAL = {"xid_table", "generic", "per_process"}
+_OPTIONAL = {"xid_table", "generic", "implied_wait_s", "per_process"}
 _VOCABULARY = {
     "kind": KINDS,
     "implicates": IMPLICATES,
@@ -197,7 +200,7 @@ def _check(entry: dict[str, Any], keys: dict[str, type], where: str) -> None:
     if unknown:
         raise CatalogueError(f"{where}: unknown key '{unknown[0]}'")
     for key, type_ in keys.items():
-        if key not in entry:
+        if entry.get(key) is None:  # an optional key's null, as the tables hold its absence
             if key in _OPTIONAL:
                 continue
             raise CatalogueError(f"{where}: missing key '{key}'")
@@ -243,7 +246,10 @@ def parse_catalogue(data: dict[str, Any]) -> Catalogue:
         for i, entry in enumerate(data.get(table, [])):
             first = next(iter(keys))
             _check(entry, keys, f"{table} #{i + 1} ({entry.get(first, '?')})")
-    signature_rows = [{"xid_table": False, "generic": False, **entry} for entry in signatures]
+    signature_rows = [
+        {"xid_table": False, "generic": False, "implied_wait_s": None, **entry}
+        for entry in signatures
+    ]
     return Catalogue(
         signatures=pl.DataFrame(
             signature_rows,
@@ -258,6 +264,7 @@ def parse_catalogue(data: dict[str, Any]) -> Catalogue:
                 "action": pl.String,
                 "xid_table": pl.Boolean,
                 "generic": pl.Boolean,
+                "implied_wait_s": pl.Int64,
                 "source": pl.String,
                 "example": pl.String,
             },

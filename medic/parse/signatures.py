@@ -168,6 +168,7 @@ class SignatureMatcher:
             "action",
             "xid_table",
             "generic",
+            "implied_wait_s",
         )
         self._xids = catalogue.xids.select(
             pl.col("code").alias("xid"),
@@ -443,6 +444,7 @@ class SignatureMatcher:
             pl.coalesce(
                 pl.col("_waited_ms").cast(pl.Int64) * 1_000,
                 pl.col("_waited_s").cast(pl.Int64) * 1_000_000,
+                pl.col("implied_wait_s") * 1_000_000,
             ).alias("waited_us"),
             pl.col("_cause_xid").alias("cause_xid"),
             pl.col(RAW).alias("message"),

@@ -370,6 +370,43 @@ def test_a_stall_warning_of_a_minute_is_a_suspect_until_the_stall_outlasts_the_b
     assert (confirmed.tier, confirmed.onset, confirmed.score) == ("confirmed", at(410), 1.0)
 
 
+def test_nccl_ras_declaring_a_process_dead_is_a_suspect_naming_its_node() -> None:
+    # our line, in the shape of NCCL's RAS monitor: a process unreachable for a minute, which
+    # one that exited normally also is to a peer still running, so no action on it alone
+    dead = "[2026-05-02 03:11:07] PEER_DEAD: Process 7001 on node n3 managing GPU 2 "
+    job = healthy_until(400).telemetry(400, 900, constant(COMPUTE))
+    job.logs.append(log(470, dead, node="n1", job_id="100"))
+    [suspect] = run(HangDetector(), [job.steps(520, 900)], 900)
+    assert (suspect.kind, suspect.tier, suspect.onset, suspect.culprits) == (
+        "hang",
+        "suspect",
+        at(410),
+        (),
+    )
+    assert "process(es) reported stuck or dead on n3" in suspect.summary
+    assert suspect.evidence["hosts"] == ["n3"]
+
+    # the job stays silent, its other GPUs waiting: a process lost, confirmed at once
+    def lost(at_s: float, *lines: str) -> list[Detection]:
+        job = healthy_until(400).telemetry(400, 900, constant(SPIN))
+        job.logs.extend(log(at_s, line, node="n1", job_id="100") for line in lines)
+        return run(HangDetector(), [job], 900)
+
+    suspect, confirmed = lost(470, dead)
+    assert (suspect.tier, confirmed.tier) == ("suspect", "confirmed")
+    assert confirmed.onset == suspect.onset and confirmed.culprits == ()
+    assert at(470) <= confirmed.detected_at <= at(472)  # the next check after the line
+    assert "confirmed: NCCL's RAS declared 1 process(es) dead on n3 while" in confirmed.summary
+    # most of the job declared dead is what a normal exit leaves to a rank still at work
+    everyone = [dead.replace("7001", str(pid)) for pid in range(7001, 7040)]
+    assert [d.tier for d in lost(470, *everyone)] == ["suspect", "confirmed"]
+    assert lost(470, *everyone)[-1].detected_at == at(578)  # the silence's bound, 180 s
+    # GPUs at work (rank 0 saving the last checkpoint) hear of a dead peer: no evidence
+    job = healthy_until(400).telemetry(400, 900, constant(COMPUTE))
+    job.logs.append(log(470, dead, node="n1", job_id="100"))
+    assert [d.tier for d in run(HangDetector(), [job], 900)] == ["suspect"]
+
+
 def test_a_reported_stall_is_judged_against_the_jobs_own_pauses() -> None:
     config = HangConfig()
     assert report_tier(config, 600 * US, 0, 0).tier == "confirmed"  # a collective's timeout

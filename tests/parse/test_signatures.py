@@ -23,6 +23,7 @@ from medic.parse.signatures import (
     unmatched_only,
 )
 from medic.testing.builders import batch, log
+from medic.timeutil import US
 from tests.corpus.bundled import bundled_logs
 from tests.detectors.scenarios import Job, detect
 
@@ -969,3 +970,30 @@ def test_an_oom_the_trainer_caught_and_skipped_is_benign() -> None:
     )
     assert (row["signature"], row["kind"]) == ("cuda_oom_recovered", "none")
     assert one("attempting to recover from OOM in forward/backward pass")["kind"] == "none"
+
+
+def test_nccl_ras_reports_a_dead_process_with_its_node_and_a_minute_waited() -> None:
+    # our lines, in the shapes of NCCL's RAS client (src/ras/client_support.cc, peers.cc,
+    # rasnet.cc): the monitor's events and the status report's DEAD section
+    found = rows_of(
+        "[2026-05-02 03:10:11] PEER_UNRESPONSIVE: Process 7001 on node hgx-c4 managing GPU 6 "
+        "peer not responding for 5s (connect timeout)",
+        "[2026-05-02 03:11:07] PEER_TIMEOUT_DEAD: Process 7001 on node hgx-c4 managing GPU 6 "
+        "peer failed to respond for 75s, declaring dead",
+        "[2026-05-02 03:11:07] PEER_DEAD: Process 7001 on node hgx-c4 managing GPUs 6,7 ",
+        "[2026-05-02 03:11:09] PEER_DEAD: 10.4.0.17<43117> ",
+        "  3 job processes are considered dead (unreachable via the RAS network)",
+        "  Missing communicator data from 2 job processes",
+        "[2026-05-02 03:12:00] PEER_RECOVERED: Process 7002 on node hgx-c5 managing GPU 1 "
+        "peer responding again",
+    )
+    rows = found.select("signature", "kind", "role", "host", "pid", "peer", "waited_us").rows()
+    minute = 60 * US
+    assert rows == [
+        ("nccl_ras_peer_trouble", "hang", "context", "hgx-c4", 7001, None, None),
+        ("nccl_ras_peer_dead", "hang", "root", "hgx-c4", 7001, None, 75 * US),
+        ("nccl_ras_peer_dead", "hang", "root", "hgx-c4", 7001, None, minute),
+        ("nccl_ras_peer_dead", "hang", "root", None, None, "10.4.0.17", minute),
+        ("nccl_ras_dead_report", "hang", "root", None, None, None, minute),
+        ("nccl_ras_peer_trouble", "hang", "context", None, None, None, None),
+    ]
