@@ -451,7 +451,7 @@ class SignatureMatcher:
             pl.lit(None, pl.String).alias("reading"),
             "generic",
         )
-        return self._read_generic(rows)
+        return self._read_generic(_first_frames(rows))
 
     def _read_generic(self, rows: pl.DataFrame) -> pl.DataFrame:
         """``rows`` with the ``reading`` of the lines a ``generic`` entry matched (the second
@@ -603,6 +603,22 @@ def _field_host(every: pl.DataFrame, read: pl.DataFrame) -> pl.Series:
         return hosts
     found = field_hosts(every, asked, _LINE, "message")
     return hosts.scatter(asked.get_column("_at"), found)
+
+
+TRACEBACK_FRAME = "python_traceback_frame"
+"""A frame of a Python traceback (``_first_frames``)."""
+_TRACEBACK = pl.col("signature").is_in(["python_traceback", TRACEBACK_FRAME])
+
+
+def _first_frames(rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` without the frames of a traceback but the first of a process (job, node,
+    rank) that no header or frame came before in the batch: one report, its header when the
+    text lost it, rather than one sign per frame."""
+    signature = rows.get_column("signature")
+    if not (signature == TRACEBACK_FRAME).any():
+        return rows
+    earlier = _TRACEBACK.cum_sum().over("job_id", "node", "rank") - _TRACEBACK.cast(pl.UInt32)
+    return rows.filter((pl.col("signature") != TRACEBACK_FRAME) | (earlier == 0))
 
 
 def _per_named_rank(hits: pl.DataFrame) -> pl.DataFrame:
