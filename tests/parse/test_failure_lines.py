@@ -653,9 +653,18 @@ def test_a_timeout_named_as_what_happened_is_a_wait_that_ran_out_and_a_setting_i
         "ring timeout: timedelta(seconds=1800)",
         "Setting the ring timeout",
         "  timeout:",
+        # a watchdog's timeout as a setting
+        "Setting scheduler watchdog timeout to 600s",
+        "zork watchdog timeout: 600",
+        "zork watchdog timeout = 300",
     )
     for line in settings:
         assert rows_of(line).is_empty(), line
+    # a watchdog's timeout that fired (SGLang's scheduler prints it so before dumping its
+    # threads): what it watched stopped moving
+    for line in ("[TP3] Watchdog timeout (self.zork_timeout=300)", "zork: watchdog timeout!"):
+        found = reading(line)
+        assert found is not None and found[1] == "hang", line
 
 
 def test_a_list_of_the_ranks_ready_while_the_others_are_waited_for_is_a_stall_report() -> None:
