@@ -605,8 +605,8 @@ def _field_host(every: pl.DataFrame, read: pl.DataFrame) -> pl.Series:
     return hosts.scatter(asked.get_column("_at"), found)
 
 
-TRACEBACK_FRAME = "python_traceback_frame"
-"""A frame of a Python traceback (``_first_frames``)."""
+TRACEBACK_FRAME = "traceback_frame"
+"""A frame of a traceback (``_first_frames``)."""
 _TRACEBACK = pl.col("signature").is_in(["python_traceback", TRACEBACK_FRAME])
 
 

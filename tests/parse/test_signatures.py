@@ -528,7 +528,7 @@ def test_every_bundled_log_line_is_named_as_a_line_by_line_reading_names_it() ->
     parsed = SignatureParser().parse(Batch("logs", logs))
     assert parsed is not None and len(expected) > 1_000
     named = parsed.frame.filter(~pl.col("signature").str.starts_with(UNMATCHED))
-    frame = "python_traceback_frame"
+    frame = "traceback_frame"
     named = named.filter(pl.col("signature") != frame)
     assert named.get_column("signature").to_list() == [e for e in expected if e != frame]
 
@@ -1018,7 +1018,20 @@ def test_a_traceback_without_its_header_is_one_report_at_its_first_frame() -> No
         'File "/opt/app/train.py", line 40 in step',
     )
     assert found.select("signature", "rank").rows() == [
-        ("python_traceback_frame", 3),
-        ("python_traceback_frame", 5),
+        ("traceback_frame", 3),
+        ("traceback_frame", 5),
         ("python_traceback", 6),
+    ]
+    # other tracebacks' frames, one job each: Rich's box (rich/traceback.py), dmlc's fatal
+    # check (dmlc-core logging.h), Lua's (lauxlib.c); a debugger's frame is no exception's
+    frames = {
+        "1": "│ /opt/app/zork/strategies/ddp.py:204 in setup_distributed          │",
+        "2": "[bt] (3) /opt/lib/libzork.so(ZorkOp::Forward()+0x5d) [0x7f0a1c2d3e4f]",
+        "3": "        [C]: in function 'error'",
+        "4": "        /opt/zork/init.lua:44: in function 'forward'",
+        "5": "#3  0x00007f0a1c2d3e4f in zork_wait () from /opt/lib/libzork.so",
+    }
+    found = rows_of(*frames.items())
+    assert found.select("job_id", "signature").rows() == [
+        (job, "traceback_frame") for job in ("1", "2", "3", "4")
     ]
