@@ -47,9 +47,10 @@ def reading(line: str) -> tuple[str, str] | None:
     ("line", "family", "kind"),
     [
         ("quux.io.PermanentWriteError: ENOSPC while flushing shard 12", "storage", "crash"),
-        # a peer that went away ended; one that stopped answering is waited for
+        # a connection whose other end went away, or stopped answering, is given up: the
+        # process that says so fails (a collective's wait is the collectives' family)
         ("zork.StoreError: Connection reset by peer", "peer", "crash"),
-        ("zork.StoreError: Socket Timeout", "peer", "hang"),
+        ("zork.StoreError: Socket Timeout", "peer", "crash"),
         # a crashed process's memory image that could not be written is about the dump
         ("GPU core dump failed", "memory", "crash"),
         (
