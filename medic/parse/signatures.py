@@ -612,12 +612,14 @@ _TRACEBACK = pl.col("signature").is_in(["python_traceback", TRACEBACK_FRAME])
 
 def _first_frames(rows: pl.DataFrame) -> pl.DataFrame:
     """``rows`` without the frames of a traceback but the first of a process (job, node,
-    rank) that no header or frame came before in the batch: one report, its header when the
-    text lost it, rather than one sign per frame."""
+    rank) that no header or frame came before in the batch (each batch of several read at
+    once, ``PART``, apart): one report, its header when the text lost it, rather than one sign
+    per frame."""
     signature = rows.get_column("signature")
     if not (signature == TRACEBACK_FRAME).any():
         return rows
-    earlier = _TRACEBACK.cum_sum().over("job_id", "node", "rank") - _TRACEBACK.cast(pl.UInt32)
+    process = [*([PART] if PART in rows.columns else []), "job_id", "node", "rank"]
+    earlier = _TRACEBACK.cum_sum().over(process) - _TRACEBACK.cast(pl.UInt32)
     return rows.filter((pl.col("signature") != TRACEBACK_FRAME) | (earlier == 0))
 
 

@@ -1035,3 +1035,20 @@ def test_a_traceback_without_its_header_is_one_report_at_its_first_frame() -> No
     assert found.select("job_id", "signature").rows() == [
         (job, "traceback_frame") for job in ("1", "2", "3", "4")
     ]
+
+
+def test_a_traceback_read_with_other_batches_is_judged_within_its_own() -> None:
+    # a replay reads a stretch of batches in one call: a frame after the batch its header was
+    # in stands for a header of its own, as when its batch is read alone (a live feed's)
+    parser = SignatureParser()
+    first = batch("logs", [log(1, "[rank3]: Traceback (most recent call last):", job_id="7")])
+    second = batch(
+        "logs", [log(2, '[rank3]:   File "/opt/app/train.py", line 9, in step', job_id="7")]
+    )
+    alone = [parser.parse(b) for b in (first, second)]
+    together = parser.parse_apart([first, second])
+    assert (
+        [b.frame.get_column("signature").to_list() for b in together if b is not None]
+        == [b.frame.get_column("signature").to_list() for b in alone if b is not None]
+        == [["python_traceback"], ["traceback_frame"]]
+    )
