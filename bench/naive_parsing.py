@@ -21,6 +21,8 @@ from typing import Any
 from medic.parse.catalogue import GROUPS, Catalogue
 from medic.parse.prefixes import MAX_ROUNDS, PrefixStripper
 from medic.parse.progress import ANSI_ESCAPE, FORMATS, LOOKALIKE, RANK_IN_TEXT
+from medic.parse.signatures import TRACEBACK, TRACEBACK_FRAME
+from medic.timeutil import US
 
 Line = tuple[Any, ...]
 """(time, job_id, node, rank, source, message), the columns of a logs row."""
@@ -37,15 +39,6 @@ class _Entry:
     role: str
     action: str
     xid_table: bool
-
-
-TRACEBACK = ("python_traceback", "traceback_frame")
-"""A traceback's header and its frames."""
-
-
-def _second(time: int) -> int:
-    """The second of a line's time (microseconds)."""
-    return time // 1_000_000
 
 
 def _int(text: str | None) -> int | None:
@@ -139,8 +132,8 @@ class NaiveSignatures:
                 if rank is None:
                     rank = prefix_rank
                 if entry.id in TRACEBACK:
-                    process = (job, node, rank, _second(time))
-                    if entry.id == TRACEBACK[1] and process in told:
+                    process = (job, node, rank, time // US)
+                    if entry.id == TRACEBACK_FRAME and process in told:
                         break
                     told.add(process)
                 named = groups["ranks"]

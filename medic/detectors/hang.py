@@ -131,7 +131,7 @@ SPACING_EVERY_US = 10 * US
 BLOCKED_IO = ("hung_task_blocked",)
 """Signatures of a node's kernel reporting a task in uninterruptible sleep past its hung-task
 timeout (120 s by default): a rank apart from the collective there is stuck, not saving."""
-DECLARED_DEAD = ("nccl_ras_peer_dead", "nccl_ras_dead_report")
+DEATH_REPORTS = ("nccl_ras_peer_dead", "nccl_ras_dead_report")
 """Signatures of NCCL's RAS declaring a process of the job dead (unreachable for a minute)."""
 STORAGE_AWAY = ("nfs_server_not_responding",)
 """Signatures of a node's NFS client waiting on its server (the RPC's retries ran out; a hard
@@ -482,10 +482,10 @@ class HangDetector(WatchesJobs, ReadsLiveness):
 
     def _declared_dead(self, hits: pl.DataFrame) -> None:
         """Keep the processes NCCL's RAS declared dead in each watched job's silence."""
-        if not holds(hits.get_column("signature"), DECLARED_DEAD):
+        if not holds(hits.get_column("signature"), DEATH_REPORTS):
             return
         lines = hits.filter(
-            pl.col("signature").is_in(DECLARED_DEAD) & pl.col("job_id").is_not_null()
+            pl.col("signature").is_in(DEATH_REPORTS) & pl.col("job_id").is_not_null()
         )
         process = pl.coalesce(pl.concat_str("host", pl.lit(":"), "pid"), "peer", "message").alias(
             "process"

@@ -607,7 +607,9 @@ def _field_host(every: pl.DataFrame, read: pl.DataFrame) -> pl.Series:
 
 TRACEBACK_FRAME = "traceback_frame"
 """A frame of a traceback (``_first_frames``)."""
-_TRACEBACK = pl.col("signature").is_in(["python_traceback", TRACEBACK_FRAME])
+TRACEBACK = ("python_traceback", TRACEBACK_FRAME)
+"""The entries of a traceback's lines: its header, its frames."""
+_TRACEBACK = pl.col("signature").is_in(TRACEBACK)
 
 
 def _first_frames(rows: pl.DataFrame) -> pl.DataFrame:
