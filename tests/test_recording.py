@@ -2,6 +2,7 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -9,6 +10,7 @@ import pytest
 
 from medic import schema
 from medic.recording import (
+    TABLE_FILES,
     RecordingError,
     TableFile,
     find_recordings,
@@ -182,6 +184,12 @@ def nulls_in_gpu_node(path: Path) -> None:
     rewrite(path, "gpu", rows.append_column("gpu", pa.array([0] * 5, pa.int16())))
 
 
+def nulls_in_gpu_node_without_statistics(path: Path) -> None:
+    nulls_in_gpu_node(path)
+    data = pq.read_table(path / "gpu.parquet")
+    pq.write_table(data, path / "gpu.parquet", row_group_size=2, write_statistics=False)
+
+
 def gpu_index_out_of_range(path: Path) -> None:
     data = table("gpu", gpu_rows([1, 2, 3, 4]))
     rewrite(path, "gpu", data.set_column(2, "gpu", pa.array([0, 1, 2, 70_000], pa.int64())))
@@ -202,6 +210,7 @@ def labels_repeated(path: Path) -> None:
     [
         (unsorted_gpu, "gpu.parquet: rows not sorted by time (2 out of order, first at row 3)"),
         (nulls_in_gpu_node, "gpu.parquet: column 'node' has 3 null values"),
+        (nulls_in_gpu_node_without_statistics, "gpu.parquet: column 'node' has 3 null values"),
         (gpu_index_out_of_range, "gpu.parquet: column 'gpu' cannot be cast to int16"),
         (unknown_sources, "logs.parquet: column 'source' has unknown value(s) 'disk', 'tape'"),
         (labels_repeated, "labels.parquet: duplicate incident_id 'i1'"),
@@ -215,6 +224,22 @@ def test_validation_in_small_batches_names_what_a_whole_read_names(
     (problem,) = validate_recording(path, batch_rows=2)
     assert expected in problem
     assert validate_recording(path) == [problem]
+
+
+def test_validation_reads_of_telemetry_in_its_own_types_only_the_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = sample(tmp_path)
+    read: list[tuple[str, ...]] = []
+    iter_batches = pq.ParquetFile.iter_batches
+
+    def recorded(self: pq.ParquetFile, *args: Any, columns: list[str], **kwargs: Any) -> Any:
+        read.append(tuple(columns))
+        return iter_batches(self, *args, columns=columns, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", recorded)
+    assert validate_recording(path) == []
+    assert read[list(TABLE_FILES).index("gpu")] == ("time",)
 
 
 def test_infiniband_columns_round_trip_and_older_recordings_read_them_as_null(
