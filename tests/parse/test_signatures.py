@@ -1023,17 +1023,19 @@ def test_a_traceback_without_its_header_is_one_report_at_its_first_frame() -> No
         ("python_traceback", 6),
     ]
     # other tracebacks' frames, one job each: Rich's box (rich/traceback.py), dmlc's fatal
-    # check (dmlc-core logging.h), Lua's (lauxlib.c); a debugger's frame is no exception's
+    # check (dmlc-core logging.h), Lua's (lauxlib.c), c10's (c10/util/Backtrace.cpp); a
+    # debugger's frame is no exception's
     frames = {
         "1": "│ /opt/app/zork/strategies/ddp.py:204 in setup_distributed          │",
         "2": "[bt] (3) /opt/lib/libzork.so(ZorkOp::Forward()+0x5d) [0x7f0a1c2d3e4f]",
         "3": "        [C]: in function 'error'",
         "4": "        /opt/zork/init.lua:44: in function 'forward'",
         "5": "#3  0x00007f0a1c2d3e4f in zork_wait () from /opt/lib/libzork.so",
+        "6": "frame #4: <unknown function> + 0x1a2b3 (0x7f0a1c2d3e4f in /opt/lib/libzork.so)",
     }
     found = rows_of(*frames.items())
     assert found.select("job_id", "signature").rows() == [
-        (job, "traceback_frame") for job in ("1", "2", "3", "4")
+        (job, "traceback_frame") for job in ("1", "2", "3", "4", "6")
     ]
 
 
