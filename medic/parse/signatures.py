@@ -607,8 +607,9 @@ def _field_host(every: pl.DataFrame, read: pl.DataFrame) -> pl.Series:
 
 TRACEBACK_FRAME = "traceback_frame"
 """A frame of a traceback (``_first_frames``)."""
-TRACEBACK = ("python_traceback", TRACEBACK_FRAME)
-"""The entries of a traceback's lines: its header, its frames."""
+TRACEBACK = ("python_traceback", "stack_listing", TRACEBACK_FRAME)
+"""The entries of a stack's lines: a traceback's header, the header of a listing that is no
+exception's, the frames (those after a header are its own)."""
 _TRACEBACK = pl.col("signature").is_in(TRACEBACK)
 
 

@@ -1039,6 +1039,21 @@ def test_a_traceback_without_its_header_is_one_report_at_its_first_frame() -> No
     ]
 
 
+def test_the_frames_of_a_listing_that_is_no_exception_are_its_own() -> None:
+    # our lines, in the shapes of Inductor's cudagraph note, Dynamo's graph-break log and
+    # Python logging's stack_info: each header is no failure, and its frames are its own
+    frame = '  File "/opt/app/zork/model.py", line {n}, in forward'
+    found = rows_of(
+        "skipping cudagraphs due to cpu device (arg3_1). Found from :",
+        frame.format(n=88),
+        "[rank2]:W1203 10:01:02.000000 4242 symbolic_convert.py:551] User code traceback:",
+        "[rank2]:" + frame.format(n=91),
+        "Stack (most recent call last):",
+        frame.format(n=95),
+    )
+    assert found.select("signature", "kind").rows() == [("stack_listing", "none")] * 3
+
+
 def test_a_traceback_read_with_other_batches_is_judged_within_its_own() -> None:
     # a replay reads a stretch of batches in one call: a frame after the batch its header was
     # in stands for a header of its own, as when its batch is read alone (a live feed's)
