@@ -4,10 +4,11 @@ One Python loop over the lines, Python's ``re`` per line: the same signature cat
 (``medic/parse/signatures.toml``, first matching entry wins, its named groups extracted,
 the Xid table applied) and the same progress formats (``medic.parse.progress.FORMATS``, first
 matching format wins, its values read). Each entry's or format's literals gate its regex, as
-anyone writing this loop would; of a traceback (its header and frames), a process's frames
-after its first line in the same second are dropped, as medic's parser drops them within a
-batch (the benchmark's batches are seconds). ``pipeline_throughput.py`` checks that it finds
-exactly the rows medic's vectorised parsers find before it times either.
+anyone writing this loop would; of a stack's lines (a traceback's header, a listing's that
+is no exception's, the frames), a process's frames after its first such line in the same
+second are dropped, as medic's parser drops them within a batch (the benchmark's batches are
+seconds). ``pipeline_throughput.py`` checks that it finds exactly the rows medic's vectorised
+parsers find before it times either.
 """
 
 from __future__ import annotations
