@@ -166,7 +166,7 @@ def backtest_recording(
         observers=[*stage.observers] if writer is None else [*stage.observers, writer],
     )
     replay = ReplaySource(recording, settings.replay)
-    emitted = list(pipeline.run(replay))
+    emitted = list(pipeline.run(replay, replay.placing()))
     detections = detections_table(emitted)
     features = features_table([d.id for d in emitted], emitted)
     actions = stage.actions_table()

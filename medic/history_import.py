@@ -86,7 +86,8 @@ def import_backtest(
             [writer], settings.parser_configs(), prefixes=PrefixStripper(settings.prefixes)
         )
         pipeline = Pipeline([], parsers=parsers, observers=[writer])
-        pipeline.run(ReplaySource(open_recording(path)))
+        replay = ReplaySource(open_recording(path))
+        pipeline.run(replay, replay.placing())
         writer.flush()
         if writer.errors:
             raise HistoryError(f"{path}: {writer.errors} write(s) to the history failed")

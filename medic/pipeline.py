@@ -9,8 +9,9 @@ never with the wall clock.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Protocol, TypeGuard
 
 import polars as pl
 import pyarrow as pa
@@ -30,7 +31,7 @@ from medic.parse.signatures import catalogue_of, unmatched_only
 from medic.parse.threads import ParserThreads
 from medic.pipeline_config import PipelineConfig
 from medic.pipeline_config import pipeline_config as pipeline_config  # re-exported
-from medic.readahead import parse_ahead, stretches
+from medic.readahead import AHEAD_LINES, parse_ahead, stretches
 from medic.settings_tree import Settings
 from medic.timeutil import US
 
@@ -120,6 +121,10 @@ class Pipeline:
         """Log batches read ahead that are placed already."""
         self._threads = ParserThreads()
         """Runs each parser on a thread of its own (polars keeps compiled regexes per thread)."""
+        self._ahead_parsers = [
+            p for p in self.parsers if getattr(p, "row_wise", False) or hasattr(p, "parse_apart")
+        ]
+        """The parsers that read a replay's log batches ahead (``readahead``)."""
 
     @classmethod
     def from_settings(
@@ -158,24 +163,40 @@ class Pipeline:
             return self._advance(event.time)
         return self._update(event)
 
-    def run(self, events: Iterable[Event]) -> list[Detection]:
+    def run(
+        self, events: Iterable[Event], placing: Iterable[Batch] | None = None
+    ) -> list[Detection]:
         """Consume a whole (replayed) stream; return every emitted detection. Row-wise parsers
         (and those that read batches apart in one call) parse a stretch of batches at once
-        before its events are processed (``readahead``)."""
+        before its events are processed (``readahead``). Given ``placing`` (the same stream's
+        ``logs`` batches and the ``scheduler`` batches that place them, in its order:
+        ``ReplaySource.placing``), the log batches are read ahead in stretches of their own,
+        longer than a stretch of the events, which holds the telemetry of its seconds."""
         emitted: list[Detection] = []
-        ahead = [
-            p for p in self.parsers if getattr(p, "row_wise", False) or hasattr(p, "parse_apart")
-        ]
+        ahead = (
+            None if placing is None else _Ahead(stretches(placing, AHEAD_LINES), self._read_ahead)
+        )
         for stretch in stretches(events):
-            stretch, joined = self._place_ahead(stretch)
-            for stream in {p.input_stream for p in ahead}:
-                readers = [p for p in ahead if p.input_stream == stream]
-                batches = [e for e in stretch if isinstance(e, Batch) and e.stream == stream]
-                found = parse_ahead(readers, batches, joined.get(stream), self._threads.call)
-                self._parsed.update(found)
-            for event in stretch:
+            if ahead is not None:
+                stretch = [ahead.twin(e) if _is_log_batch(e) else e for e in stretch]
+            for event in self._read_ahead(stretch):
                 emitted.extend(self.process(event))
         return emitted
+
+    def _read_ahead(self, stretch: list[Event]) -> list[Event]:
+        """``stretch`` with its log batches placed, and what the row-wise parsers make of its
+        batches kept for their turn (``_parsed``); batches read ahead already are passed over."""
+        stretch, joined = self._place_ahead(stretch)
+        for stream in {p.input_stream for p in self._ahead_parsers}:
+            readers = [p for p in self._ahead_parsers if p.input_stream == stream]
+            batches = [
+                e
+                for e in stretch
+                if isinstance(e, Batch) and e.stream == stream and e not in self._parsed
+            ]
+            found = parse_ahead(readers, batches, joined.get(stream), self._threads.call)
+            self._parsed.update(found)
+        return stretch
 
     def finish(self, alive: Mapping[str, int]) -> list[Detection]:
         """The input ends for good (a finite text, not a live stream; ``alive``: each job's last
@@ -196,7 +217,7 @@ class Pipeline:
         for event in stretch:
             if isinstance(event, Batch) and event.stream == "scheduler" and event.num_rows:
                 self.placement.observe(event.frame)
-        logs = [e for e in stretch if isinstance(e, Batch) and e.stream == "logs" and e.num_rows]
+        logs = [e for e in stretch if _is_log_batch(e) and e not in self._placed]
         if not logs:
             return stretch, {}
         try:
@@ -303,3 +324,33 @@ class Pipeline:
             for responder in self.responders:
                 responder.handle(emitted, self.now)
         return emitted
+
+
+class _Ahead:
+    """A replay's log batches read ahead of its events (``Pipeline.run``): each stretch of
+    ``stretches`` read (``read``: placed and parsed) when the events reach its first log batch,
+    and each log batch of the events swapped for its twin of the stretch, the placed batch the
+    parsers' rows are kept under."""
+
+    def __init__(
+        self, stretches: Iterator[list[Event]], read: Callable[[list[Event]], list[Event]]
+    ) -> None:
+        self._stretches = stretches
+        self._read = read
+        self._twins: deque[Batch] = deque()
+
+    def twin(self, batch: Batch) -> Batch:
+        """The placed twin of ``batch`` (the next log batch of the events)."""
+        while not self._twins:
+            stretch = next(self._stretches, None)
+            if stretch is None:
+                raise ValueError("the placing batches ran out before the events' log batches")
+            self._twins.extend(e for e in self._read(stretch) if _is_log_batch(e))
+        twin = self._twins.popleft()
+        if twin.num_rows != batch.num_rows or twin.max_time != batch.max_time:
+            raise ValueError("the placing batches are not the events' own log batches")
+        return twin
+
+
+def _is_log_batch(event: Event) -> TypeGuard[Batch]:
+    return isinstance(event, Batch) and event.stream == "logs" and event.num_rows > 0

@@ -14,6 +14,11 @@ out. A parser whose rows come from several lines (a record of a launcher's failu
 not row-wise; it may read a run in one call each batch apart (``parse_apart``: its rows never
 span two batches), and gives each batch what it gives that batch alone. Live traffic is parsed
 as it comes.
+
+A stretch of a replay's events holds the telemetry of its seconds too, so at thousands of GPUs
+it holds a few seconds of log lines only, and the parsers' cost per call comes back. A replay
+that hands its log batches apart (``ReplaySource.placing``) has them read in stretches of their
+own (``AHEAD_LINES``), each log batch of the events then swapped for its read twin.
 """
 
 from __future__ import annotations
@@ -31,19 +36,25 @@ from medic.recording import time_us
 AHEAD_ROWS = 262_144
 """Rows (of every stream: telemetry batches are held too) read ahead before their events are
 processed: about 25 MB of Arrow data, a few minutes of a 1,024-GPU cluster."""
+AHEAD_LINES = 65_536
+"""Log lines (with the scheduler rows between) read ahead apart from the telemetry, when a replay
+hands them apart (``Pipeline.run``'s ``placing``): the parsers' cost per call is spread over
+this many lines, about 10 MB of them."""
 AHEAD_EVENTS = 4_096
 """Events (batches and watermarks) read ahead at most, however quiet the cluster is."""
 
 
-def stretches(events: Iterable[Event]) -> Iterator[list[Event]]:
-    """``events`` in consecutive lists of up to ``AHEAD_EVENTS`` events or ``AHEAD_ROWS`` rows."""
+def stretches(events: Iterable[Event], max_rows: int | None = None) -> Iterator[list[Event]]:
+    """``events`` in consecutive lists of up to ``AHEAD_EVENTS`` events or ``max_rows`` rows
+    (``AHEAD_ROWS`` by default)."""
+    limit = AHEAD_ROWS if max_rows is None else max_rows
     stretch: list[Event] = []
     rows = 0
     for event in events:
         stretch.append(event)
         if isinstance(event, Batch):
             rows += event.num_rows
-        if rows >= AHEAD_ROWS or len(stretch) >= AHEAD_EVENTS:
+        if rows >= limit or len(stretch) >= AHEAD_EVENTS:
             yield stretch
             stretch, rows = [], 0
     if stretch:

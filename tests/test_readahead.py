@@ -131,6 +131,7 @@ def test_a_replay_gives_the_same_detections_as_batch_by_batch(
     expected = [d for event in replay for d in one_by_one.process(event)]
     found = Pipeline.from_settings().run(replay)
     assert expected and found == expected
+    assert Pipeline.from_settings().run(replay, replay.placing()) == expected
 
 
 def test_a_fatal_root_keeps_the_second_layer_from_its_own_batch_only() -> None:

@@ -200,29 +200,40 @@ class ReplaySource:
         return min(starts), max(ends)
 
     def __iter__(self) -> Iterator[Event]:
+        for edge, batches in self._windows(STREAMS):
+            yield from batches
+            self.watermark = edge
+            yield Watermark(edge)
+
+    def placing(self) -> Iterator[Batch]:
+        """The replay's ``logs`` batches and the ``scheduler`` batches that place their lines,
+        in the order the replay gives them (each stream is cut alone: the same batches), read
+        apart from its telemetry: what ``Pipeline.run`` parses ahead without holding the
+        telemetry of the seconds between."""
+        for _, batches in self._windows(("logs", "scheduler")):
+            yield from batches
+
+    def _windows(self, streams: Iterable[str]) -> Iterator[tuple[int, list[Batch]]]:
+        """Each window's end and the batches of ``streams`` due before it, by first time."""
         start, end = self.bounds()
         end += round(max((d.max_s for d in self.config.delays), default=0.0) * US)
         span = max(1, round(self.config.span_s * US))
         edges = np.arange(start, end + span, span, dtype=np.int64)
         delays = {d.stream: d for d in self.config.delays}
         cutters: list[_Cutter | _DelayedCutter] = []
-        for stream in STREAMS:
+        for stream in (s for s in STREAMS if s in streams):
             cutter = _Cutter(stream, self.recording.batches(stream))
             delay = delays.get(stream)
             cutters.append(
                 cutter if delay is None else _DelayedCutter(cutter, delay, self.config.seed)
             )
-        for edge in edges[1:]:
+        for edge in edges[1:].tolist():
             batches = [
-                batch
-                for cutter in cutters
-                for batch in cutter.before(int(edge), self.config.max_rows)
+                batch for cutter in cutters for batch in cutter.before(edge, self.config.max_rows)
             ]
             if len(batches) > 1:
                 batches.sort(key=lambda b: int(self._first_time(b)))
-            yield from batches
-            self.watermark = int(edge)
-            yield Watermark(self.watermark)
+            yield edge, batches
 
     @staticmethod
     def _first_time(batch: Batch) -> int:
