@@ -31,7 +31,7 @@ from medic.diagnose.lines import LogText, lines_frame
 from medic.incident import Incident
 from medic.ingest.base import Batch, Event, Watermark
 from medic.parse.catalogue import Catalogue
-from medic.parse.failure_lines import FailureLines
+from medic.parse.failure_lines import FRAME, FailureLines
 from medic.parse.prefixes import PrefixStripper
 from medic.parse.signatures import SignatureParser
 from medic.pipeline import Pipeline
@@ -102,20 +102,39 @@ class Steps:
     """Observer keeping each job's latest training progress (its ``progress`` rows, but the
     scheduler's cancel: ``job_end`` is no sign of the job's life, nor a bar drawn before its
     first step, at 0 with no rate yet: "0/26001 [00:00<?, ?it/s]" says a loop began, not that
-    it did any work)."""
+    it did any work, nor a step a process shows again at the count it showed last: tqdm draws
+    its bar once more when its loop ends by an exception, "6/9 [05:34<02:47, 55.74s/it]" after
+    "6/9 [05:20<02:11, 43.90s/it]", a redraw, not a step)."""
 
     streams = frozenset({"progress"})
 
     def __init__(self) -> None:
         self.latest: dict[str, int] = {}
+        self._shown: dict[tuple[str, int | None], int] = {}
+        """Each process's (job, rank) last step shown."""
 
     def update(self, batch: Batch) -> None:
         begun = (pl.col("step") == 0) & pl.col("step_time_s").is_null()
-        latest = (
-            batch.frame.filter((pl.col("event") != "job_end") & ~begun.fill_null(False))
-            .group_by("job_id")
-            .agg(pl.col("time").max().dt.epoch("us"))
-        )
+        rows = batch.frame.filter(
+            (pl.col("event") != "job_end") & ~begun.fill_null(False)
+        ).with_columns(pl.col("time").dt.epoch("us"))
+        counted = rows.filter(pl.col("step").is_not_null())
+        if not counted.is_empty():
+            who = ["job_id", "rank"]
+            shown = pl.DataFrame(
+                [(*key, step) for key, step in self._shown.items()],
+                schema={"job_id": pl.String, "rank": pl.Int32, "_shown": pl.Int64},
+                orient="row",
+            )
+            counted = counted.join(
+                shown, on=who, how="left", nulls_equal=True, maintain_order="left"
+            )
+            previous = pl.coalesce(pl.col("step").shift(1).over(who), pl.col("_shown"))
+            for job, rank, step in counted.group_by(who).agg(pl.col("step").last()).iter_rows():
+                self._shown[(job, rank)] = step
+            fresh = counted.filter((pl.col("step") != previous).fill_null(True))
+            rows = pl.concat([rows.filter(pl.col("step").is_null()), fresh.drop("_shown")])
+        latest = rows.group_by("job_id").agg(pl.col("time").max())
         for job_id, time in latest.iter_rows():
             self.latest[job_id] = max(time, self.latest.get(job_id, time))
 
@@ -133,9 +152,10 @@ def alive(
     """Each job's last sign of life in the text: its latest step, its latest line of its own
     saying that it goes on (``FailureLines.going_on``) that is none of its errors (``signs``:
     the matched lines, by time and text, at an error's severity) nor a line of a report (a
-    traceback's, ``FRAME``; one explaining what may have caused an error, ``EXPLAINING``; the
-    header of one Python ignored), or the end of a report Python says it ignored
-    (``dismissed``, read without the lines' prefixes)."""
+    traceback's, ``FRAME`` and its code line; one explaining what may have caused an error,
+    ``EXPLAINING``; the header of one Python ignored) nor one said as its program exits
+    (``EXITING``), or the end of a report Python says it ignored (``dismissed``, read without
+    the lines' prefixes)."""
     own = lines.filter((pl.col("source") == "app") & pl.col("job_id").is_not_null())
     bare = prefixes.strip(own.select("job_id", "time", "message"))
     frame = pl.col("message").str.contains(FRAME)
@@ -146,6 +166,7 @@ def alive(
             | frame.shift(1).over("job_id").fill_null(False)
             | pl.col("message").str.contains(EXPLAINING)
             | pl.col("message").str.contains(ADVISING)
+            | pl.col("message").str.contains(EXITING)
             | pl.col("message").str.contains(DISMISSED)
         ).alias("_reporting")
     ).to_series()
@@ -168,6 +189,15 @@ def alive(
     return latest
 
 
+EXITING = (
+    r"(?i)\b(?:program|process|interpreter)\s+(?:exit|shutdown)\b|\bbefore\s+we\s+destruct\b"
+    r"|\bat\s+(?:interpreter\s+)?(?:exit|shutdown)\b|^sys:1: "
+)
+"""A line said as its program exits, of what was left undone (PyTorch's warnings that a process
+group was not destroyed, "destroy_process_group() was not called before program exit", printed
+by the group's destructor after an exception ended the program as after a clean end; a warning
+Python places at ``sys:1``, raised with no frame of Python's running, as modules are torn down
+at the interpreter's end): the program's end, no sign that it goes on."""
 DISMISSED = r"^Exception ignored\b"
 """Python's header of an exception it reports and ignores (in a finaliser, at exit)."""
 EXCEPTION_LINE = r"^(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit)\b(?::|$)"
@@ -176,10 +206,6 @@ _TRACEBACK = r"Traceback \(most recent call last\):"
 INSIDE_REPORT = rf"^(?:\s|{_TRACEBACK})"
 """A traceback's own lines: its header and its indented frames."""
 TRACEBACK_HEADER = rf"^\s*{_TRACEBACK}"
-FRAME = r'^\s*File "[^"]*", line \d+'
-"""A traceback's frame, indented or not (a wrapper relaying each line at its own level, as
-AlphaFold's docker runner does at INFO, strips the indentation), and after it its code line:
-with the traceback's header, the error's report, no sign that the job goes on."""
 EXPLAINING = (
     r"(?i)\b(?:may|might|could|can)\s+(?:also\s+)?(?:have\s+been|be)\s+(?:caused\s+by|due\s+to|"
     r"because\s+of|the\s+result\s+of)\b|\b(?:possible|potential|likely|common)\s+(?:root\s+)?"

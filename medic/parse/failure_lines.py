@@ -352,6 +352,10 @@ CommandDriver]``, a compiler's command driver): which module logs, not what fail
 WEB_ADDRESS = r"\b(?:https?|ftp)://\S+"
 """A web address (a library's "see https://docs.nvidia.com/..." hint): where to read more,
 not what failed; its words name the vendor of every CUDA error."""
+FRAME = r'^\s*File "[^"]*", line \d+'
+"""A Python traceback's frame, indented or not (a wrapper relaying each line at its own level,
+as AlphaFold's docker runner does at INFO, strips the indentation), its code line after it:
+where the error was raised, in the error's report, never a failure or a sign of life itself."""
 LOWER_SEVERITY, RECOVERED = "lower_severity", "recovered"
 """The quiet words that may say a program goes on (a line at a lower severity, a retry or a
 recovery): a job that prints one after an error was not stopped by it (``going_on``)."""
