@@ -171,9 +171,11 @@ PREFIXES: tuple[LinePrefix, ...] = (
     ),
     LinePrefix(
         "absl",
-        r"[IWEF](?P<time>\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s+\d+ [\w.-]+:\d+\] ",
+        r"[IWEF](?P<time>\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s+\d+ [\w./\\-]+:\d+\] ",
         "abseil/abseil-py absl/logging/__init__.py "
-        "(glog style: I0501 12:00:00.123456 pid file:line])",
+        "(glog style: I0501 12:00:00.123456 pid file:line]); pytorch/pytorch "
+        "torch/_logging/_internal.py (the same with the file's path, relative to the package "
+        "root, in the platform's separators: torch/distributed/elastic/.../api.py:702])",
     ),
     LinePrefix(
         "hf-examples",

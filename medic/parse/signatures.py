@@ -53,6 +53,7 @@ from medic.parse.failure_lines import (
     END,
     FAMILY,
     FATAL,
+    FRAME,
     GENERAL,
     MENTION,
     NAMED_PEER,
@@ -335,6 +336,8 @@ class SignatureMatcher:
         ).join(rooted, on=keys, how="anti", maintain_order="left")
         if not matched.is_empty() and not marked.is_empty():
             marked = marked.filter(~pl.col(_LINE).is_in(matched.get_column(_LINE).implode()))
+        if not marked.is_empty():
+            marked = marked.filter(~_under_frame(every, marked))
         read = self.unmatched.read(marked, RAW, "message") if not marked.is_empty() else marked
         listed = self._listed(logs, rooted, (matched, read))
         if not listed.is_empty():
@@ -624,6 +627,25 @@ def _first_frames(rows: pl.DataFrame) -> pl.DataFrame:
     process = [*([PART] if PART in rows.columns else []), "job_id", "node", "rank"]
     earlier = _TRACEBACK.cum_sum().over(process) - _TRACEBACK.cast(pl.UInt32)
     return rows.filter((pl.col("signature") != TRACEBACK_FRAME) | (earlier == 0))
+
+
+def _under_frame(every: pl.DataFrame, marked: pl.DataFrame) -> pl.Series:
+    """Whether each of ``marked`` (lines of ``every``, the batch's lines by ``_LINE``) is the
+    code a traceback prints under a frame: indented, right after a frame line (``FRAME``) of its
+    process. A logger relaying a traceback at its error level (torchrun's agent, "E0312 ...
+    api.py:869]" before each line of a rank's error file) marks its code lines too; they say
+    where the error was raised, not what failed."""
+    process = [c for c in (PART, "job_id", "node", "rank") if c in marked.columns]
+    at = marked.get_column(_LINE).cast(pl.Int64) - 1
+    before = every.select(*process, "message").gather(at.clip(0))
+    under = (
+        (at >= 0)
+        & marked.get_column("message").str.contains(r"^\s")
+        & before.get_column("message").str.contains(FRAME)
+    )
+    for column in process:
+        under = under & marked.get_column(column).eq_missing(before.get_column(column))
+    return under.fill_null(False)
 
 
 def _per_named_rank(hits: pl.DataFrame) -> pl.DataFrame:

@@ -143,6 +143,18 @@ def stripped(*lines: str, config: PrefixConfig | None = None) -> list[dict]:
             "completed step: 40",
             {"time": "0301 10:00:00.123456"},
         ),
+        # PyTorch's own logging: the file's path from the package root, in either separator
+        (
+            "E0301 10:00:00.123000 4411 torch/distributed/elastic/multiprocessing/api.py:869]"
+            " failed (exitcode: 1)",
+            "failed (exitcode: 1)",
+            {"time": "0301 10:00:00.123000"},
+        ),
+        (
+            'E0301 10:00:00.123000 4411 torch\\distributed\\run.py:702]   File "x.py", line 3',
+            '  File "x.py", line 3',
+            {"time": "0301 10:00:00.123000"},
+        ),
         (
             "[NeMo I 2026-03-01 10:00:00 exp_manager:400] Experiments are logged",
             "Experiments are logged",
