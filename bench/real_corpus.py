@@ -70,7 +70,7 @@ def failures(corpus: Path, show_failed: bool) -> Table:
                 _share(sum(v.culprit for _, v in with_culprit), len(with_culprit)),
                 _share(sum(v.onset for _, v in with_onset), len(with_onset)),
                 _share(sum(v.right for _, v, _ in items), len(items)),
-                f"{1000 * sum(e for _, _, e in items) / len(items):.0f}",
+                f"{1000 * sum(e for _, _, e in items) / len(items):.0f}" if items else "-",
             ]
         )
     return header, rows

@@ -83,9 +83,10 @@ abbreviation, ``wps``: what ``_RATE`` reads; its words, ``per second``, cost thi
 line a tenth more and come beside a duration) ..."""
 COUNTER_NAMES = "step|iter|iteration|batch|update"
 """The names a training loop's counter goes by, in full."""
-HEADER = rf"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:{COUNTER_NAMES})s?\W{{0,2}}[0-9]"
+HEADER = rf"(?i)(?:\b|_|\x1b\[[0-9;]*m)(?:{COUNTER_NAMES})s?(?:\W{{0,2}}|:\s+)[0-9]"
 """... or a counter labelled as a step (alone: a step line that gives no time; followed by a
-line giving the time: a multi-line record), its label coloured or not ..."""
+line giving the time: a multi-line record), its label coloured or not, its number padded or
+not after its colon (BasicSR's ``iter:     100``) ..."""
 REPORTS_LOSS = r"(?i)loss|\bppl\b|perplexity"
 """... or a loss, or its exponential, the perplexity language models report (a count out of a
 total beside a loss is a step that gives no time) ..."""
@@ -170,10 +171,18 @@ its name."""
 TRAINED_WITH = (
     r"(?i)(?:^|[^0-9A-Za-z])(?:lr|learning[_ ]rate)\s*[:=]\s*[-+]?[0-9.]"
     r"|(?:^|[^0-9A-Za-z])train(?:ing)?(?:[-_./]|'s )[0-9A-Za-z_@.-]+\s*[:=]\s*[-+]?[0-9.]"
+    r"|(?:^|[^0-9A-Za-z])train(?:ing)?[ _-]?time\s*[:=]?\s*[0-9.]"
 )
-"""A learning rate's field, or a metric of the training set by its set's name (gradient
-boosting's ``train-logloss:0.66``, ``training's auc: 0.87``): what an optimizer's step or a
-boosting round reports, an evaluation does not."""
+"""A learning rate's field, a metric of the training set by its set's name (gradient
+boosting's ``train-logloss:0.66``, ``training's auc: 0.87``), or the time the training took
+(DeePMD-kit's ``batch 1000 training time 7.61 s, testing time 0.01 s``): what an optimizer's
+step or a boosting round reports, an evaluation does not."""
+LOOP_TIME = (
+    r"(?i)(?:^|[^0-9A-Za-z_])(?:test(?:ing)?|eval(?:uation)?|valid(?:ation)?|val)[ _-]?time"
+    r"\s*[:=]?\s*[0-9.]+"
+)
+"""The time another loop took, as a training step's record reports it beside its own
+(``TRAINED_WITH``): that record's part, and ``LOOKALIKE_LINE`` does not read its name."""
 SET_METRIC = (
     r"(?i)(?:^|[^0-9A-Za-z_])(?:valid(?:ation)?|val|test|eval)(?:_?[0-9]+)?(?:-|'s )"
     r"[0-9A-Za-z_@.-]+\s*[:=]\s*[-+]?[0-9.]"
@@ -208,6 +217,9 @@ SUMMARY_LINE = (
 """Words of lines that report on a step rather than make one ("step 250: train loss 4.1, val
 loss 4.3", "Wrote summary entry at step 1100"): a counter-only line holding one is no step
 (a line that also says how long the step took is)."""
+TRAINING_METRICS = r"(?i)(?-u:\b)train(?:ing)?[ _/]metrics?(?-u:\b)"
+"""The training's own metrics, named so (VATT's "Train Step: 1750/100000 / training metric =
+{...}"): the step's record, not a report on another loop's."""
 METRICS_LOSS = r"""['"](?:train[_/])?loss['"]\s*:\s*['"]?[-+]?(?:[0-9]|nan|inf)"""
 """A metrics dict's training loss (Python's or JSON's quotes; its value formatted as a string
 too, as fairseq's json log format writes it) ..."""
@@ -824,18 +836,24 @@ def _per_process(rows: list[tuple[object, ...]], **columns: type[pl.DataType]) -
 
 
 def _without_loop_metrics(text: pl.Expr) -> pl.Expr:
-    """``text`` without other loops' metrics (``LOOP_METRIC``, ``SET_METRIC``) where it reports
-    a learning rate or the training set's metric (``TRAINED_WITH``): a training step's record
-    that carries the last evaluation's."""
+    """``text`` without other loops' metrics and times (``LOOP_METRIC``, ``SET_METRIC``,
+    ``LOOP_TIME``) where it reports a learning rate, the training set's metric or the
+    training's time (``TRAINED_WITH``): a training step's record that carries the last
+    evaluation's."""
     trained = text.str.contains(TRAINED_WITH)
-    others = text.str.replace_all(LOOP_METRIC, " ").str.replace_all(SET_METRIC, " ")
+    others = (
+        text.str.replace_all(LOOP_METRIC, " ")
+        .str.replace_all(SET_METRIC, " ")
+        .str.replace_all(LOOP_TIME, " ")
+    )
     return pl.when(trained).then(others).otherwise(text)
 
 
 def _summary(text: pl.Expr) -> pl.Expr:
     """True on the lines that report on a step (``SUMMARY_LINE``), other loops' metrics beside
-    a learning rate aside."""
-    return _without_loop_metrics(text).str.contains(SUMMARY_LINE)
+    a learning rate and the training's own metrics (``TRAINING_METRICS``) aside."""
+    own = _without_loop_metrics(text).str.replace_all(TRAINING_METRICS, " ")
+    return own.str.contains(SUMMARY_LINE)
 
 
 def metrics_records(lines: pl.DataFrame) -> pl.DataFrame:

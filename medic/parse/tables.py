@@ -1,14 +1,15 @@
 """Progress printed as a table: a header naming the columns, then one row of numbers per step.
 
 Some loops print their progress as a table (fastai's epoch table: ``epoch  train_loss
-valid_loss  time`` once, then a row per epoch): the row holds no word saying what its numbers
-are, its header does. A header is a line of column names, one of them naming a counter (an
-epoch, a step, an iteration, a batch or an update); a row is a line of numbers only (or
-clocks, or ``#na#``/``nan``/``None`` for a value not measured) with as many cells as its
-header has columns. Each row is read by the columns of the last header its process printed:
-its counter is the step, its time column (a column a duration's name or unit labels) how
-long it took, a clock as ``mm:ss`` or ``h:mm:ss``. A row that fits no header is left to the
-template reader (``medic.parse.learned``); the header makes no step.
+valid_loss  time`` once, then a row per epoch; a learning curve, DeePMD-kit's ``lcurve.out``:
+``#  step  rmse_val  rmse_trn ...``, then a row per step shown): the row holds no word saying
+what its numbers are, its header does. A header is a line of column names, one of them naming
+a counter (an epoch, a step, an iteration, a batch or an update); a row is a line of numbers
+only (or clocks, or ``#na#``/``nan``/``None`` for a value not measured) with as many cells as
+its header has columns. Each row is read by the columns of the last header its process
+printed: its counter is the step, its time column (a column a duration's name or unit labels)
+how long it took, a clock as ``mm:ss`` or ``h:mm:ss``. A row that fits no header is left to
+the template reader (``medic.parse.learned``); the header makes no step.
 """
 
 from __future__ import annotations
@@ -24,11 +25,16 @@ from medic.parse.progress_formats import clock_seconds
 COUNTER = r"(?:epoch|step|iter|iteration|batch|update)s?"
 """A column naming the counter: the step of each row."""
 NAME = r"[A-Za-z_][A-Za-z0-9_./%()-]*"
+COMMENT = r"^\s*#+\s*"
+"""A data file's comment sign before its header (``#  step  rmse_val ...``)."""
 HEADER = (
-    rf"(?i)^\s*(?:(?:{NAME}\s{{2,}})+{COUNTER}(?:\s{{2,}}{NAME})*|{COUNTER}(?:\s{{2,}}{NAME})+)\s*$"
+    rf"(?i)(?:{COMMENT}|^\s*)(?:(?:{NAME}\s{{2,}})+{COUNTER}(?:\s{{2,}}{NAME})*"
+    rf"|{COUNTER}(?:\s{{2,}}{NAME})+|{COUNTER}(?:\s+{NAME}){{2,}})\s*$"
 )
-"""A line of column names (two or more, apart by two spaces or more, as a table pads them),
-one of them the counter."""
+"""A line of column names, one of them the counter: two or more apart by two spaces or more,
+as a table pads them, or the counter first and two or more after it, apart by any spaces (a
+learning curve written with single spaces: ``step rmse_val rmse_trn lr``); after a comment
+sign or not (a data file written for plotting, read by a tool that skips its comments)."""
 CELL = (
     r"[-+]?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?%?|#na#|nan|None|-"
     r"|(?:[0-9]+:)?[0-9]{1,2}:[0-9]{2}"
@@ -125,7 +131,7 @@ class Tables:
         for line, job, who, text in headers.select(
             "_line", "job_id", "_who", "message"
         ).iter_rows():
-            columns = _columns(text.split())
+            columns = _columns(re.sub(COMMENT, "", text).split())
             if columns is not None:
                 learned.append((job, who, line, columns))
                 self.headers[(job, who)] = columns

@@ -561,6 +561,34 @@ def test_a_step_record_carrying_another_loops_scores_beside_its_learning_rate_is
     assert steps(learner(), "Round 5 eval/accuracy=0.91 eval/loss=2.31") == []
 
 
+def test_a_record_timing_its_training_beside_another_loops_time_is_a_step() -> None:
+    # our wording: a display line times the training since the last one, and the test's
+    line = "    ZORK INFO    batch {:>7} training time {:.2f} s, testing time 0.0{} s"
+    timed = [line.format(1000 * i, 6.4 + i / 10, i) for i in range(1, 5)]
+    assert [step for _, step, _ in steps(learner(), *timed)] == [1000, 2000, 3000, 4000]
+    # a test's time alone is the test's line
+    tested = [f"    ZORK INFO    batch {1000 * i:>7} testing time 0.0{i} s" for i in range(1, 5)]
+    assert steps(learner(), *tested) == []
+
+
+def test_a_counter_padded_after_its_label_is_read_at_first_sight() -> None:
+    # our values, in the older BasicSR logger's layout: the counter padded to its width
+    line = "<epoch: {:>3}, iter: {:>8,d}, lr:2.000e-04> l_pix: 6.0{}63e-02"
+    found = steps(learner(), *(line.format(i, 100 * i, i) for i in range(1, 3)))
+    assert [step for _, step, _ in found] == [100, 200]
+
+
+def test_a_record_of_the_training_s_own_metrics_is_a_step() -> None:
+    # our wording: a trainer names its step's record the training's metrics
+    record = (
+        "Train Step: {}/100000 / training metric = {{'model_loss': 4.2{}, 'learning_rate': 0.003}}"
+    )
+    found = steps(learner(), record.format(1750, 6), record.format(1800, 1))
+    assert [step for _, step, _ in found] == [1750, 1800]
+    # the evaluation's metrics stay a report on a step
+    assert steps(learner(), "Eval Step: 1800/100000 / eval metric = {'top_1': 0.3}") == []
+
+
 def test_a_step_two_lines_of_a_record_name_is_one_step_a_counter_counted_afresh_two() -> None:
     # our wording, in DeePMD-kit's shape: a step's metrics line, then its timing line naming
     # the same batch; one step each, also when the record is cut between two batches

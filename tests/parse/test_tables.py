@@ -53,3 +53,14 @@ def test_a_line_of_words_naming_no_counter_is_no_header() -> None:
     assert read(tables, "Saving step checkpoint", "1 2 3") == []
     tables.forget("7")
     assert tables.headers == {}
+
+
+def test_a_learning_curve_s_header_after_a_comment_sign_or_apart_by_single_spaces() -> None:
+    # our values, in the layout of DeePMD-kit's lcurve.out
+    commented = "#  step      rmse_val    rmse_trn         lr"
+    row = "    100      2.57e+01    2.56e+01    1.0e-03"
+    assert read(Tables(), commented, row) == [(100, None)]
+    plain = "step rmse_trn rmse_e_trn lr"
+    assert read(Tables(), plain, "2000 4.1e-01 2.2e-02 9.5e-04") == [(2000, None)]
+    # a counter's word and one more apart by a single space is a sentence, no header
+    assert read(Tables(), "Step forward", "3 4") == []
