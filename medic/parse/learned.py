@@ -71,8 +71,14 @@ holding a non-finite word are read with it (its letters slow the scan of every l
 NUMBER_SIGN = "\u2116"
 """What a line's own ``#`` becomes before its numbers are masked as ``#`` (``Iter #3``, ``Epoch
 #80``): a sign the line writes is no number's place, and the label before it is the number's."""
-CLOCK = r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}\b"
-"""Times of day, durations as h:mm:ss and dates: masked apart, never a counter."""
+CLOCK = (
+    r"\b[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?"
+    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?(?:\b|$)"
+    r"|\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?:[.,][0-9]+)?\b|\b[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}\b"
+)
+"""Times of day, durations as h:mm:ss and dates, an ISO 8601 date and time written as one
+(``time 2026-06-23T15:13:28+00:00``, its date glued to its time): masked apart, never a counter
+nor a duration."""
 CANDIDATE = (
     r"[0-9] ?(?:ms|s|sec|secs|seconds|us)(?-u:\b)"
     r"|(?i:time|dt[:=]|took|duration|timing|cost|latency|ms/|s/it|it/s|steps?/s|_per_s|persec"

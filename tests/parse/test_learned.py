@@ -571,6 +571,18 @@ def test_a_record_timing_its_training_beside_another_loops_time_is_a_step() -> N
     assert steps(learner(), *tested) == []
 
 
+def test_a_date_and_time_written_as_one_is_no_duration() -> None:
+    # our values: a record stamped with its ISO 8601 time under the label "time"
+    line = "step {:>6} | loss 4.{} | lr 9.00e-04 | time 2026-06-23T15:13:{}+00:00"
+    found = steps(learner(), *(line.format(5 * i, i, 10 + i) for i in range(1, 5)))
+    assert [(step, took) for _, step, took in found] == [
+        (5, None),
+        (10, None),
+        (15, None),
+        (20, None),
+    ]
+
+
 def test_a_counter_padded_after_its_label_is_read_at_first_sight() -> None:
     # our values, in the older BasicSR logger's layout: the counter padded to its width
     line = "<epoch: {:>3}, iter: {:>8,d}, lr:2.000e-04> l_pix: 6.0{}63e-02"
