@@ -157,10 +157,23 @@ def event_times(lines: pl.DataFrame, year: int, latest: int | None = None) -> pl
         .then(base + boot - boot.min().over("file"))
         .otherwise(base + pl.col("_index") * STEP_US)
     )
-    timed = stamped.with_columns(stamp.alias("_stamp")).with_columns(
-        pl.col("_stamp") + pl.int_range(pl.len()).over("file", "_stamp")
+    timed = (
+        stamped.with_columns(stamp.alias("_stamp"))
+        .with_columns(_within_its_second(pl.col("_stamp")).over("file"))
+        .with_columns(pl.col("_stamp") + pl.int_range(pl.len()).over("file", "_stamp"))
     )
     return timed.get_column("_stamp").alias("time")
+
+
+def _within_its_second(stamp: pl.Expr) -> pl.Expr:
+    """``stamp`` (a file's, in file order) raised, where it names a whole second, to the
+    newest stamp the file's earlier lines gave within that second: lines stamped to the
+    microsecond and one stamped to the second (an application's own log format beside PyTorch's
+    C++ logging) were written in the file's order, and the coarse stamp only lost the fraction
+    of its second."""
+    before = stamp.cum_max().shift(1)
+    coarse = (stamp % US == 0) & (before > stamp) & (before < stamp + US)
+    return pl.when(coarse.fill_null(False)).then(before).otherwise(stamp)
 
 
 def _new_year_us(year: int) -> int:

@@ -328,6 +328,12 @@ def test_what_a_program_says_as_it_exits_after_an_error_is_no_sign_of_life() -> 
     # nor the C library's words for errno 0 after the failure's message
     perror = "CUDA Error: invalid argument\nCUDA Error: invalid argument: No error\n"
     assert kind_and_tier("slurm-61.out", perror) == ("crash", "suspect")
+    # a warning stamped to the microsecond before an error stamped to the second: written first
+    finer = (
+        "[W1130 04:00:01.823833318 socket.cpp:460] [c10d] waitForInput: poll returned 0\n"
+        "[2026-11-30 04:00:01 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+    )
+    assert kind_and_tier("slurm-62.out", finer) == ("crash", "suspect")
 
 
 def test_text_no_entry_names_is_read_as_a_report_or_a_mention() -> None:

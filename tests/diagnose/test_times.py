@@ -74,6 +74,24 @@ def test_unstamped_lines_follow_their_stamped_predecessor_in_order() -> None:
     ]
 
 
+def test_a_line_stamped_to_the_second_keeps_its_place_after_finer_stamps() -> None:
+    # PyTorch's C++ logging stamps to the microsecond, an application's own format to the second
+    got = times(
+        {
+            "a": [
+                "[W1130 04:00:01.823833318 socket.cpp:460] [c10d] waitForInput timed out",
+                "[2026-11-30 04:00:01 TP1] Scheduler hit an exception: Traceback",
+                "[2026-11-30 04:00:03 TP1] next second",
+            ]
+        }
+    )
+    assert got == [
+        "2026-11-30T04:00:01.823833Z",
+        "2026-11-30T04:00:01.823834Z",
+        "2026-11-30T04:00:03Z",
+    ]
+
+
 def test_boot_times_and_unstamped_files_are_placed_from_the_earliest_absolute_time() -> None:
     got = times(
         {
