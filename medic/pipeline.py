@@ -214,12 +214,12 @@ class Pipeline:
     def _place_ahead(self, stretch: list[Event]) -> tuple[list[Event], dict[str, pl.DataFrame]]:
         """A stretch with its log batches placed (``Placement``) in one call, after every
         scheduler row of the stretch is known, and the placed lines as one frame by stream."""
+        logs = [e for e in stretch if _is_log_batch(e) and e not in self._placed]
+        if not logs:
+            return stretch, {}  # its scheduler rows are observed in turn (``_update``)
         for event in stretch:
             if isinstance(event, Batch) and event.stream == "scheduler" and event.num_rows:
                 self.placement.observe(event.frame)
-        logs = [e for e in stretch if _is_log_batch(e) and e not in self._placed]
-        if not logs:
-            return stretch, {}
         try:
             frame = pl.concat([b.frame for b in logs], rechunk=False)
         except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
