@@ -301,39 +301,39 @@ def test_errors_after_the_job_s_last_sign_of_life_end_its_text() -> None:
     assert kind_and_tier("zork.log", advised) == ("crash", "suspect")
 
 
-def test_what_a_program_says_as_it_exits_after_an_error_is_no_sign_of_life() -> None:
-    # PyTorch's destructor warning, printed at every exit that left the group up (our values)
-    unreleased = TRACEBACK + (
-        "[rank3]:[W1130 04:10:02.512345678 ProcessGroupNCCL.cpp:1250] Warning: WARNING:"
-        " destroy_process_group() was not called before program exit, which can leak resources.\n"
-    )
-    assert kind_and_tier("slurm-56.out", unreleased) == ("crash", "suspect")
-    # a warning Python raised with no frame running, as modules are torn down at its end
-    torn_down = TRACEBACK + "sys:1: ResourceWarning: unclosed file <_io.BufferedReader>\n"
-    assert kind_and_tier("slurm-57.out", torn_down) == ("crash", "suspect")
-    # tqdm draws its bar once more at the count it showed when the loop ends by an exception
-    bar = "Train:  40%|████      | 4/10 [01:{}<02:{}, 2{}.00s/it]\n"
-    redrawn = bar.format(20, 0, 0) + TRACEBACK + bar.format(31, 44, 2)
-    assert kind_and_tier("slurm-58.out", redrawn) == ("crash", "suspect")
-    assert (
-        diagnose(
-            [LogText("slurm-59.out", redrawn + bar.format(52, 12, 1).replace("4/", "5/"))],
-            year=2026,
-        )
-        == []
-    )
-    # a field of the error's report is no sign of life, though it says nothing is wrong
-    fielded = "ZORK error 999 at /src/zork-cuda.cu:512: unknown error\ncurrent device: 0\n"
-    assert kind_and_tier("slurm-60.out", fielded) == ("crash", "suspect")
-    # nor the C library's words for errno 0 after the failure's message
-    perror = "CUDA Error: invalid argument\nCUDA Error: invalid argument: No error\n"
-    assert kind_and_tier("slurm-61.out", perror) == ("crash", "suspect")
-    # a warning stamped to the microsecond before an error stamped to the second: written first
-    finer = (
+BAR = "Train:  40%|████      | 4/10 [01:{}<02:{}, 2{}.00s/it]\n"
+REDRAWN = BAR.format(20, 0, 0) + TRACEBACK + BAR.format(31, 44, 2)
+"""tqdm draws its bar once more, at the count it showed, when its loop ends by an exception."""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # PyTorch's destructor warning, printed at every exit that left the group up
+        TRACEBACK + "[rank3]:[W1130 04:10:02.512345678 ProcessGroupNCCL.cpp:1250] Warning:"
+        " WARNING: destroy_process_group() was not called before program exit, which can leak"
+        " resources.\n",
+        # a warning Python raised with no frame running, as modules are torn down at its end
+        TRACEBACK + "sys:1: ResourceWarning: unclosed file <_io.BufferedReader>\n",
+        REDRAWN,
+        # a field of the error's report, though it says nothing is wrong
+        "ZORK error 999 at /src/zork-cuda.cu:512: unknown error\ncurrent device: 0\n",
+        # the C library's words for errno 0 after the failure's message
+        "CUDA Error: invalid argument\nCUDA Error: invalid argument: No error\n",
+        # a warning stamped to the microsecond before an error stamped to the second
         "[W1130 04:00:01.823833318 socket.cpp:460] [c10d] waitForInput: poll returned 0\n"
-        "[2026-11-30 04:00:01 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
-    )
-    assert kind_and_tier("slurm-62.out", finer) == ("crash", "suspect")
+        "[2026-11-30 04:00:01 TP1] Scheduler hit an exception: Traceback"
+        " (most recent call last):\n",
+    ],
+    ids=["group-destructor", "sys-1-warning", "bar-redrawn", "report-field", "errno-0", "finer"],
+)
+def test_what_a_program_says_as_it_exits_after_an_error_is_no_sign_of_life(text: str) -> None:
+    assert kind_and_tier("slurm-56.out", text) == ("crash", "suspect")
+
+
+def test_a_bar_that_counts_on_after_its_redraw_is_a_sign_of_life() -> None:
+    went_on = REDRAWN + BAR.format(52, 12, 1).replace("4/", "5/")
+    assert diagnose([LogText("slurm-59.out", went_on)], year=2026) == []
 
 
 def test_text_no_entry_names_is_read_as_a_report_or_a_mention() -> None:
